@@ -1,0 +1,78 @@
+"""Decode options and results shared by the PyTorch reference and the numpy/ONNX path.
+
+Torch-free on purpose: the service imports this module.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class DecodeOptionsError(ValueError):
+    """Decode options out of range; the message says which and how to fix it."""
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """How to decode one sentence.
+
+    ``beam_size == 1`` is greedy search. The target length limit (tokens including
+    EOS) is ``min(max_length, ceil(max_length_ratio * src_len) + max_length_offset)``;
+    at the last allowed step EOS is forced. Hypotheses are ranked by
+    ``log_prob / length ** length_penalty`` with length counting EOS.
+    """
+
+    beam_size: int = 1
+    n_best: int = 1
+    length_penalty: float = 1.0
+    max_length: int = 256
+    max_length_ratio: float = 2.0
+    max_length_offset: int = 10
+    min_length: int = 1
+    return_attention: bool = False
+
+    def __post_init__(self) -> None:
+        if self.beam_size < 1:
+            raise DecodeOptionsError(f"beam_size must be >= 1, got {self.beam_size}")
+        if not 1 <= self.n_best <= self.beam_size:
+            raise DecodeOptionsError(
+                f"n_best must be between 1 and beam_size ({self.beam_size}), got {self.n_best}"
+            )
+        if not (math.isfinite(self.length_penalty) and 0.0 <= self.length_penalty <= 5.0):
+            raise DecodeOptionsError(f"length_penalty must be in [0, 5], got {self.length_penalty}")
+        if self.max_length < 1:
+            raise DecodeOptionsError(f"max_length must be >= 1, got {self.max_length}")
+        if not (math.isfinite(self.max_length_ratio) and self.max_length_ratio >= 0.0):
+            raise DecodeOptionsError(f"max_length_ratio must be >= 0, got {self.max_length_ratio}")
+        if self.max_length_offset < 0:
+            raise DecodeOptionsError(
+                f"max_length_offset must be >= 0, got {self.max_length_offset}"
+            )
+        if self.min_length < 0:
+            raise DecodeOptionsError(f"min_length must be >= 0, got {self.min_length}")
+
+    def length_limit(self, src_len: int) -> int:
+        """Most target tokens (EOS included) for a source of ``src_len`` tokens; >= 1."""
+        by_ratio = math.ceil(self.max_length_ratio * src_len) + self.max_length_offset
+        return max(1, min(self.max_length, by_ratio))
+
+    def normalized(self, log_prob: float, length: int) -> float:
+        """Length-normalised score of a hypothesis with ``length`` tokens (EOS included)."""
+        return log_prob / (max(length, 1) ** self.length_penalty)
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One decoded target sentence.
+
+    ``tokens`` exclude BOS and EOS. ``attention`` is ``(len(tokens) + 1, src_len)``:
+    one row per generated token, the EOS step included, over real source positions.
+    """
+
+    tokens: tuple[int, ...]
+    score: float
+    log_prob: float
+    attention: np.ndarray | None = None

@@ -1,0 +1,192 @@
+"""Reference greedy and beam search in PyTorch.
+
+These are deliberately plain: they define the ground truth that the ONNX decode
+loop and the service must reproduce token for token, and they are the "plain
+PyTorch" baseline of the benchmarks.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from models.options import DecodeOptions, Hypothesis
+from models.seq2seq import Seq2Seq
+
+NEG_INF = float("-inf")
+
+
+def block_specials(log_probs: Tensor, *, pad_id: int, bos_id: int) -> None:
+    """Never emit padding or BOS. ``log_probs``: ``(rows, vocab)``, edited in place."""
+    log_probs[:, pad_id] = NEG_INF
+    log_probs[:, bos_id] = NEG_INF
+
+
+def apply_length_rules(
+    log_probs: Tensor, *, step: Tensor | int, limit: Tensor | int, min_length: int, eos_id: int
+) -> None:
+    """EOS is banned before ``min_length`` tokens and forced at the last allowed step.
+
+    Args:
+        log_probs: ``(rows, vocab)``, edited in place.
+        step: number of tokens generated so far, scalar or ``(rows,)``.
+        limit: length limit (EOS included), scalar or ``(rows,)``.
+    """
+    rows = log_probs.size(0)
+    step_t = torch.as_tensor(step).expand(rows)
+    limit_t = torch.as_tensor(limit).expand(rows)
+    too_early = step_t < min_length
+    log_probs[too_early, eos_id] = NEG_INF
+    forced = step_t >= limit_t - 1
+    if bool(forced.any()):
+        eos_col = log_probs[forced, eos_id].clone()
+        log_probs[forced] = NEG_INF
+        log_probs[forced, eos_id] = torch.where(
+            torch.isfinite(eos_col), eos_col, torch.zeros_like(eos_col)
+        )
+
+
+def _next_log_probs(model: Seq2Seq, prev: Tensor, state, keys, memory, mask):
+    logits, state, weights = model.decoder(prev, state, keys, memory, mask)
+    log_probs = torch.log_softmax(logits.float(), dim=-1)
+    cfg = model.config
+    block_specials(log_probs, pad_id=cfg.pad_id, bos_id=cfg.bos_id)
+    return log_probs, state, weights
+
+
+@torch.no_grad()
+def greedy_search(
+    model: Seq2Seq, src: Tensor, lengths: Tensor, *, options: DecodeOptions
+) -> list[Hypothesis]:
+    """Batched greedy decoding.
+
+    Args:
+        src: ``(batch, src_len)`` int64 padded source ids.
+        lengths: ``(batch,)`` int64 true lengths.
+
+    Returns:
+        One hypothesis per sentence, in input order.
+    """
+    cfg = model.config
+    enc = model.encode(src, lengths)
+    batch = src.size(0)
+    limits = torch.tensor([options.length_limit(int(n)) for n in lengths])
+    prev = torch.full((batch,), cfg.bos_id, dtype=torch.long)
+    state = enc.state
+    done = torch.zeros(batch, dtype=torch.bool)
+    log_prob = torch.zeros(batch, dtype=torch.float64)
+    tokens: list[list[int]] = [[] for _ in range(batch)]
+    attn: list[list[Tensor]] = [[] for _ in range(batch)]
+    for step in range(int(limits.max())):
+        log_probs, state, weights = _next_log_probs(
+            model, prev, state, enc.keys, enc.memory, enc.mask
+        )
+        apply_length_rules(
+            log_probs, step=step, limit=limits, min_length=options.min_length, eos_id=cfg.eos_id
+        )
+        best = log_probs.argmax(-1)
+        for b in range(batch):
+            if done[b]:
+                continue
+            tok = int(best[b])
+            log_prob[b] += float(log_probs[b, tok])
+            attn[b].append(weights[b, : int(lengths[b])])
+            if tok == cfg.eos_id:
+                done[b] = True
+            else:
+                tokens[b].append(tok)
+        if bool(done.all()):
+            break
+        prev = best
+    return [
+        Hypothesis(
+            tokens=tuple(tokens[b]),
+            score=options.normalized(float(log_prob[b]), len(tokens[b]) + 1),
+            log_prob=float(log_prob[b]),
+            attention=torch.stack(attn[b]).numpy() if options.return_attention else None,
+        )
+        for b in range(batch)
+    ]
+
+
+@torch.no_grad()
+def beam_search(
+    model: Seq2Seq, src: Tensor, lengths: Tensor, *, options: DecodeOptions
+) -> list[list[Hypothesis]]:
+    """Beam search, one sentence at a time (the reference, not the fast path).
+
+    Each step takes the best ``2 * beam`` continuations by cumulative log-prob; an
+    EOS among the first ``beam`` of them finishes a hypothesis, the best ``beam``
+    non-EOS ones stay live. Search stops when ``beam`` hypotheses have finished.
+
+    Args:
+        src: ``(batch, src_len)`` int64 padded source ids.
+        lengths: ``(batch,)`` int64 true lengths.
+
+    Returns:
+        For each sentence, its ``n_best`` hypotheses, best first.
+    """
+    return [
+        _beam_one(model, src[b : b + 1, : int(lengths[b])], int(lengths[b]), options)
+        for b in range(src.size(0))
+    ]
+
+
+def _beam_one(model: Seq2Seq, src: Tensor, length: int, options: DecodeOptions) -> list[Hypothesis]:
+    cfg = model.config
+    k = options.beam_size
+    enc = model.encode(src, torch.tensor([length]))
+    limit = options.length_limit(length)
+    live_tokens: list[list[int]] = [[]]
+    live_attn: list[list[Tensor]] = [[]]
+    live_scores = torch.zeros(1, dtype=torch.float32)
+    state = enc.state
+    prev = torch.tensor([cfg.bos_id])
+    finished: list[Hypothesis] = []
+    for step in range(limit):
+        rows = len(live_tokens)
+        rep = torch.zeros(rows, dtype=torch.long)
+        log_probs, state, weights = _next_log_probs(
+            model, prev, state, enc.keys[rep], enc.memory[rep], enc.mask[rep]
+        )
+        apply_length_rules(
+            log_probs, step=step, limit=limit, min_length=options.min_length, eos_id=cfg.eos_id
+        )
+        vocab = log_probs.size(1)
+        cand = (live_scores.unsqueeze(1) + log_probs).view(-1)
+        top_scores, top_idx = cand.topk(min(2 * k, cand.numel()))
+        parents, next_tokens, next_scores = [], [], []
+        for rank in range(top_idx.numel()):
+            score = float(top_scores[rank])
+            if score == NEG_INF:
+                break
+            beam, tok = divmod(int(top_idx[rank]), vocab)
+            if tok == cfg.eos_id:
+                if rank < k:
+                    toks = live_tokens[beam]
+                    finished.append(
+                        Hypothesis(
+                            tokens=tuple(toks),
+                            score=options.normalized(score, len(toks) + 1),
+                            log_prob=score,
+                            attention=torch.stack(live_attn[beam] + [weights[beam]]).numpy()
+                            if options.return_attention
+                            else None,
+                        )
+                    )
+                continue
+            parents.append(beam)
+            next_tokens.append(tok)
+            next_scores.append(score)
+            if len(parents) == k:
+                break
+        if len(finished) >= k or not parents:
+            break
+        live_tokens = [live_tokens[p] + [t] for p, t in zip(parents, next_tokens, strict=True)]
+        live_attn = [live_attn[p] + [weights[p]] for p in parents]
+        live_scores = torch.tensor(next_scores, dtype=torch.float32)
+        order = torch.tensor(parents)
+        state = tuple(s[order] for s in state)
+        prev = torch.tensor(next_tokens)
+    finished.sort(key=lambda h: h.score, reverse=True)
+    return finished[: options.n_best]

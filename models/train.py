@@ -1,0 +1,269 @@
+"""``nmt-train``: train an attention RNN translation model on a ``nmt-data`` corpus.
+
+AdamW, gradient clipping, teacher forcing, padding-aware label-smoothed loss,
+length-bucketed batches, validation loss and sacreBLEU every epoch, early
+stopping, best checkpoint kept, resumable (``RUN_DIR/last.pt``), seeded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from models.batching import ParallelData, bucket_batches
+from models.checkpoint import CheckpointError, read_payload, save_checkpoint
+from models.config import ConfigError, ModelConfig
+from models.options import DecodeOptions
+from models.seq2seq import Seq2Seq
+from models.tokenizer import Tokenizer, TokenizerError
+from models.translate import bleu, translate_texts
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    epochs: int = 30
+    max_tokens: int = 3000
+    lr: float = 2e-3
+    weight_decay: float = 0.01
+    clip_norm: float = 1.0
+    label_smoothing: float = 0.1
+    teacher_forcing: float = 1.0
+    patience: int = 3
+    max_len: int = 64
+    max_minutes: float = 0.0
+    bleu_sentences: int = 2000
+    seed: int = 1
+    threads: int = 0
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1 or self.max_tokens < 1 or self.lr <= 0 or self.patience < 1:
+            raise ConfigError("epochs, max_tokens, lr and patience must be positive")
+        if not 0.0 <= self.teacher_forcing <= 1.0:
+            raise ConfigError("teacher forcing ratio must be in [0, 1]")
+
+
+def set_seed(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def evaluate_loss(
+    model: Seq2Seq, data: ParallelData, device: torch.device, max_tokens: int
+) -> float:
+    """Mean per-token cross-entropy (no smoothing) with teacher forcing."""
+    model.eval()
+    total, tokens = 0.0, 0
+    loss_fn = nn.CrossEntropyLoss(ignore_index=model.config.pad_id, reduction="sum")
+    with torch.no_grad():
+        for batch in bucket_batches(data, max_tokens=max_tokens, shuffle=False):
+            batch = batch.to(device)
+            logits = model(batch.src, batch.lengths, batch.tgt_in)
+            total += float(loss_fn(logits.flatten(0, 1), batch.tgt_out.flatten()))
+            tokens += batch.target_tokens
+    return total / max(tokens, 1)
+
+
+def evaluate_bleu(
+    model: Seq2Seq, src_tok: Tokenizer, tgt_tok: Tokenizer, data: ParallelData, limit: int
+) -> float:
+    model.eval()
+    hyps = translate_texts(
+        model, src_tok, tgt_tok, data.src_text[:limit], options=DecodeOptions(beam_size=1)
+    )
+    return bleu(hyps, data.tgt_text[:limit])
+
+
+def train(
+    data_dir: Path,
+    run_dir: Path,
+    model_config: ModelConfig,
+    cfg: TrainConfig,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+) -> dict:
+    """Train and return the summary written to ``run_dir/summary.json``."""
+    from tqdm import tqdm
+
+    set_seed(cfg.seed)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    src_tok = Tokenizer.from_file(data_dir / "spm.en.model")
+    tgt_tok = Tokenizer.from_file(data_dir / "spm.es.model")
+    train_data = ParallelData.load(data_dir, "train", src_tok, tgt_tok, max_len=cfg.max_len)
+    valid_data = ParallelData.load(data_dir, "valid", src_tok, tgt_tok)
+    model = Seq2Seq(model_config).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, factor=0.5, patience=0)
+    loss_fn = nn.CrossEntropyLoss(
+        ignore_index=model_config.pad_id, label_smoothing=cfg.label_smoothing, reduction="sum"
+    )
+    history: list[dict] = []
+    start_epoch, best_bleu, bad_epochs, elapsed_before = 1, -1.0, 0, 0.0
+    last_path, best_path = run_dir / "last.pt", run_dir / "best.pt"
+    if resume and last_path.exists():
+        payload = read_payload(last_path)
+        if payload["config"] != model_config.to_dict():
+            raise CheckpointError(f"{last_path} was trained with another model config")
+        model.load_state_dict(payload["state_dict"])
+        optimizer.load_state_dict(payload["optimizer"])
+        scheduler.load_state_dict(payload["scheduler"])
+        state = payload["train_state"]
+        start_epoch, best_bleu = state["epoch"] + 1, state["best_bleu"]
+        bad_epochs, history = state["bad_epochs"], state["history"]
+        elapsed_before = state["elapsed"]
+        torch.set_rng_state(payload["rng"])
+    t0 = time.monotonic()
+    for epoch in range(start_epoch, cfg.epochs + 1):
+        model.train()
+        batches = list(
+            bucket_batches(
+                train_data, max_tokens=cfg.max_tokens, shuffle=True, seed=cfg.seed * 1000 + epoch
+            )
+        )
+        epoch_loss, epoch_tokens, epoch_start = 0.0, 0, time.monotonic()
+        bar = tqdm(batches, desc=f"epoch {epoch}", unit="batch", disable=not progress)
+        for batch in bar:
+            batch = batch.to(device)
+            logits = model(
+                batch.src, batch.lengths, batch.tgt_in, teacher_forcing_ratio=cfg.teacher_forcing
+            )
+            loss = loss_fn(logits.flatten(0, 1), batch.tgt_out.flatten())
+            ntok = batch.target_tokens
+            optimizer.zero_grad(set_to_none=True)
+            (loss / ntok).backward()
+            nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
+            optimizer.step()
+            epoch_loss += loss.item()
+            epoch_tokens += ntok
+            bar.set_postfix(loss=f"{epoch_loss / epoch_tokens:.3f}")
+        train_seconds = time.monotonic() - epoch_start
+        valid_loss = evaluate_loss(model, valid_data, device, cfg.max_tokens)
+        valid_bleu = evaluate_bleu(model, src_tok, tgt_tok, valid_data, cfg.bleu_sentences)
+        scheduler.step(valid_loss)
+        elapsed = elapsed_before + time.monotonic() - t0
+        record = {
+            "epoch": epoch,
+            "train_loss": epoch_loss / max(epoch_tokens, 1),
+            "valid_loss": valid_loss,
+            "valid_ppl": math.exp(min(valid_loss, 50)),
+            "valid_bleu": valid_bleu,
+            "pairs_per_second": len(train_data) / train_seconds,
+            "lr": optimizer.param_groups[0]["lr"],
+            "elapsed_seconds": elapsed,
+        }
+        history.append(record)
+        print(json.dumps(record), flush=True)
+        meta = {"device": str(device), "train_pairs": len(train_data), "history": history}
+        if valid_bleu > best_bleu:
+            best_bleu, bad_epochs = valid_bleu, 0
+            save_checkpoint(best_path, model, src_tok, tgt_tok, meta=meta | {"epoch": epoch})
+        else:
+            bad_epochs += 1
+        save_checkpoint(
+            last_path,
+            model,
+            src_tok,
+            tgt_tok,
+            meta=meta,
+            extra={
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "rng": torch.get_rng_state(),
+                "train_state": {
+                    "epoch": epoch,
+                    "best_bleu": best_bleu,
+                    "bad_epochs": bad_epochs,
+                    "history": history,
+                    "elapsed": elapsed,
+                },
+            },
+        )
+        if bad_epochs >= cfg.patience:
+            print(f"early stopping: no BLEU gain in {cfg.patience} epochs", flush=True)
+            break
+        if cfg.max_minutes and elapsed / 60 >= cfg.max_minutes:
+            print(f"time budget of {cfg.max_minutes} minutes reached", flush=True)
+            break
+    summary = {
+        "best_valid_bleu": best_bleu,
+        "epochs": len(history),
+        "parameters": model.parameter_count(),
+        "device": str(device),
+        "train_pairs": len(train_data),
+        "history": history,
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def _add_dataclass_args(parser: argparse.ArgumentParser, cls, skip: Sequence[str] = ()) -> None:
+    for f in fields(cls):
+        if f.name in skip:
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        if f.type in ("bool", bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
+        else:
+            kind = {"int": int, "float": float, "str": str}.get(str(f.type), str)
+            parser.add_argument(flag, type=kind, default=f.default)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="nmt-train", description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, required=True, help="directory from nmt-data build")
+    parser.add_argument("--out", type=Path, required=True, help="run directory")
+    parser.add_argument("--resume", action="store_true", help="continue from OUT/last.pt")
+    parser.add_argument("--no-progress", action="store_true")
+    _add_dataclass_args(
+        parser,
+        ModelConfig,
+        skip=("src_vocab_size", "tgt_vocab_size", "pad_id", "unk_id", "bos_id", "eos_id"),
+    )
+    _add_dataclass_args(parser, TrainConfig)
+    args = parser.parse_args(argv)
+    try:
+        for name in ("spm.en.model", "spm.es.model", "train.en", "valid.en"):
+            if not (args.data / name).is_file():
+                raise CheckpointError(f"{args.data / name} not found; run `nmt-data build` first")
+        src_tok = Tokenizer.from_file(args.data / "spm.en.model")
+        tgt_tok = Tokenizer.from_file(args.data / "spm.es.model")
+        model_kwargs = {
+            f.name: getattr(args, f.name) for f in fields(ModelConfig) if hasattr(args, f.name)
+        }
+        model_config = ModelConfig(
+            src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size, **model_kwargs
+        )
+        train_config = TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
+        args.out.mkdir(parents=True, exist_ok=True)
+        summary = train(
+            args.data,
+            args.out,
+            model_config,
+            train_config,
+            resume=args.resume,
+            progress=not args.no_progress,
+        )
+    except (CheckpointError, ConfigError, TokenizerError) as exc:
+        print(f"nmt-train: error: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"best valid BLEU {summary['best_valid_bleu']:.2f} after {summary['epochs']} epochs; "
+        f"checkpoint: {args.out / 'best.pt'}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
