@@ -1,0 +1,217 @@
+"""``nmt-export CHECKPOINT --out model_repository/<name>/<version>``.
+
+Writes a self-contained bundle (encoder.onnx, decoder.onnx, tokenizers,
+manifest.json) that the service loads without torch. The bundle is built in a
+temporary directory and moved into place only after the parity gate passed, so a
+failed export writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from export import spec
+from export.parity import ParityError, run_gate
+from models.checkpoint import Checkpoint, CheckpointError, load_checkpoint
+from models.tokenizer import TokenizerError, read_lines
+
+MAX_SOURCE_TOKENS = 128
+
+
+class ExportError(RuntimeError):
+    """An export that cannot proceed; the message says how to fix it."""
+
+
+def _graph_io(path: Path) -> dict:
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+
+    def describe(values) -> list[dict]:
+        out = []
+        for v in values:
+            t = v.type.tensor_type
+            dims = [d.dim_param or d.dim_value for d in t.shape.dim]
+            out.append(
+                {
+                    "name": v.name,
+                    "dtype": onnx.helper.tensor_dtype_to_np_dtype(t.elem_type).name,
+                    "shape": dims,
+                }
+            )
+        return out
+
+    return {"inputs": describe(graph.input), "outputs": describe(graph.output)}
+
+
+def _versions() -> dict:
+    import onnx
+    import onnxruntime
+    import torch
+
+    return {
+        "torch": torch.__version__,
+        "onnx": onnx.__version__,
+        "onnxruntime": onnxruntime.__version__,
+        "numpy": np.__version__,
+        "exporter": "rnn-nmt-serving export/1",
+    }
+
+
+def parity_sources(
+    ckpt: Checkpoint, path: Path | None, checkpoint_path: Path, limit: int | None, seed: int = 0
+) -> tuple[list[list[int]], str]:
+    """Token ids the gate decodes: the given file, else ``test.en`` beside the checkpoint,
+    else random token sequences (a tiny test model has no data)."""
+    if path is None and (checkpoint_path.parent / "test.en").is_file():
+        path = checkpoint_path.parent / "test.en"
+    if path is not None:
+        if not path.is_file():
+            raise ExportError(f"parity source file not found: {path}")
+        lines = [line for line in read_lines(path) if line.strip()]
+        lines = lines[:limit] if limit else lines
+        return ckpt.src_tokenizer.encode_batch(lines), str(path)
+    rng = np.random.default_rng(seed)
+    vocab = ckpt.config.src_vocab_size
+    n = limit or 50
+    return [list(rng.integers(4, vocab, rng.integers(1, 16))) for _ in range(n)], "random"
+
+
+def export_bundle(
+    checkpoint_path: Path,
+    out: Path,
+    *,
+    force: bool = False,
+    parity_src: Path | None = None,
+    parity_limit: int | None = None,
+    beam_sentences: int = 200,
+    name: str | None = None,
+) -> dict:
+    """Export, run the gate, write the manifest; returns the manifest."""
+    from export.graphs import export_graphs
+    from service.bundle import sha256_file
+    from service.runtime import OnnxModel, RuntimeConfig
+
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
+        raise ExportError(f"{out} exists and is not empty; pass --force to replace it")
+    ckpt = load_checkpoint(checkpoint_path)
+    sources, source_name = parity_sources(ckpt, parity_src, checkpoint_path, parity_limit)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=out.parent))
+    try:
+        started = time.monotonic()
+        export_graphs(ckpt.model, tmp)
+        ckpt.src_tokenizer.save(tmp / spec.SRC_SPM_FILE)
+        ckpt.tgt_tokenizer.save(tmp / spec.TGT_SPM_FILE)
+        cfg = ckpt.config
+        onnx_model = OnnxModel(tmp, cfg.state_names, RuntimeConfig(providers=("cpu",)))
+        report = run_gate(
+            ckpt.model,
+            onnx_model,
+            sources,
+            beam_sentences=beam_sentences,
+            max_len=MAX_SOURCE_TOKENS,
+        )
+        files = [spec.ENCODER_FILE, spec.DECODER_FILE, spec.SRC_SPM_FILE, spec.TGT_SPM_FILE]
+        manifest = {
+            "format": spec.BUNDLE_FORMAT,
+            "name": name or out.parent.name,
+            "version": out.name,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "precision": "fp32",
+            "model_config": cfg.to_dict(),
+            "parameters": ckpt.model.parameter_count(),
+            "src_vocab_size": cfg.src_vocab_size,
+            "tgt_vocab_size": cfg.tgt_vocab_size,
+            "special_ids": {
+                "pad": cfg.pad_id,
+                "unk": cfg.unk_id,
+                "bos": cfg.bos_id,
+                "eos": cfg.eos_id,
+            },
+            "max_source_tokens": MAX_SOURCE_TOKENS,
+            "opset": spec.OPSET,
+            "state_names": list(cfg.state_names),
+            "graphs": {
+                "encoder": _graph_io(tmp / spec.ENCODER_FILE),
+                "decoder": _graph_io(tmp / spec.DECODER_FILE),
+            },
+            "versions": _versions(),
+            "checkpoint": {
+                "file": checkpoint_path.name,
+                "sha256": sha256_file(checkpoint_path),
+                "meta": {k: v for k, v in ckpt.meta.items() if k != "history"},
+            },
+            "parity": report.to_dict() | {"source": source_name},
+            "export_seconds": round(time.monotonic() - started, 1),
+            "files": {f: sha256_file(tmp / f) for f in files},
+        }
+        (tmp / spec.MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+        return manifest
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="nmt-export", description=__doc__.splitlines()[0])
+    parser.add_argument("checkpoint", type=Path)
+    parser.add_argument(
+        "--out", type=Path, required=True, help="bundle directory, e.g. model_repository/en-es/1"
+    )
+    parser.add_argument("--force", action="store_true", help="replace a non-empty --out")
+    parser.add_argument(
+        "--parity-src",
+        type=Path,
+        default=None,
+        help="source sentences for the gate (default: test.en beside the "
+        "checkpoint, else random token sequences)",
+    )
+    parser.add_argument(
+        "--parity-limit",
+        type=int,
+        default=None,
+        help="use only the first N parity sentences for greedy",
+    )
+    parser.add_argument("--beam-sentences", type=int, default=200)
+    parser.add_argument("--name", default=None, help="model name (default: parent dir of --out)")
+    args = parser.parse_args(argv)
+    try:
+        manifest = export_bundle(
+            args.checkpoint,
+            args.out,
+            force=args.force,
+            parity_src=args.parity_src,
+            parity_limit=args.parity_limit,
+            beam_sentences=args.beam_sentences,
+            name=args.name,
+        )
+    except (ExportError, CheckpointError, TokenizerError) as exc:
+        print(f"nmt-export: error: {exc}", file=sys.stderr)
+        return 2
+    except ParityError as exc:
+        print(f"nmt-export: parity gate failed, nothing written: {exc}", file=sys.stderr)
+        return 1
+    p = manifest["parity"]
+    print(
+        f"wrote {args.out}: greedy identical on {p['greedy_sentences']} sentences, "
+        f"beam {p['beam_size']} identical on {p['beam_sentences']}, max |dlogp| "
+        f"{p['max_log_prob_diff']:.1e}, max |dattn| {p['max_attention_diff']:.1e}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""Trace the encoder and one decoder step of a :class:`Seq2Seq` into ONNX."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import onnx
+import torch
+from torch import Tensor, nn
+
+from export import spec
+from models.seq2seq import Seq2Seq
+
+
+class EncoderGraph(nn.Module):
+    """``(src_ids, src_lengths) -> (memory, keys, src_mask, *init_state)``."""
+
+    def __init__(self, model: Seq2Seq) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, src_ids: Tensor, src_lengths: Tensor) -> tuple[Tensor, ...]:
+        enc = self.model.encode(src_ids, src_lengths)
+        return (enc.memory, enc.keys, enc.mask, *enc.state)
+
+
+class DecoderStepGraph(nn.Module):
+    """One step over ``rows`` hypotheses that share per-sentence encoder memory.
+
+    The state inputs are gathered by ``parent_rows`` first, so a server can feed the
+    previous step's state outputs back unchanged (even on the GPU) and express
+    beam reordering, retired rows and newly admitted rows as one index vector.
+    """
+
+    def __init__(self, model: Seq2Seq) -> None:
+        super().__init__()
+        self.decoder = model.decoder
+        cfg = model.config
+        self.eos_id = cfg.eos_id
+        blocked = torch.zeros(cfg.tgt_vocab_size)
+        blocked[[cfg.pad_id, cfg.bos_id, cfg.eos_id]] = float("-inf")
+        self.register_buffer("blocked", blocked)
+
+    def forward(
+        self,
+        prev_tokens: Tensor,
+        parent_rows: Tensor,
+        row_sentence: Tensor,
+        memory: Tensor,
+        keys: Tensor,
+        src_mask: Tensor,
+        top_k: Tensor,
+        *state: Tensor,
+    ) -> tuple[Tensor, ...]:
+        """Shapes as documented in :mod:`export.spec`."""
+        state = tuple(s.index_select(0, parent_rows) for s in state)
+        logits, new_state, weights = self.decoder(
+            prev_tokens,
+            state,
+            keys.index_select(0, row_sentence),
+            memory.index_select(0, row_sentence),
+            src_mask.index_select(0, row_sentence),
+        )
+        log_probs = torch.log_softmax(logits, dim=-1)
+        eos = log_probs[:, self.eos_id]
+        # ``top_k`` is rewired to the K input of TopK after tracing (see _make_k_dynamic);
+        # tracing needs a Python int here.
+        values, ids = torch.topk(log_probs + self.blocked, int(top_k[0]), dim=-1)
+        return (values, ids, eos, weights, *new_state)
+
+
+def _dummy_inputs(model: Seq2Seq, batch: int = 2, src_len: int = 5):
+    cfg = model.config
+    src = torch.randint(4, cfg.src_vocab_size, (batch, src_len))
+    lengths = torch.tensor([src_len] + [max(1, src_len - 2)] * (batch - 1))
+    return src, lengths
+
+
+def _make_k_dynamic(graph_path: Path) -> None:
+    """Replace TopK's constant K by the ``top_k`` graph input."""
+    m = onnx.load(str(graph_path))
+    g = m.graph
+    topk = [n for n in g.node if n.op_type == "TopK"]
+    if len(topk) != 1:
+        raise RuntimeError(f"expected one TopK node in the decoder graph, found {len(topk)}")
+    old = topk[0].input[1]
+    topk[0].input[1] = spec.TOP_K
+    still_used = any(old in n.input for n in g.node)
+    if not still_used:
+        for container in (g.initializer,):
+            for item in list(container):
+                if item.name == old:
+                    container.remove(item)
+        for n in list(g.node):
+            if old in n.output and n.op_type == "Constant":
+                g.node.remove(n)
+    # The traced graph may have dropped the unused top_k input; make sure it exists.
+    if not any(i.name == spec.TOP_K for i in g.input):
+        g.input.append(onnx.helper.make_tensor_value_info(spec.TOP_K, onnx.TensorProto.INT64, [1]))
+    onnx.save(m, str(graph_path))
+
+
+def export_graphs(model: Seq2Seq, out_dir: Path) -> tuple[Path, Path]:
+    """Write ``encoder.onnx`` and ``decoder.onnx`` (fp32) into ``out_dir``."""
+    model = model.eval().float()
+    cfg = model.config
+    names = cfg.state_names
+    enc_path, dec_path = out_dir / spec.ENCODER_FILE, out_dir / spec.DECODER_FILE
+    src, lengths = _dummy_inputs(model)
+    enc_graph = EncoderGraph(model).eval()
+    enc_axes = {spec.SRC_IDS: {0: "batch", 1: "src_len"}, spec.SRC_LENGTHS: {0: "batch"}}
+    enc_axes |= {spec.MEMORY: {0: "batch", 1: "src_len"}, spec.KEYS: {0: "batch", 1: "src_len"}}
+    enc_axes |= {spec.SRC_MASK: {0: "batch", 1: "src_len"}}
+    enc_axes |= {spec.INIT_PREFIX + s: {0: "batch"} for s in names}
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            enc_graph,
+            (src, lengths),
+            str(enc_path),
+            input_names=spec.encoder_inputs(),
+            output_names=spec.encoder_outputs(names),
+            dynamic_axes=enc_axes,
+            opset_version=spec.OPSET,
+            dynamo=False,
+        )
+        memory, keys, mask, *state = enc_graph(src, lengths)
+        rows = 3
+        dec_graph = DecoderStepGraph(model).eval()
+        traced_k = 2
+        dec_args = (
+            torch.full((rows,), cfg.bos_id, dtype=torch.long),
+            torch.tensor([0, 1, 1]),
+            torch.tensor([0, 1, 1]),
+            memory,
+            keys,
+            mask,
+            torch.tensor([traced_k]),
+            *state,
+        )
+        dec_axes = {
+            spec.PREV_TOKENS: {0: "rows"},
+            spec.PARENT_ROWS: {0: "rows"},
+            spec.ROW_SENTENCE: {0: "rows"},
+            spec.MEMORY: {0: "sentences", 1: "src_len"},
+            spec.KEYS: {0: "sentences", 1: "src_len"},
+            spec.SRC_MASK: {0: "sentences", 1: "src_len"},
+            spec.TOPK_LOG_PROBS: {0: "rows", 1: "k"},
+            spec.TOPK_IDS: {0: "rows", 1: "k"},
+            spec.EOS_LOG_PROBS: {0: "rows"},
+            spec.ATTENTION: {0: "rows", 1: "src_len"},
+        }
+        dec_axes |= {s: {0: "prev_rows"} for s in names}
+        dec_axes |= {s + spec.STATE_OUT_SUFFIX: {0: "rows"} for s in names}
+        torch.onnx.export(
+            dec_graph,
+            dec_args,
+            str(dec_path),
+            input_names=spec.decoder_inputs(names),
+            output_names=spec.decoder_outputs(names),
+            dynamic_axes=dec_axes,
+            opset_version=spec.OPSET,
+            dynamo=False,
+        )
+    _make_k_dynamic(dec_path)
+    for path in (enc_path, dec_path):
+        onnx.checker.check_model(str(path), full_check=True)
+    return enc_path, dec_path

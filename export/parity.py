@@ -1,0 +1,212 @@
+"""The parity gate: an exported bundle must translate exactly like its checkpoint.
+
+Checks (thresholds in :class:`ParityThresholds`):
+
+1. encoder outputs and decoder-step log-probs / attention of ONNX Runtime vs PyTorch
+   on random and real batches across batch sizes and source lengths (1 and max);
+2. greedy translations identical token for token (every given sentence);
+3. beam hypotheses identical on a sample.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from models.options import DecodeOptions
+from models.seq2seq import Seq2Seq
+from models.translate import translate_ids
+from service.decoding import SpecialIds, StepModel, decode, pad_batch
+
+
+class ParityError(RuntimeError):
+    """The exported graphs do not reproduce the PyTorch model."""
+
+
+@dataclass(frozen=True)
+class ParityThresholds:
+    log_prob_atol: float = 1e-4
+    attention_atol: float = 1e-5
+    memory_atol: float = 1e-4
+
+
+@dataclass
+class ParityReport:
+    max_log_prob_diff: float = 0.0
+    max_attention_diff: float = 0.0
+    max_memory_diff: float = 0.0
+    batches_checked: int = 0
+    greedy_sentences: int = 0
+    greedy_mismatches: int = 0
+    beam_size: int = 5
+    beam_sentences: int = 0
+    beam_mismatches: int = 0
+    max_score_diff: float = 0.0
+    seconds: float = 0.0
+    failures: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "failures"}
+
+
+def _step_both(
+    model: Seq2Seq,
+    onnx: StepModel,
+    src: np.ndarray,
+    lengths: np.ndarray,
+    steps: int,
+    rng: np.random.Generator,
+    report: ParityReport,
+) -> None:
+    """Compare encoder outputs and ``steps`` decoder steps fed with random tokens."""
+    cfg = model.config
+    with torch.no_grad():
+        enc_t = model.encode(torch.from_numpy(src), torch.from_numpy(lengths))
+    enc_o = onnx.encode(src, lengths)
+    mask = enc_o.mask
+    diff = np.abs(enc_o.memory - enc_t.memory.numpy())[mask].max()
+    report.max_memory_diff = max(report.max_memory_diff, float(diff))
+    batch = src.shape[0]
+    state_t, state_o = enc_t.state, enc_o.states
+    rows = np.arange(batch, dtype=np.int64)
+    keep = np.ones(cfg.tgt_vocab_size, dtype=bool)
+    keep[[cfg.pad_id, cfg.bos_id, cfg.eos_id]] = False
+    top_k = int(keep.sum())
+    for step in range(steps):
+        prev = (
+            np.full(batch, cfg.bos_id) if step == 0 else rng.integers(4, cfg.tgt_vocab_size, batch)
+        ).astype(np.int64)
+        with torch.no_grad():
+            logits, state_t, attn_t = model.decoder(
+                torch.from_numpy(prev), state_t, enc_t.keys, enc_t.memory, enc_t.mask
+            )
+            lp_t = torch.log_softmax(logits, -1).numpy()
+        out = onnx.step(
+            prev_tokens=prev,
+            parent_rows=rows,
+            row_sentence=rows,
+            memory=enc_o.memory,
+            keys=enc_o.keys,
+            mask=mask,
+            states=state_o,
+            top_k=top_k,
+        )
+        state_o = out.states
+        lp_o = np.full_like(lp_t, np.nan)
+        np.put_along_axis(lp_o, out.topk_ids, out.topk_values, axis=1)
+        lp_o[:, cfg.eos_id] = out.eos_values
+        cols = keep.copy()
+        cols[cfg.eos_id] = True
+        d_lp = float(np.abs(lp_o[:, cols] - lp_t[:, cols]).max())
+        d_att = float(np.abs(out.attention - attn_t.numpy()).max())
+        report.max_log_prob_diff = max(report.max_log_prob_diff, d_lp)
+        report.max_attention_diff = max(report.max_attention_diff, d_att)
+    report.batches_checked += 1
+
+
+def check_steps(
+    model: Seq2Seq,
+    onnx: StepModel,
+    real: Sequence[Sequence[int]],
+    *,
+    max_len: int,
+    report: ParityReport,
+    seed: int = 0,
+) -> None:
+    """Random batches (sizes 1, 3, 8; lengths 1, 7, ``max_len``) and real batches."""
+    rng = np.random.default_rng(seed)
+    vocab = model.config.src_vocab_size
+    for batch in (1, 3, 8):
+        for length in (1, 7, max_len):
+            lengths = rng.integers(1, length + 1, batch)
+            lengths[0] = length
+            src = rng.integers(4, vocab, (batch, length)).astype(np.int64)
+            src[np.arange(length)[None, :] >= lengths[:, None]] = model.config.pad_id
+            _step_both(model, onnx, src, lengths.astype(np.int64), 4, rng, report)
+    real = [list(s[:max_len]) for s in real if s]
+    for start in range(0, min(len(real), 64), 16):
+        src, lengths = pad_batch(real[start : start + 16], model.config.pad_id)
+        _step_both(model, onnx, src, lengths, 6, rng, report)
+
+
+def check_search(
+    model: Seq2Seq,
+    onnx: StepModel,
+    sources: Sequence[Sequence[int]],
+    *,
+    options: DecodeOptions,
+    report: ParityReport,
+) -> int:
+    """Decode ``sources`` both ways; returns the number of sentences that differ."""
+    cfg = model.config
+    special = SpecialIds(cfg.pad_id, cfg.bos_id, cfg.eos_id)
+    ref = translate_ids(model, sources, options=options)
+    got = decode(onnx, [list(s) for s in sources], options=options, special=special)
+    mismatches = 0
+    for r, g in zip(ref, got, strict=True):
+        if [h.tokens for h in r] != [h.tokens for h in g]:
+            mismatches += 1
+            continue
+        for hr, hg in zip(r, g, strict=True):
+            report.max_score_diff = max(report.max_score_diff, abs(hr.score - hg.score))
+    return mismatches
+
+
+def run_gate(
+    model: Seq2Seq,
+    onnx: StepModel,
+    sources: Sequence[Sequence[int]],
+    *,
+    beam_sentences: int = 200,
+    beam_size: int = 5,
+    max_len: int = 128,
+    thresholds: ParityThresholds | None = None,
+) -> ParityReport:
+    """Run every check; raise :class:`ParityError` listing what failed."""
+    th = thresholds or ParityThresholds()
+    start = time.monotonic()
+    model = model.eval()
+    report = ParityReport(beam_size=beam_size)
+    check_steps(model, onnx, sources, max_len=max_len, report=report)
+    if report.max_memory_diff > th.memory_atol:
+        report.failures.append(f"encoder memory differs by {report.max_memory_diff:.2e}")
+    if report.max_log_prob_diff > th.log_prob_atol:
+        report.failures.append(
+            f"log-probs differ by {report.max_log_prob_diff:.2e} > {th.log_prob_atol:.0e}"
+        )
+    if report.max_attention_diff > th.attention_atol:
+        report.failures.append(
+            f"attention differs by {report.max_attention_diff:.2e} > {th.attention_atol:.0e}"
+        )
+    sources = [list(s[:max_len]) for s in sources if s]
+    report.greedy_sentences = len(sources)
+    report.greedy_mismatches = check_search(
+        model, onnx, sources, options=DecodeOptions(beam_size=1), report=report
+    )
+    if report.greedy_mismatches:
+        report.failures.append(
+            f"greedy output differs on {report.greedy_mismatches}/{len(sources)} sentences"
+        )
+    sample = sources[:beam_sentences]
+    report.beam_sentences = len(sample)
+    report.beam_mismatches = check_search(
+        model,
+        onnx,
+        sample,
+        options=DecodeOptions(beam_size=beam_size, n_best=beam_size),
+        report=report,
+    )
+    if report.beam_mismatches:
+        report.failures.append(
+            f"beam {beam_size} n-best differs on {report.beam_mismatches}/{len(sample)} sentences"
+        )
+    if report.max_score_diff > th.log_prob_atol:
+        report.failures.append(f"hypothesis scores differ by {report.max_score_diff:.2e}")
+    report.seconds = time.monotonic() - start
+    if report.failures:
+        raise ParityError("; ".join(report.failures))
+    return report

@@ -1,0 +1,85 @@
+"""Load an exported model bundle (manifest, graphs, tokenizers) without torch."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from export import spec
+from models.config import ModelConfig
+from models.tokenizer import Tokenizer, TokenizerError
+from service.decoding import SpecialIds
+from service.runtime import BundleRuntimeError, OnnxModel, RuntimeConfig
+
+
+class BundleError(ValueError):
+    """A directory that is not a loadable bundle; the message says what is wrong."""
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_manifest(bundle_dir: Path, *, verify: bool = True) -> dict[str, Any]:
+    """Read and check ``manifest.json``; with ``verify`` every file's sha256 too."""
+    path = bundle_dir / spec.MANIFEST_FILE
+    if not path.is_file():
+        raise BundleError(f"{bundle_dir} has no {spec.MANIFEST_FILE}; export one with nmt-export")
+    try:
+        manifest = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise BundleError(f"{path} is not valid JSON: {exc}") from None
+    if manifest.get("format") != spec.BUNDLE_FORMAT:
+        raise BundleError(
+            f"{path}: format {manifest.get('format')!r} is not {spec.BUNDLE_FORMAT!r}; "
+            "re-export the model with this version's nmt-export"
+        )
+    if manifest.get("opset") != spec.OPSET:
+        raise BundleError(
+            f"{path}: opset {manifest.get('opset')} but this service needs {spec.OPSET}"
+        )
+    for name, expected in manifest.get("files", {}).items():
+        file = bundle_dir / name
+        if not file.is_file():
+            raise BundleError(f"{bundle_dir}: {name} listed in the manifest is missing")
+        if verify and sha256_file(file) != expected:
+            raise BundleError(f"{bundle_dir}: {name} does not match its sha256 in the manifest")
+    return manifest
+
+
+@dataclass
+class Bundle:
+    """A loaded bundle: graphs in ONNX Runtime plus tokenizers and metadata."""
+
+    path: Path
+    manifest: dict[str, Any]
+    config: ModelConfig
+    model: OnnxModel
+    src_tokenizer: Tokenizer
+    tgt_tokenizer: Tokenizer
+
+    @property
+    def special(self) -> SpecialIds:
+        return SpecialIds(pad=self.config.pad_id, bos=self.config.bos_id, eos=self.config.eos_id)
+
+
+def load_bundle(bundle_dir: Path | str, runtime: RuntimeConfig | None = None) -> Bundle:
+    bundle_dir = Path(bundle_dir)
+    if not bundle_dir.is_dir():
+        raise BundleError(f"bundle directory not found: {bundle_dir}")
+    manifest = read_manifest(bundle_dir)
+    try:
+        config = ModelConfig.from_dict(manifest["model_config"])
+        src_tok = Tokenizer.from_file(bundle_dir / spec.SRC_SPM_FILE)
+        tgt_tok = Tokenizer.from_file(bundle_dir / spec.TGT_SPM_FILE)
+        model = OnnxModel(bundle_dir, config.state_names, runtime or RuntimeConfig())
+    except (KeyError, ValueError, TokenizerError, BundleRuntimeError) as exc:
+        raise BundleError(f"{bundle_dir}: {exc}") from None
+    return Bundle(bundle_dir, manifest, config, model, src_tok, tgt_tok)
