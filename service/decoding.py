@@ -110,6 +110,8 @@ class SentenceSearch(Protocol):
 
     def results(self) -> list[Hypothesis]: ...
 
+    def stable_prefix(self) -> tuple[int, ...]: ...
+
 
 @dataclass
 class _Partial:
@@ -161,6 +163,10 @@ class GreedySearch:
     def results(self) -> list[Hypothesis]:
         assert self._result is not None, "search not finished"
         return [self._result]
+
+    def stable_prefix(self) -> tuple[int, ...]:
+        """Tokens that no later step can change: everything emitted so far."""
+        return tuple(self._hyp.tokens)
 
 
 class BeamSearch:
@@ -236,6 +242,20 @@ class BeamSearch:
     def results(self) -> list[Hypothesis]:
         ranked = sorted(self._finished, key=lambda h: h.score, reverse=True)
         return ranked[: self.options.n_best]
+
+    def stable_prefix(self) -> tuple[int, ...]:
+        """The prefix every live and finished hypothesis shares (all of the best one once
+        done): streaming it never has to take text back."""
+        if self.done:
+            best = self.results()
+            return best[0].tokens if best else ()
+        seqs = [h.tokens for h in self._live] + [list(h.tokens) for h in self._finished]
+        prefix = []
+        for column in zip(*seqs, strict=False):
+            if any(t != column[0] for t in column):
+                break
+            prefix.append(column[0])
+        return tuple(prefix)
 
 
 def _finish(hyp: _Partial, log_prob: float, options: DecodeOptions) -> Hypothesis:
@@ -414,6 +434,12 @@ class DecodeLoop:
         self.active = still
         self._maybe_compact()
         return [(a.handle, a.search) for a in finished]
+
+    def drop(self, handles: set) -> None:
+        """Stop decoding the given sentences now (cancelled or past their deadline); their
+        rows are simply not gathered by the next step."""
+        self.active = [a for a in self.active if a.handle not in handles]
+        self._maybe_compact()
 
     def _maybe_compact(self) -> None:
         if not self.active:

@@ -1,0 +1,30 @@
+# Two commands for a fresh Debian machine (run as root, or with sudo for apt-get):
+#   make demo   installs the serving + training extras and translates with the demo model
+#   make test   installs everything the tests need and runs the whole suite
+PYTHON ?= python3
+APT_PACKAGES = apertium apertium-eng-spa wordnet-base
+SENTENCE ?= The cat sat on the mat.
+
+.PHONY: demo test apt install-dev lint
+
+apt:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "apt-get install$$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+install-dev:
+	$(PYTHON) -m pip install -q -e '.[dev]'
+
+demo:
+	$(PYTHON) -m pip install -q -e '.[train]'
+	$(PYTHON) -m models.translate --beam 5 "$(SENTENCE)"
+
+test: apt install-dev
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m pytest -q -p no:cacheprovider
+
+lint:
+	$(PYTHON) -m ruff check . && $(PYTHON) -m ruff format --check .

@@ -1,0 +1,417 @@
+"""The translation engine: one scheduler thread owns the decoder.
+
+Requests are split into sentences. At every iteration the scheduler admits queued
+sentences (encoded together, a small batch at a time) while the live-row budget
+allows, runs **one** decoder step over all live rows of all requests, and retires
+sentences that finished, were cancelled or ran past their deadline. A request
+never waits for another request to finish: that is iteration-level batching.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from models.options import DecodeOptions, DecodeOptionsError, Hypothesis
+from service.bundle import Bundle
+from service.decoding import DecodeLoop, make_search, pad_batch
+from service.errors import Cancelled, DeadlineExpired, InvalidRequest, NotReady, Overloaded
+from service.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+PrefixCallback = Callable[[tuple[int, ...], bool], None]
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    max_live_rows: int = 256
+    max_queue: int = 128
+    max_sentences_per_request: int = 64
+    max_source_tokens: int = 128
+    max_beam_size: int = 16
+    max_n_best: int = 16
+    max_target_length: int = 512
+    encode_batch_sentences: int = 16
+
+    def __post_init__(self) -> None:
+        for name in (
+            "max_live_rows",
+            "max_queue",
+            "max_sentences_per_request",
+            "max_source_tokens",
+            "max_beam_size",
+            "max_n_best",
+            "max_target_length",
+            "encode_batch_sentences",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_beam_size > self.max_live_rows:
+            raise ValueError("max_beam_size cannot exceed max_live_rows")
+
+
+@dataclass
+class Timing:
+    submitted: float
+    admitted: float | None = None
+    encode_seconds: float = 0.0
+    finished: float | None = None
+
+    @property
+    def queue_ms(self) -> float:
+        return 1000 * ((self.admitted or self.submitted) - self.submitted)
+
+    @property
+    def decode_ms(self) -> float:
+        if self.admitted is None or self.finished is None:
+            return 0.0
+        return max(0.0, 1000 * (self.finished - self.admitted) - self.encode_ms)
+
+    @property
+    def encode_ms(self) -> float:
+        return 1000 * self.encode_seconds
+
+    @property
+    def total_ms(self) -> float:
+        return 1000 * ((self.finished or time.monotonic()) - self.submitted)
+
+
+@dataclass(eq=False)
+class Job:
+    """One request in the engine. ``future`` resolves to the n-best lists per sentence."""
+
+    sources: list[list[int]]
+    options: DecodeOptions
+    deadline: float | None
+    on_prefix: PrefixCallback | None = None
+    future: Future = field(default_factory=Future)
+    results: list[list[Hypothesis] | None] = field(default_factory=list)
+    next_sentence: int = 0
+    remaining: int = 0
+    timing: Timing = field(default_factory=lambda: Timing(time.monotonic()))
+    cancelled: bool = False
+
+    def __post_init__(self) -> None:
+        self.results = [None] * len(self.sources)
+        self.remaining = len(self.sources)
+
+    @property
+    def rows_per_sentence(self) -> int:
+        return self.options.beam_size
+
+    def cancel(self) -> None:
+        """Called when the client goes away; the scheduler drops it at the next step."""
+        self.cancelled = True
+
+
+@dataclass(frozen=True)
+class TranslationResult:
+    """One source sentence's result, ready for the servicer."""
+
+    source_pieces: list[str]
+    hypotheses: list[tuple[str, list[str], Hypothesis]]
+
+
+class Engine:
+    def __init__(self, bundle: Bundle, config: EngineConfig, metrics: Metrics) -> None:
+        self.bundle = bundle
+        self.config = config
+        self.metrics = metrics
+        self._loop = DecodeLoop(bundle.model, bundle.special)
+        self._queue: deque[Job] = deque()
+        self._cond = threading.Condition()
+        self._rows_reserved = 0
+        self._accepting = False
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        metrics.model.info(
+            {
+                "model": str(bundle.manifest.get("name", "")),
+                "version": str(bundle.manifest.get("version", "")),
+                "provider": bundle.model.provider,
+            }
+        )
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="nmt-scheduler", daemon=True)
+        self._thread.start()
+        with self._cond:
+            self._accepting = True
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Refuse new requests, finish the admitted and queued ones, stop the thread."""
+        with self._cond:
+            self._accepting = False
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    @property
+    def accepting(self) -> bool:
+        return self._accepting
+
+    # -- requests --------------------------------------------------------------------
+
+    def validate(self, texts: Sequence[str], options: DecodeOptions) -> list[list[int]]:
+        """Tokenise and check limits; raise :class:`InvalidRequest` saying how to fix it."""
+        cfg = self.config
+        if not texts:
+            raise InvalidRequest("no texts given: send at least one sentence in `texts`")
+        if len(texts) > cfg.max_sentences_per_request:
+            raise InvalidRequest(
+                f"{len(texts)} sentences in one request; the limit is "
+                f"{cfg.max_sentences_per_request}: split the request"
+            )
+        if options.beam_size > cfg.max_beam_size:
+            raise InvalidRequest(f"beam_size {options.beam_size} > max {cfg.max_beam_size}")
+        if options.n_best > cfg.max_n_best:
+            raise InvalidRequest(f"n_best {options.n_best} > max {cfg.max_n_best}")
+        if options.max_length > cfg.max_target_length:
+            raise InvalidRequest(
+                f"max_length {options.max_length} > server limit {cfg.max_target_length}"
+            )
+        sources = []
+        for i, text in enumerate(texts):
+            if not text.strip():
+                raise InvalidRequest(f"texts[{i}] is empty or whitespace only")
+            ids = self.bundle.src_tokenizer.encode(text)
+            if not ids:
+                raise InvalidRequest(f"texts[{i}] has no tokens after tokenisation")
+            if len(ids) > cfg.max_source_tokens:
+                raise InvalidRequest(
+                    f"texts[{i}] has {len(ids)} source tokens; the limit is "
+                    f"{cfg.max_source_tokens}: split the sentence"
+                )
+            sources.append(ids)
+        if len(sources) * options.beam_size > cfg.max_live_rows:
+            raise InvalidRequest(
+                f"{len(sources)} sentences x beam {options.beam_size} needs more rows than "
+                f"the server's max_live_rows ({cfg.max_live_rows}): send fewer sentences"
+            )
+        return sources
+
+    def submit(
+        self,
+        texts: Sequence[str],
+        options: DecodeOptions,
+        *,
+        timeout: float | None = None,
+        on_prefix: PrefixCallback | None = None,
+    ) -> Job:
+        """Validate and queue a request; raises if it cannot be queued."""
+        sources = self.validate(texts, options)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        job = Job(sources, options, deadline, on_prefix)
+        with self._cond:
+            if not self._accepting:
+                self.metrics.rejected.labels("unavailable").inc()
+                raise NotReady("the server is not accepting requests (starting or shutting down)")
+            if len(self._queue) >= self.config.max_queue:
+                self.metrics.rejected.labels("queue_full").inc()
+                raise Overloaded(
+                    f"request queue is full ({self.config.max_queue} waiting); retry with backoff"
+                )
+            self._queue.append(job)
+            self.metrics.queue_depth.set(len(self._queue))
+            self._cond.notify()
+        return job
+
+    def wait(self, job: Job, timeout: float | None = None) -> list[list[Hypothesis]]:
+        """Block until ``job`` is done; translate timeouts into :class:`DeadlineExpired`."""
+        try:
+            return job.future.result(timeout)
+        except TimeoutError:
+            job.cancel()
+            raise DeadlineExpired("the deadline passed before the translation finished") from None
+
+    def render(self, job: Job, nbest: list[list[Hypothesis]]) -> list[TranslationResult]:
+        """Detokenise (in the caller's thread, not the scheduler's)."""
+        src_tok, tgt_tok = self.bundle.src_tokenizer, self.bundle.tgt_tokenizer
+        out = []
+        for ids, hyps in zip(job.sources, nbest, strict=True):
+            out.append(
+                TranslationResult(
+                    source_pieces=src_tok.pieces(ids),
+                    hypotheses=[
+                        (tgt_tok.decode(h.tokens), tgt_tok.pieces(h.tokens), h) for h in hyps
+                    ],
+                )
+            )
+        return out
+
+    def translate(
+        self, texts: Sequence[str], options: DecodeOptions, *, timeout: float | None = None
+    ) -> tuple[Job, list[TranslationResult]]:
+        job = self.submit(texts, options, timeout=timeout)
+        return job, self.render(job, self.wait(job, timeout))
+
+    def warmup(self) -> None:
+        """One real translation through the whole path (greedy and beam)."""
+        for beam in (1, 2):
+            self.translate(
+                ["Warm up."], DecodeOptions(beam_size=beam, return_attention=True), timeout=60
+            )
+
+    # -- scheduler ---------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._loop.active and not self._stopping:
+                    self._cond.wait()
+                if self._stopping and not self._queue and not self._loop.active:
+                    return
+                admitted = self._admit()
+            try:
+                self._drop_dead()
+                if admitted:
+                    self._encode(admitted)
+                if self._loop.active:
+                    self._step()
+            except Exception as exc:  # noqa: BLE001 - keep serving other requests
+                log.exception("decoder failure; failing the requests in flight")
+                self._fail_active(exc)
+
+    def _admit(self) -> list[tuple[Job, int]]:
+        """Take queued sentences that fit the row budget (called with the lock held)."""
+        taken: list[tuple[Job, int]] = []
+        budget = self.config.max_live_rows
+        now = time.monotonic()
+        while self._queue and len(taken) < self.config.encode_batch_sentences:
+            job = self._queue[0]
+            if job.cancelled or (job.deadline is not None and now > job.deadline):
+                self._queue.popleft()
+                self._finish_error(job, None)
+                continue
+            rows = job.rows_per_sentence
+            if self._rows_reserved + rows > budget and (self._rows_reserved or taken):
+                break
+            if job.timing.admitted is None:
+                job.timing.admitted = now
+                self.metrics.queue_wait.observe(now - job.timing.submitted)
+            taken.append((job, job.next_sentence))
+            job.next_sentence += 1
+            self._rows_reserved += rows
+            if job.next_sentence == len(job.sources):
+                self._queue.popleft()
+        self.metrics.queue_depth.set(len(self._queue))
+        return taken
+
+    def _encode(self, admitted: list[tuple[Job, int]]) -> None:
+        sources = [job.sources[i] for job, i in admitted]
+        ids, lengths = pad_batch(sources, self.bundle.special.pad)
+        start = time.monotonic()
+        enc = self.bundle.model.encode(ids, lengths)
+        seconds = time.monotonic() - start
+        self.metrics.encoder_latency.observe(seconds)
+        self.metrics.source_tokens.inc(int(lengths.sum()))
+        for job in {job for job, _ in admitted}:
+            job.timing.encode_seconds += seconds
+        searches = [
+            make_search(len(job.sources[i]), job.options, self.bundle.special)
+            for job, i in admitted
+        ]
+        self._loop.add_encoded(enc, searches, admitted)
+
+    def _step(self) -> None:
+        rows = self._loop.live_rows
+        start = time.monotonic()
+        finished = self._loop.step()
+        self.metrics.decoder_step_latency.observe(time.monotonic() - start)
+        self.metrics.rows_per_step.observe(rows)
+        self.metrics.generated_tokens.inc(rows)
+        for active in self._loop.active:
+            job, _ = active.handle
+            if job.on_prefix is not None:
+                job.on_prefix(active.search.stable_prefix(), False)
+        for (job, i), search in finished:
+            self._rows_reserved -= job.rows_per_sentence
+            job.results[i] = search.results()
+            if job.on_prefix is not None:
+                job.on_prefix(search.stable_prefix(), True)
+            job.remaining -= 1
+            if job.remaining == 0:
+                job.timing.finished = time.monotonic()
+                best = sum(len(r[0].tokens) + 1 for r in job.results if r)
+                self.metrics.target_tokens.observe(best)
+                if not job.future.done():
+                    job.future.set_result(job.results)
+        self.metrics.live_rows.set(self._loop.live_rows)
+
+    def _drop_dead(self) -> None:
+        now = time.monotonic()
+        dead = {
+            a.handle
+            for a in self._loop.active
+            if a.handle[0].cancelled
+            or (a.handle[0].deadline is not None and now > a.handle[0].deadline)
+        }
+        if not dead:
+            return
+        self._loop.drop(dead)
+        with self._cond:
+            for job, _ in dead:
+                self._rows_reserved -= job.rows_per_sentence
+            jobs = {job for job, _ in dead}
+            # A partly admitted job may still sit in the queue.
+            for job in jobs:
+                if job in self._queue:
+                    self._queue.remove(job)
+        for job in jobs:
+            self._finish_error(job, None)
+        self.metrics.live_rows.set(self._loop.live_rows)
+
+    def _finish_error(self, job: Job, exc: BaseException | None) -> None:
+        if job.future.done():
+            return
+        if exc is None:
+            exc = (
+                Cancelled("the client cancelled")
+                if job.cancelled
+                else DeadlineExpired("the deadline passed before the translation finished")
+            )
+        job.future.set_exception(exc)
+
+    def _fail_active(self, exc: Exception) -> None:
+        jobs = {a.handle[0] for a in self._loop.active}
+        self._loop.drop({a.handle for a in self._loop.active})
+        with self._cond:
+            self._rows_reserved = 0
+            for job in jobs:
+                if job in self._queue:
+                    self._queue.remove(job)
+        for job in jobs:
+            self._finish_error(job, exc)
+        self.metrics.live_rows.set(0)
+
+
+def decode_options(
+    *,
+    beam_size: int,
+    n_best: int,
+    length_penalty: float,
+    max_length: int,
+    max_length_ratio: float,
+    return_attention: bool,
+) -> DecodeOptions:
+    """Build options, turning range errors into :class:`InvalidRequest`."""
+    try:
+        return DecodeOptions(
+            beam_size=beam_size,
+            n_best=n_best,
+            length_penalty=length_penalty,
+            max_length=max_length,
+            max_length_ratio=max_length_ratio,
+            return_attention=return_attention,
+        )
+    except DecodeOptionsError as exc:
+        raise InvalidRequest(str(exc)) from None

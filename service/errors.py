@@ -1,0 +1,27 @@
+"""Domain exceptions of the serving core; only the servicer maps them to gRPC codes."""
+
+from __future__ import annotations
+
+
+class ServiceError(Exception):
+    """Base class; ``str(exc)`` is the message the client sees."""
+
+
+class InvalidRequest(ServiceError):
+    """The request cannot be served as sent (maps to INVALID_ARGUMENT)."""
+
+
+class Overloaded(ServiceError):
+    """The queue is full; retry later (maps to RESOURCE_EXHAUSTED)."""
+
+
+class NotReady(ServiceError):
+    """Not warmed up yet, or shutting down (maps to UNAVAILABLE)."""
+
+
+class DeadlineExpired(ServiceError):
+    """The request's deadline passed before it finished (maps to DEADLINE_EXCEEDED)."""
+
+
+class Cancelled(ServiceError):
+    """The client went away; nobody reads the result (maps to CANCELLED)."""

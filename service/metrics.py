@@ -1,0 +1,126 @@
+"""Prometheus metrics of the service, declared in one place for an injected registry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+
+# Millisecond-scale latency buckets (seconds): a CPU decoder step is ~1 ms, a long
+# beam request several seconds.
+LATENCY_BUCKETS = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
+ROW_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+TOKEN_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    request_latency: Histogram
+    queue_wait: Histogram
+    encoder_latency: Histogram
+    decoder_step_latency: Histogram
+    rows_per_step: Histogram
+    target_tokens: Histogram
+    requests: Counter
+    generated_tokens: Counter
+    source_tokens: Counter
+    rejected: Counter
+    inflight: Gauge
+    live_rows: Gauge
+    queue_depth: Gauge
+    model: Info
+
+
+def create_metrics(registry: CollectorRegistry, prefix: str = "nmt") -> Metrics:
+    """All metrics registered on ``registry`` (never the global default registry)."""
+
+    def name(n: str) -> str:
+        return f"{prefix}_{n}"
+
+    return Metrics(
+        request_latency=Histogram(
+            name("request_duration_seconds"),
+            "Request latency from arrival to response, by gRPC method, strategy and code.",
+            ["method", "strategy", "code"],
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        ),
+        queue_wait=Histogram(
+            name("queue_wait_seconds"),
+            "Time a request waited before its first sentence was admitted to decoding.",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        ),
+        encoder_latency=Histogram(
+            name("encoder_duration_seconds"),
+            "Encoder run time per admitted batch.",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        ),
+        decoder_step_latency=Histogram(
+            name("decoder_step_duration_seconds"),
+            "Run time of one batched decoder step over all live rows.",
+            buckets=LATENCY_BUCKETS,
+            registry=registry,
+        ),
+        rows_per_step=Histogram(
+            name("decoder_step_rows"),
+            "Rows (hypotheses) in one decoder step: batch occupancy.",
+            buckets=ROW_BUCKETS,
+            registry=registry,
+        ),
+        target_tokens=Histogram(
+            name("request_target_tokens"),
+            "Target tokens generated per request (best hypotheses, EOS included).",
+            buckets=TOKEN_BUCKETS,
+            registry=registry,
+        ),
+        requests=Counter(
+            name("requests_total"),
+            "Finished requests by gRPC method and status code.",
+            ["method", "code"],
+            registry=registry,
+        ),
+        generated_tokens=Counter(
+            name("generated_tokens_total"),
+            "Target tokens produced by decoder steps (all hypotheses).",
+            registry=registry,
+        ),
+        source_tokens=Counter(
+            name("source_tokens_total"), "Source tokens encoded.", registry=registry
+        ),
+        rejected=Counter(
+            name("rejected_requests_total"),
+            "Requests rejected before decoding, by reason.",
+            ["reason"],
+            registry=registry,
+        ),
+        inflight=Gauge(
+            name("inflight_requests"), "Requests being served right now.", registry=registry
+        ),
+        live_rows=Gauge(
+            name("live_rows"), "Hypothesis rows currently being decoded.", registry=registry
+        ),
+        queue_depth=Gauge(
+            name("queue_depth"), "Requests waiting for admission.", registry=registry
+        ),
+        model=Info(
+            name("model"), "Loaded model, version and execution provider.", registry=registry
+        ),
+    )

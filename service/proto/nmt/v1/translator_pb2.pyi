@@ -1,0 +1,167 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Strategy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    STRATEGY_UNSPECIFIED: _ClassVar[Strategy]
+    STRATEGY_GREEDY: _ClassVar[Strategy]
+    STRATEGY_BEAM: _ClassVar[Strategy]
+STRATEGY_UNSPECIFIED: Strategy
+STRATEGY_GREEDY: Strategy
+STRATEGY_BEAM: Strategy
+
+class DecodeOptions(_message.Message):
+    __slots__ = ("strategy", "beam_size", "n_best", "length_penalty", "max_length", "max_length_ratio", "return_attention", "return_scores")
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    BEAM_SIZE_FIELD_NUMBER: _ClassVar[int]
+    N_BEST_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_PENALTY_FIELD_NUMBER: _ClassVar[int]
+    MAX_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    MAX_LENGTH_RATIO_FIELD_NUMBER: _ClassVar[int]
+    RETURN_ATTENTION_FIELD_NUMBER: _ClassVar[int]
+    RETURN_SCORES_FIELD_NUMBER: _ClassVar[int]
+    strategy: Strategy
+    beam_size: int
+    n_best: int
+    length_penalty: float
+    max_length: int
+    max_length_ratio: float
+    return_attention: bool
+    return_scores: bool
+    def __init__(self, strategy: _Optional[_Union[Strategy, str]] = ..., beam_size: _Optional[int] = ..., n_best: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_length: _Optional[int] = ..., max_length_ratio: _Optional[float] = ..., return_attention: _Optional[bool] = ..., return_scores: _Optional[bool] = ...) -> None: ...
+
+class TranslateRequest(_message.Message):
+    __slots__ = ("texts", "model", "options")
+    TEXTS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    texts: _containers.RepeatedScalarFieldContainer[str]
+    model: str
+    options: DecodeOptions
+    def __init__(self, texts: _Optional[_Iterable[str]] = ..., model: _Optional[str] = ..., options: _Optional[_Union[DecodeOptions, _Mapping]] = ...) -> None: ...
+
+class AttentionMatrix(_message.Message):
+    __slots__ = ("rows", "cols", "values", "source_tokens", "target_tokens")
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    COLS_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    rows: int
+    cols: int
+    values: _containers.RepeatedScalarFieldContainer[float]
+    source_tokens: _containers.RepeatedScalarFieldContainer[str]
+    target_tokens: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, rows: _Optional[int] = ..., cols: _Optional[int] = ..., values: _Optional[_Iterable[float]] = ..., source_tokens: _Optional[_Iterable[str]] = ..., target_tokens: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Hypothesis(_message.Message):
+    __slots__ = ("text", "tokens", "score", "log_prob", "attention")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    LOG_PROB_FIELD_NUMBER: _ClassVar[int]
+    ATTENTION_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    tokens: _containers.RepeatedScalarFieldContainer[str]
+    score: float
+    log_prob: float
+    attention: AttentionMatrix
+    def __init__(self, text: _Optional[str] = ..., tokens: _Optional[_Iterable[str]] = ..., score: _Optional[float] = ..., log_prob: _Optional[float] = ..., attention: _Optional[_Union[AttentionMatrix, _Mapping]] = ...) -> None: ...
+
+class Translation(_message.Message):
+    __slots__ = ("hypotheses", "source_tokens")
+    HYPOTHESES_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    hypotheses: _containers.RepeatedCompositeFieldContainer[Hypothesis]
+    source_tokens: int
+    def __init__(self, hypotheses: _Optional[_Iterable[_Union[Hypothesis, _Mapping]]] = ..., source_tokens: _Optional[int] = ...) -> None: ...
+
+class Timing(_message.Message):
+    __slots__ = ("queue_ms", "encode_ms", "decode_ms", "total_ms")
+    QUEUE_MS_FIELD_NUMBER: _ClassVar[int]
+    ENCODE_MS_FIELD_NUMBER: _ClassVar[int]
+    DECODE_MS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_MS_FIELD_NUMBER: _ClassVar[int]
+    queue_ms: float
+    encode_ms: float
+    decode_ms: float
+    total_ms: float
+    def __init__(self, queue_ms: _Optional[float] = ..., encode_ms: _Optional[float] = ..., decode_ms: _Optional[float] = ..., total_ms: _Optional[float] = ...) -> None: ...
+
+class TranslateResponse(_message.Message):
+    __slots__ = ("translations", "model", "model_version", "timing")
+    TRANSLATIONS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TIMING_FIELD_NUMBER: _ClassVar[int]
+    translations: _containers.RepeatedCompositeFieldContainer[Translation]
+    model: str
+    model_version: str
+    timing: Timing
+    def __init__(self, translations: _Optional[_Iterable[_Union[Translation, _Mapping]]] = ..., model: _Optional[str] = ..., model_version: _Optional[str] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ...) -> None: ...
+
+class TranslateStreamRequest(_message.Message):
+    __slots__ = ("text", "model", "options")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    model: str
+    options: DecodeOptions
+    def __init__(self, text: _Optional[str] = ..., model: _Optional[str] = ..., options: _Optional[_Union[DecodeOptions, _Mapping]] = ...) -> None: ...
+
+class TranslateStreamResponse(_message.Message):
+    __slots__ = ("text", "delta", "final", "translation", "timing")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    FINAL_FIELD_NUMBER: _ClassVar[int]
+    TRANSLATION_FIELD_NUMBER: _ClassVar[int]
+    TIMING_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    delta: str
+    final: bool
+    translation: Translation
+    timing: Timing
+    def __init__(self, text: _Optional[str] = ..., delta: _Optional[str] = ..., final: _Optional[bool] = ..., translation: _Optional[_Union[Translation, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ...) -> None: ...
+
+class ListModelsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ModelInfo(_message.Message):
+    __slots__ = ("name", "version", "precision", "execution_provider", "config_json", "parameters", "src_vocab_size", "tgt_vocab_size", "max_source_tokens", "manifest_summary_json", "is_default")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    SRC_VOCAB_SIZE_FIELD_NUMBER: _ClassVar[int]
+    TGT_VOCAB_SIZE_FIELD_NUMBER: _ClassVar[int]
+    MAX_SOURCE_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MANIFEST_SUMMARY_JSON_FIELD_NUMBER: _ClassVar[int]
+    IS_DEFAULT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    version: str
+    precision: str
+    execution_provider: str
+    config_json: str
+    parameters: int
+    src_vocab_size: int
+    tgt_vocab_size: int
+    max_source_tokens: int
+    manifest_summary_json: str
+    is_default: bool
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., precision: _Optional[str] = ..., execution_provider: _Optional[str] = ..., config_json: _Optional[str] = ..., parameters: _Optional[int] = ..., src_vocab_size: _Optional[int] = ..., tgt_vocab_size: _Optional[int] = ..., max_source_tokens: _Optional[int] = ..., manifest_summary_json: _Optional[str] = ..., is_default: _Optional[bool] = ...) -> None: ...
+
+class ListModelsResponse(_message.Message):
+    __slots__ = ("models",)
+    MODELS_FIELD_NUMBER: _ClassVar[int]
+    models: _containers.RepeatedCompositeFieldContainer[ModelInfo]
+    def __init__(self, models: _Optional[_Iterable[_Union[ModelInfo, _Mapping]]] = ...) -> None: ...

@@ -1,0 +1,294 @@
+"""``nmt-serve``: the gRPC translation server, its health service and metrics endpoint."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from prometheus_client import CollectorRegistry, start_http_server
+
+from export import spec
+from service.bundle import BundleError, load_bundle
+from service.engine import Engine, EngineConfig
+from service.metrics import create_metrics
+from service.proto.nmt.v1 import translator_pb2, translator_pb2_grpc
+from service.runtime import RuntimeConfig
+from service.servicer import TranslatorServicer
+
+log = logging.getLogger(__name__)
+
+DEFAULT_REPOSITORY = Path(__file__).resolve().parent.parent / "model_repository"
+SERVICE_NAME = "nmt.v1.Translator"
+
+
+class ServerError(RuntimeError):
+    """The server cannot start as configured; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    model_repository: Path = DEFAULT_REPOSITORY
+    default_model: str | None = None
+    host: str = "0.0.0.0"
+    port: int = 50051
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int = 9464
+    workers: int = 128
+    reflection: bool = False
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    shutdown_grace: float = 10.0
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535 or not -1 <= self.metrics_port <= 65535:
+            raise ValueError("ports must be in 0..65535 (metrics: -1 disables the endpoint)")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("--tls-cert and --tls-key must be given together")
+        if self.workers < 2:
+            raise ValueError("workers must be >= 2")
+        if self.shutdown_grace < 0:
+            raise ValueError("shutdown grace must be >= 0 seconds")
+
+
+def find_bundles(repository: Path) -> dict[str, Path]:
+    """``{name: newest version dir}`` for every ``<name>/<version>/manifest.json``."""
+    if not repository.is_dir():
+        raise ServerError(f"model repository not found: {repository}")
+    found: dict[str, Path] = {}
+    for model_dir in sorted(p for p in repository.iterdir() if p.is_dir()):
+        versions = [
+            v for v in model_dir.iterdir() if v.is_dir() and (v / spec.MANIFEST_FILE).is_file()
+        ]
+        numeric = [v for v in versions if v.name.isdigit()]
+        if numeric:
+            found[model_dir.name] = max(numeric, key=lambda v: int(v.name))
+    if not found:
+        raise ServerError(
+            f"no model bundles in {repository} (expected <name>/<version>/manifest.json); "
+            "create one with nmt-export"
+        )
+    return found
+
+
+class TranslationServer:
+    """The gRPC server, engines, health and metrics of one process."""
+
+    def __init__(self, config: ServerConfig, registry: CollectorRegistry) -> None:
+        self.config = config
+        self.registry = registry
+        self.metrics = create_metrics(registry)
+        bundles = find_bundles(config.model_repository)
+        default = config.default_model or next(iter(bundles))
+        if default not in bundles:
+            raise ServerError(f"default model {default!r} not in {sorted(bundles)}")
+        self.engines: dict[str, Engine] = {}
+        for name, path in bundles.items():
+            try:
+                bundle = load_bundle(path, config.runtime)
+            except BundleError as exc:
+                raise ServerError(str(exc)) from None
+            self.engines[name] = Engine(bundle, config.engine, self.metrics)
+        self.servicer = TranslatorServicer(self.engines, default, self.metrics)
+        self.health = health.HealthServicer()
+        self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        self.grpc_server = grpc.server(
+            ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="grpc"),
+            maximum_concurrent_rpcs=config.workers + config.engine.max_queue,
+        )
+        translator_pb2_grpc.add_TranslatorServicer_to_server(self.servicer, self.grpc_server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc_server)
+        if config.reflection:
+            from grpc_reflection.v1alpha import reflection
+
+            names = (
+                translator_pb2.DESCRIPTOR.services_by_name["Translator"].full_name,
+                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                reflection.SERVICE_NAME,
+            )
+            reflection.enable_server_reflection(names, self.grpc_server)
+        address = f"{config.host}:{config.port}"
+        if config.tls_cert is not None:
+            creds = grpc.ssl_server_credentials(
+                [(config.tls_key.read_bytes(), config.tls_cert.read_bytes())]
+            )
+            self.port = self.grpc_server.add_secure_port(address, creds)
+        else:
+            self.port = self.grpc_server.add_insecure_port(address)
+        if self.port == 0:
+            raise ServerError(f"could not bind gRPC to {address} (port in use?)")
+        self.metrics_port: int | None = None
+        self._metrics_httpd = None
+        self._stopped = threading.Event()
+
+    def _set_health(self, status) -> None:
+        for service in ("", SERVICE_NAME):
+            self.health.set(service, status)
+
+    def start(self) -> None:
+        """Start serving health (NOT_SERVING), metrics and the engines."""
+        if self.config.metrics_port >= 0:
+            self._metrics_httpd, _ = start_http_server(
+                self.config.metrics_port, addr=self.config.metrics_host, registry=self.registry
+            )
+            self.metrics_port = self._metrics_httpd.server_port
+        for engine in self.engines.values():
+            engine.start()
+        self.grpc_server.start()
+        log.info("gRPC on port %d, metrics on port %s", self.port, self.metrics_port)
+
+    def warm_up(self) -> None:
+        """A real translation per model, then SERVING."""
+        for name, engine in self.engines.items():
+            engine.warmup()
+            log.info("model %s warmed up on %s", name, engine.bundle.model.provider)
+        self.servicer.ready = True
+        self._set_health(health_pb2.HealthCheckResponse.SERVING)
+
+    def stop(self, grace: float | None = None) -> None:
+        """NOT_SERVING, refuse new requests, drain in-flight ones within ``grace``."""
+        if self._stopped.is_set():
+            return
+        grace = self.config.shutdown_grace if grace is None else grace
+        self.health.enter_graceful_shutdown()
+        self.servicer.ready = False
+        self.grpc_server.stop(grace).wait()
+        for engine in self.engines.values():
+            engine.stop(timeout=grace)
+        if self._metrics_httpd is not None:
+            self._metrics_httpd.shutdown()
+            self._metrics_httpd.server_close()
+        self._stopped.set()
+
+    def wait(self) -> None:
+        self._stopped.wait()
+
+
+def create_server(
+    config: ServerConfig, *, registry: CollectorRegistry | None = None
+) -> tuple[TranslationServer, int]:
+    """Build the server (models loaded, port bound, nothing started): ``(server, port)``."""
+    server = TranslationServer(config, registry or CollectorRegistry())
+    return server, server.port
+
+
+# -- command line -------------------------------------------------------------------
+
+
+def _env(name: str, default):
+    return os.environ.get(f"NMT_{name.upper()}", default)
+
+
+def parse_args(argv: Sequence[str] | None) -> ServerConfig:
+    p = argparse.ArgumentParser(
+        prog="nmt-serve",
+        description="Serve translation models over gRPC. Every flag has an NMT_<FLAG> "
+        "environment variable (e.g. NMT_PORT, NMT_MAX_LIVE_ROWS).",
+    )
+    p.add_argument(
+        "--model-repository", type=Path, default=Path(_env("model_repository", DEFAULT_REPOSITORY))
+    )
+    p.add_argument("--default-model", default=_env("default_model", None))
+    p.add_argument("--host", default=_env("host", "0.0.0.0"))
+    p.add_argument("--port", type=int, default=int(_env("port", 50051)))
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=int(_env("metrics_port", 9464)),
+        help="Prometheus /metrics port; -1 disables it",
+    )
+    p.add_argument(
+        "--providers",
+        default=_env("providers", "cuda,cpu"),
+        help="execution providers in preference order (cuda,cpu)",
+    )
+    p.add_argument(
+        "--require-gpu",
+        action="store_true",
+        default=_env("require_gpu", "0") in ("1", "true", "yes"),
+    )
+    p.add_argument("--intra-op-threads", type=int, default=int(_env("intra_op_threads", 0)))
+    p.add_argument("--inter-op-threads", type=int, default=int(_env("inter_op_threads", 1)))
+    p.add_argument("--workers", type=int, default=int(_env("workers", 128)))
+    p.add_argument("--max-live-rows", type=int, default=int(_env("max_live_rows", 256)))
+    p.add_argument("--max-queue", type=int, default=int(_env("max_queue", 128)))
+    p.add_argument("--max-sentences", type=int, default=int(_env("max_sentences", 64)))
+    p.add_argument("--max-source-tokens", type=int, default=int(_env("max_source_tokens", 128)))
+    p.add_argument("--max-beam-size", type=int, default=int(_env("max_beam_size", 16)))
+    p.add_argument("--max-n-best", type=int, default=int(_env("max_n_best", 16)))
+    p.add_argument("--tls-cert", type=Path, default=_env("tls_cert", None))
+    p.add_argument("--tls-key", type=Path, default=_env("tls_key", None))
+    p.add_argument(
+        "--reflection", action="store_true", default=_env("reflection", "0") in ("1", "true", "yes")
+    )
+    p.add_argument("--shutdown-grace", type=float, default=float(_env("shutdown_grace", 10)))
+    p.add_argument("--log-level", default=_env("log_level", "INFO"))
+    args = p.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    return ServerConfig(
+        model_repository=args.model_repository,
+        default_model=args.default_model,
+        host=args.host,
+        port=args.port,
+        metrics_port=args.metrics_port,
+        workers=args.workers,
+        reflection=args.reflection,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        shutdown_grace=args.shutdown_grace,
+        runtime=RuntimeConfig(
+            providers=tuple(x.strip() for x in args.providers.split(",") if x.strip()),
+            intra_op_threads=args.intra_op_threads,
+            inter_op_threads=args.inter_op_threads,
+            require_gpu=args.require_gpu,
+        ),
+        engine=EngineConfig(
+            max_live_rows=args.max_live_rows,
+            max_queue=args.max_queue,
+            max_sentences_per_request=args.max_sentences,
+            max_source_tokens=args.max_source_tokens,
+            max_beam_size=args.max_beam_size,
+            max_n_best=args.max_n_best,
+        ),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        config = parse_args(argv)
+        server, port = create_server(config)
+    except (ValueError, ServerError) as exc:
+        print(f"nmt-serve: error: {exc}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    server.start()
+    try:
+        server.warm_up()
+    except Exception as exc:  # noqa: BLE001 - a failed warm-up must not serve
+        log.error("warm-up failed: %s", exc)
+        server.stop(0)
+        return 1
+    log.info("serving on port %d (SERVING)", port)
+    stop.wait()
+    log.info("shutting down: draining for up to %.1f s", config.shutdown_grace)
+    server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,232 @@
+"""The gRPC servicer: proto <-> domain only, and domain errors -> status codes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import time
+from collections.abc import Iterator
+
+import grpc
+
+from models.options import DecodeOptions
+from service.engine import Engine, Job, TranslationResult, decode_options
+from service.errors import (
+    Cancelled,
+    DeadlineExpired,
+    InvalidRequest,
+    NotReady,
+    Overloaded,
+    ServiceError,
+)
+from service.metrics import Metrics
+from service.proto.nmt.v1 import translator_pb2 as pb
+from service.proto.nmt.v1 import translator_pb2_grpc as pb_grpc
+
+log = logging.getLogger(__name__)
+
+STATUS = {
+    InvalidRequest: grpc.StatusCode.INVALID_ARGUMENT,
+    Overloaded: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    NotReady: grpc.StatusCode.UNAVAILABLE,
+    DeadlineExpired: grpc.StatusCode.DEADLINE_EXCEEDED,
+    Cancelled: grpc.StatusCode.CANCELLED,
+}
+DEFAULT_BEAM = 5
+
+
+def to_options(msg: pb.DecodeOptions, *, default_max_length: int) -> DecodeOptions:
+    """Proto options -> domain options with documented defaults."""
+    beam = msg.beam_size
+    if msg.strategy == pb.STRATEGY_GREEDY:
+        if beam > 1:
+            raise InvalidRequest(
+                f"strategy GREEDY with beam_size {beam}: use STRATEGY_BEAM or beam_size 0/1"
+            )
+        beam = 1
+    elif msg.strategy == pb.STRATEGY_BEAM:
+        beam = beam or DEFAULT_BEAM
+    else:
+        beam = beam or 1
+    return decode_options(
+        beam_size=beam,
+        n_best=msg.n_best or 1,
+        length_penalty=msg.length_penalty if msg.HasField("length_penalty") else 1.0,
+        max_length=msg.max_length or default_max_length,
+        max_length_ratio=msg.max_length_ratio if msg.HasField("max_length_ratio") else 2.0,
+        return_attention=msg.return_attention,
+    )
+
+
+def strategy_label(options: DecodeOptions | None) -> str:
+    if options is None:
+        return "unknown"
+    return "greedy" if options.beam_size == 1 else "beam"
+
+
+def to_translation(result: TranslationResult, *, scores: bool) -> pb.Translation:
+    out = pb.Translation(source_tokens=len(result.source_pieces))
+    for text, pieces, hyp in result.hypotheses:
+        h = out.hypotheses.add(text=text, tokens=pieces)
+        if scores:
+            h.score, h.log_prob = hyp.score, hyp.log_prob
+        if hyp.attention is not None:
+            rows, cols = hyp.attention.shape
+            h.attention.rows, h.attention.cols = rows, cols
+            h.attention.values.extend(hyp.attention.astype(float).ravel().tolist())
+            h.attention.source_tokens.extend(result.source_pieces)
+            h.attention.target_tokens.extend([*pieces, "</s>"])
+    return out
+
+
+def to_timing(job: Job) -> pb.Timing:
+    t = job.timing
+    return pb.Timing(
+        queue_ms=t.queue_ms, encode_ms=t.encode_ms, decode_ms=t.decode_ms, total_ms=t.total_ms
+    )
+
+
+class TranslatorServicer(pb_grpc.TranslatorServicer):
+    def __init__(self, engines: dict[str, Engine], default_model: str, metrics: Metrics) -> None:
+        self.engines = engines
+        self.default_model = default_model
+        self.metrics = metrics
+        self.ready = False
+
+    def _engine(self, name: str) -> Engine:
+        if not self.ready:
+            raise NotReady("the server is warming up or shutting down; retry shortly")
+        engine = self.engines.get(name or self.default_model)
+        if engine is None:
+            raise InvalidRequest(
+                f"unknown model {name!r}; loaded models: {', '.join(sorted(self.engines))}"
+            )
+        return engine
+
+    def _finish(self, method: str, options, start: float, code: grpc.StatusCode) -> None:
+        label = code.name
+        self.metrics.requests.labels(method, label).inc()
+        self.metrics.request_latency.labels(method, strategy_label(options), label).observe(
+            time.monotonic() - start
+        )
+
+    def _abort(self, context: grpc.ServicerContext, exc: Exception) -> grpc.StatusCode:
+        if isinstance(exc, ServiceError):
+            code = STATUS.get(type(exc), grpc.StatusCode.INTERNAL)
+            message = str(exc)
+        else:
+            log.exception("unexpected error")
+            code = grpc.StatusCode.INTERNAL
+            message = f"internal error ({type(exc).__name__}); the server logged the details"
+        context.set_code(code)
+        context.set_details(message)
+        return code
+
+    def Translate(self, request: pb.TranslateRequest, context) -> pb.TranslateResponse:
+        start, options = time.monotonic(), None
+        self.metrics.inflight.inc()
+        try:
+            engine = self._engine(request.model)
+            options = to_options(
+                request.options, default_max_length=min(256, engine.config.max_target_length)
+            )
+            timeout = context.time_remaining()
+            job = engine.submit(list(request.texts), options, timeout=timeout)
+            context.add_callback(job.cancel)
+            results = engine.render(job, engine.wait(job, timeout))
+            response = pb.TranslateResponse(
+                translations=[
+                    to_translation(r, scores=request.options.return_scores) for r in results
+                ],
+                model=engine.bundle.manifest.get("name", ""),
+                model_version=str(engine.bundle.manifest.get("version", "")),
+                timing=to_timing(job),
+            )
+            self._finish("Translate", options, start, grpc.StatusCode.OK)
+            return response
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a status code
+            code = self._abort(context, exc)
+            self._finish("Translate", options, start, code)
+            return pb.TranslateResponse()
+        finally:
+            self.metrics.inflight.dec()
+
+    def TranslateStream(
+        self, request: pb.TranslateStreamRequest, context
+    ) -> Iterator[pb.TranslateStreamResponse]:
+        start, options = time.monotonic(), None
+        self.metrics.inflight.inc()
+        try:
+            engine = self._engine(request.model)
+            options = to_options(
+                request.options, default_max_length=min(256, engine.config.max_target_length)
+            )
+            updates: queue.Queue[tuple[tuple[int, ...], bool]] = queue.Queue()
+            last: list[int] = [-1]
+
+            def on_prefix(tokens: tuple[int, ...], final: bool) -> None:
+                # Runs in the scheduler thread: only hand over real changes.
+                if final or len(tokens) != last[0]:
+                    last[0] = len(tokens)
+                    updates.put((tokens, final))
+
+            timeout = context.time_remaining()
+            job = engine.submit([request.text], options, timeout=timeout, on_prefix=on_prefix)
+            context.add_callback(job.cancel)
+            text = ""
+            while True:
+                try:
+                    tokens, final = updates.get(timeout=0.1)
+                except queue.Empty:
+                    if job.future.done():
+                        engine.wait(job, 0)  # raises the job's error
+                    continue
+                if final:
+                    break
+                new = engine.bundle.tgt_tokenizer.decode(tokens)
+                if new != text:
+                    delta = new[len(text) :] if new.startswith(text) else new
+                    text = new
+                    yield pb.TranslateStreamResponse(text=text, delta=delta)
+            results = engine.render(job, engine.wait(job, timeout))
+            best = results[0].hypotheses[0][0]
+            yield pb.TranslateStreamResponse(
+                text=best,
+                delta=best[len(text) :] if best.startswith(text) else best,
+                final=True,
+                translation=to_translation(results[0], scores=request.options.return_scores),
+                timing=to_timing(job),
+            )
+            self._finish("TranslateStream", options, start, grpc.StatusCode.OK)
+        except Exception as exc:  # noqa: BLE001
+            code = self._abort(context, exc)
+            self._finish("TranslateStream", options, start, code)
+        finally:
+            self.metrics.inflight.dec()
+
+    def ListModels(self, request: pb.ListModelsRequest, context) -> pb.ListModelsResponse:
+        out = pb.ListModelsResponse()
+        for name, engine in sorted(self.engines.items()):
+            m = engine.bundle.manifest
+            summary = {
+                "parity": m.get("parity", {}),
+                "versions": m.get("versions", {}),
+                "created": m.get("created"),
+                "checkpoint": m.get("checkpoint", {}).get("meta", {}),
+            }
+            out.models.add(
+                name=name,
+                version=str(m.get("version", "")),
+                precision=m.get("precision", "fp32"),
+                execution_provider=engine.bundle.model.provider,
+                config_json=json.dumps(m.get("model_config", {}), sort_keys=True),
+                parameters=int(m.get("parameters", 0)),
+                src_vocab_size=int(m.get("src_vocab_size", 0)),
+                tgt_vocab_size=int(m.get("tgt_vocab_size", 0)),
+                max_source_tokens=engine.config.max_source_tokens,
+                manifest_summary_json=json.dumps(summary, sort_keys=True, default=str),
+                is_default=name == self.default_model,
+            )
+        self.metrics.requests.labels("ListModels", "OK").inc()
+        return out
