@@ -1,11 +1,11 @@
 # Two commands for a fresh Debian machine (run as root, or with sudo for apt-get):
-#   make demo   installs the serving + training extras and translates with the demo model
+#   make serve  installs the serving package (no torch) and serves the committed demo model
 #   make test   installs everything the tests need and runs the whole suite
 PYTHON ?= python3
 APT_PACKAGES = apertium apertium-eng-spa wordnet-base
 SENTENCE ?= The cat sat on the mat.
 
-.PHONY: demo test apt install-dev lint
+.PHONY: serve demo test apt install-dev lint
 
 apt:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -18,6 +18,11 @@ apt:
 install-dev:
 	$(PYTHON) -m pip install -q -e '.[dev]'
 
+serve:
+	$(PYTHON) -m pip install -q -e '.[viz]'
+	nmt-serve --providers cpu
+
+# Translate with the PyTorch checkpoint (no server, needs torch).
 demo:
 	$(PYTHON) -m pip install -q -e '.[train]'
 	$(PYTHON) -m models.translate --beam 5 "$(SENTENCE)"
