@@ -21,6 +21,7 @@ import numpy as np
 
 from export import spec
 from export.parity import ParityError, run_gate
+from export.variants import VariantError
 from models.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from models.tokenizer import TokenizerError, read_lines
 
@@ -86,6 +87,20 @@ def parity_sources(
     return [list(rng.integers(4, vocab, rng.integers(1, 16))) for _ in range(n)], "random"
 
 
+def _references(source_name: str, parity_ref: Path | None) -> list[str]:
+    """Reference translations for a variant's BLEU gate: ``--parity-ref`` or the
+    parity source file with its ``.en`` suffix replaced by ``.es``."""
+    path = parity_ref
+    if path is None and source_name.endswith(".en"):
+        path = Path(source_name[:-3] + ".es")
+    if path is None or not path.is_file():
+        raise ExportError(
+            "a reduced-precision variant needs reference translations for its BLEU gate; "
+            "pass --parity-src FILE.en with FILE.es beside it, or --parity-ref"
+        )
+    return read_lines(path)
+
+
 def export_bundle(
     checkpoint_path: Path,
     out: Path,
@@ -95,8 +110,15 @@ def export_bundle(
     parity_limit: int | None = None,
     beam_sentences: int = 200,
     name: str | None = None,
+    precision: str = "fp32",
+    parity_ref: Path | None = None,
+    max_bleu_drop: float = 1.0,
 ) -> dict:
-    """Export, run the gate, write the manifest; returns the manifest."""
+    """Export, run the gate, write the manifest; returns the manifest.
+
+    ``precision="int8"`` exports and gates fp32 graphs first, then writes their dynamic
+    int8 quantization, gated on BLEU against the fp32 graphs (side by side).
+    """
     from export.graphs import export_graphs
     from service.bundle import sha256_file
     from service.runtime import OnnxModel, RuntimeConfig
@@ -121,13 +143,27 @@ def export_bundle(
             beam_sentences=beam_sentences,
             max_len=MAX_SOURCE_TOKENS,
         )
+        variant = None
+        if precision != "fp32":
+            variant, tmp = _make_variant(
+                tmp,
+                out,
+                ckpt,
+                precision,
+                sources,
+                source_name,
+                parity_ref,
+                parity_limit,
+                force,
+                max_bleu_drop,
+            )
         files = [spec.ENCODER_FILE, spec.DECODER_FILE, spec.SRC_SPM_FILE, spec.TGT_SPM_FILE]
         manifest = {
             "format": spec.BUNDLE_FORMAT,
             "name": name or out.parent.name,
             "version": out.name,
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "precision": "fp32",
+            "precision": precision,
             "model_config": cfg.to_dict(),
             "parameters": ckpt.model.parameter_count(),
             "src_vocab_size": cfg.src_vocab_size,
@@ -152,6 +188,7 @@ def export_bundle(
                 "meta": {k: v for k, v in ckpt.meta.items() if k != "history"},
             },
             "parity": report.to_dict() | {"source": source_name},
+            "variant": variant.to_dict() if variant else None,
             "export_seconds": round(time.monotonic() - started, 1),
             "files": {f: sha256_file(tmp / f) for f in files},
         }
@@ -163,6 +200,57 @@ def export_bundle(
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _make_variant(
+    fp32_dir: Path,
+    out: Path,
+    ckpt: Checkpoint,
+    precision: str,
+    sources: list[list[int]],
+    source_name: str,
+    parity_ref: Path | None,
+    limit: int | None,
+    force: bool,
+    max_bleu_drop: float,
+):
+    """Quantize ``fp32_dir`` into a new temp dir and gate it; returns (report, new dir)."""
+    from export.variants import VariantError, compare, quantize_int8
+    from service.decoding import SpecialIds
+
+    if precision != "int8":
+        raise ExportError(f"unknown precision {precision!r}; supported: fp32, int8")
+    references = _references(source_name, parity_ref)
+    references = references[:limit] if limit else references
+    if len(references) != len(sources):
+        raise ExportError(f"{len(references)} references for {len(sources)} parity sentences")
+    dst = Path(tempfile.mkdtemp(prefix=".export-", dir=out.parent))
+    try:
+        quantize_int8(fp32_dir, dst)
+        for f in (spec.SRC_SPM_FILE, spec.TGT_SPM_FILE):
+            shutil.copy(fp32_dir / f, dst / f)
+        cfg = ckpt.config
+        report = compare(
+            fp32_dir,
+            dst,
+            precision=precision,
+            state_names=cfg.state_names,
+            special=SpecialIds(cfg.pad_id, cfg.bos_id, cfg.eos_id),
+            sources=sources,
+            references=references,
+            detok=ckpt.tgt_tokenizer.decode,
+        )
+    except BaseException:
+        shutil.rmtree(dst, ignore_errors=True)
+        raise
+    shutil.rmtree(fp32_dir, ignore_errors=True)
+    if -report.bleu_delta > max_bleu_drop and not force:
+        shutil.rmtree(dst, ignore_errors=True)
+        raise VariantError(
+            f"{precision} BLEU {report.bleu_variant} vs fp32 {report.bleu_fp32} drops by more "
+            f"than {max_bleu_drop}; pass --force to write it anyway"
+        )
+    return report, dst
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -187,7 +275,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--beam-sentences", type=int, default=200)
     parser.add_argument("--name", default=None, help="model name (default: parent dir of --out)")
+    parser.add_argument(
+        "--int8",
+        action="store_true",
+        help="write a dynamic-int8 (CPU) variant, gated on BLEU vs fp32",
+    )
+    parser.add_argument("--fp16", action="store_true", help="write an fp16 (GPU) variant")
+    parser.add_argument(
+        "--parity-ref",
+        type=Path,
+        default=None,
+        help="references for a variant's BLEU gate (default: the .es twin of the parity source)",
+    )
     args = parser.parse_args(argv)
+    if args.fp16:
+        print(
+            "nmt-export: error: --fp16 variants are not implemented yet (they need a CUDA "
+            "machine to validate); use --int8 for CPU",
+            file=sys.stderr,
+        )
+        return 2
     try:
         manifest = export_bundle(
             args.checkpoint,
@@ -197,13 +304,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             parity_limit=args.parity_limit,
             beam_sentences=args.beam_sentences,
             name=args.name,
+            precision="int8" if args.int8 else "fp32",
+            parity_ref=args.parity_ref,
         )
     except (ExportError, CheckpointError, TokenizerError) as exc:
         print(f"nmt-export: error: {exc}", file=sys.stderr)
         return 2
-    except ParityError as exc:
-        print(f"nmt-export: parity gate failed, nothing written: {exc}", file=sys.stderr)
+    except (ParityError, VariantError) as exc:
+        print(f"nmt-export: gate failed, nothing written: {exc}", file=sys.stderr)
         return 1
+    if manifest["variant"]:
+        v = manifest["variant"]
+        print(
+            f"{v['precision']}: BLEU {v['bleu_variant']} vs fp32 {v['bleu_fp32']} "
+            f"({v['bleu_delta']:+.2f}), {v['speedup']:.2f}x the fp32 speed"
+        )
     p = manifest["parity"]
     print(
         f"wrote {args.out}: greedy identical on {p['greedy_sentences']} sentences, "
