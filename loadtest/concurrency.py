@@ -1,0 +1,142 @@
+"""Measure the service at several client concurrencies, side by side in one run.
+
+``python -m loadtest.concurrency [--server HOST:PORT] [--clients 1,8,32] [--sentences N]``
+
+Without ``--server`` it starts an in-process server on the committed model repository
+(127.0.0.1, a free port). Each client thread sends one sentence per request, in a
+closed loop, over its own channel; every concurrency level translates the same
+sentences. Prints a markdown table and writes JSON with ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import grpc
+
+from service.proto.nmt.v1 import translator_pb2 as pb
+from service.proto.nmt.v1 import translator_pb2_grpc as pb_grpc
+
+DEFAULT_SENTENCES = (
+    Path(__file__).resolve().parent.parent / "models" / "pretrained" / "en-es" / "test.en"
+)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[k]
+
+
+def run_level(target: str, sentences: list[str], clients: int, options: pb.DecodeOptions) -> dict:
+    """All ``sentences`` through ``clients`` concurrent closed-loop clients."""
+    latencies: list[float] = []
+    tokens = [0]
+    errors = [0]
+    lock = threading.Lock()
+    next_index = [0]
+
+    def worker() -> None:
+        with grpc.insecure_channel(target) as channel:
+            stub = pb_grpc.TranslatorStub(channel)
+            while True:
+                with lock:
+                    i = next_index[0]
+                    next_index[0] += 1
+                if i >= len(sentences):
+                    return
+                start = time.perf_counter()
+                try:
+                    reply = stub.Translate(
+                        pb.TranslateRequest(texts=[sentences[i]], options=options), timeout=60
+                    )
+                except grpc.RpcError:
+                    with lock:
+                        errors[0] += 1
+                    continue
+                elapsed = time.perf_counter() - start
+                with lock:
+                    latencies.append(elapsed)
+                    tokens[0] += len(reply.translations[0].hypotheses[0].tokens) + 1
+
+    threads = [threading.Thread(target=worker) for _ in range(clients)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - start
+    return {
+        "clients": clients,
+        "strategy": "greedy" if options.beam_size <= 1 else f"beam{options.beam_size}",
+        "sentences": len(latencies),
+        "errors": errors[0],
+        "seconds": round(wall, 2),
+        "sentences_per_s": round(len(latencies) / wall, 2),
+        "tokens_per_s": round(tokens[0] / wall, 1),
+        "p50_ms": round(1000 * percentile(latencies, 50), 1),
+        "p95_ms": round(1000 * percentile(latencies, 95), 1),
+        "p99_ms": round(1000 * percentile(latencies, 99), 1),
+        "mean_ms": round(1000 * statistics.fmean(latencies), 1) if latencies else None,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--server", default=None, help="HOST:PORT (default: start one in-process)")
+    p.add_argument("--clients", default="1,8,32")
+    p.add_argument("--beams", default="1", help="comma-separated beam sizes, 1 = greedy")
+    p.add_argument("--sentences", type=int, default=200)
+    p.add_argument("--file", type=Path, default=DEFAULT_SENTENCES)
+    p.add_argument("--json", type=Path, default=None)
+    args = p.parse_args(argv)
+    sentences = [s for s in args.file.read_text(encoding="utf-8").splitlines() if s.strip()]
+    sentences = sentences[: args.sentences]
+    server = None
+    target = args.server
+    if target is None:
+        from service.runtime import RuntimeConfig
+        from service.server import ServerConfig, create_server
+
+        server, port = create_server(
+            ServerConfig(
+                host="127.0.0.1", port=0, metrics_port=-1, runtime=RuntimeConfig(providers=("cpu",))
+            )
+        )
+        server.start()
+        server.warm_up()
+        target = f"127.0.0.1:{port}"
+    rows = []
+    try:
+        for beam in (int(b) for b in args.beams.split(",")):
+            options = pb.DecodeOptions(
+                strategy=pb.STRATEGY_BEAM if beam > 1 else pb.STRATEGY_GREEDY, beam_size=beam
+            )
+            for clients in (int(c) for c in args.clients.split(",")):
+                rows.append(run_level(target, sentences, clients, options))
+    finally:
+        if server is not None:
+            server.stop(0)
+    print("| strategy | clients | sentences/s | tokens/s | p50 ms | p95 ms | p99 ms | errors |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['strategy']} | {r['clients']} | {r['sentences_per_s']} | {r['tokens_per_s']} "
+            f"| {r['p50_ms']} | {r['p95_ms']} | {r['p99_ms']} | {r['errors']} |"
+        )
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
