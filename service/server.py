@@ -56,8 +56,8 @@ class ServerConfig:
             raise ValueError("ports must be in 0..65535 (metrics: -1 disables the endpoint)")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("--tls-cert and --tls-key must be given together")
-        if self.workers < 2:
-            raise ValueError("workers must be >= 2")
+        if self.workers < 10:
+            raise ValueError("workers must be >= 10 (8 stay free for health checks)")
         if self.shutdown_grace < 0:
             raise ValueError("shutdown grace must be >= 0 seconds")
 
@@ -100,7 +100,9 @@ class TranslationServer:
             except BundleError as exc:
                 raise ServerError(str(exc)) from None
             self.engines[name] = Engine(bundle, config.engine, self.metrics)
-        self.servicer = TranslatorServicer(self.engines, default, self.metrics)
+        self.servicer = TranslatorServicer(
+            self.engines, default, self.metrics, max_inflight=max(1, config.workers - 8)
+        )
         self.health = health.HealthServicer()
         self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         self.grpc_server = grpc.server(

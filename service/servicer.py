@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import queue
+import threading
 import time
 from collections.abc import Iterator
 
@@ -88,11 +89,39 @@ def to_timing(job: Job) -> pb.Timing:
 
 
 class TranslatorServicer(pb_grpc.TranslatorServicer):
-    def __init__(self, engines: dict[str, Engine], default_model: str, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        engines: dict[str, Engine],
+        default_model: str,
+        metrics: Metrics,
+        *,
+        max_inflight: int = 1 << 30,
+    ) -> None:
         self.engines = engines
         self.default_model = default_model
         self.metrics = metrics
         self.ready = False
+        # Translation RPCs beyond this are refused at once, so some server threads always
+        # stay free for health checks and ListModels under overload.
+        self.max_inflight = max_inflight
+        self._inflight = 0
+        self._lock = threading.Lock()
+
+    def _enter(self) -> None:
+        with self._lock:
+            if self._inflight >= self.max_inflight:
+                self.metrics.rejected.labels("too_many_inflight").inc()
+                raise Overloaded(
+                    f"{self._inflight} translations in flight (limit {self.max_inflight}); "
+                    "retry with backoff"
+                )
+            self._inflight += 1
+        self.metrics.inflight.inc()
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._inflight -= 1
+        self.metrics.inflight.dec()
 
     def _engine(self, name: str) -> Engine:
         if not self.ready:
@@ -124,9 +153,10 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
         return code
 
     def Translate(self, request: pb.TranslateRequest, context) -> pb.TranslateResponse:
-        start, options = time.monotonic(), None
-        self.metrics.inflight.inc()
+        start, options, entered = time.monotonic(), None, False
         try:
+            self._enter()
+            entered = True
             engine = self._engine(request.model)
             options = to_options(
                 request.options, default_max_length=min(256, engine.config.max_target_length)
@@ -150,14 +180,16 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
             self._finish("Translate", options, start, code)
             return pb.TranslateResponse()
         finally:
-            self.metrics.inflight.dec()
+            if entered:
+                self._leave()
 
     def TranslateStream(
         self, request: pb.TranslateStreamRequest, context
     ) -> Iterator[pb.TranslateStreamResponse]:
-        start, options = time.monotonic(), None
-        self.metrics.inflight.inc()
+        start, options, entered = time.monotonic(), None, False
         try:
+            self._enter()
+            entered = True
             engine = self._engine(request.model)
             options = to_options(
                 request.options, default_max_length=min(256, engine.config.max_target_length)
@@ -203,7 +235,8 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
             code = self._abort(context, exc)
             self._finish("TranslateStream", options, start, code)
         finally:
-            self.metrics.inflight.dec()
+            if entered:
+                self._leave()
 
     def ListModels(self, request: pb.ListModelsRequest, context) -> pb.ListModelsResponse:
         out = pb.ListModelsResponse()
