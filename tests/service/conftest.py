@@ -6,3 +6,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from tests.service.server_fixtures import (  # noqa: E402, F401 - fixtures of the server tests
+    server_factory,
+    tiny_bundle,
+    tiny_checkpoint,
+)

@@ -1,0 +1,112 @@
+"""Tiny random models for the export tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from models.config import ModelConfig
+from models.seq2seq import Seq2Seq
+
+SAMPLE = Path(__file__).resolve().parents[2] / "models" / "sample"
+
+TINY = dict(
+    src_vocab_size=40,
+    tgt_vocab_size=45,
+    embed_dim=8,
+    encoder_hidden=8,
+    decoder_hidden=16,
+    attention_dim=8,
+    output_dim=8,
+    dropout=0.0,
+)
+
+
+def tiny_config(**overrides) -> ModelConfig:
+    return ModelConfig(**(TINY | overrides))
+
+
+def tiny_model(seed: int = 0, **overrides) -> Seq2Seq:
+    torch.manual_seed(seed)
+    return Seq2Seq(tiny_config(**overrides)).eval()
+
+
+def export_onnx(model: Seq2Seq, out_dir: Path):
+    """Export the graphs into ``out_dir`` and open them in ONNX Runtime (CPU)."""
+    from export.graphs import export_graphs
+    from service.runtime import OnnxModel, RuntimeConfig
+
+    export_graphs(model, out_dir)
+    runtime = RuntimeConfig(providers=("cpu",), intra_op_threads=1)
+    return OnnxModel(out_dir, model.config.state_names, runtime)
+
+
+class TorchStepModel:
+    """A ``StepModel`` that runs the PyTorch model itself (the traced step module): the
+    numpy search over it sees exactly the reference's numbers."""
+
+    def __init__(self, model: Seq2Seq) -> None:
+        from export.graphs import DecoderStepGraph
+
+        self.model = model.eval()
+        self.graph = DecoderStepGraph(model).eval()
+
+    def encode(self, src_ids: np.ndarray, src_lengths: np.ndarray):
+        from service.decoding import Encoded
+
+        with torch.no_grad():
+            enc = self.model.encode(torch.from_numpy(src_ids), torch.from_numpy(src_lengths))
+        return Encoded(
+            enc.memory.numpy(),
+            enc.keys.numpy(),
+            enc.mask.numpy(),
+            tuple(s.numpy() for s in enc.state),
+        )
+
+    def step(self, *, prev_tokens, parent_rows, row_sentence, memory, keys, mask, states, top_k):
+        from service.decoding import StepOutput
+
+        t = torch.from_numpy
+        with torch.no_grad():
+            values, ids, eos, attention, *new = self.graph(
+                t(prev_tokens),
+                t(parent_rows),
+                t(row_sentence),
+                t(memory),
+                t(keys),
+                t(mask),
+                torch.tensor([top_k]),
+                *(t(s) for s in states),
+            )
+        return StepOutput(
+            values.numpy(),
+            ids.numpy(),
+            eos.numpy(),
+            attention.numpy(),
+            tuple(s.numpy() for s in new),
+        )
+
+
+def random_sources(vocab: int, n: int = 20, max_len: int = 8, seed: int = 0) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    return [
+        [int(t) for t in rng.integers(4, vocab, rng.integers(1, max_len + 1))] for _ in range(n)
+    ]
+
+
+def cli_args(checkpoint: Path, out: Path, *extra: str) -> list[str]:
+    """``nmt-export`` arguments that keep the parity gate small."""
+    return [
+        str(checkpoint),
+        "--out",
+        str(out),
+        "--parity-src",
+        str(SAMPLE / "sample.en"),
+        "--parity-limit",
+        "20",
+        "--beam-sentences",
+        "5",
+        *extra,
+    ]

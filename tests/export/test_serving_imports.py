@@ -1,0 +1,182 @@
+"""A bundle loads and decodes without torch or the onnx package, exactly like PyTorch;
+:func:`service.bundle.load_bundle` refuses broken bundles with a clear BundleError."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from export import spec
+from models.checkpoint import load_checkpoint
+from models.options import DecodeOptions
+from models.translate import translate_ids
+from service.bundle import BundleError, load_bundle, read_manifest
+from service.runtime import RuntimeConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+TEXTS = ["the house is small", "where is the station?", "good morning"]
+CPU = RuntimeConfig(providers=("cpu",), intra_op_threads=1)
+
+SERVING_SCRIPT = r"""
+import json, sys
+
+BLOCKED = ("torch", "onnx")
+
+
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ImportError(f"{name} is not a serving dependency")
+        return None
+
+
+sys.meta_path.insert(0, Block())
+try:
+    import torch  # noqa: F401
+except ImportError:
+    pass
+else:
+    raise SystemExit("the import blocker does not work")
+
+from models.options import DecodeOptions
+from service.bundle import load_bundle
+from service.decoding import decode
+from service.runtime import RuntimeConfig
+
+bundle = load_bundle(sys.argv[1], RuntimeConfig(providers=("cpu",), intra_op_threads=1))
+ids = bundle.src_tokenizer.encode_batch(json.loads(sys.argv[2]))
+options = DecodeOptions(beam_size=3, n_best=3)
+nbest = decode(bundle.model, ids, options=options, special=bundle.special)
+print(json.dumps({
+    "ids": ids,
+    "tokens": [[list(h.tokens) for h in hyps] for hyps in nbest],
+    "scores": [[h.score for h in hyps] for hyps in nbest],
+    "text": [bundle.tgt_tokenizer.decode(hyps[0].tokens) for hyps in nbest],
+    "loaded": sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED),
+}))
+"""
+
+
+def test_bundle_serves_without_torch(bundle_dir, checkpoint):
+    proc = subprocess.run(
+        [sys.executable, "-c", SERVING_SCRIPT, str(bundle_dir), json.dumps(TEXTS)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["loaded"] == []
+
+    ckpt = load_checkpoint(checkpoint)
+    ids = ckpt.src_tokenizer.encode_batch(TEXTS)
+    assert got["ids"] == ids
+    ref = translate_ids(ckpt.model, ids, options=DecodeOptions(beam_size=3, n_best=3))
+    assert got["tokens"] == [[list(h.tokens) for h in hyps] for hyps in ref]
+    for scores, hyps in zip(got["scores"], ref, strict=True):
+        assert scores == pytest.approx([h.score for h in hyps], abs=1e-5)
+    assert got["text"] == [ckpt.tgt_tokenizer.decode(hyps[0].tokens) for hyps in ref]
+
+
+def test_load_bundle_in_process(bundle_dir, checkpoint):
+    bundle = load_bundle(bundle_dir, CPU)
+    cfg = load_checkpoint(checkpoint).config
+    assert bundle.config == cfg
+    assert bundle.special.pad == 0 and bundle.special.bos == 2 and bundle.special.eos == 3
+    assert bundle.model.provider == "CPUExecutionProvider"
+    assert bundle.src_tokenizer.vocab_size == cfg.src_vocab_size
+    assert bundle.manifest == read_manifest(bundle_dir)
+
+
+# -- broken bundles -----------------------------------------------------------------
+
+
+@pytest.fixture
+def copy(bundle_dir, tmp_path) -> Path:
+    dst = tmp_path / "bundle"
+    shutil.copytree(bundle_dir, dst)
+    return dst
+
+
+def edit_manifest(bundle: Path, **changes) -> None:
+    path = bundle / spec.MANIFEST_FILE
+    manifest = json.loads(path.read_text())
+    manifest.update(changes)
+    path.write_text(json.dumps(manifest))
+
+
+def test_missing_directory(tmp_path):
+    with pytest.raises(BundleError, match="bundle directory not found"):
+        load_bundle(tmp_path / "absent", CPU)
+
+
+def test_missing_manifest(copy):
+    (copy / spec.MANIFEST_FILE).unlink()
+    with pytest.raises(BundleError, match="has no manifest.json; export one with nmt-export"):
+        load_bundle(copy, CPU)
+
+
+def test_manifest_not_json(copy):
+    (copy / spec.MANIFEST_FILE).write_text("{not json")
+    with pytest.raises(BundleError, match="is not valid JSON"):
+        load_bundle(copy, CPU)
+
+
+def test_file_that_does_not_match_its_sha256(copy):
+    with open(copy / spec.TGT_SPM_FILE, "ab") as fh:
+        fh.write(b"\0")
+    with pytest.raises(BundleError, match=r"target\.spm\.model does not match its sha256"):
+        load_bundle(copy, CPU)
+    read_manifest(copy, verify=False)  # only the hash check complains
+
+
+def test_file_listed_but_missing(copy):
+    (copy / spec.DECODER_FILE).unlink()
+    with pytest.raises(BundleError, match=r"decoder\.onnx listed in the manifest is missing"):
+        load_bundle(copy, CPU)
+
+
+def test_wrong_format(copy):
+    edit_manifest(copy, format="rnn-nmt-bundle/0")
+    with pytest.raises(BundleError, match=r"format 'rnn-nmt-bundle/0' is not 'rnn-nmt-bundle/1'"):
+        load_bundle(copy, CPU)
+
+
+def test_wrong_opset(copy):
+    edit_manifest(copy, opset=spec.OPSET + 1)
+    with pytest.raises(BundleError, match=f"this service needs {spec.OPSET}"):
+        load_bundle(copy, CPU)
+
+
+def test_unknown_model_config_key(copy, bundle_dir):
+    manifest = json.loads((bundle_dir / spec.MANIFEST_FILE).read_text())
+    edit_manifest(copy, model_config=manifest["model_config"] | {"heads": 4})
+    with pytest.raises(BundleError, match="unknown model config keys: heads"):
+        load_bundle(copy, CPU)
+
+
+def test_graphs_that_do_not_match_the_config(copy, bundle_dir):
+    """A manifest claiming a GRU without input feeding for LSTM/Luong graphs."""
+    manifest = json.loads((bundle_dir / spec.MANIFEST_FILE).read_text())
+    config = manifest["model_config"] | {"rnn_type": "gru", "input_feed": False}
+    edit_manifest(copy, model_config=config)
+    with pytest.raises(BundleError, match="does not have the graph inputs/outputs"):
+        load_bundle(copy, CPU)
+
+
+def test_corrupt_tokenizer_with_matching_hash(copy):
+    (copy / spec.SRC_SPM_FILE).write_bytes(b"not a sentencepiece model")
+    manifest = json.loads((copy / spec.MANIFEST_FILE).read_text())
+    files = manifest["files"] | {
+        spec.SRC_SPM_FILE: hashlib.sha256(b"not a sentencepiece model").hexdigest()
+    }
+    edit_manifest(copy, files=files)
+    with pytest.raises(BundleError, match="not a SentencePiece model"):
+        load_bundle(copy, CPU)

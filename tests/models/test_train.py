@@ -1,0 +1,175 @@
+"""``nmt-train`` end to end on a tiny corpus, plus the batching it relies on."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from models import train as train_module
+from models.batching import ParallelData, bucket_batches, make_batch, pad
+from models.checkpoint import load_checkpoint, read_payload
+from models.config import BOS_ID, EOS_ID, PAD_ID
+from models.corpus import train_tokenizers, write_split
+from models.tokenizer import Tokenizer
+
+TINY_MODEL = [
+    "--embed-dim", "16",
+    "--encoder-hidden", "16",
+    "--decoder-hidden", "32",
+    "--attention-dim", "16",
+    "--output-dim", "16",
+    "--bleu-sentences", "20",
+    "--no-progress",
+    "--threads", "1",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory, sample_lines):
+    """train/valid split of the committed sample with vocab-150 tokenizers."""
+    en, es = sample_lines
+    pairs = list(zip(en, es, strict=True))
+    out = tmp_path_factory.mktemp("data")
+    write_split(out, {"train": pairs[:260], "valid": pairs[260:]})
+    train_tokenizers(out, vocab_size=150)
+    return out
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, data_dir):
+    """A two-epoch run; returns (run_dir, exit code, stdout)."""
+    run_dir = tmp_path_factory.mktemp("run")
+    capture = pytest.MonkeyPatch()
+    lines: list[str] = []
+    capture.setattr("builtins.print", lambda *a, **k: lines.append(" ".join(map(str, a))))
+    before = torch.get_num_threads()
+    try:
+        code = train_module.main(
+            ["--data", str(data_dir), "--out", str(run_dir), "--epochs", "2", *TINY_MODEL]
+        )
+    finally:
+        capture.undo()
+        torch.set_num_threads(before)
+    return run_dir, code, lines
+
+
+def test_train_writes_checkpoints_and_summary(trained, data_dir) -> None:
+    run_dir, code, lines = trained
+    assert code == 0
+    for name in ("best.pt", "last.pt", "summary.json"):
+        assert (run_dir / name).is_file(), name
+    assert not list(run_dir.glob("*.tmp"))
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["epochs"] == 2
+    assert [r["epoch"] for r in summary["history"]] == [1, 2]
+    src_tok = Tokenizer.from_file(data_dir / "spm.en.model")
+    tgt_tok = Tokenizer.from_file(data_dir / "spm.es.model")
+    kept = ParallelData.load(data_dir, "train", src_tok, tgt_tok, max_len=64)  # default --max-len
+    assert 200 < summary["train_pairs"] == len(kept) <= 260
+    for record in summary["history"]:
+        assert record["train_loss"] > 0 and record["valid_loss"] > 0
+        assert 0.0 <= record["valid_bleu"] <= 100.0
+    assert summary["history"][1]["train_loss"] < summary["history"][0]["train_loss"]
+    assert lines[-1].startswith("best valid BLEU") and "after 2 epochs" in lines[-1]
+    assert [json.loads(line)["epoch"] for line in lines[:2]] == [1, 2]
+
+    ckpt = load_checkpoint(run_dir / "best.pt")
+    cfg = ckpt.config
+    assert (cfg.embed_dim, cfg.encoder_hidden, cfg.decoder_hidden) == (16, 16, 32)
+    assert (cfg.attention_dim, cfg.output_dim) == (16, 16)
+    assert cfg.src_vocab_size == cfg.tgt_vocab_size == 150
+    assert summary["parameters"] == ckpt.model.parameter_count()
+    assert ckpt.src_tokenizer.model_proto == src_tok.model_proto
+    assert ckpt.meta["epoch"] in (1, 2)
+    last = read_payload(run_dir / "last.pt")
+    assert last["train_state"]["epoch"] == 2
+    assert {"optimizer", "scheduler", "rng"} <= set(last)
+
+
+def test_resume_continues_to_more_epochs(trained, data_dir, tmp_path) -> None:
+    first_dir, _, _ = trained
+    run_dir = tmp_path / "resumed"
+    shutil.copytree(first_dir, run_dir)
+    before = json.loads((run_dir / "summary.json").read_text())
+    code = train_module.main(
+        ["--data", str(data_dir), "--out", str(run_dir), "--epochs", "3", "--resume", *TINY_MODEL]
+    )
+    assert code == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["epochs"] == 3
+    assert [r["epoch"] for r in summary["history"]] == [1, 2, 3]
+    assert summary["history"][:2] == before["history"]
+    assert read_payload(run_dir / "last.pt")["train_state"]["epoch"] == 3
+
+
+def test_resume_with_another_config_is_refused(trained, data_dir, tmp_path, capsys) -> None:
+    first_dir, _, _ = trained
+    run_dir = tmp_path / "resumed"
+    shutil.copytree(first_dir, run_dir)
+    args = ["--data", str(data_dir), "--out", str(run_dir), "--resume", *TINY_MODEL]
+    args[args.index("--embed-dim") + 1] = "24"
+    assert train_module.main(args) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("nmt-train: error: ") and "another model config" in err[0]
+
+
+def test_missing_data_is_a_one_line_error(tmp_path, capsys) -> None:
+    code = train_module.main(
+        ["--data", str(tmp_path / "none"), "--out", str(tmp_path / "run"), *TINY_MODEL]
+    )
+    assert code == 2
+    captured = capsys.readouterr()
+    err = captured.err.splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("nmt-train: error: ")
+    assert "spm.en.model not found; run `nmt-data build` first" in err[0]
+    assert not (tmp_path / "run").exists()
+
+
+def test_bad_model_config_is_a_one_line_error(data_dir, tmp_path, capsys) -> None:
+    args = ["--data", str(data_dir), "--out", str(tmp_path / "run"), *TINY_MODEL]
+    args += ["--attention", "dot"]  # decoder_hidden 32 == 2 x 16: valid
+    args += ["--no-bidirectional"]  # now the memory is 16 wide: invalid for dot
+    assert train_module.main(args) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "dot attention needs decoder_hidden" in err[0]
+
+
+# ---------------------------------------------------------------- batching
+
+
+def test_pad_and_make_batch(data_dir) -> None:
+    assert pad([[5, 6, 7], [8]]).tolist() == [[5, 6, 7], [8, PAD_ID, PAD_ID]]
+    data = ParallelData(
+        src_text=["a", "b"], tgt_text=["c", "d"], src_ids=[[4, 5, 6], [7]], tgt_ids=[[8], [9, 10]]
+    )
+    batch = make_batch(data, [1, 0])
+    assert batch.src.tolist() == [[7, PAD_ID, PAD_ID], [4, 5, 6]]
+    assert batch.lengths.tolist() == [1, 3]
+    assert batch.tgt_in.tolist() == [[BOS_ID, 9, 10], [BOS_ID, 8, PAD_ID]]
+    assert batch.tgt_out.tolist() == [[9, 10, EOS_ID], [8, EOS_ID, PAD_ID]]
+    assert batch.target_tokens == 5
+    assert batch.index == [1, 0]
+
+
+def test_bucket_batches_cover_every_pair_once(data_dir) -> None:
+    src_tok = Tokenizer.from_file(data_dir / "spm.en.model")
+    tgt_tok = Tokenizer.from_file(data_dir / "spm.es.model")
+    data = ParallelData.load(data_dir, "train", src_tok, tgt_tok)
+    assert len(data) == 260
+    short = ParallelData.load(data_dir, "train", src_tok, tgt_tok, max_len=20)
+    assert 0 < len(short) < 260
+    assert all(max(len(s), len(t)) < 20 for s, t in zip(short.src_ids, short.tgt_ids, strict=True))
+    for shuffle in (False, True):
+        batches = list(bucket_batches(data, max_tokens=400, shuffle=shuffle, seed=3))
+        seen = sorted(i for b in batches for i in b.index)
+        assert seen == list(range(260))
+        for b in batches:
+            assert b.src.numel() <= 400 and b.tgt_out.numel() <= 400
+            assert b.lengths.tolist() == [len(data.src_ids[i]) for i in b.index]
+    again = [b.index for b in bucket_batches(data, max_tokens=400, shuffle=True, seed=3)]
+    assert again == [b.index for b in bucket_batches(data, max_tokens=400, shuffle=True, seed=3)]

@@ -1,0 +1,131 @@
+"""Helpers for the tests that talk to a real gRPC server (no fixtures here)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import grpc
+import numpy as np
+
+from models.options import DecodeOptions
+from service.proto.nmt.v1 import translator_pb2 as pb
+from service.proto.nmt.v1 import translator_pb2_grpc as pb_grpc
+
+TIMEOUT = 60.0  # every call carries a deadline (see the no-deadline bug test)
+LOOP_SENTENCE = 0  # sample.en line whose beam-5 hypotheses never end before the limit
+
+
+def stub_for(port: int) -> tuple[grpc.Channel, pb_grpc.TranslatorStub]:
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    return channel, pb_grpc.TranslatorStub(channel)
+
+
+def proto_options(beam: int = 1, n_best: int = 1, **extra) -> pb.DecodeOptions:
+    """Proto options for ``beam`` (1: greedy) that map to ``domain_options`` exactly."""
+    strategy = pb.STRATEGY_GREEDY if beam == 1 else pb.STRATEGY_BEAM
+    extra.setdefault("return_scores", True)
+    return pb.DecodeOptions(strategy=strategy, beam_size=beam, n_best=n_best, **extra)
+
+
+def domain_options(options: pb.DecodeOptions) -> DecodeOptions:
+    """The reference decoder's options for a proto request (documented server defaults)."""
+    return DecodeOptions(
+        beam_size=max(options.beam_size, 1),
+        n_best=max(options.n_best, 1),
+        length_penalty=options.length_penalty if options.HasField("length_penalty") else 1.0,
+        max_length=options.max_length or 256,
+        max_length_ratio=(
+            options.max_length_ratio if options.HasField("max_length_ratio") else 2.0
+        ),
+        return_attention=options.return_attention,
+    )
+
+
+@dataclass(frozen=True)
+class Hyp:
+    text: str
+    pieces: tuple[str, ...]
+    score: float
+    log_prob: float
+    attention: np.ndarray | None = None
+
+
+@contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """Tiny models on a shared CPU: torch's spinning OpenMP workers cost ~20x wall time."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def reference(checkpoint, texts: Sequence[str], options: DecodeOptions) -> list[list[Hyp]]:
+    """n-best lists of the PyTorch reference decoder (``models.translate.translate_ids``)."""
+    from models.translate import translate_ids
+
+    src, tgt = checkpoint.src_tokenizer, checkpoint.tgt_tokenizer
+    with one_torch_thread():
+        nbest = translate_ids(checkpoint.model, [src.encode(t) for t in texts], options=options)
+    return [
+        [
+            Hyp(
+                tgt.decode(h.tokens),
+                tuple(tgt.pieces(h.tokens)),
+                h.score,
+                h.log_prob,
+                None if h.attention is None else np.asarray(h.attention),
+            )
+            for h in hyps
+        ]
+        for hyps in nbest
+    ]
+
+
+def served(response: pb.TranslateResponse) -> list[list[Hyp]]:
+    out = []
+    for translation in response.translations:
+        hyps = []
+        for h in translation.hypotheses:
+            attention = None
+            if h.attention.rows:
+                attention = np.asarray(h.attention.values, dtype=np.float32).reshape(
+                    h.attention.rows, h.attention.cols
+                )
+            hyps.append(Hyp(h.text, tuple(h.tokens), h.score, h.log_prob, attention))
+        out.append(hyps)
+    return out
+
+
+def assert_same_nbest(got: list[list[Hyp]], want: list[list[Hyp]], *, atol: float = 1e-4) -> None:
+    """Same hypotheses (text and pieces, in order) and scores within ``atol``."""
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert [(h.text, h.pieces) for h in g] == [(h.text, h.pieces) for h in w], f"sentence {i}"
+        for hg, hw in zip(g, w, strict=True):
+            assert abs(hg.score - hw.score) <= atol, (i, hg.score, hw.score)
+            assert abs(hg.log_prob - hw.log_prob) <= atol, (i, hg.log_prob, hw.log_prob)
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, every: float = 0.005) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(every)
+    return predicate()
+
+
+def rpc_error(call: Callable[[], object]) -> grpc.RpcError:
+    """The error ``call`` raises (fails the test when it succeeds)."""
+    try:
+        call()
+    except grpc.RpcError as exc:
+        return exc
+    raise AssertionError("the call succeeded but an error was expected")

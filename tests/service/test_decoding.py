@@ -1,0 +1,793 @@
+"""Pure-numpy tests of :mod:`service.decoding` against a scripted fake decoder step.
+
+The fake model (:class:`FakeStepModel`) knows nothing about neural networks: its
+decoder state is one float per row holding a *history id*, which maps to the
+sentence and the token prefix decoded so far. Each step looks up the next-token
+log-probs of that prefix in a table, so every expected token and score below can
+be worked out by hand. The fake checks that the loop gathers the right state rows
+(``parent_rows``), points every row at its own sentence's memory
+(``row_sentence``, also after pool compaction) and feeds BOS only at step 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from models.options import DecodeOptions, Hypothesis
+from service.decoding import (
+    NEG_INF,
+    BeamSearch,
+    DecodeLoop,
+    Encoded,
+    GreedySearch,
+    SpecialIds,
+    StepOutput,
+    block_tokens,
+    candidates,
+    decode,
+    eos_allowed,
+    eos_forced,
+    make_search,
+    pad_batch,
+)
+
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+VOCAB = 10
+REAL = tuple(range(4, VOCAB))
+SPECIAL = SpecialIds(pad=PAD, bos=BOS, eos=EOS)
+
+Prefix = tuple[int, ...]
+Table = Callable[[tuple[int, ...], Prefix], dict[int, float]]
+
+
+def approx(x):
+    return pytest.approx(x, rel=1e-6, abs=1e-6)
+
+
+def filler(tok: int) -> float:
+    """Log-prob of a token a script does not mention: distinct and far below any scripted
+    one; special tokens (unk and EOS included) lower still."""
+    return -30.0 - 0.5 * tok if tok in REAL else -60.0
+
+
+def vector(entries: dict[int, float]) -> np.ndarray:
+    v = np.array([filler(t) for t in range(VOCAB)], dtype=np.float32)
+    for tok, value in entries.items():
+        v[tok] = value
+    return v
+
+
+class FakeStepModel:
+    """A ``StepModel`` whose next-token log-probs come from ``table(src, prefix)``.
+
+    ``leak_specials`` makes the fake break the graph contract and include pad/bos in its
+    top-k (the host must still never emit them).
+    """
+
+    def __init__(self, table: Table, *, leak_specials: bool = False) -> None:
+        self.table = table
+        self.leak = leak_specials
+        self.sources: list[tuple[int, ...]] = []  # uid -> source tokens
+        self.histories: list[tuple[int, Prefix | None]] = []  # id -> (uid, prefix)
+        self.calls: list[tuple[int, int]] = []  # (rows, top_k) of every step
+
+    def _history(self, uid: int, prefix: Prefix | None) -> int:
+        self.histories.append((uid, prefix))
+        return len(self.histories) - 1
+
+    def encode(self, src_ids: np.ndarray, src_lengths: np.ndarray) -> Encoded:
+        batch, src_len = src_ids.shape
+        assert src_ids.dtype == np.int64 and src_lengths.dtype == np.int64
+        mask = np.arange(src_len)[None, :] < src_lengths[:, None]
+        keys = np.zeros((batch, src_len, 2), dtype=np.float32)
+        hist = np.zeros((batch, 1, 1), dtype=np.float32)
+        for b in range(batch):
+            n = int(src_lengths[b])
+            assert (src_ids[b, n:] == PAD).all()
+            uid = len(self.sources)
+            self.sources.append(tuple(int(t) for t in src_ids[b, :n]))
+            keys[b, :, 0] = uid + 1  # so a row can check it reads its own sentence
+            hist[b, 0, 0] = self._history(uid, None)
+        return Encoded(np.zeros((batch, src_len, 2), np.float32), keys, mask, (hist,))
+
+    def step(
+        self,
+        *,
+        prev_tokens: np.ndarray,
+        parent_rows: np.ndarray,
+        row_sentence: np.ndarray,
+        memory: np.ndarray,
+        keys: np.ndarray,
+        mask: np.ndarray,
+        states: tuple[np.ndarray, ...],
+        top_k: int,
+    ) -> StepOutput:
+        (hist,) = states
+        rows = prev_tokens.shape[0]
+        assert parent_rows.shape == row_sentence.shape == (rows,)
+        assert memory.shape[:2] == keys.shape[:2] == mask.shape
+        assert mask.dtype == bool
+        self.calls.append((rows, top_k))
+        allowed = np.ones(VOCAB, dtype=bool)
+        allowed[[EOS] if self.leak else [PAD, BOS, EOS]] = False
+        values = np.empty((rows, top_k), dtype=np.float32)
+        ids = np.empty((rows, top_k), dtype=np.int64)
+        eos = np.empty(rows, dtype=np.float32)
+        attention = np.zeros((rows, mask.shape[1]), dtype=np.float32)
+        new = np.empty((rows, 1, 1), dtype=np.float32)
+        for r in range(rows):
+            uid, prefix = self.histories[int(hist[parent_rows[r], 0, 0])]
+            src = self.sources[uid]
+            slot = int(row_sentence[r])
+            assert int(keys[slot, 0, 0]) == uid + 1, "row reads another sentence's memory"
+            assert mask[slot].sum() == len(src) and mask[slot, : len(src)].all()
+            tok = int(prev_tokens[r])
+            if prefix is None:
+                assert tok == BOS, "the first step must be fed BOS"
+                prefix = ()
+            else:
+                assert tok not in (PAD, BOS, EOS), f"fed token {tok} after step 0"
+                prefix = prefix + (tok,)
+            lp = vector(self.table(src, prefix))
+            cand = np.flatnonzero(allowed)
+            best = cand[np.argsort(-lp[cand], kind="stable")][:top_k]
+            assert len(best) == top_k, "top_k larger than the fake's vocabulary"
+            values[r], ids[r], eos[r] = lp[best], best, lp[EOS]
+            attention[r, : len(src)] = 1.0 / len(src)
+            new[r, 0, 0] = self._history(uid, prefix)
+        return StepOutput(values, ids, eos, attention, (new,))
+
+
+def scripted(script: dict[Prefix, dict[int, float]]) -> Table:
+    """Same script for every source; an unscripted prefix ends at once (EOS -0.01)."""
+
+    def table(src: tuple[int, ...], prefix: Prefix) -> dict[int, float]:
+        return script.get(prefix, {EOS: -0.01})
+
+    return table
+
+
+def copy_table(src: tuple[int, ...], prefix: Prefix) -> dict[int, float]:
+    """Copies the source, then ends: a sentence of n tokens finishes at step n."""
+    if len(prefix) < len(src):
+        return {src[len(prefix)]: -0.1}
+    return {EOS: -0.1}
+
+
+def head(src: tuple[int, ...]) -> tuple[int, ...]:
+    """The first ``src[0] - 3`` tokens: long sentences starting with 4 end after one token."""
+    return src[: src[0] - 3]
+
+
+def head_table(src: tuple[int, ...], prefix: Prefix) -> dict[int, float]:
+    target = head(src)
+    if len(prefix) < len(target):
+        return {target[len(prefix)]: -0.1}
+    return {EOS: -0.1}
+
+
+def random_table(seed: int) -> Table:
+    """Normalised random log-probs, a deterministic function of (seed, src, prefix)."""
+
+    def table(src: tuple[int, ...], prefix: Prefix) -> dict[int, float]:
+        rng = np.random.default_rng([seed, len(src), *src, 99, *prefix])
+        x = rng.normal(0.0, 2.0, VOCAB)
+        lp = x - (x.max() + np.log(np.exp(x - x.max()).sum()))
+        return dict(enumerate(lp.tolist()))
+
+    return table
+
+
+def run(table: Table, sources, options, **kwargs) -> list[list[Hypothesis]]:
+    return decode(
+        FakeStepModel(table), [list(s) for s in sources], options=options, special=SPECIAL, **kwargs
+    )
+
+
+def toks(hyps: list[Hypothesis]) -> list[tuple[int, ...]]:
+    return [h.tokens for h in hyps]
+
+
+def reference(table: Table, src: tuple[int, ...], options: DecodeOptions) -> list[Hypothesis]:
+    """The documented search rules over the *full* vocabulary, one sentence, no batching:
+    best ``2 * beam`` continuations, EOS among the first ``beam`` finishes a hypothesis,
+    stop when ``beam`` have finished (beam 1 is greedy)."""
+    beam = options.beam_size
+    limit = options.length_limit(len(src))
+    live: list[tuple[Prefix, np.float32]] = [((), np.float32(0.0))]
+    finished: list[tuple[Prefix, float]] = []
+    for step in range(limit):
+        scored = []
+        for row, (prefix, score) in enumerate(live):
+            lp = vector(table(src, prefix))
+            lp[PAD] = lp[BOS] = NEG_INF
+            if step >= limit - 1:
+                keep = lp[EOS]
+                lp[:] = NEG_INF
+                lp[EOS] = keep
+            elif step < options.min_length:
+                lp[EOS] = NEG_INF
+            for tok in range(VOCAB):
+                scored.append((np.float32(score + lp[tok]), row, tok))
+        scored.sort(key=lambda c: -c[0])
+        new_live = []
+        for rank, (score, row, tok) in enumerate(scored[: 2 * beam]):
+            if score == NEG_INF:
+                break
+            if tok == EOS:
+                if rank < beam:
+                    finished.append((live[row][0], float(score)))
+                continue
+            new_live.append((live[row][0] + (tok,), score))
+            if len(new_live) == beam:
+                break
+        if len(finished) >= beam or not new_live:
+            break
+        live = new_live
+    hyps = [Hypothesis(p, options.normalized(lp, len(p) + 1), lp) for p, lp in finished]
+    hyps.sort(key=lambda h: h.score, reverse=True)
+    return hyps[: options.n_best]
+
+
+def assert_same(got: list[Hypothesis], want: list[Hypothesis]) -> None:
+    assert toks(got) == toks(want)
+    for g, w in zip(got, want, strict=True):
+        assert g.score == approx(w.score)
+        assert g.log_prob == approx(w.log_prob)
+
+
+# -- the named rules ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("step", "min_length", "allowed"),
+    [(0, 0, True), (0, 1, False), (1, 1, True), (2, 3, False), (3, 3, True), (9, 3, True)],
+)
+def test_eos_allowed(step, min_length, allowed):
+    assert eos_allowed(step, min_length) is allowed
+
+
+@pytest.mark.parametrize(
+    ("step", "limit", "forced"),
+    [(0, 1, True), (0, 2, False), (1, 2, True), (0, 3, False), (1, 3, False), (2, 3, True)],
+)
+def test_eos_forced(step, limit, forced):
+    assert eos_forced(step, limit) is forced
+
+
+def test_block_tokens():
+    values = np.array([[-0.1, -0.2, -0.3], [-1.0, -2.0, -3.0]], dtype=np.float32)
+    ids = np.array([[0, 5, 2], [6, 2, 7]], dtype=np.int64)
+    out = block_tokens(values, ids, (PAD, BOS))
+    expected = np.array([[NEG_INF, -0.2, NEG_INF], [-1.0, NEG_INF, -3.0]], dtype=np.float32)
+    np.testing.assert_array_equal(out, expected)
+    assert out.dtype == np.float32
+    assert values[0, 0] == np.float32(-0.1), "input must not be modified"
+    np.testing.assert_array_equal(block_tokens(values, ids, ()), values)
+
+
+def _cands(step, limit, min_length=1, ids=((5, 4), (0, 6))):
+    values = np.array([[-0.5, -0.7], [-0.1, -0.9]], dtype=np.float32)
+    return candidates(
+        values,
+        np.array(ids, dtype=np.int64),
+        np.array([-0.2, -0.3], dtype=np.float32),
+        step=step,
+        limit=limit,
+        options=DecodeOptions(min_length=min_length),
+        special=SPECIAL,
+    )
+
+
+def test_candidates_merge_eos_last_and_block_specials():
+    values, ids = _cands(step=1, limit=10)
+    assert values.shape == ids.shape == (2, 3)
+    assert values.dtype == np.float32 and ids.dtype == np.int64
+    np.testing.assert_array_equal(ids, [[5, 4, EOS], [0, 6, EOS]])
+    np.testing.assert_array_equal(values, np.float32([[-0.5, -0.7, -0.2], [NEG_INF, -0.9, -0.3]]))
+
+
+def test_candidates_ban_eos_before_min_length():
+    values, _ = _cands(step=1, limit=10, min_length=2)
+    np.testing.assert_array_equal(values[:, -1], [NEG_INF, NEG_INF])
+    np.testing.assert_array_equal(values[0, :-1], np.float32([-0.5, -0.7]))
+    values, _ = _cands(step=2, limit=10, min_length=2)
+    np.testing.assert_array_equal(values[:, -1], np.float32([-0.2, -0.3]))
+
+
+@pytest.mark.parametrize("min_length", [0, 1, 50])
+def test_candidates_force_eos_at_last_step(min_length):
+    values, ids = _cands(step=4, limit=5, min_length=min_length)
+    assert (values[:, :-1] == NEG_INF).all()
+    np.testing.assert_array_equal(values[:, -1], np.float32([-0.2, -0.3]))
+    assert (ids[:, -1] == EOS).all()
+    values, _ = _cands(step=3, limit=5, min_length=min_length)
+    assert np.isfinite(values[0, :-1]).all()
+
+
+def test_pad_batch():
+    ids, lengths = pad_batch([[4, 5, 6], [7], [8, 9]], PAD)
+    np.testing.assert_array_equal(ids, [[4, 5, 6], [7, 0, 0], [8, 9, 0]])
+    np.testing.assert_array_equal(lengths, [3, 1, 2])
+    assert ids.dtype == lengths.dtype == np.int64
+
+
+def test_make_search_picks_strategy():
+    assert isinstance(make_search(3, DecodeOptions(), SPECIAL), GreedySearch)
+    beam = make_search(3, DecodeOptions(beam_size=3), SPECIAL)
+    assert isinstance(beam, BeamSearch) and beam.top_k == 6
+
+
+# -- scripted searches --------------------------------------------------------------
+
+# Greedy takes 4 (-0.5) whose continuations are poor; 5 (-0.9) leads to 8 (-0.2).
+GARDEN_PATH = scripted(
+    {
+        (): {4: -0.5, 5: -0.9, EOS: -2.0},
+        (4,): {6: -1.5, 7: -1.6, EOS: -2.5},
+        (5,): {8: -0.2, EOS: -2.0},
+        (4, 6): {EOS: -0.1},
+        (4, 7): {EOS: -0.2},
+        (5, 8): {EOS: -0.05},
+    }
+)
+SRC = (4, 5, 6)
+
+
+def test_greedy_takes_the_garden_path():
+    (hyps,) = run(GARDEN_PATH, [SRC], DecodeOptions())
+    assert toks(hyps) == [(4, 6)]
+    assert hyps[0].log_prob == approx(-2.1)
+    assert hyps[0].score == approx(-2.1 / 3)
+    assert hyps[0].attention is None
+
+
+@pytest.mark.parametrize(
+    ("beam", "expected"),
+    [
+        (2, [((5, 8), -1.15), ((4, 6), -2.1)]),
+        (3, [((5, 8), -1.15), ((4, 6), -2.1), ((4, 7), -2.3)]),
+    ],
+)
+def test_beam_finds_the_better_sequence(beam, expected):
+    (hyps,) = run(GARDEN_PATH, [SRC], DecodeOptions(beam_size=beam, n_best=beam))
+    assert toks(hyps) == [t for t, _ in expected]
+    assert [h.log_prob for h in hyps] == [approx(lp) for _, lp in expected]
+    assert [h.score for h in hyps] == [approx(lp / (len(t) + 1)) for t, lp in expected]
+    assert hyps[0].score > run(GARDEN_PATH, [SRC], DecodeOptions())[0][0].score
+
+
+@pytest.mark.parametrize("n_best", [1, 2, 3])
+def test_n_best_is_a_prefix_of_the_ranking(n_best):
+    (hyps,) = run(GARDEN_PATH, [SRC], DecodeOptions(beam_size=3, n_best=n_best))
+    assert toks(hyps) == [(5, 8), (4, 6), (4, 7)][:n_best]
+    assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
+
+
+# A short hypothesis (4) finishes at -0.8; a long one (5 7 8) at -0.9.
+LENGTHS = scripted(
+    {
+        (): {4: -0.3, 5: -0.4},
+        (4,): {EOS: -0.5, 6: -2.0},
+        (5,): {7: -0.1},
+        (4, 6): {9: -0.1},
+        (5, 7): {8: -0.1},
+        (5, 7, 8): {EOS: -0.3},
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("penalty", "expected"),
+    [
+        (0.0, [((4,), -0.8, -0.8), ((5, 7, 8), -0.9, -0.9)]),
+        (1.0, [((5, 7, 8), -0.9, -0.225), ((4,), -0.8, -0.4)]),
+    ],
+)
+def test_length_penalty_changes_the_winner(penalty, expected):
+    options = DecodeOptions(beam_size=2, n_best=2, length_penalty=penalty)
+    (hyps,) = run(LENGTHS, [SRC], options)
+    assert toks(hyps) == [t for t, _, _ in expected]
+    assert [h.log_prob for h in hyps] == [approx(lp) for _, lp, _ in expected]
+    assert [h.score for h in hyps] == [approx(s) for _, _, s in expected]
+
+
+MIN_LENGTH = scripted(
+    {
+        (): {4: -1.0, EOS: -0.1},
+        (4,): {EOS: -0.2, 5: -1.0},
+        (4, 5): {EOS: -0.1},
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("min_length", "tokens", "log_prob"),
+    [(0, (), -0.1), (1, (4,), -1.2), (2, (4, 5), -2.1), (3, (4, 5, 4), -2.0 + filler(4) - 0.01)],
+)
+def test_greedy_eos_banned_before_min_length(min_length, tokens, log_prob):
+    (hyps,) = run(MIN_LENGTH, [SRC], DecodeOptions(min_length=min_length))
+    assert toks(hyps) == [tokens]
+    assert hyps[0].log_prob == approx(log_prob)
+    assert hyps[0].score == approx(log_prob / (len(tokens) + 1))
+
+
+@pytest.mark.parametrize("beam", [2, 3])
+@pytest.mark.parametrize("min_length", [0, 1, 2, 3])
+def test_beam_eos_banned_before_min_length(beam, min_length):
+    options = DecodeOptions(beam_size=beam, n_best=beam, min_length=min_length)
+    (hyps,) = run(MIN_LENGTH, [SRC], options)
+    assert len(hyps) == beam
+    assert all(len(h.tokens) >= min_length for h in hyps)
+    best = {0: (), 1: (4,), 2: (4, 5), 3: (4, 5, 4)}[min_length]
+    assert hyps[0].tokens == best
+    assert_same(hyps, reference(MIN_LENGTH, SRC, options))
+
+
+def always(entries: dict[int, float]) -> Table:
+    return lambda src, prefix: entries
+
+
+def test_greedy_eos_forced_at_the_length_limit():
+    table = always({4: -0.1, EOS: -5.0})
+    (hyps,) = run(table, [SRC], DecodeOptions(max_length=3))
+    assert toks(hyps) == [(4, 4)]
+    assert hyps[0].log_prob == approx(-5.2)
+    assert hyps[0].score == approx(-5.2 / 3)
+
+
+@pytest.mark.parametrize(
+    ("src_len", "ratio", "offset", "max_length"),
+    [(1, 2.0, 0, 256), (2, 1.0, 1, 256), (3, 1.5, 2, 256), (8, 2.0, 10, 4), (5, 0.0, 0, 256)],
+)
+@pytest.mark.parametrize("beam", [1, 2, 3])
+def test_eos_forced_at_length_limit(src_len, ratio, offset, max_length, beam):
+    options = DecodeOptions(
+        beam_size=beam,
+        n_best=beam,
+        max_length=max_length,
+        max_length_ratio=ratio,
+        max_length_offset=offset,
+    )
+    limit = options.length_limit(src_len)
+    table = always({4: -0.1, 5: -0.2, 6: -0.3, EOS: -5.0})
+    (hyps,) = run(table, [tuple([4] * src_len)], options)
+    assert hyps[0].tokens == (4,) * (limit - 1)
+    assert hyps[0].log_prob == approx(-0.1 * (limit - 1) - 5.0)
+    assert all(len(h.tokens) == limit - 1 for h in hyps)
+
+
+def test_beam_eos_forced_at_length_limit_exact():
+    table = always({4: -0.1, 5: -0.2, EOS: -5.0})
+    (hyps,) = run(table, [SRC], DecodeOptions(beam_size=2, n_best=2, max_length=3))
+    assert toks(hyps) == [(4, 4), (4, 5)]
+    assert [h.log_prob for h in hyps] == [approx(-5.2), approx(-5.3)]
+    assert [h.score for h in hyps] == [approx(-5.2 / 3), approx(-5.3 / 3)]
+
+
+# At step 1 the ranking is: EOS after 4 (rank 0), 4 6 (rank 1), EOS after 5 (rank 2, beyond
+# the beam: not finished although its score would be second best), 5 7 (rank 3).
+EOS_BEYOND_BEAM = scripted(
+    {
+        (): {4: -0.1, 5: -0.2},
+        (4,): {EOS: -0.05, 6: -0.2},
+        (5,): {EOS: -0.15, 7: -0.2},
+        (4, 6): {EOS: -1.0},
+        (5, 7): {EOS: -1.0},
+    }
+)
+
+
+def test_eos_ranked_beyond_the_beam_is_not_finalized():
+    (hyps,) = run(EOS_BEYOND_BEAM, [SRC], DecodeOptions(beam_size=2, n_best=2))
+    assert toks(hyps) == [(4,), (4, 6)]
+    assert [h.log_prob for h in hyps] == [approx(-0.15), approx(-1.3)]
+    assert [h.score for h in hyps] == [approx(-0.075), approx(-1.3 / 3)]
+    # Sanity of the script: (5,) + EOS would have outranked (4, 6) had it been finished.
+    assert hyps[1].score < (-0.2 - 0.15) / 2
+
+
+LEAKY = scripted(
+    {
+        (): {PAD: 0.0, BOS: -0.01, 4: -0.5, 5: -0.6},
+        (4,): {BOS: 0.0, PAD: -0.01, EOS: -0.6, 6: -0.4},
+        (5,): {PAD: 0.0, EOS: -0.45, 7: -0.35},
+        (4, 6): {PAD: 0.0, BOS: 0.0, EOS: -0.1},
+    }
+)
+
+
+def _strip_specials(table: Table) -> Table:
+    def stripped(src, prefix):
+        return {t: v for t, v in table(src, prefix).items() if t not in (PAD, BOS)}
+
+    return stripped
+
+
+@pytest.mark.parametrize("beam", [2, 3])
+def test_pad_and_bos_never_emitted_by_beam(beam):
+    options = DecodeOptions(beam_size=beam, n_best=beam)
+    (hyps,) = decode(
+        FakeStepModel(LEAKY, leak_specials=True), [list(SRC)], options=options, special=SPECIAL
+    )
+    assert hyps, "no hypothesis"
+    for h in hyps:
+        assert PAD not in h.tokens and BOS not in h.tokens
+        assert np.isfinite(h.score)
+    assert_same(hyps, run(_strip_specials(LEAKY), [SRC], options)[0])
+
+
+def test_pad_and_bos_never_emitted_by_greedy_when_eos_allowed():
+    # Greedy asks for top_k=1; with EOS allowed the leaked pad is replaced by EOS.
+    table = scripted({(): {4: -0.5}, (4,): {PAD: 0.0, EOS: -0.3, 6: -0.4}})
+    (hyps,) = decode(
+        FakeStepModel(table, leak_specials=True),
+        [list(SRC)],
+        options=DecodeOptions(),
+        special=SPECIAL,
+    )
+    assert hyps[0].tokens == (4,)
+    assert hyps[0].log_prob == approx(-0.8)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG service/decoding.py GreedySearch.advance: with top_k=1 a leaked pad is the "
+    "only non-EOS candidate; block_tokens turns it to -inf and, with EOS banned "
+    "(step < min_length), argmax picks the blocked pad and emits it with log-prob -inf",
+)
+def test_pad_and_bos_never_emitted_by_greedy_when_eos_banned():
+    (hyps,) = decode(
+        FakeStepModel(LEAKY, leak_specials=True),
+        [list(SRC)],
+        options=DecodeOptions(),
+        special=SPECIAL,
+    )
+    assert PAD not in hyps[0].tokens and BOS not in hyps[0].tokens
+    assert np.isfinite(hyps[0].log_prob)
+
+
+# -- random tables against the full-vocabulary reference --------------------------
+
+OPTION_SETS = [
+    DecodeOptions(max_length=8),
+    DecodeOptions(beam_size=2, n_best=2, max_length=8),
+    DecodeOptions(beam_size=3, n_best=3, max_length=9, min_length=2),
+    DecodeOptions(beam_size=3, n_best=1, length_penalty=0.0, max_length=7),
+    DecodeOptions(
+        beam_size=2, n_best=1, length_penalty=2.0, max_length_ratio=1.0, max_length_offset=2
+    ),
+]
+
+
+def random_sources(seed: int, n: int, max_len: int = 8) -> list[tuple[int, ...]]:
+    rng = np.random.default_rng(seed)
+    return [
+        tuple(int(t) for t in rng.integers(4, VOCAB, rng.integers(1, max_len + 1)))
+        for _ in range(n)
+    ]
+
+
+@pytest.mark.parametrize("options", OPTION_SETS, ids=lambda o: f"beam{o.beam_size}")
+def test_random_tables_match_reference(options):
+    for seed in range(3):
+        table = random_table(seed)
+        sources = random_sources(seed, 6)
+        got = run(table, sources, options)
+        for src, hyps in zip(sources, got, strict=True):
+            assert_same(hyps, reference(table, src, options))
+
+
+def test_return_attention_rows_are_uniform_over_real_positions():
+    sources = [(4,), (5, 6, 7), (8, 9, 4, 5, 6, 7, 8)]
+    for beam in (1, 2):
+        options = DecodeOptions(beam_size=beam, n_best=beam, return_attention=True)
+        for src, hyps in zip(sources, run(copy_table, sources, options), strict=True):
+            for h in hyps:
+                assert h.attention.shape == (len(h.tokens) + 1, len(src))
+                np.testing.assert_allclose(h.attention, 1.0 / len(src))
+
+
+# -- the driver loop ----------------------------------------------------------------
+
+
+def drive(loop: DecodeLoop, results: dict, max_steps: int = 500) -> int:
+    steps = 0
+    while loop.active:
+        for handle, search in loop.step():
+            assert handle not in results
+            results[handle] = search.results()
+        steps += 1
+        assert steps < max_steps
+    return steps
+
+
+def alone(table: Table, src: tuple[int, ...], options: DecodeOptions) -> list[Hypothesis]:
+    loop = DecodeLoop(FakeStepModel(table), SPECIAL)
+    loop.add([list(src)], [make_search(len(src), options, SPECIAL)], ["x"])
+    results: dict = {}
+    drive(loop, results)
+    return results["x"]
+
+
+def test_loop_mixes_greedy_and_beam_in_one_call_per_step():
+    table = random_table(7)
+    a, b, c = (4, 5, 6, 7), (8, 9), (6, 6, 6, 4, 5)
+    opts = {
+        "a": DecodeOptions(max_length=10),
+        "b": DecodeOptions(beam_size=3, n_best=3, max_length=10),
+        "c": DecodeOptions(beam_size=2, n_best=2, max_length=10, min_length=2),
+    }
+    model = FakeStepModel(table)
+    loop = DecodeLoop(model, SPECIAL)
+    srcs = {"a": a, "b": b, "c": c}
+    loop.add(
+        [list(s) for s in srcs.values()],
+        [make_search(len(s), opts[k], SPECIAL) for k, s in srcs.items()],
+        list(srcs),
+    )
+    assert loop.live_rows == 3
+    results: dict = {}
+    steps = drive(loop, results)
+    assert len(model.calls) == steps
+    assert model.calls[0] == (3, 6), "one call for all rows, top_k = the widest search's"
+    for k, src in srcs.items():
+        assert_same(results[k], alone(table, src, opts[k]))
+        assert_same(results[k], reference(table, src, opts[k]))
+    assert loop.live_rows == 0 and loop.step() == []
+
+
+@pytest.mark.parametrize("beam", [1, 2, 3])
+@pytest.mark.parametrize("delay", [1, 3])
+def test_loop_admits_a_sentence_mid_way(beam, delay):
+    table = random_table(11)
+    first, later = (4, 5, 6, 7, 8, 9), (9, 8)
+    opt_first = DecodeOptions(beam_size=3, n_best=3, min_length=6, max_length=12)
+    opt_later = DecodeOptions(beam_size=beam, n_best=beam, max_length=10)
+    loop = DecodeLoop(FakeStepModel(table), SPECIAL)
+    loop.add([list(first)], [make_search(len(first), opt_first, SPECIAL)], ["first"])
+    results: dict = {}
+    for _ in range(delay):
+        for handle, search in loop.step():
+            results[handle] = search.results()
+    assert "first" not in results, "min_length keeps the first sentence running"
+    loop.add([list(later)], [make_search(len(later), opt_later, SPECIAL)], ["later"])
+    drive(loop, results)
+    assert_same(results["first"], reference(table, first, opt_first))
+    assert_same(results["later"], reference(table, later, opt_later))
+    assert_same(results["later"], alone(table, later, opt_later))
+
+
+@pytest.mark.parametrize("beam", [1, 2, 3])
+def test_loop_compacts_the_memory_pool(beam):
+    # 12 sentences of 12..1 tokens; the six longest start with 4 and end after one token,
+    # so after two steps 5 of 12 slots are live and the pool shrinks in rows and width.
+    cycle = [5, 6, 7, 8, 9]
+    sources = [(4 if n > 6 else 9, *np.resize(cycle, n - 1).tolist()) for n in range(12, 0, -1)]
+    options = DecodeOptions(beam_size=beam, n_best=1, return_attention=True)
+    loop = DecodeLoop(FakeStepModel(head_table), SPECIAL)
+    loop.add(
+        [list(s) for s in sources],
+        [make_search(len(s), options, SPECIAL) for s in sources],
+        list(range(len(sources))),
+    )
+    late = (9, 8, 7, 6, 5, 4, 9, 8, 7, 6, 5, 4, 9, 8)
+    results: dict = {}
+    pool, width = [], []
+    added = False
+    while loop.active:
+        for handle, search in loop.step():
+            results[handle] = search.results()
+        if loop.active:
+            pool.append(loop._memory.shape[0])
+            width.append(loop._memory.shape[1])
+        if not added and pool[-1] < 12:
+            # a long sentence joins the compacted, narrowed pool
+            assert width[-1] == 6, "compaction should drop padding columns"
+            loop.add([list(late)], [make_search(len(late), options, SPECIAL)], ["late"])
+            assert loop._memory.shape[1] == len(late)
+            added = True
+    assert added, "the pool was never compacted"
+    assert pool[0] == 12 and min(pool) <= 5
+    for i, src in enumerate(sources):
+        (h,) = results[i]
+        assert h.tokens == head(src)
+        assert h.log_prob == approx(-0.1 * (len(h.tokens) + 1))
+        assert h.attention.shape == (len(h.tokens) + 1, len(src))
+        np.testing.assert_allclose(h.attention, 1.0 / len(src))
+    (h,) = results["late"]
+    assert h.tokens == head(late) and h.attention.shape == (7, len(late))
+
+
+@pytest.mark.parametrize("beam", [1, 2, 3])
+@pytest.mark.parametrize("batch_size", [1, 3, 64])
+def test_decode_batch_size_smaller_than_sentences(beam, batch_size):
+    table = random_table(5)
+    sources = random_sources(21, 10)
+    options = DecodeOptions(beam_size=beam, n_best=beam, max_length=9)
+    model = FakeStepModel(table)
+    got = decode(
+        model, [list(s) for s in sources], options=options, special=SPECIAL, batch_size=batch_size
+    )
+    assert len(got) == len(sources)
+    for src, hyps in zip(sources, got, strict=True):
+        assert_same(hyps, reference(table, src, options))
+    assert max(rows for rows, _ in model.calls) <= batch_size * beam
+
+
+def test_decode_per_sentence_options_and_input_order():
+    table = random_table(3)
+    sources = random_sources(8, 7)
+    options = [OPTION_SETS[i % len(OPTION_SETS)] for i in range(len(sources))]
+    got = run(table, sources, options, batch_size=2)
+    for src, opt, hyps in zip(sources, options, got, strict=True):
+        assert 1 <= len(hyps) <= opt.n_best
+        assert_same(hyps, reference(table, src, opt))
+
+
+def test_decode_copy_sentences_of_many_lengths():
+    sources = [tuple([4 + (i % 6)] * n) for i, n in enumerate([1, 9, 2, 8, 3, 7, 4, 6, 5])]
+    for beam in (1, 2, 3):
+        got = run(copy_table, sources, DecodeOptions(beam_size=beam), batch_size=4)
+        assert [hyps[0].tokens for hyps in got] == sources
+
+
+def test_decode_no_sentences():
+    assert run(copy_table, [], DecodeOptions()) == []
+
+
+@pytest.mark.parametrize("beam", [1, 2, 3])
+def test_loop_drop_stops_a_sentence_and_keeps_the_others(beam):
+    table = random_table(13)
+    sources = {"a": (4, 5, 6, 7), "b": (8, 9, 4), "c": (5, 5, 5, 5, 5, 5)}
+    options = DecodeOptions(beam_size=beam, n_best=beam, min_length=4, max_length=10)
+    loop = DecodeLoop(FakeStepModel(table), SPECIAL)
+    loop.add(
+        [list(s) for s in sources.values()],
+        [make_search(len(s), options, SPECIAL) for s in sources.values()],
+        list(sources),
+    )
+    results: dict = {}
+    for _ in range(2):
+        assert loop.step() == []  # min_length 4: nobody finishes yet
+    loop.drop({"b"})
+    assert [a.handle for a in loop.active] == ["a", "c"]
+    drive(loop, results)
+    assert set(results) == {"a", "c"}
+    for k in ("a", "c"):
+        assert_same(results[k], reference(table, sources[k], options))
+
+
+def test_loop_drop_everything_empties_the_pool():
+    loop = DecodeLoop(FakeStepModel(copy_table), SPECIAL)
+    loop.add([[4, 5], [6]], [make_search(n, DecodeOptions(), SPECIAL) for n in (2, 1)], [0, 1])
+    loop.step()
+    loop.drop({0, 1})
+    assert loop.active == [] and loop._memory is None and loop.live_rows == 0
+    assert loop.step() == []
+    loop.add([[7, 8]], [make_search(2, DecodeOptions(), SPECIAL)], ["again"])
+    results: dict = {}
+    drive(loop, results)
+    assert results["again"][0].tokens == (7, 8)
+
+
+@pytest.mark.parametrize("options", OPTION_SETS[:3], ids=lambda o: f"beam{o.beam_size}")
+def test_stable_prefix_only_grows_and_ends_as_the_best(options):
+    for seed in range(4):
+        table = random_table(100 + seed)
+        src = random_sources(seed, 1)[0]
+        loop = DecodeLoop(FakeStepModel(table), SPECIAL)
+        search = make_search(len(src), options, SPECIAL)
+        loop.add([list(src)], [search], ["x"])
+        assert search.stable_prefix() == ()
+        prefixes = []
+        while loop.active:
+            loop.step()
+            prefixes.append(search.stable_prefix())
+        best = search.results()[0].tokens
+        assert prefixes[-1] == best
+        for before, after in zip(prefixes, prefixes[1:], strict=False):
+            assert after[: len(before)] == before, "a streamed prefix was taken back"

@@ -1,0 +1,294 @@
+"""The real gRPC server against the PyTorch reference: unary, streaming, batching, models."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from service.proto.nmt.v1 import translator_pb2 as pb
+from tests.service.server_helpers import (
+    LOOP_SENTENCE,
+    TIMEOUT,
+    assert_same_nbest,
+    domain_options,
+    one_torch_thread,
+    proto_options,
+    reference,
+    served,
+    stub_for,
+    wait_until,
+)
+
+# Sentences whose hypotheses are short-ish for the tiny model (keeps the reference fast).
+PARITY_SENTENCES = (1, 2, 5, 6, 7, 9, 13)
+
+
+@pytest.fixture(scope="module")
+def server(server_factory):
+    return server_factory(max_live_rows=256, max_beam_size=8, max_n_best=8)
+
+
+@pytest.fixture(scope="module")
+def stub(server):
+    channel, stub = stub_for(server.port)
+    yield stub
+    channel.close()
+
+
+@pytest.fixture(scope="module")
+def texts(tiny_bundle):
+    return [tiny_bundle.sentences[i] for i in PARITY_SENTENCES]
+
+
+def translate(stub, texts, options, **kw):
+    return stub.Translate(pb.TranslateRequest(texts=texts, options=options, **kw), timeout=TIMEOUT)
+
+
+# -- parity with the PyTorch reference -----------------------------------------------------
+
+
+def test_greedy_matches_pytorch_reference(stub, texts, tiny_checkpoint):
+    options = proto_options(beam=1)
+    response = translate(stub, texts, options)
+    want = reference(tiny_checkpoint, texts, domain_options(options))
+    assert_same_nbest(served(response), want)
+    assert response.model == "tiny" and response.model_version == "1"
+    src = tiny_checkpoint.src_tokenizer
+    assert [t.source_tokens for t in response.translations] == [len(src.encode(t)) for t in texts]
+    assert response.timing.total_ms > 0 and response.timing.decode_ms > 0
+
+
+@pytest.mark.parametrize("beam", [2, 3, 5])
+def test_beam_nbest_matches_pytorch_reference(stub, texts, tiny_checkpoint, beam):
+    options = proto_options(beam=beam, n_best=beam, max_length=40)
+    got = served(translate(stub, texts, options))
+    want = reference(tiny_checkpoint, texts, domain_options(options))
+    assert_same_nbest(got, want)
+    assert all(len(hyps) == beam for hyps in got)
+    # best first
+    assert all(
+        [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True) for hyps in got
+    )
+
+
+def test_beam_with_length_penalty_and_defaults_matches_reference(stub, texts, tiny_checkpoint):
+    # STRATEGY_BEAM with beam_size 0 means beam 5; n_best 0 means 1.
+    options = pb.DecodeOptions(
+        strategy=pb.STRATEGY_BEAM, length_penalty=0.3, max_length=30, return_scores=True
+    )
+    got = served(translate(stub, texts[:3], options))
+    want = reference(
+        tiny_checkpoint,
+        texts[:3],
+        domain_options(proto_options(beam=5, length_penalty=0.3, max_length=30)),
+    )
+    assert_same_nbest(got, want)
+
+
+def test_scores_are_zero_unless_requested(stub, texts):
+    options = proto_options(beam=2, return_scores=False)
+    for hyp in served(translate(stub, texts[:2], options)):
+        assert hyp[0].score == 0.0 and hyp[0].log_prob == 0.0
+
+
+def test_attention_matrix(stub, texts, tiny_checkpoint):
+    for beam in (1, 3):
+        options = proto_options(beam=beam, return_attention=True, max_length=30)
+        response = translate(stub, texts[:3], options)
+        want = reference(tiny_checkpoint, texts[:3], domain_options(options))
+        src = tiny_checkpoint.src_tokenizer
+        for text, translation, ref in zip(texts, response.translations, want, strict=False):
+            hyp = translation.hypotheses[0]
+            att = hyp.attention
+            assert att.rows == len(hyp.tokens) + 1
+            assert att.cols == translation.source_tokens == len(src.encode(text))
+            assert len(att.values) == att.rows * att.cols
+            matrix = np.asarray(att.values).reshape(att.rows, att.cols)
+            np.testing.assert_allclose(matrix.sum(axis=1), 1.0, atol=1e-5)
+            assert list(att.source_tokens) == src.pieces(src.encode(text))
+            assert list(att.target_tokens) == [*hyp.tokens, "</s>"]
+            np.testing.assert_allclose(matrix, ref[0].attention, atol=1e-5)
+
+
+def test_no_attention_unless_requested(stub, texts):
+    response = translate(stub, texts[:1], proto_options(beam=2))
+    assert response.translations[0].hypotheses[0].attention.rows == 0
+
+
+# -- concurrency and step-level batching ---------------------------------------------------
+
+
+def _mixed_requests(sentences):
+    option_sets = [
+        proto_options(beam=1, max_length=24),
+        proto_options(beam=2, max_length=24),
+        proto_options(beam=3, n_best=2, max_length=24),
+        proto_options(beam=4, n_best=4, length_penalty=0.5, max_length=24),
+        proto_options(beam=1, return_attention=True, max_length=24),
+        pb.DecodeOptions(max_length=24),  # unspecified strategy: greedy
+    ]
+    requests = []
+    for i in range(36):
+        texts = [sentences[(i * 7 + j) % 40] for j in range(1 + i % 3)]
+        requests.append(pb.TranslateRequest(texts=texts, options=option_sets[i % len(option_sets)]))
+    return requests
+
+
+def test_concurrent_clients_get_their_solo_results(server, stub, tiny_bundle):
+    requests = _mixed_requests(tiny_bundle.sentences)
+    solo = [served(stub.Translate(r, timeout=TIMEOUT)) for r in requests]
+    steps_before = server.registry.get_sample_value("nmt_decoder_step_rows_count")
+    barrier = threading.Barrier(len(requests))
+    results: list = [None] * len(requests)
+
+    def client(i):
+        barrier.wait()
+        try:
+            results[i] = served(stub.Translate(requests[i], timeout=TIMEOUT))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            results[i] = exc
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(len(requests))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(TIMEOUT)
+    errors = [r for r in results if isinstance(r, Exception)]
+    assert not errors, errors[:3]
+    for got, want in zip(results, solo, strict=True):
+        assert_same_nbest(got, want)
+        for g, w in zip(got, want, strict=True):
+            for hg, hw in zip(g, w, strict=True):
+                if hw.attention is not None:
+                    np.testing.assert_allclose(hg.attention, hw.attention, atol=1e-5)
+    # The requests really shared decoder steps: fewer steps than run one at a time.
+    reg = server.registry
+    steps = reg.get_sample_value("nmt_decoder_step_rows_count") - steps_before
+    assert steps < sum(max(len(h[0].pieces) for h in r) for r in solo), (
+        "concurrent requests did not share decoder steps"
+    )
+
+
+def test_short_request_overtakes_long_one(server, stub, tiny_bundle):
+    """Iteration-level batching: a short request admitted while a long one is mid-decode
+    finishes first instead of waiting for the long one."""
+    reg = server.registry
+    long_request = pb.TranslateRequest(
+        texts=[tiny_bundle.sentences[LOOP_SENTENCE]] * 16,
+        options=proto_options(beam=5, max_length_ratio=10.0),
+    )
+    short_request = pb.TranslateRequest(
+        texts=[tiny_bundle.sentences[1]], options=proto_options(beam=1)
+    )
+    done: dict[str, float] = {}
+    responses: dict[str, object] = {}
+
+    def run(name, request):
+        responses[name] = stub.Translate(request, timeout=TIMEOUT)
+        done[name] = time.monotonic()
+
+    assert reg.get_sample_value("nmt_live_rows") == 0
+    long_thread = threading.Thread(target=run, args=("long", long_request))
+    long_thread.start()
+    assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") >= 80), "long never started"
+    run("short", short_request)
+    assert "long" not in done, "the long request finished before the short one"
+    long_thread.join(TIMEOUT)
+    assert done["short"] < done["long"]
+    # Premise: the long request really was long (beams loop to the length limit).
+    long_tokens = len(responses["long"].translations[0].hypotheses[0].tokens)
+    assert long_tokens >= 100
+    short = responses["short"]
+    assert short.timing.queue_ms < 1000
+    assert short.timing.total_ms < responses["long"].timing.total_ms / 2
+
+
+# -- streaming -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        proto_options(beam=1),
+        proto_options(beam=3, max_length=40),
+        proto_options(beam=5, max_length=60),
+    ],
+    ids=["greedy", "beam3", "beam5"],
+)
+@pytest.mark.parametrize("sentence", [LOOP_SENTENCE, 1, 6])
+def test_stream_matches_unary(stub, tiny_bundle, options, sentence):
+    text = tiny_bundle.sentences[sentence]
+    unary = translate(stub, [text], options)
+    messages = list(
+        stub.TranslateStream(pb.TranslateStreamRequest(text=text, options=options), timeout=TIMEOUT)
+    )
+    final = messages[-1]
+    assert final.final and not any(m.final for m in messages[:-1])
+    best = unary.translations[0].hypotheses[0]
+    assert final.text == best.text
+    assert final.translation == unary.translations[0]
+    assert final.timing.total_ms > 0
+    previous = ""
+    for m in messages:
+        assert m.text.startswith(previous), (previous, m.text)
+        assert best.text.startswith(m.text)
+        previous = m.text
+    assert "".join(m.delta for m in messages) == best.text
+    if options.beam_size == 1 and len(best.text) > 5:
+        assert len(messages) > 2, "greedy output was not streamed step by step"
+
+
+def test_stream_greedy_emits_every_new_prefix(stub, tiny_bundle, tiny_checkpoint):
+    """Greedy streams the decoded text after every step that changes it."""
+    from models.translate import translate_ids
+
+    text = tiny_bundle.sentences[LOOP_SENTENCE]
+    options = proto_options(beam=1, max_length=30)
+    messages = list(
+        stub.TranslateStream(pb.TranslateStreamRequest(text=text, options=options), timeout=TIMEOUT)
+    )
+    src, tgt = tiny_checkpoint.src_tokenizer, tiny_checkpoint.tgt_tokenizer
+    with one_torch_thread():
+        [[hyp]] = translate_ids(
+            tiny_checkpoint.model, [src.encode(text)], options=domain_options(options)
+        )
+    assert len(hyp.tokens) >= 5
+    expected: list[str] = []
+    for k in range(1, len(hyp.tokens) + 1):
+        prefix = tgt.decode(hyp.tokens[:k])
+        if prefix != (expected[-1] if expected else ""):
+            expected.append(prefix)
+    assert [m.text for m in messages[:-1]] == expected
+    assert messages[-1].text == tgt.decode(hyp.tokens)
+
+
+# -- models ----------------------------------------------------------------------------------
+
+
+def test_list_models(server, stub, tiny_bundle):
+    response = stub.ListModels(pb.ListModelsRequest(), timeout=TIMEOUT)
+    assert [m.name for m in response.models] == ["tiny"]
+    model = response.models[0]
+    assert model.execution_provider == "CPUExecutionProvider"
+    assert model.is_default
+    assert model.version == "1"
+    assert model.precision == "fp32"
+    config = json.loads(model.config_json)
+    assert config["embed_dim"] == 16 and config["decoder_hidden"] == 32
+    assert model.src_vocab_size == config["src_vocab_size"] == 120
+    assert model.tgt_vocab_size == config["tgt_vocab_size"] == 120
+    assert model.parameters > 0
+    assert model.max_source_tokens == server.config.engine.max_source_tokens
+    summary = json.loads(model.manifest_summary_json)
+    assert summary["parity"]["greedy_mismatches"] == 0
+    assert summary["checkpoint"]["note"] == "tiny random test model"
+
+
+def test_model_by_name(stub, texts):
+    default = translate(stub, texts[:1], proto_options())
+    named = translate(stub, texts[:1], proto_options(), model="tiny")
+    assert named.translations == default.translations
