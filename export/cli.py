@@ -193,8 +193,10 @@ def export_bundle(
             "files": {f: sha256_file(tmp / f) for f in files},
         }
         (tmp / spec.MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
-        if out.exists():
+        if out.is_dir():
             shutil.rmtree(out)
+        elif out.exists():
+            out.unlink()  # --force over a plain file
         tmp.rename(out)
         return manifest
     finally:

@@ -66,7 +66,14 @@ class DecoderStepGraph(nn.Module):
         eos = log_probs[:, self.eos_id]
         # ``top_k`` is rewired to the K input of TopK after tracing (see _make_k_dynamic);
         # tracing needs a Python int here.
-        values, ids = torch.topk(log_probs + self.blocked, int(top_k[0]), dim=-1)
+        ranked = log_probs + self.blocked
+        if torch.jit.is_tracing():
+            values, ids = torch.topk(ranked, int(top_k[0]), dim=-1)
+        else:
+            # Eager torch.topk leaves the order of equal values unspecified; ONNX TopK puts
+            # the lower index first. Run eagerly, this module follows the ONNX rule.
+            values, ids = torch.sort(ranked, dim=-1, descending=True, stable=True)
+            values, ids = values[:, : int(top_k[0])], ids[:, : int(top_k[0])]
         return (values, ids, eos, weights, *new_state)
 
 

@@ -94,6 +94,10 @@ def load_checkpoint(path: Path | str) -> Checkpoint:
     try:
         model.load_state_dict(state)
     except RuntimeError as exc:
-        raise CheckpointError(f"{path}: weights do not match its config: {exc}") from None
+        # torch lists one line per mismatched tensor; a CLI error must stay one line.
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        detail = lines[1] if len(lines) > 1 else (lines[0] if lines else "")
+        more = f" (and {len(lines) - 2} more)" if len(lines) > 2 else ""
+        raise CheckpointError(f"{path}: weights do not match its config: {detail}{more}") from None
     model.eval()
     return Checkpoint(model, src_tok, tgt_tok, dict(payload.get("meta", {})))

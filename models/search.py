@@ -27,6 +27,9 @@ def apply_length_rules(
 ) -> None:
     """EOS is banned before ``min_length`` tokens and forced at the last allowed step.
 
+    A forced EOS wins over ``min_length`` and keeps the model's own EOS log-prob (the
+    service's :func:`service.decoding.candidates` follows the same rule).
+
     Args:
         log_probs: ``(rows, vocab)``, edited in place.
         step: number of tokens generated so far, scalar or ``(rows,)``.
@@ -35,15 +38,35 @@ def apply_length_rules(
     rows = log_probs.size(0)
     step_t = torch.as_tensor(step).expand(rows)
     limit_t = torch.as_tensor(limit).expand(rows)
-    too_early = step_t < min_length
-    log_probs[too_early, eos_id] = NEG_INF
     forced = step_t >= limit_t - 1
+    log_probs[(step_t < min_length) & ~forced, eos_id] = NEG_INF
     if bool(forced.any()):
         eos_col = log_probs[forced, eos_id].clone()
         log_probs[forced] = NEG_INF
-        log_probs[forced, eos_id] = torch.where(
-            torch.isfinite(eos_col), eos_col, torch.zeros_like(eos_col)
-        )
+        log_probs[forced, eos_id] = eos_col
+
+
+def step_candidates(log_probs: Tensor, *, k: int, eos_id: int) -> tuple[Tensor, Tensor]:
+    """A step's candidates exactly as the exported decoder graph ranks them.
+
+    The ``k`` best non-EOS tokens per row (equal log-probs: lower id first, the ONNX
+    ``TopK`` rule) followed by EOS in the last column. Ranking the same columns in the
+    same order is what makes tied scores break the same way here and in the service.
+
+    Args:
+        log_probs: ``(rows, vocab)`` with specials already blocked.
+
+    Returns:
+        values ``(rows, k + 1)`` and ids ``(rows, k + 1)``.
+    """
+    no_eos = log_probs.clone()
+    no_eos[:, eos_id] = NEG_INF
+    values, ids = torch.sort(no_eos, dim=-1, descending=True, stable=True)
+    eos_ids = torch.full((log_probs.size(0), 1), eos_id, dtype=ids.dtype)
+    return (
+        torch.cat([values[:, :k], log_probs[:, eos_id : eos_id + 1]], dim=1),
+        torch.cat([ids[:, :k], eos_ids], dim=1),
+    )
 
 
 def _next_log_probs(model: Seq2Seq, prev: Tensor, state, keys, memory, mask):
@@ -84,7 +107,9 @@ def greedy_search(
         apply_length_rules(
             log_probs, step=step, limit=limits, min_length=options.min_length, eos_id=cfg.eos_id
         )
-        best = log_probs.argmax(-1)
+        values, ids = step_candidates(log_probs, k=1, eos_id=cfg.eos_id)
+        # argmax keeps the first of equal values: the non-EOS candidate, as in the service.
+        best = ids.gather(1, values.argmax(-1, keepdim=True)).squeeze(1)
         for b in range(batch):
             if done[b]:
                 continue
@@ -152,15 +177,17 @@ def _beam_one(model: Seq2Seq, src: Tensor, length: int, options: DecodeOptions) 
         apply_length_rules(
             log_probs, step=step, limit=limit, min_length=options.min_length, eos_id=cfg.eos_id
         )
-        vocab = log_probs.size(1)
-        cand = (live_scores.unsqueeze(1) + log_probs).view(-1)
-        top_scores, top_idx = cand.topk(min(2 * k, cand.numel()))
+        values, ids = step_candidates(log_probs, k=2 * k, eos_id=cfg.eos_id)
+        width = values.size(1)
+        cand = (live_scores.unsqueeze(1) + values).view(-1)
+        top_scores, top_idx = torch.sort(cand, descending=True, stable=True)
         parents, next_tokens, next_scores = [], [], []
-        for rank in range(top_idx.numel()):
+        for rank in range(min(2 * k, top_idx.numel())):
             score = float(top_scores[rank])
             if score == NEG_INF:
                 break
-            beam, tok = divmod(int(top_idx[rank]), vocab)
+            beam, col = divmod(int(top_idx[rank]), width)
+            tok = int(ids[beam, col])
             if tok == cfg.eos_id:
                 if rank < k:
                     toks = live_tokens[beam]

@@ -122,7 +122,9 @@ class _Partial:
 class GreedySearch:
     """Argmax decoding of one sentence (one row)."""
 
-    top_k = 1
+    # Three candidates, not one: should a bundle's graph leak pad and bos into its top-k
+    # (ours blocks them), a real token still remains once they are blocked here.
+    top_k = 3
 
     def __init__(self, src_len: int, options: DecodeOptions, special: SpecialIds) -> None:
         self.options, self.special, self.src_len = options, special, src_len

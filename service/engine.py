@@ -273,13 +273,23 @@ class Engine:
                 admitted = self._admit()
             try:
                 self._drop_dead()
-                if admitted:
-                    self._encode(admitted)
-                if self._loop.active:
-                    self._step()
             except Exception as exc:  # noqa: BLE001 - keep serving other requests
-                log.exception("decoder failure; failing the requests in flight")
-                self._fail_active(exc)
+                log.exception("scheduler failure; failing the requests in flight")
+                self._fail_jobs({a.handle[0] for a in self._loop.active}, exc)
+            if admitted:
+                try:
+                    self._encode(admitted)
+                except Exception as exc:  # noqa: BLE001
+                    # Only the sentences being encoded are lost; rows already decoding
+                    # belong to other requests and carry on.
+                    log.exception("encoder failure; failing the requests being admitted")
+                    self._fail_jobs({job for job, _ in admitted}, exc, pending=admitted)
+            if self._loop.active:
+                try:
+                    self._step()
+                except Exception as exc:  # noqa: BLE001
+                    log.exception("decoder failure; failing the requests in flight")
+                    self._fail_jobs({a.handle[0] for a in self._loop.active}, exc)
 
     def _admit(self) -> list[tuple[Job, int]]:
         """Take queued sentences that fit the row budget (called with the lock held)."""
@@ -350,25 +360,12 @@ class Engine:
     def _drop_dead(self) -> None:
         now = time.monotonic()
         dead = {
-            a.handle
-            for a in self._loop.active
-            if a.handle[0].cancelled
-            or (a.handle[0].deadline is not None and now > a.handle[0].deadline)
+            job
+            for job, _ in (a.handle for a in self._loop.active)
+            if job.cancelled or (job.deadline is not None and now > job.deadline)
         }
-        if not dead:
-            return
-        self._loop.drop(dead)
-        with self._cond:
-            for job, _ in dead:
-                self._rows_reserved -= job.rows_per_sentence
-            jobs = {job for job, _ in dead}
-            # A partly admitted job may still sit in the queue.
-            for job in jobs:
-                if job in self._queue:
-                    self._queue.remove(job)
-        for job in jobs:
-            self._finish_error(job, None)
-        self.metrics.live_rows.set(self._loop.live_rows)
+        if dead:
+            self._fail_jobs(dead, None)
 
     def _finish_error(self, job: Job, exc: BaseException | None) -> None:
         if job.future.done():
@@ -381,17 +378,32 @@ class Engine:
             )
         job.future.set_exception(exc)
 
-    def _fail_active(self, exc: Exception) -> None:
-        jobs = {a.handle[0] for a in self._loop.active}
-        self._loop.drop({a.handle for a in self._loop.active})
+    def _fail_jobs(
+        self,
+        jobs: set[Job],
+        exc: BaseException | None,
+        *,
+        pending: Sequence[tuple[Job, int]] = (),
+    ) -> None:
+        """Fail ``jobs`` and release every row they hold.
+
+        ``pending`` are admitted sentences that never reached the decode loop (their
+        encoding failed): their rows were reserved but are not in the loop. ``exc=None``
+        means cancelled or past the deadline.
+        """
+        handles = {a.handle for a in self._loop.active if a.handle[0] in jobs}
+        self._loop.drop(handles)
         with self._cond:
-            self._rows_reserved = 0
+            for job, _ in [*handles, *pending]:
+                self._rows_reserved -= job.rows_per_sentence
+            # A partly admitted job may still sit in the queue.
             for job in jobs:
                 if job in self._queue:
                     self._queue.remove(job)
+            self.metrics.queue_depth.set(len(self._queue))
         for job in jobs:
             self._finish_error(job, exc)
-        self.metrics.live_rows.set(0)
+        self.metrics.live_rows.set(self._loop.live_rows)
 
 
 def decode_options(

@@ -8,11 +8,21 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from models.options import DecodeOptions
 from models.tokenizer import read_lines
+
+
+def skip_blank(translate: Callable[[list[str]], list[str]], lines: list[str]) -> list[str]:
+    """Translate the non-blank lines; a blank source line gets an empty translation
+    (the service rejects empty texts, and a blank line has nothing to translate)."""
+    keep = [i for i, line in enumerate(lines) if line.strip()]
+    out = [""] * len(lines)
+    for i, hyp in zip(keep, translate([lines[i] for i in keep]) if keep else [], strict=True):
+        out[i] = hyp
+    return out
 
 
 def translate_with_bundle(bundle_dir: Path, lines: list[str], options: DecodeOptions) -> list[str]:
@@ -24,6 +34,14 @@ def translate_with_bundle(bundle_dir: Path, lines: list[str], options: DecodeOpt
     sources = [bundle.src_tokenizer.encode(line) or [bundle.config.unk_id] for line in lines]
     nbest = decode(bundle.model, sources, options=options, special=bundle.special)
     return [bundle.tgt_tokenizer.decode(h[0].tokens) for h in nbest]
+
+
+def error_line(exc: Exception) -> str:
+    """One line for any failure; a gRPC error's repr spans several."""
+    code, details = getattr(exc, "code", None), getattr(exc, "details", None)
+    if callable(code) and callable(details):
+        return f"{code().name}: {' '.join(str(details()).split())}"
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
 
 
 def translate_with_server(
@@ -82,11 +100,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = time.monotonic()
     try:
         if args.server:
-            hyps = translate_with_server(args.server, src, args.beam)
+            hyps = skip_blank(lambda ls: translate_with_server(args.server, ls, args.beam), src)
         else:
-            hyps = translate_with_bundle(args.bundle, src, DecodeOptions(beam_size=args.beam))
+            options = DecodeOptions(beam_size=args.beam)
+            hyps = skip_blank(lambda ls: translate_with_bundle(args.bundle, ls, options), src)
     except Exception as exc:  # noqa: BLE001 - a CLI reports one line, not a traceback
-        print(f"nmt-eval: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"nmt-eval: error: {error_line(exc)}", file=sys.stderr)
         return 1
     seconds = time.monotonic() - start
     if args.out:

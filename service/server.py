@@ -121,13 +121,19 @@ class TranslationServer:
             )
             reflection.enable_server_reflection(names, self.grpc_server)
         address = f"{config.host}:{config.port}"
+        creds = None
         if config.tls_cert is not None:
             creds = grpc.ssl_server_credentials(
                 [(config.tls_key.read_bytes(), config.tls_cert.read_bytes())]
             )
-            self.port = self.grpc_server.add_secure_port(address, creds)
-        else:
-            self.port = self.grpc_server.add_insecure_port(address)
+        # Older grpcio returns 0 for a port it cannot bind, newer raises RuntimeError.
+        try:
+            if creds is not None:
+                self.port = self.grpc_server.add_secure_port(address, creds)
+            else:
+                self.port = self.grpc_server.add_insecure_port(address)
+        except RuntimeError:
+            self.port = 0
         if self.port == 0:
             raise ServerError(f"could not bind gRPC to {address} (port in use?)")
         self.metrics_port: int | None = None

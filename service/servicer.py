@@ -35,6 +35,17 @@ STATUS = {
     Cancelled: grpc.StatusCode.CANCELLED,
 }
 DEFAULT_BEAM = 5
+# grpc reports "no deadline" as a remaining time of ~9e18 s, which overflows
+# Future.result(); anything beyond a day is treated as no deadline at all.
+NO_DEADLINE_SECONDS = 86400.0
+
+
+def remaining_seconds(context: grpc.ServicerContext) -> float | None:
+    """Seconds until the client's deadline, or ``None`` when it set none."""
+    remaining = context.time_remaining()
+    if remaining is None or remaining > NO_DEADLINE_SECONDS:
+        return None
+    return max(0.0, remaining)
 
 
 def to_options(msg: pb.DecodeOptions, *, default_max_length: int) -> DecodeOptions:
@@ -161,7 +172,7 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
             options = to_options(
                 request.options, default_max_length=min(256, engine.config.max_target_length)
             )
-            timeout = context.time_remaining()
+            timeout = remaining_seconds(context)
             job = engine.submit(list(request.texts), options, timeout=timeout)
             context.add_callback(job.cancel)
             results = engine.render(job, engine.wait(job, timeout))
@@ -203,7 +214,7 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
                     last[0] = len(tokens)
                     updates.put((tokens, final))
 
-            timeout = context.time_remaining()
+            timeout = remaining_seconds(context)
             job = engine.submit([request.text], options, timeout=timeout, on_prefix=on_prefix)
             context.add_callback(job.cancel)
             text = ""

@@ -7,7 +7,6 @@ import hashlib
 import json
 from pathlib import Path
 
-import pytest
 import torch
 
 import export.cli
@@ -164,12 +163,6 @@ def test_checkpoint_whose_weights_do_not_match_its_config(tmp_path, checkpoint, 
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG models/checkpoint.py load_checkpoint: the CheckpointError message embeds "
-    "torch's multi-line load_state_dict error, so nmt-export prints one line per mismatched "
-    "tensor instead of one error line",
-)
 def test_checkpoint_whose_weights_do_not_match_its_config_one_line(tmp_path, checkpoint, capsys):
     path = _mismatched_checkpoint(tmp_path, checkpoint)
     assert main(cli_args(path, tmp_path / "out" / "1")) == 2
@@ -206,13 +199,6 @@ def test_output_that_is_a_file_needs_force(tmp_path, checkpoint, capsys):
     assert "pass --force" in one_error_line(capsys)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=NotADirectoryError,
-    reason="BUG export/cli.py export_bundle: with --force and an --out that is a file, "
-    "`shutil.rmtree(out)` raises NotADirectoryError (a traceback, not an error line) after "
-    "the whole export and gate ran",
-)
 def test_force_replaces_an_output_file(tmp_path, checkpoint, monkeypatch):
     monkeypatch.setattr(export.cli, "run_gate", lambda *a, **k: ParityReport())
     out = tmp_path / "bundle"

@@ -251,13 +251,6 @@ def test_gate_thresholds_are_configurable(lstm_luong):
     assert report.greedy_mismatches == report.beam_mismatches == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG parity tie-breaking: models/search._beam_one ranks candidates with "
-    "torch.topk (tie order unspecified) while service/decoding.BeamSearch uses a stable "
-    "argsort over [top-k..., EOS] columns; exactly tied scores (common when an untrained "
-    "model loops) give different beams and n-best orders",
-)
 def test_tied_scores_rank_like_the_reference():
     model = tiny_model(seed=0)
     with torch.no_grad():  # every token equally likely: all scores of a length tie
@@ -270,12 +263,6 @@ def test_tied_scores_rank_like_the_reference():
     assert [[h.tokens for h in r] for r in ref] == [[h.tokens for h in g] for g in got]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG parity: when min_length >= the length limit, models/search.apply_length_rules "
-    "bans EOS then forces it with log-prob 0, while service/decoding.candidates keeps the "
-    "real EOS log-prob at the forced step: scores (and beam n-best order) differ",
-)
 @pytest.mark.parametrize("beam", [1, 3])
 def test_min_length_beyond_the_limit_matches_reference(lstm_luong, beam):
     model, onnx_model = lstm_luong

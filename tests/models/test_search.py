@@ -225,7 +225,7 @@ def test_apply_length_rules_per_row() -> None:
     assert lp.tolist() == [
         [-1.0, -2.0, -3.0, inf, -5.0],  # too early: EOS banned
         [inf, inf, inf, -4.0, inf],  # last step: EOS forced with its own log-prob
-        [inf, inf, inf, 0.0, inf],  # both: forcing wins, EOS gets log-prob 0
+        [inf, inf, inf, -4.0, inf],  # both: forcing wins, EOS keeps its own log-prob
     ]
 
     lp = _rows()

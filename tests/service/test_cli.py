@@ -139,21 +139,11 @@ def test_eval_cli_server_down(subset, capsys):
     assert "UNAVAILABLE" in "\n".join(err)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: nmt-eval prints str(grpc.RpcError), a multi-line repr, where it promises "
-    "one line (service/evaluate.py main: the `except Exception` branch)",
-)
 def test_eval_cli_server_down_is_one_line(subset, capsys):
     code, err = _eval_against_closed_port(subset, capsys)
     assert len(err) == 1, err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: nmt-eval --bundle maps an empty source line to [unk] but --server sends it as "
-    "is and the whole run fails with INVALID_ARGUMENT (service/evaluate.py translate_with_server)",
-)
 def test_eval_cli_empty_source_line_works_with_server_too(
     tiny_bundle, address, subset, tmp_path, capsys
 ):

@@ -183,11 +183,6 @@ def test_cancelled_stream_frees_the_rows(server, stub, tiny_bundle):
     assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") == 0, timeout=5)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: without a client deadline context.time_remaining() is ~9e18 s and "
-    "Future.result(timeout) raises OverflowError -> INTERNAL (service/servicer.py)",
-)
 def test_request_without_deadline(stub):
     response = stub.Translate(_request())
     assert len(response.translations) == 1
@@ -301,12 +296,6 @@ def test_decoder_step_failure_is_internal_and_server_recovers(server_factory, mo
         channel.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Engine._run: when _encode raises, _fail_active fails only jobs already in the "
-    "decode loop; the just-admitted jobs' futures never resolve, so the client waits for its "
-    "deadline (DEADLINE_EXCEEDED) instead of getting INTERNAL (service/engine.py)",
-)
 def test_encoder_failure_is_internal(server_factory, monkeypatch):
     server = server_factory()
     _fail_once(monkeypatch, server.engines["tiny"].bundle.model, "encode")

@@ -175,13 +175,6 @@ def busy_port():
         yield sock.getsockname()[1]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: grpcio >= 1.6x raises RuntimeError from add_insecure_port instead of returning "
-    "0, so the `port == 0 -> ServerError` check in TranslationServer.__init__ is dead and "
-    "nmt-serve dies with a traceback instead of 'could not bind' (service/server.py)",
-    raises=RuntimeError,
-)
 def test_busy_port_is_a_server_error(tiny_bundle, busy_port):
     from service.engine import EngineConfig
     from service.runtime import RuntimeConfig
