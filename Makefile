@@ -2,7 +2,7 @@
 #   make serve  installs the serving package (no torch) and serves the committed demo model
 #   make test   installs everything the tests need and runs the whole suite
 PYTHON ?= python3
-APT_PACKAGES = apertium apertium-eng-spa wordnet-base
+APT_PACKAGES = apertium apertium-eng-spa wordnet-base prometheus nginx
 SENTENCE ?= The cat sat on the mat.
 
 .PHONY: serve demo test apt install-dev lint
