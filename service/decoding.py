@@ -2,7 +2,8 @@
 
 No ONNX Runtime and no gRPC here: the searches consume the arrays of one decoder
 step (see :mod:`export.spec`) and say which rows continue. Greedy and beam share
-one interface (:class:`SentenceSearch`) and one driver loop (:class:`DecodeLoop`),
+one interface (:class:`SentenceSearch`); the driver loop that batches them over one
+decoder call per step is :class:`service.loop.DecodeLoop` (also importable from here),
 which the export parity gate and the service scheduler both use.
 """
 
@@ -46,7 +47,10 @@ def block_tokens(values: np.ndarray, ids: np.ndarray, banned: tuple[int, ...]) -
         values: ``(rows, k)`` candidate log-probs.
         ids: ``(rows, k)`` candidate token ids.
     """
-    return np.where(np.isin(ids, banned), NEG_INF, values)
+    hit = np.zeros(ids.shape, dtype=bool)
+    for token in banned:
+        hit |= ids == token
+    return np.where(hit, NEG_INF, values)
 
 
 def candidates(
@@ -133,11 +137,11 @@ class GreedySearch:
         self.done = False
         self._hyp = _Partial([])
         self._log_prob = 0.0
-        self._prev = special.bos
+        self.prev_token = special.bos
         self._result: Hypothesis | None = None
 
     def inputs(self) -> tuple[np.ndarray, np.ndarray]:
-        return np.array([self._prev], dtype=np.int64), np.zeros(1, dtype=np.int64)
+        return np.array([self.prev_token], dtype=np.int64), np.zeros(1, dtype=np.int64)
 
     def advance(self, out: StepSlice) -> None:
         values, ids = candidates(
@@ -150,17 +154,21 @@ class GreedySearch:
             special=self.special,
         )
         best = int(np.argmax(values[0]))
-        tok = int(ids[0, best])
-        self._log_prob += float(values[0, best])
+        self.push(int(ids[0, best]), float(values[0, best]), out.attention[0])
+
+    def push(self, token: int, log_prob: float, attention: np.ndarray) -> None:
+        """Take ``token`` (chosen with ``log_prob``); ``attention`` ``(src_len_padded,)``
+        is this row's attention of the step."""
+        self._log_prob += log_prob
         if self.options.return_attention:
-            self._hyp.attention.append(out.attention[0, : self.src_len])
+            self._hyp.attention.append(attention[: self.src_len])
         self.step += 1
-        if tok == self.special.eos:
+        if token == self.special.eos:
             self.done = True
             self._result = _finish(self._hyp, self._log_prob, self.options)
         else:
-            self._hyp.tokens.append(tok)
-            self._prev = tok
+            self._hyp.tokens.append(token)
+            self.prev_token = token
 
     def results(self) -> list[Hypothesis]:
         assert self._result is not None, "search not finished"
@@ -202,24 +210,35 @@ class BeamSearch:
             options=self.options,
             special=self.special,
         )
+        self.select(values, ids, out.attention)
+
+    def select(self, values: np.ndarray, ids: np.ndarray, attention: np.ndarray) -> None:
+        """One step from this sentence's candidates (see :func:`candidates`).
+
+        Args:
+            values: ``(rows, k + 1)`` log-probs, EOS last, length rules applied.
+            ids: ``(rows, k + 1)`` their token ids.
+            attention: ``(rows, src_len_padded)`` attention of the step.
+        """
         total = (self._scores[:, None] + values).ravel()
         order = np.argsort(-total, kind="stable")[: self.top_k]
         width = values.shape[1]
         keep_attn = self.options.return_attention
+        eos = self.special.eos
+        flat = order.tolist()
+        ranked = total[order].tolist()
+        tokens_ranked = ids.ravel()[order].tolist()
         parents, tokens, scores = [], [], []
-        for rank, flat in enumerate(order):
-            score = total[flat]
+        for rank, score in enumerate(ranked):
             if score == NEG_INF:
                 break
-            row, col = divmod(int(flat), width)
-            tok = int(ids[row, col])
-            if tok == self.special.eos:
+            row = flat[rank] // width
+            tok = tokens_ranked[rank]
+            if tok == eos:
                 if rank < self.beam:
                     hyp = self._live[row]
-                    attn = hyp.attention + [out.attention[row, : self.src_len]] if keep_attn else []
-                    self._finished.append(
-                        _finish(_Partial(hyp.tokens, attn), float(score), self.options)
-                    )
+                    attn = hyp.attention + [attention[row, : self.src_len]] if keep_attn else []
+                    self._finished.append(_finish(_Partial(hyp.tokens, attn), score, self.options))
                 continue
             parents.append(row)
             tokens.append(tok)
@@ -233,7 +252,7 @@ class BeamSearch:
         self._live = [
             _Partial(
                 self._live[p].tokens + [t],
-                self._live[p].attention + [out.attention[p, : self.src_len]] if keep_attn else [],
+                self._live[p].attention + [attention[p, : self.src_len]] if keep_attn else [],
             )
             for p, t in zip(parents, tokens, strict=True)
         ]
@@ -275,7 +294,7 @@ def make_search(src_len: int, options: DecodeOptions, special: SpecialIds) -> Se
     return cls(src_len, options, special)
 
 
-# -- the driver loop ----------------------------------------------------------------
+# -- the step model contract --------------------------------------------------------
 
 
 @dataclass
@@ -330,163 +349,10 @@ def pad_batch(sources: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.nda
     return ids, lengths
 
 
-def _pad_time(x: np.ndarray, width: int) -> np.ndarray:
-    """Pad axis 1 of ``x`` ``(n, src_len, ...)`` with zeros (False for masks) to ``width``."""
-    if x.shape[1] == width:
-        return x
-    pad = [(0, 0)] * x.ndim
-    pad[1] = (0, width - x.shape[1])
-    return np.pad(x, pad)
+def __getattr__(name: str):
+    """``DecodeLoop`` and ``decode`` moved to :mod:`service.loop`; still importable here."""
+    if name in ("DecodeLoop", "decode"):
+        from service import loop
 
-
-@dataclass
-class _Active:
-    handle: object
-    search: SentenceSearch
-    slot: int
-    base: int
-
-
-class DecodeLoop:
-    """Iteration-level batching: every :meth:`step` runs *one* decoder call over the
-    live rows of all active sentences, whatever their strategy; sentences join with
-    :meth:`add` and leave as soon as their search is done.
-
-    Encoder memory of active sentences is kept in one pool ``(slots, src_len, D)``
-    that rows index through ``row_sentence``; the pool is compacted when more than
-    half of its slots belong to finished sentences.
-    """
-
-    def __init__(self, model: StepModel, special: SpecialIds) -> None:
-        self.model = model
-        self.special = special
-        self.active: list[_Active] = []
-        self._memory: np.ndarray | None = None
-        self._keys: np.ndarray | None = None
-        self._mask: np.ndarray | None = None
-        self._states: tuple[np.ndarray, ...] = ()
-
-    @property
-    def live_rows(self) -> int:
-        return sum(len(a.search.inputs()[0]) for a in self.active)
-
-    def add(self, sources: list[list[int]], searches: list[SentenceSearch], handles: list) -> None:
-        """Encode ``sources`` (token ids, no BOS/EOS) in one batch and start their searches."""
-        ids, lengths = pad_batch(sources, self.special.pad)
-        enc = self.model.encode(ids, lengths)
-        self.add_encoded(enc, searches, handles)
-
-    def add_encoded(self, enc: Encoded, searches: list[SentenceSearch], handles: list) -> None:
-        first_slot = 0 if self._memory is None else self._memory.shape[0]
-        first_row = self._states[0].shape[0] if self._states else 0
-        if self._memory is None:
-            self._memory, self._keys, self._mask = enc.memory, enc.keys, enc.mask
-            self._states = enc.states
-        else:
-            width = max(self._memory.shape[1], enc.memory.shape[1])
-            self._memory = np.concatenate(
-                [_pad_time(self._memory, width), _pad_time(enc.memory, width)]
-            )
-            self._keys = np.concatenate([_pad_time(self._keys, width), _pad_time(enc.keys, width)])
-            self._mask = np.concatenate([_pad_time(self._mask, width), _pad_time(enc.mask, width)])
-            self._states = tuple(
-                np.concatenate([old, new])
-                for old, new in zip(self._states, enc.states, strict=True)
-            )
-        for i, (search, handle) in enumerate(zip(searches, handles, strict=True)):
-            self.active.append(_Active(handle, search, first_slot + i, first_row + i))
-
-    def step(self) -> list[tuple[object, SentenceSearch]]:
-        """Run one decoder step for all active sentences; return those that finished."""
-        if not self.active:
-            return []
-        prev, parents, sentences, counts = [], [], [], []
-        for a in self.active:
-            p, par = a.search.inputs()
-            prev.append(p)
-            parents.append(par + a.base)
-            sentences.append(np.full(len(p), a.slot, dtype=np.int64))
-            counts.append(len(p))
-        out = self.model.step(
-            prev_tokens=np.concatenate(prev),
-            parent_rows=np.concatenate(parents),
-            row_sentence=np.concatenate(sentences),
-            memory=self._memory,
-            keys=self._keys,
-            mask=self._mask,
-            states=self._states,
-            top_k=max(a.search.top_k for a in self.active),
-        )
-        self._states = out.states
-        finished, still = [], []
-        offset = 0
-        for a, n in zip(self.active, counts, strict=True):
-            k = a.search.top_k
-            a.search.advance(
-                StepSlice(
-                    out.topk_values[offset : offset + n, :k],
-                    out.topk_ids[offset : offset + n, :k],
-                    out.eos_values[offset : offset + n],
-                    out.attention[offset : offset + n],
-                )
-            )
-            a.base = offset
-            offset += n
-            (finished if a.search.done else still).append(a)
-        self.active = still
-        self._maybe_compact()
-        return [(a.handle, a.search) for a in finished]
-
-    def drop(self, handles: set) -> None:
-        """Stop decoding the given sentences now (cancelled or past their deadline); their
-        rows are simply not gathered by the next step."""
-        self.active = [a for a in self.active if a.handle not in handles]
-        self._maybe_compact()
-
-    def _maybe_compact(self) -> None:
-        if not self.active:
-            self._memory = self._keys = self._mask = None
-            self._states = ()
-            return
-        if 2 * len(self.active) >= self._memory.shape[0]:
-            return
-        slots = np.array([a.slot for a in self.active], dtype=np.int64)
-        width = int(self._mask[slots].sum(axis=1).max())
-        self._memory = self._memory[slots, :width]
-        self._keys = self._keys[slots, :width]
-        self._mask = self._mask[slots, :width]
-        for i, a in enumerate(self.active):
-            a.slot = i
-
-
-def decode(
-    model: StepModel,
-    sources: list[list[int]],
-    *,
-    options: list[DecodeOptions] | DecodeOptions,
-    special: SpecialIds,
-    batch_size: int = 64,
-) -> list[list[Hypothesis]]:
-    """Decode token-id sentences (each non-empty) and return each one's n-best list.
-
-    Sentences are encoded ``batch_size`` at a time, sorted by length, and new ones are
-    admitted as soon as earlier ones finish, exactly as the service schedules them.
-    """
-    if isinstance(options, DecodeOptions):
-        options = [options] * len(sources)
-    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-    loop = DecodeLoop(model, special)
-    results: list[list[Hypothesis]] = [[] for _ in sources]
-    pending = list(order)
-    while pending or loop.active:
-        if pending and len(loop.active) < batch_size:
-            take = pending[: batch_size - len(loop.active)]
-            pending = pending[len(take) :]
-            loop.add(
-                [sources[i] for i in take],
-                [make_search(len(sources[i]), options[i], special) for i in take],
-                take,
-            )
-        for handle, search in loop.step():
-            results[handle] = search.results()
-    return results
+        return getattr(loop, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

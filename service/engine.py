@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 
 from models.options import DecodeOptions, DecodeOptionsError, Hypothesis
 from service.bundle import Bundle
-from service.decoding import DecodeLoop, make_search, pad_batch
+from service.decoding import make_search, pad_batch
 from service.errors import Cancelled, DeadlineExpired, InvalidRequest, NotReady, Overloaded
+from service.loop import DecodeLoop
 from service.metrics import Metrics
 
 log = logging.getLogger(__name__)

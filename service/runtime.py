@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +49,24 @@ class RuntimeConfig:
             raise ValueError(f"optimization must be one of {sorted(_OPT_LEVELS)}")
         if self.intra_op_threads < 0 or self.inter_op_threads < 0:
             raise ValueError("thread counts must be >= 0 (0 lets ONNX Runtime choose)")
+
+
+@dataclass
+class RunStats:
+    """Cumulative work and wall time inside ONNX Runtime (read by benchmarks; cheap to keep).
+
+    ``decoder_rows`` counts hypothesis rows over all steps (generated tokens) and
+    ``decoder_row_positions`` the source positions they attended over, padding included.
+    """
+
+    encoder_calls: int = 0
+    encoder_seconds: float = 0.0
+    sentences_encoded: int = 0
+    source_tokens: int = 0
+    decoder_calls: int = 0
+    decoder_seconds: float = 0.0
+    decoder_rows: int = 0
+    decoder_row_positions: int = 0
 
 
 def _check_io(session: ort.InferenceSession, path: Path, inputs: list[str], outputs: list[str]):
@@ -101,11 +120,19 @@ class OnnxModel:
         log.info("ONNX Runtime sessions on %s (requested %s)", self.provider, wanted)
         self._enc_out = spec.encoder_outputs(state_names)
         self._dec_out = spec.decoder_outputs(state_names)
+        self._top_k: dict[int, np.ndarray] = {}
+        self.stats = RunStats()
 
     def encode(self, src_ids: np.ndarray, src_lengths: np.ndarray) -> Encoded:
+        start = time.perf_counter()
         memory, keys, mask, *states = self.encoder.run(
             self._enc_out, {spec.SRC_IDS: src_ids, spec.SRC_LENGTHS: src_lengths}
         )
+        stats = self.stats
+        stats.encoder_seconds += time.perf_counter() - start
+        stats.encoder_calls += 1
+        stats.sentences_encoded += src_ids.shape[0]
+        stats.source_tokens += int(src_lengths.sum())
         return Encoded(memory, keys, mask, tuple(states))
 
     def step(
@@ -120,6 +147,10 @@ class OnnxModel:
         states: tuple[np.ndarray, ...],
         top_k: int,
     ) -> StepOutput:
+        """One decoder step; shapes as in :mod:`export.spec`."""
+        top = self._top_k.get(top_k)
+        if top is None:
+            top = self._top_k[top_k] = np.array([top_k], dtype=np.int64)
         feeds = {
             spec.PREV_TOKENS: prev_tokens,
             spec.PARENT_ROWS: parent_rows,
@@ -127,8 +158,16 @@ class OnnxModel:
             spec.MEMORY: memory,
             spec.KEYS: keys,
             spec.SRC_MASK: mask,
-            spec.TOP_K: np.array([top_k], dtype=np.int64),
+            spec.TOP_K: top,
         }
-        feeds.update(zip(self.state_names, states, strict=True))
+        for name, state in zip(self.state_names, states, strict=True):
+            feeds[name] = state
+        start = time.perf_counter()
         values, ids, eos, attention, *new_states = self.decoder.run(self._dec_out, feeds)
+        stats = self.stats
+        stats.decoder_seconds += time.perf_counter() - start
+        stats.decoder_calls += 1
+        rows = prev_tokens.shape[0]
+        stats.decoder_rows += rows
+        stats.decoder_row_positions += rows * mask.shape[1]
         return StepOutput(values, ids, eos, attention, tuple(new_states))

@@ -1,0 +1,89 @@
+"""The encoder-memory pool of the sentences a decode loop is working on.
+
+Slot ``i`` of ``memory`` ``(slots, width, D)``, ``keys`` ``(slots, width, K)`` and
+``mask`` ``(slots, width)`` (bool) belongs to one sentence; decoder rows point at their
+sentence's slot through ``row_sentence`` and the decoder graph gathers from there.
+
+Admitting sentences copies only the new ones into spare capacity (the old approach of
+concatenating the whole pool cost a full copy per admission). The pool is rebuilt,
+keeping only live slots, when most slots are dead or when it is much wider than the
+longest live sentence: every decoder step gathers and attends over the full width, so
+padding left behind by a finished long sentence costs every row every step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Spare slots allocated when the pool grows: at least this many, or half the pool.
+MIN_SPARE_SLOTS = 16
+
+
+class MemoryPool:
+    """Encoder outputs per sentence slot; ``memory``/``keys``/``mask`` are contiguous views
+    of the first ``slots`` slots of larger buffers (``None`` while empty)."""
+
+    def __init__(self) -> None:
+        self._memory: np.ndarray | None = None
+        self._keys: np.ndarray | None = None
+        self._mask: np.ndarray | None = None
+        self.slots = 0
+
+    @property
+    def memory(self) -> np.ndarray | None:
+        return None if self._memory is None else self._memory[: self.slots]
+
+    @property
+    def keys(self) -> np.ndarray | None:
+        return None if self._keys is None else self._keys[: self.slots]
+
+    @property
+    def mask(self) -> np.ndarray | None:
+        return None if self._mask is None else self._mask[: self.slots]
+
+    @property
+    def width(self) -> int:
+        return 0 if self._mask is None else self._mask.shape[1]
+
+    @property
+    def capacity(self) -> int:
+        return 0 if self._mask is None else self._mask.shape[0]
+
+    def append(self, memory: np.ndarray, keys: np.ndarray, mask: np.ndarray) -> int:
+        """Add sentences (``memory`` ``(n, src_len, D)``, ``keys`` ``(n, src_len, K)``,
+        ``mask`` ``(n, src_len)``); returns the slot of the first one."""
+        n, src_len = mask.shape
+        first = self.slots
+        if self._mask is None or first + n > self.capacity or src_len > self.width:
+            self._grow(first + n, max(src_len, self.width), memory, keys)
+        width = self.width
+        for buf, new in ((self._memory, memory), (self._keys, keys), (self._mask, mask)):
+            buf[first : first + n, :src_len] = new
+            if src_len < width:
+                buf[first : first + n, src_len:] = 0
+        self.slots = first + n
+        return first
+
+    def _grow(self, needed: int, width: int, memory: np.ndarray, keys: np.ndarray) -> None:
+        cap = needed + max(MIN_SPARE_SLOTS, needed // 2)
+        mem = np.zeros((cap, width, memory.shape[2]), dtype=memory.dtype)
+        key = np.zeros((cap, width, keys.shape[2]), dtype=keys.dtype)
+        msk = np.zeros((cap, width), dtype=bool)
+        if self._mask is not None and self.slots:
+            old = self.width
+            mem[: self.slots, :old] = self.memory
+            key[: self.slots, :old] = self.keys
+            msk[: self.slots, :old] = self.mask
+        self._memory, self._keys, self._mask = mem, key, msk
+
+    def compact(self, keep: list[int], width: int) -> None:
+        """Keep only slots ``keep`` (in that order, renumbered 0..) and ``width`` columns."""
+        index = np.asarray(keep, dtype=np.int64)
+        self._memory = np.ascontiguousarray(self._memory[index, :width])
+        self._keys = np.ascontiguousarray(self._keys[index, :width])
+        self._mask = np.ascontiguousarray(self._mask[index, :width])
+        self.slots = len(keep)
+
+    def clear(self) -> None:
+        self._memory = self._keys = self._mask = None
+        self.slots = 0
