@@ -37,8 +37,19 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[k]
 
 
-def run_level(target: str, sentences: list[str], clients: int, options: pb.DecodeOptions) -> dict:
-    """All ``sentences`` through ``clients`` concurrent closed-loop clients."""
+def run_level(
+    target: str,
+    sentences: list[str],
+    clients: int,
+    options: pb.DecodeOptions,
+    *,
+    outputs: list[str] | None = None,
+) -> dict:
+    """All ``sentences`` through ``clients`` concurrent closed-loop clients.
+
+    With ``outputs`` (a list as long as ``sentences``) the best translation of sentence
+    ``i`` is stored at ``outputs[i]``.
+    """
     latencies: list[float] = []
     tokens = [0]
     errors = [0]
@@ -64,9 +75,12 @@ def run_level(target: str, sentences: list[str], clients: int, options: pb.Decod
                         errors[0] += 1
                     continue
                 elapsed = time.perf_counter() - start
+                best = reply.translations[0].hypotheses[0]
                 with lock:
                     latencies.append(elapsed)
-                    tokens[0] += len(reply.translations[0].hypotheses[0].tokens) + 1
+                    tokens[0] += len(best.tokens) + 1
+                    if outputs is not None:
+                        outputs[i] = best.text
 
     threads = [threading.Thread(target=worker) for _ in range(clients)]
     start = time.perf_counter()
@@ -90,6 +104,29 @@ def run_level(target: str, sentences: list[str], clients: int, options: pb.Decod
     }
 
 
+def start_server(model_repository: Path | None = None, *, intra_op_threads: int = 0, registry=None):
+    """Start and warm up an in-process server on a free 127.0.0.1 port (CPU, no metrics
+    endpoint); returns ``(server, "127.0.0.1:PORT")``. ``model_repository`` defaults to
+    the server's own default."""
+    from service.runtime import RuntimeConfig
+    from service.server import ServerConfig, create_server
+
+    extra = {} if model_repository is None else {"model_repository": Path(model_repository)}
+    server, port = create_server(
+        ServerConfig(
+            host="127.0.0.1",
+            port=0,
+            metrics_port=-1,
+            runtime=RuntimeConfig(providers=("cpu",), intra_op_threads=intra_op_threads),
+            **extra,
+        ),
+        registry=registry,
+    )
+    server.start()
+    server.warm_up()
+    return server, f"127.0.0.1:{port}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--server", default=None, help="HOST:PORT (default: start one in-process)")
@@ -104,17 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     server = None
     target = args.server
     if target is None:
-        from service.runtime import RuntimeConfig
-        from service.server import ServerConfig, create_server
-
-        server, port = create_server(
-            ServerConfig(
-                host="127.0.0.1", port=0, metrics_port=-1, runtime=RuntimeConfig(providers=("cpu",))
-            )
-        )
-        server.start()
-        server.warm_up()
-        target = f"127.0.0.1:{port}"
+        server, target = start_server()
     rows = []
     try:
         for beam in (int(b) for b in args.beams.split(",")):

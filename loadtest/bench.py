@@ -1,0 +1,273 @@
+"""Benchmark the service against sequential PyTorch and ONNX Runtime decoding, in one run.
+
+``python -m loadtest.bench [--sentences 500] [--clients 1,8,32,64] [--parts ...]``
+
+On one machine, one model and the same N test sentences it measures
+
+1. ``torch``: PyTorch eager reference decoding (:mod:`models.search`), one sentence at
+   a time, greedy and beam (the baselines every ratio refers to);
+2. ``onnx``: :func:`service.decoding.decode` over the bundle's ORT sessions, one
+   sentence at a time (no batching);
+3. ``service``: the gRPC service in-process on 127.0.0.1 with 1, 8, 32, 64 concurrent
+   closed-loop clients (:func:`loadtest.concurrency.run_level`), greedy and beam;
+4. ``peak``: the fp32 matmul peak (:mod:`loadtest.roofline`) the achieved FLOP/s of the
+   service is compared with.
+
+Greedy ratios compare with PyTorch greedy, beam ratios with PyTorch beam. Writes
+``<out>.md`` and ``<out>.json`` and prints the markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from loadtest import report
+from loadtest.concurrency import run_level
+from loadtest.roofline import measure_peak, model_flops
+from models.config import ModelConfig
+from models.options import DecodeOptions
+
+log = logging.getLogger("loadtest.bench")
+
+ROOT = Path(__file__).resolve().parent.parent
+PRETRAINED = ROOT / "models" / "pretrained" / "en-es"
+PARTS = ("torch", "onnx", "service", "peak")
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def runtime_snapshot(model) -> dict:
+    """Counters of :class:`service.runtime.OnnxModel` (copied so deltas can be taken)."""
+    return dict(vars(model.stats))
+
+
+def delta(after: dict, before: dict) -> dict:
+    return {k: after[k] - before[k] for k in after}
+
+
+def flop_fields(stats: dict, flops, src_len: float, wall: float, peak: float | None) -> dict:
+    """Achieved FLOP/s of a run from its ORT counters (``stats``) and wall time."""
+    dec = flops.decoder_per_token(src_len) * stats["decoder_rows"]
+    enc = flops.encoder_per_source_token * stats["source_tokens"]
+    enc += flops.encoder_per_sentence * stats["sentences_encoded"]
+    ort_seconds = stats["decoder_seconds"] + stats["encoder_seconds"]
+    out = {
+        "decoder_rows": stats["decoder_rows"],
+        "decoder_calls": stats["decoder_calls"],
+        "rows_per_call": round(stats["decoder_rows"] / max(1, stats["decoder_calls"]), 1),
+        "padded_src_len": round(stats["decoder_row_positions"] / max(1, stats["decoder_rows"]), 1),
+        "ort_decoder_s": round(stats["decoder_seconds"], 3),
+        "ort_encoder_s": round(stats["encoder_seconds"], 3),
+        "ort_busy_pct": round(100 * ort_seconds / wall, 1),
+        "achieved_gflops": round((dec + enc) / wall / 1e9, 2),
+        "in_ort_gflops": round((dec + enc) / max(ort_seconds, 1e-9) / 1e9, 2),
+    }
+    if peak:
+        out["pct_of_peak"] = round(100 * out["achieved_gflops"] / peak, 1)
+        out["in_ort_pct_of_peak"] = round(100 * out["in_ort_gflops"] / peak, 1)
+    return out
+
+
+def bench_torch(args, sentences: list[str], options: dict[str, DecodeOptions]) -> list[dict]:
+    from loadtest.baselines import TorchBaseline
+
+    base = TorchBaseline(args.checkpoint, args.torch_threads)
+    rows = []
+    for strategy, opts in options.items():
+        log.info("PyTorch eager %s, %d sentences", strategy, len(sentences))
+        stats = base.run(sentences, opts)
+        rows.append(
+            {"system": "pytorch-eager", "strategy": strategy, "clients": None}
+            | stats.summary()
+            | {"texts": stats.texts}
+        )
+    return rows
+
+
+def bench_onnx(args, bundle_dir, sentences, options, flops, src_len, peak) -> list[dict]:
+    from loadtest.baselines import OnnxBaseline
+
+    base = OnnxBaseline(bundle_dir, args.threads)
+    rows = []
+    for strategy, opts in options.items():
+        log.info("ONNX Runtime sequential %s, %d sentences", strategy, len(sentences))
+        base.run(sentences[:3], opts, warmup=0)  # warm-up, not measured
+        before = runtime_snapshot(base.bundle.model)
+        stats = base.run(sentences, opts, warmup=0)
+        used = delta(runtime_snapshot(base.bundle.model), before)
+        rows.append(
+            {"system": "onnxruntime-sequential", "strategy": strategy, "clients": None}
+            | stats.summary()
+            | flop_fields(used, flops, src_len, stats.seconds, peak)
+            | {"texts": stats.texts}
+        )
+    return rows
+
+
+def bench_service(args, model_name, sentences, options, flops, src_len, peak) -> list[dict]:
+    from prometheus_client import CollectorRegistry
+
+    from loadtest.concurrency import start_server
+    from service.proto.nmt.v1 import translator_pb2 as pb
+
+    server, target = start_server(
+        args.model_repository, intra_op_threads=args.threads, registry=CollectorRegistry()
+    )
+    model = server.engines[model_name].bundle.model
+    rows = []
+    try:
+        for strategy, opts in options.items():
+            proto = pb.DecodeOptions(
+                strategy=pb.STRATEGY_BEAM if opts.beam_size > 1 else pb.STRATEGY_GREEDY,
+                beam_size=opts.beam_size,
+            )
+            run_level(target, sentences[:16], 4, proto)  # warm-up, not measured
+            for clients in args.clients:
+                log.info("service %s, %d clients, %d sentences", strategy, clients, len(sentences))
+                texts = [""] * len(sentences)
+                before, start = runtime_snapshot(model), time.perf_counter()
+                level = run_level(target, sentences, clients, proto, outputs=texts)
+                wall = time.perf_counter() - start
+                used = delta(runtime_snapshot(model), before)
+                level.pop("strategy")
+                rows.append(
+                    {"system": "grpc-service", "strategy": strategy}
+                    | level
+                    | flop_fields(used, flops, src_len, wall, peak)
+                    | {"texts": texts}
+                )
+    finally:
+        server.stop(0)
+    return rows
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model-repository", type=Path, default=ROOT / "model_repository")
+    p.add_argument("--model", default="en-es", help="model name in the repository")
+    p.add_argument("--checkpoint", type=Path, default=PRETRAINED / "best.pt")
+    p.add_argument("--file", type=Path, default=PRETRAINED / "test.en")
+    p.add_argument("--sentences", type=int, default=500)
+    p.add_argument("--clients", default="1,8,32,64", help="comma-separated concurrencies")
+    p.add_argument("--beam", type=int, default=5, help="beam size of the beam rows")
+    p.add_argument("--parts", default=",".join(PARTS), help=f"any of {','.join(PARTS)}")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="ORT intra-op threads of the service and the ONNX baseline (default: all cores)",
+    )
+    p.add_argument(
+        "--torch-threads", type=int, default=None, help="PyTorch threads (default: --threads)"
+    )
+    p.add_argument("--out", type=Path, default=None, help="write OUT.md and OUT.json")
+    p.add_argument("--peak-seconds", type=float, default=0.3, help="time per peak trial")
+    args = p.parse_args(argv)
+    args.clients = [int(c) for c in args.clients.split(",") if c.strip()]
+    args.parts = [x.strip() for x in args.parts.split(",") if x.strip()]
+    unknown = sorted(set(args.parts) - set(PARTS))
+    if unknown:
+        p.error(f"unknown parts {unknown}; choose from {','.join(PARTS)}")
+    if args.torch_threads is None:
+        args.torch_threads = args.threads
+    if args.sentences < 1 or args.threads < 1 or args.torch_threads < 1 or not args.clients:
+        p.error("--sentences, --threads, --torch-threads and --clients must be positive")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    from service.bundle import read_manifest
+    from service.server import find_bundles
+
+    bundle_dir = find_bundles(args.model_repository)[args.model]
+    manifest = read_manifest(bundle_dir, verify=False)
+    config = ModelConfig.from_dict(manifest["model_config"])
+    sentences = [s for s in args.file.read_text(encoding="utf-8").splitlines() if s.strip()]
+    sentences = sentences[: args.sentences]
+    options = {"greedy": DecodeOptions(), f"beam{args.beam}": DecodeOptions(beam_size=args.beam)}
+    flops = model_flops(config)
+    from models.tokenizer import Tokenizer
+
+    src_tok = Tokenizer.from_file(bundle_dir / "source.spm.model")
+    src_len = sum(len(src_tok.encode(s)) for s in sentences) / len(sentences)
+
+    peak = None
+    if "peak" in args.parts:
+        log.info("measuring the fp32 matmul peak with %d threads", args.threads)
+        peak = measure_peak(args.threads, min_seconds=args.peak_seconds)
+    peak_gflops = peak["peak_gflops"] if peak else None
+    rows: list[dict] = []
+    if "torch" in args.parts:
+        rows += bench_torch(args, sentences, options)
+    if "onnx" in args.parts:
+        rows += bench_onnx(args, bundle_dir, sentences, options, flops, src_len, peak_gflops)
+    if "service" in args.parts:
+        rows += bench_service(args, args.model, sentences, options, flops, src_len, peak_gflops)
+    report.add_ratios(rows)
+
+    import onnxruntime
+
+    result = {
+        "settings": {
+            "cpu": cpu_name(),
+            "cores": os.cpu_count(),
+            "python": platform.python_version(),
+            "onnxruntime": onnxruntime.__version__,
+            "ort_intra_op_threads": args.threads,
+            "torch_threads": args.torch_threads if "torch" in args.parts else None,
+            "sentences": len(sentences),
+            "sentence_file": str(args.file),
+            "mean_source_tokens": round(src_len, 2),
+            "bundle": str(bundle_dir),
+            "checkpoint": str(args.checkpoint) if "torch" in args.parts else None,
+            "model_config": config.to_dict(),
+            "service": "in-process server on 127.0.0.1, closed-loop client threads in the "
+            "same process, one sentence per request, default engine limits",
+        },
+        "flops": flops.to_dict()
+        | {"decoder_per_token_at_mean_src": flops.decoder_per_token(src_len)},
+        "peak": peak,
+        "rows": rows,
+        "targets": report.targets(rows),
+    }
+    if "torch" in args.parts:
+        import torch
+
+        from service.bundle import sha256_file
+
+        result["settings"]["torch"] = torch.__version__
+        exported_from = manifest.get("checkpoint", {}).get("sha256")
+        same = exported_from == sha256_file(args.checkpoint)
+        result["settings"]["checkpoint_is_the_bundles"] = same
+        if not same:
+            log.warning("%s is not the checkpoint the bundle was exported from", args.checkpoint)
+    markdown = report.markdown(result)
+    print(markdown)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.with_suffix(".md").write_text(markdown, encoding="utf-8")
+        args.out.with_suffix(".json").write_text(json.dumps(result, indent=2), encoding="utf-8")
+        log.info("wrote %s.md and %s.json", args.out, args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

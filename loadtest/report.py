@@ -1,0 +1,170 @@
+"""Ratios, target checks and the markdown report of :mod:`loadtest.bench` results.
+
+A result is ``{"settings", "flops", "peak", "rows", "targets"}``; every row is one
+measured configuration: ``system`` (``pytorch-eager``, ``onnxruntime-sequential``,
+``grpc-service``), ``strategy`` (``greedy`` or ``beamN``), ``clients`` (service only)
+and its sentences/s, target tokens/s and latency percentiles in ms.
+"""
+
+from __future__ import annotations
+
+BASELINE = "pytorch-eager"
+SERVICE = "grpc-service"
+
+# (name, strategy kind, clients, what is compared, threshold)
+TARGETS = (
+    ("greedy throughput at 32 clients >= 20x PyTorch greedy", "greedy", 32, "speedup", 20.0),
+    ("single-request greedy p50 <= 0.5x PyTorch greedy p50", "greedy", 1, "p50_ratio", 0.5),
+    ("beam throughput at 32 clients >= 5x PyTorch beam", "beam", 32, "speedup", 5.0),
+)
+PEAK_TARGET = 50.0
+
+
+def _kind(strategy: str) -> str:
+    return "greedy" if strategy == "greedy" else "beam"
+
+
+def add_ratios(rows: list[dict]) -> None:
+    """Add ``speedup`` (sentences/s over PyTorch's, same strategy), ``p50_ratio`` (p50 over
+    PyTorch's) and ``same_as_pytorch`` (identical best translations) to every row, and
+    drop the rows' ``texts``."""
+    texts = [r.pop("texts", None) for r in rows]
+    base = {r["strategy"]: i for i, r in enumerate(rows) if r["system"] == BASELINE}
+    for r, mine in zip(rows, texts, strict=True):
+        i = base.get(r["strategy"])
+        if i is None:
+            r["speedup"] = r["p50_ratio"] = r["same_as_pytorch"] = None
+            continue
+        ref, ref_texts = rows[i], texts[i]
+        r["speedup"] = round(r["sentences_per_s"] / ref["sentences_per_s"], 2)
+        r["p50_ratio"] = round(r["p50_ms"] / ref["p50_ms"], 3)
+        r["same_as_pytorch"] = (
+            sum(a == b for a, b in zip(mine, ref_texts, strict=True))
+            if mine is not None and ref_texts is not None
+            else None
+        )
+
+
+def targets(rows: list[dict]) -> list[dict]:
+    """Each target with the measured value and whether it is met (None: not measured)."""
+    out = []
+    for name, kind, clients, field, threshold in TARGETS:
+        row = next(
+            (
+                r
+                for r in rows
+                if r["system"] == SERVICE
+                and _kind(r["strategy"]) == kind
+                and r["clients"] == clients
+            ),
+            None,
+        )
+        value = None if row is None else row.get(field)
+        met = None
+        if value is not None:
+            met = value >= threshold if field == "speedup" else value <= threshold
+        out.append({"target": name, "value": value, "threshold": threshold, "met": met})
+    service = [r for r in rows if r["system"] == SERVICE and r.get("pct_of_peak") is not None]
+    if service:
+        top = max(r["clients"] for r in service)
+        best = max((r for r in service if r["clients"] == top), key=lambda r: r["pct_of_peak"])
+        out.append(
+            {
+                "target": f"model FLOP/s at saturation ({top} clients, {best['strategy']}) "
+                f">= {PEAK_TARGET:g}% of the matmul peak",
+                "value": best["pct_of_peak"],
+                "threshold": PEAK_TARGET,
+                "met": best["pct_of_peak"] >= PEAK_TARGET,
+            }
+        )
+    return out
+
+
+def _fmt(value, digits: int = 1) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def markdown(result: dict) -> str:
+    """The whole report: settings, results table, roofline and targets."""
+    s = result["settings"]
+    lines = [
+        "# Benchmark: service vs sequential PyTorch and ONNX Runtime",
+        "",
+        f"* machine: {s['cpu']}, {s['cores']} cores; Python {s['python']}, "
+        f"onnxruntime {s['onnxruntime']}" + (f", torch {s['torch']}" if s.get("torch") else ""),
+        f"* threads: ORT intra-op {s['ort_intra_op_threads']} (service and ONNX baseline), "
+        f"torch {_fmt(s['torch_threads'])}",
+        f"* {s['sentences']} sentences of `{s['sentence_file']}` "
+        f"(mean {s['mean_source_tokens']} source tokens), bundle `{s['bundle']}`"
+        + (f", checkpoint `{s['checkpoint']}`" if s.get("checkpoint") else ""),
+        f"* service: {s['service']}",
+        *(
+            ["* **warning: the checkpoint is not the one the bundle was exported from**"]
+            if s.get("checkpoint_is_the_bundles") is False
+            else []
+        ),
+        "* tokens = target tokens of the best hypothesis incl. EOS; latency = per sentence, "
+        "text in to text out; × PyTorch = sentences/s over PyTorch eager of the same "
+        "strategy; p50 ratio = p50 over PyTorch's p50; same = identical best translations",
+        "",
+        "| system | strategy | clients | sentences/s | tokens/s | p50 ms | p95 ms | p99 ms "
+        "| × PyTorch | p50 ratio | same | GFLOP/s | % peak |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in result["rows"]:
+        lines.append(
+            f"| {r['system']} | {r['strategy']} | {_fmt(r.get('clients'))} "
+            f"| {_fmt(r['sentences_per_s'])} | {_fmt(r['tokens_per_s'], 0)} "
+            f"| {_fmt(r['p50_ms'])} | {_fmt(r['p95_ms'])} | {_fmt(r['p99_ms'])} "
+            f"| {_fmt(r['speedup'], 2)} | {_fmt(r['p50_ratio'], 2)} "
+            f"| {_fmt(r['same_as_pytorch'])}/{r['sentences']} "
+            f"| {_fmt(r.get('achieved_gflops'))} | {_fmt(r.get('pct_of_peak'))} |"
+        )
+    f = result["flops"]
+    lines += [
+        "",
+        "## Roofline",
+        "",
+        f"* encoder: {f['encoder_per_source_token'] / 1e6:.3f} MFLOP per source token "
+        f"+ {f['encoder_per_sentence'] / 1e6:.3f} MFLOP per sentence (bridge)",
+        f"* decoder: {f['decoder_fixed_per_token'] / 1e6:.3f} MFLOP per generated token "
+        f"+ {f['decoder_per_token_per_source_token'] / 1e3:.2f} kFLOP per source position "
+        f"= {f['decoder_per_token_at_mean_src'] / 1e6:.3f} MFLOP at the mean source length; "
+        "parts: "
+        + ", ".join(f"{k} {v / 1e6:.3f}" for k, v in f["decoder_parts_per_token"].items()),
+    ]
+    peak = result.get("peak")
+    if peak:
+        lines.append(
+            f"* fp32 matmul peak with {peak['threads']} threads: **{peak['peak_gflops']} "
+            f"GFLOP/s** ({peak['peak_from']['library']} {peak['peak_from']['shape']}); all: "
+            + ", ".join(
+                f"{x['library']} {'x'.join(map(str, x['shape']))} {x['gflops']}"
+                for x in peak["rates"]
+            )
+        )
+    lines += [
+        "",
+        "| system | strategy | clients | rows/call | padded src len | ORT busy % "
+        "| GFLOP/s (wall) | GFLOP/s (in ORT) | % peak (wall) | % peak (in ORT) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in result["rows"]:
+        if "achieved_gflops" not in r:
+            continue
+        lines.append(
+            f"| {r['system']} | {r['strategy']} | {_fmt(r.get('clients'))} "
+            f"| {_fmt(r['rows_per_call'])} | {_fmt(r['padded_src_len'])} "
+            f"| {_fmt(r['ort_busy_pct'])} | {_fmt(r['achieved_gflops'])} "
+            f"| {_fmt(r['in_ort_gflops'])} | {_fmt(r.get('pct_of_peak'))} "
+            f"| {_fmt(r.get('in_ort_pct_of_peak'))} |"
+        )
+    lines += ["", "## Targets", ""]
+    for t in result["targets"]:
+        mark = {True: "met", False: "NOT met", None: "not measured"}[t["met"]]
+        lines.append(f"* {t['target']}: {_fmt(t['value'], 2)} ({mark})")
+    return "\n".join(lines) + "\n"
