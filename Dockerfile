@@ -1,0 +1,108 @@
+# syntax=docker/dockerfile:1
+# Serving image of rnn-nmt-serving: gRPC + ONNX Runtime, never torch.
+#
+#   docker build --target cpu -t rnn-nmt-serving:cpu .    # onnxruntime on python:3.11-slim
+#   docker build --target gpu -t rnn-nmt-serving:gpu .    # onnxruntime-gpu on nvidia/cuda
+#   docker run --rm -p 50051:50051 -p 9464:9464 rnn-nmt-serving:cpu
+#   docker run --rm --gpus all -p 50051:50051 -p 9464:9464 rnn-nmt-serving:gpu
+#
+# model_repository/ is baked in at /models (NMT_MODEL_REPOSITORY); serve other bundles by
+# mounting a repository over it read-only: -v "$PWD/my-repo:/models:ro".
+# Every nmt-serve flag is an NMT_<FLAG> environment variable (docker run -e NMT_MAX_QUEUE=64).
+# The HEALTHCHECK asks grpc.health.v1 on 127.0.0.1:$NMT_PORT: healthy once warmed up.
+
+ARG PYTHON_IMAGE=python:3.11-slim
+ARG CUDA_IMAGE=nvidia/cuda:12.6.3-cudnn-runtime-ubuntu24.04
+# onnxruntime-gpu >= 1.19 on PyPI is built for CUDA 12 and cuDNN 9, as in CUDA_IMAGE.
+ARG ORT_GPU_SPEC="onnxruntime-gpu>=1.19,<2"
+
+# ---------------------------------------------------------------- sources (shared)
+FROM ${PYTHON_IMAGE} AS sources
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY models/ models/
+COPY export/ export/
+COPY service/ service/
+COPY loadtest/ loadtest/
+
+# ---------------------------------------------------------------- CPU build stage
+FROM ${PYTHON_IMAGE} AS build-cpu
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+RUN python -m venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH
+COPY --from=sources /src /src
+# The serving install: no extras, so no torch, onnx, sacrebleu or locust.
+RUN pip install /src \
+    && python -c "import importlib.util as u, sys; sys.exit(bool(u.find_spec('torch')))" \
+    && python -c "import onnxruntime, service.server"
+
+# ---------------------------------------------------------------- CPU runtime: --target cpu
+FROM ${PYTHON_IMAGE} AS cpu
+RUN groupadd --system --gid 10001 nmt \
+    && useradd --system --uid 10001 --gid nmt --no-create-home --shell /usr/sbin/nologin nmt
+COPY --from=build-cpu /opt/venv /opt/venv
+COPY model_repository/ /models/
+COPY deploy/healthcheck.py /usr/local/bin/nmt-healthcheck
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    NMT_MODEL_REPOSITORY=/models \
+    NMT_HOST=0.0.0.0 \
+    NMT_PORT=50051 \
+    NMT_METRICS_PORT=9464 \
+    NMT_PROVIDERS=cpu
+USER 10001:10001
+WORKDIR /tmp
+EXPOSE 50051 9464
+STOPSIGNAL SIGTERM
+HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
+    CMD ["python", "/usr/local/bin/nmt-healthcheck"]
+ENTRYPOINT ["nmt-serve"]
+
+# ---------------------------------------------------------------- GPU base (python on CUDA)
+FROM ${CUDA_IMAGE} AS gpu-base
+ENV DEBIAN_FRONTEND=noninteractive
+# Ubuntu 24.04's python3 is 3.12 (the package needs >= 3.11); the base tag pins the release.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
+    && rm -rf /var/lib/apt/lists/*
+
+# ---------------------------------------------------------------- GPU build stage
+FROM gpu-base AS build-gpu
+ARG ORT_GPU_SPEC
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+RUN python3 -m venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH
+COPY --from=sources /src /src
+# Same serving install, then swap onnxruntime for onnxruntime-gpu (both ship the
+# `onnxruntime` module, so the CPU wheel must go first). ORT_GPU_SPEC is the pin.
+# hadolint ignore=DL3013
+RUN pip install /src \
+    && pip uninstall -y onnxruntime \
+    && pip install "${ORT_GPU_SPEC}" \
+    && python -c "import importlib.util as u, sys; sys.exit(bool(u.find_spec('torch')))" \
+    && python -c "import onnxruntime as o; assert 'CUDAExecutionProvider' in o.get_available_providers()"
+
+# ---------------------------------------------------------------- GPU runtime: --target gpu
+FROM gpu-base AS gpu
+RUN groupadd --system --gid 10001 nmt \
+    && useradd --system --uid 10001 --gid nmt --no-create-home --shell /usr/sbin/nologin nmt
+COPY --from=build-gpu /opt/venv /opt/venv
+COPY model_repository/ /models/
+COPY deploy/healthcheck.py /usr/local/bin/nmt-healthcheck
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    NMT_MODEL_REPOSITORY=/models \
+    NMT_HOST=0.0.0.0 \
+    NMT_PORT=50051 \
+    NMT_METRICS_PORT=9464 \
+    NMT_PROVIDERS=cuda,cpu \
+    NVIDIA_VISIBLE_DEVICES=all \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility
+USER 10001:10001
+WORKDIR /tmp
+EXPOSE 50051 9464
+STOPSIGNAL SIGTERM
+HEALTHCHECK --interval=10s --timeout=5s --start-period=90s --retries=3 \
+    CMD ["python", "/usr/local/bin/nmt-healthcheck"]
+ENTRYPOINT ["nmt-serve"]

@@ -1,0 +1,114 @@
+"""Headless runs of loadtest/locustfile.py against a real server: a clean run passes its
+SLO, overload is reported under its own name, and a missed p95 target fails the run."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.deploy.helpers import LOCUSTFILE, ROOT
+
+OVERLOAD_SUFFIX = " [RESOURCE_EXHAUSTED]"
+
+
+def locust(
+    tmp_path: Path, host: str, seconds: int, users: int = 4, **env: str
+) -> tuple[subprocess.CompletedProcess, list[dict[str, str]], list[dict[str, str]]]:
+    """Run Locust headless: ``(process, stats rows, failure rows)`` from its CSV files."""
+    prefix = tmp_path / "nmt"
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(LOCUSTFILE),
+        "--headless",
+        "-u",
+        str(users),
+        "-r",
+        str(users),
+        "-t",
+        f"{seconds}s",
+        "--host",
+        host,
+        "--csv",
+        str(prefix),
+        "--only-summary",
+        "--stop-timeout",
+        "10",
+    ]
+    result = subprocess.run(
+        cmd,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+        capture_output=True,
+        text=True,
+        timeout=seconds + 90,
+    )
+
+    def rows(suffix: str) -> list[dict[str, str]]:
+        path = Path(f"{prefix}_{suffix}.csv")
+        assert path.is_file(), result.stdout[-3000:] + result.stderr[-3000:]
+        with path.open(newline="") as f:
+            return list(csv.DictReader(f))
+
+    return result, rows("stats"), rows("failures")
+
+
+def aggregated(stats: list[dict[str, str]]) -> dict[str, str]:
+    (row,) = [r for r in stats if r["Name"] == "Aggregated"]
+    return row
+
+
+def test_locust_smoke_run_passes_its_slo(server_factory, tmp_path):
+    # The tiny test model's 120-piece vocabulary turns long sample sentences into more
+    # than the default 128 source pieces; a real model does not.
+    server = server_factory(max_source_tokens=1024)
+    result, stats, failures = locust(
+        tmp_path, f"127.0.0.1:{server.port}", seconds=15, NMT_SLO_P95_MS="20000"
+    )
+    log = result.stderr[-4000:]
+    assert result.returncode == 0, log
+    total = aggregated(stats)
+    assert int(total["Request Count"]) > 0, log
+    assert int(total["Failure Count"]) == 0, failures
+    assert failures == []
+    names = {r["Name"] for r in stats} - {"Aggregated"}
+    assert names == {
+        "Translate greedy short",
+        "Translate beam5 long",
+        "Translate beam5 attention",
+    }, names
+    assert "SLO met" in result.stderr
+
+
+def test_locust_reports_overload_under_its_own_name(server_factory, tmp_path):
+    server = server_factory()
+    server.servicer.max_inflight = 0  # every translation is refused: RESOURCE_EXHAUSTED
+    sentences = tmp_path / "sentences.txt"
+    sentences.write_text("A small house.\nThe dog barked at the man in the garden.\n")
+    result, stats, failures = locust(
+        tmp_path, f"127.0.0.1:{server.port}", seconds=4, NMT_SENTENCES=str(sentences)
+    )
+    assert result.returncode == 1, result.stderr[-4000:]
+    assert "SLO violated" in result.stderr and str(sentences) in result.stderr
+    rows = [r for r in stats if r["Name"] != "Aggregated"]
+    assert rows and all(r["Name"].endswith(OVERLOAD_SUFFIX) for r in rows), rows
+    for row in rows:
+        assert int(row["Request Count"]) == int(row["Failure Count"]) > 0
+    assert failures and all(
+        r["Error"].startswith("RpcFailure('RESOURCE_EXHAUSTED") for r in failures
+    )
+
+
+def test_locust_fails_the_run_when_p95_misses_the_target(server_factory, tmp_path):
+    server = server_factory(max_source_tokens=1024)
+    result, stats, failures = locust(
+        tmp_path, f"grpc://127.0.0.1:{server.port}", seconds=4, users=2, NMT_SLO_P95_MS="0.001"
+    )
+    assert result.returncode == 1, result.stderr[-4000:]
+    assert "SLO violated: p95" in result.stderr
+    assert int(aggregated(stats)["Request Count"]) > 0 and failures == []
