@@ -211,6 +211,11 @@ def parse_args(argv: Sequence[str] | None) -> ServerConfig:
     p.add_argument("--host", default=_env("host", "0.0.0.0"))
     p.add_argument("--port", type=int, default=int(_env("port", 50051)))
     p.add_argument(
+        "--metrics-host",
+        default=_env("metrics_host", "0.0.0.0"),
+        help="address of the /metrics endpoint (127.0.0.1 keeps it local)",
+    )
+    p.add_argument(
         "--metrics-port",
         type=int,
         default=int(_env("metrics_port", 9464)),
@@ -251,6 +256,7 @@ def parse_args(argv: Sequence[str] | None) -> ServerConfig:
         default_model=args.default_model,
         host=args.host,
         port=args.port,
+        metrics_host=args.metrics_host,
         metrics_port=args.metrics_port,
         workers=args.workers,
         reflection=args.reflection,

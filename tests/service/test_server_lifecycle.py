@@ -300,3 +300,19 @@ def test_sigterm_drains_in_flight_requests(server_process, tiny_bundle):
     log.seek(0)
     output = log.read()
     assert f"shutting down: draining for up to {GRACE:.1f} s" in output, output[-2000:]
+
+
+def test_cli_flags_and_environment_build_the_config(monkeypatch, tmp_path):
+    from service.server import parse_args
+
+    monkeypatch.setenv("NMT_MAX_QUEUE", "7")
+    monkeypatch.setenv("NMT_METRICS_HOST", "127.0.0.1")
+    config = parse_args(
+        ["--model-repository", str(tmp_path), "--port", "6001", "--providers", "cpu"]
+    )
+    assert config.model_repository == tmp_path
+    assert config.port == 6001
+    assert config.metrics_host == "127.0.0.1"
+    assert config.engine.max_queue == 7
+    assert config.runtime.providers == ("cpu",)
+    assert parse_args(["--metrics-host", "0.0.0.0"]).metrics_host == "0.0.0.0"
