@@ -29,7 +29,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from loadtest import report
+from loadtest import report, threadcpu
 from loadtest.concurrency import run_level
 from loadtest.roofline import measure_peak, model_flops
 from models.config import ModelConfig
@@ -141,15 +141,18 @@ def bench_service(args, model_name, sentences, options, flops, src_len, peak) ->
             for clients in args.clients:
                 log.info("service %s, %d clients, %d sentences", strategy, clients, len(sentences))
                 texts = [""] * len(sentences)
+                cpu_before = threadcpu.snapshot()
                 before, start = runtime_snapshot(model), time.perf_counter()
                 level = run_level(target, sentences, clients, proto, outputs=texts)
                 wall = time.perf_counter() - start
                 used = delta(runtime_snapshot(model), before)
+                cpu = threadcpu.breakdown(cpu_before, threadcpu.snapshot(), len(sentences))
                 level.pop("strategy")
                 rows.append(
                     {"system": "grpc-service", "strategy": strategy}
                     | level
                     | flop_fields(used, flops, src_len, wall, peak)
+                    | {"cpu_ms_per_sentence": cpu["total"], "cpu_ms_by_thread": cpu}
                     | {"texts": texts}
                 )
     finally:

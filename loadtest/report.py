@@ -163,6 +163,30 @@ def markdown(result: dict) -> str:
             f"| {_fmt(r['in_ort_gflops'])} | {_fmt(r.get('pct_of_peak'))} "
             f"| {_fmt(r.get('in_ort_pct_of_peak'))} |"
         )
+    lines += [
+        "",
+        "## Where the CPU goes",
+        "",
+        "CPU milliseconds per sentence (all threads of the process; the scheduler thread "
+        "includes the ORT calls it makes, `exited` is mostly the client threads) and wall "
+        "milliseconds per sentence inside ORT:",
+        "",
+        "| system | strategy | clients | CPU total | scheduler | gRPC handlers | exited "
+        "| other | ORT decoder wall | ORT encoder wall |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in result["rows"]:
+        by = r.get("cpu_ms_by_thread", {})
+        n = r["sentences"]
+        dec = 1000 * r["ort_decoder_s"] / n if "ort_decoder_s" in r else None
+        enc = 1000 * r["ort_encoder_s"] / n if "ort_encoder_s" in r else None
+        lines.append(
+            f"| {r['system']} | {r['strategy']} | {_fmt(r.get('clients'))} "
+            f"| {_fmt(r.get('cpu_ms_per_sentence'), 2)} | {_fmt(by.get('scheduler'), 2)} "
+            f"| {_fmt(by.get('grpc_handlers'), 2)} | {_fmt(by.get('exited'), 2)} "
+            f"| {_fmt((by.get('other') or 0.0) + (by.get('native') or 0.0), 2) if by else '–'} "
+            f"| {_fmt(dec, 2)} | {_fmt(enc, 2)} |"
+        )
     lines += ["", "## Targets", ""]
     for t in result["targets"]:
         mark = {True: "met", False: "NOT met", None: "not measured"}[t["met"]]

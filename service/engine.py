@@ -10,6 +10,7 @@ never waits for another request to finish: that is iteration-level batching.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import deque
@@ -97,6 +98,7 @@ class Job:
     remaining: int = 0
     timing: Timing = field(default_factory=lambda: Timing(time.monotonic()))
     cancelled: bool = False
+    on_cancel: Callable[[], None] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.results = [None] * len(self.sources)
@@ -109,6 +111,8 @@ class Job:
     def cancel(self) -> None:
         """Called when the client goes away; the scheduler drops it at the next step."""
         self.cancelled = True
+        if self.on_cancel is not None and not self.future.done():
+            self.on_cancel()
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,10 @@ class Engine:
         self._queue: deque[Job] = deque()
         self._cond = threading.Condition()
         self._rows_reserved = 0
+        # The scheduler scans for cancelled or expired sentences only when a job was
+        # cancelled or the earliest deadline among admitted jobs has passed.
+        self._cancel_noted = False
+        self._next_deadline = math.inf
         self._accepting = False
         self._stopping = False
         self._thread: threading.Thread | None = None
@@ -211,7 +219,7 @@ class Engine:
         """Validate and queue a request; raises if it cannot be queued."""
         sources = self.validate(texts, options)
         deadline = None if timeout is None else time.monotonic() + timeout
-        job = Job(sources, options, deadline, on_prefix)
+        job = Job(sources, options, deadline, on_prefix, on_cancel=self._note_cancel)
         with self._cond:
             if not self._accepting:
                 self.metrics.rejected.labels("unavailable").inc()
@@ -225,6 +233,9 @@ class Engine:
             self.metrics.queue_depth.set(len(self._queue))
             self._cond.notify()
         return job
+
+    def _note_cancel(self) -> None:
+        self._cancel_noted = True
 
     def wait(self, job: Job, timeout: float | None = None) -> list[list[Hypothesis]]:
         """Block until ``job`` is done; translate timeouts into :class:`DeadlineExpired`."""
@@ -272,11 +283,12 @@ class Engine:
                 if self._stopping and not self._queue and not self._loop.active:
                     return
                 admitted = self._admit()
-            try:
-                self._drop_dead()
-            except Exception as exc:  # noqa: BLE001 - keep serving other requests
-                log.exception("scheduler failure; failing the requests in flight")
-                self._fail_jobs({a.handle[0] for a in self._loop.active}, exc)
+            if self._cancel_noted or time.monotonic() > self._next_deadline:
+                try:
+                    self._drop_dead()
+                except Exception as exc:  # noqa: BLE001 - keep serving other requests
+                    log.exception("scheduler failure; failing the requests in flight")
+                    self._fail_jobs({a.handle[0] for a in self._loop.active}, exc)
             if admitted:
                 try:
                     self._encode(admitted)
@@ -309,6 +321,8 @@ class Engine:
             if job.timing.admitted is None:
                 job.timing.admitted = now
                 self.metrics.queue_wait.observe(now - job.timing.submitted)
+                if job.deadline is not None:
+                    self._next_deadline = min(self._next_deadline, job.deadline)
             taken.append((job, job.next_sentence))
             job.next_sentence += 1
             self._rows_reserved += rows
@@ -359,12 +373,16 @@ class Engine:
         self.metrics.live_rows.set(self._loop.live_rows)
 
     def _drop_dead(self) -> None:
+        """Fail admitted jobs that were cancelled or passed their deadline."""
+        self._cancel_noted = False
         now = time.monotonic()
-        dead = {
-            job
-            for job, _ in (a.handle for a in self._loop.active)
-            if job.cancelled or (job.deadline is not None and now > job.deadline)
-        }
+        dead, next_deadline = set(), math.inf
+        for job, _ in (a.handle for a in self._loop.active):
+            if job.cancelled or (job.deadline is not None and now > job.deadline):
+                dead.add(job)
+            elif job.deadline is not None:
+                next_deadline = min(next_deadline, job.deadline)
+        self._next_deadline = next_deadline
         if dead:
             self._fail_jobs(dead, None)
 

@@ -89,6 +89,7 @@ def test_roofline_numbers(result, tiny_bundle):
         assert r["decoder_rows"] > 0 and r["decoder_calls"] > 0
         assert r["achieved_gflops"] > 0 and r["pct_of_peak"] > 0
         assert r["in_ort_gflops"] >= r["achieved_gflops"]
+        assert r["cpu_ms_per_sentence"] > 0
 
 
 def test_settings_and_targets(result):
@@ -108,5 +109,6 @@ def test_markdown_table(result):
     assert "| system | strategy | clients | sentences/s |" in md
     assert "## Roofline" in md and "## Targets" in md
     table = [ln for ln in md.splitlines() if ln.startswith(("| pytorch", "| onnx", "| grpc"))]
-    # results table plus the roofline table (every row but PyTorch's)
-    assert len(table) == len(data["rows"]) + len(data["rows"]) - 2
+    assert "## Where the CPU goes" in md
+    # results and CPU tables: every row; roofline table: every row but PyTorch's two
+    assert len(table) == 3 * len(data["rows"]) - 2

@@ -1,0 +1,61 @@
+"""CPU time of this process by thread group, for attributing an in-process load test.
+
+Linux only (``/proc/self/task/<tid>/schedstat``, nanosecond resolution); elsewhere every
+snapshot is empty. Groups follow the service's thread names: the engine's
+``nmt-scheduler`` thread (its Python plus every ONNX Runtime call it makes), the gRPC
+server's ``grpc_N`` handler threads, and everything else (gRPC's own C threads, ORT
+pool threads, the server's polling thread). Threads that exit between two snapshots
+(closed-loop client threads do) are not in the second one: :func:`breakdown` reports
+them as ``exited`` from the process's CPU time.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+TASKS = Path("/proc/self/task")
+
+
+def group_of(name: str | None) -> str:
+    if name is None:
+        return "native"
+    if name.startswith("nmt-scheduler"):
+        return "scheduler"
+    if name.startswith("grpc_"):
+        return "grpc_handlers"
+    return "other"
+
+
+def snapshot() -> dict[str, float]:
+    """CPU seconds per group so far, plus ``process`` (all threads, exited ones too)."""
+    out: dict[str, float] = {"process": time.process_time()}
+    if not TASKS.is_dir():
+        return out
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    for task in os.listdir(TASKS):
+        try:
+            ns = int((TASKS / task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+        group = group_of(names.get(int(task)))
+        out[group] = out.get(group, 0.0) + ns / 1e9
+    return out
+
+
+def breakdown(before: dict[str, float], after: dict[str, float], per: int) -> dict[str, float]:
+    """CPU milliseconds per unit of work (``per`` sentences) by group between snapshots."""
+    out = {}
+    known = 0.0
+    for group, value in after.items():
+        if group == "process":
+            continue
+        used = max(0.0, value - before.get(group, 0.0))
+        known += used
+        out[group] = round(1000 * used / per, 3)
+    total = after["process"] - before["process"]
+    out["exited"] = round(1000 * max(0.0, total - known) / per, 3)
+    out["total"] = round(1000 * total / per, 3)
+    return out
