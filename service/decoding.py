@@ -349,6 +349,30 @@ def pad_batch(sources: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.nda
     return ids, lengths
 
 
+def length_groups(lengths: list[int], max_padding: int) -> list[list[int]]:
+    """Split sentences into encoder batches that waste little work on padding.
+
+    Sorted by length, a sentence joins the current batch unless that would make the
+    batch's padding (``size * longest - sum of lengths``) exceed ``max_padding`` tokens.
+    An encoder call costs about as much as encoding a dozen tokens, so a few more calls
+    beat running the recurrence over long stretches of padding.
+
+    Returns:
+        Lists of indices into ``lengths``, each sorted by length.
+    """
+    groups: list[list[int]] = []
+    total = 0
+    for i in sorted(range(len(lengths)), key=lengths.__getitem__):
+        n = lengths[i]
+        if groups and n * (len(groups[-1]) + 1) - (total + n) <= max_padding:
+            groups[-1].append(i)
+            total += n
+        else:
+            groups.append([i])
+            total = n
+    return groups
+
+
 def __getattr__(name: str):
     """``DecodeLoop`` and ``decode`` moved to :mod:`service.loop`; still importable here."""
     if name in ("DecodeLoop", "decode"):

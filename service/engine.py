@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from models.options import DecodeOptions, DecodeOptionsError, Hypothesis
 from service.bundle import Bundle
-from service.decoding import make_search, pad_batch
+from service.decoding import length_groups, make_search, pad_batch
 from service.errors import Cancelled, DeadlineExpired, InvalidRequest, NotReady, Overloaded
 from service.loop import DecodeLoop
 from service.metrics import Metrics
@@ -40,6 +40,8 @@ class EngineConfig:
     max_n_best: int = 16
     max_target_length: int = 512
     encode_batch_sentences: int = 16
+    # Padding tokens an encoder batch may carry before it is split (see length_groups).
+    encode_max_padding: int = 16
 
     def __post_init__(self) -> None:
         for name in (
@@ -54,6 +56,8 @@ class EngineConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.encode_max_padding < 0:
+            raise ValueError(f"encode_max_padding must be >= 0, got {self.encode_max_padding}")
         if self.max_beam_size > self.max_live_rows:
             raise ValueError("max_beam_size cannot exceed max_live_rows")
 
@@ -332,20 +336,25 @@ class Engine:
         return taken
 
     def _encode(self, admitted: list[tuple[Job, int]]) -> None:
+        """Encode admitted sentences in length groups; all groups join the decode loop
+        only once every one is encoded (an encoder failure adds none of them)."""
         sources = [job.sources[i] for job, i in admitted]
-        ids, lengths = pad_batch(sources, self.bundle.special.pad)
+        groups = length_groups([len(s) for s in sources], self.config.encode_max_padding)
         start = time.monotonic()
-        enc = self.bundle.model.encode(ids, lengths)
+        encoded = []
+        for group in groups:
+            ids, lengths = pad_batch([sources[i] for i in group], self.bundle.special.pad)
+            encoded.append((group, self.bundle.model.encode(ids, lengths)))
         seconds = time.monotonic() - start
         self.metrics.encoder_latency.observe(seconds)
-        self.metrics.source_tokens.inc(int(lengths.sum()))
+        self.metrics.source_tokens.inc(sum(len(s) for s in sources))
         for job in {job for job, _ in admitted}:
             job.timing.encode_seconds += seconds
-        searches = [
-            make_search(len(job.sources[i]), job.options, self.bundle.special)
-            for job, i in admitted
-        ]
-        self._loop.add_encoded(enc, searches, admitted)
+        special = self.bundle.special
+        for group, enc in encoded:
+            handles = [admitted[i] for i in group]
+            searches = [make_search(len(j.sources[i]), j.options, special) for j, i in handles]
+            self._loop.add_encoded(enc, searches, handles)
 
     def _step(self) -> None:
         rows = self._loop.live_rows
