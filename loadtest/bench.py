@@ -11,7 +11,9 @@ On one machine, one model and the same N test sentences it measures
 3. ``service``: the gRPC service in-process on 127.0.0.1 with 1, 8, 32, 64 concurrent
    closed-loop clients (:func:`loadtest.concurrency.run_level`), greedy and beam;
 4. ``peak``: the fp32 matmul peak (:mod:`loadtest.roofline`) the achieved FLOP/s of the
-   service is compared with.
+   service is compared with;
+5. ``profile``: ONNX Runtime's profile of one decoder step (:mod:`loadtest.ortprofile`)
+   at one row and at the batch shape the service ran at its highest greedy concurrency.
 
 Greedy ratios compare with PyTorch greedy, beam ratios with PyTorch beam. Writes
 ``<out>.md`` and ``<out>.json`` and prints the markdown.
@@ -39,7 +41,7 @@ log = logging.getLogger("loadtest.bench")
 
 ROOT = Path(__file__).resolve().parent.parent
 PRETRAINED = ROOT / "models" / "pretrained" / "en-es"
-PARTS = ("torch", "onnx", "service", "peak")
+PARTS = ("torch", "onnx", "service", "peak", "profile")
 
 
 def cpu_name() -> str:
@@ -225,6 +227,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "service" in args.parts:
         rows += bench_service(args, args.model, sentences, options, flops, src_len, peak_gflops)
     report.add_ratios(rows)
+    profiles = []
+    if "profile" in args.parts:
+        from loadtest.ortprofile import profile_decoder
+
+        shapes = [(1, round(src_len))]
+        greedy = [r for r in rows if r["system"] == "grpc-service" and r["strategy"] == "greedy"]
+        if greedy:
+            top = max(greedy, key=lambda r: r["clients"])
+            shapes.append((round(top["rows_per_call"]), round(top["padded_src_len"])))
+        for n, width in shapes:
+            log.info("ORT profile of a decoder step: %d rows x %d source positions", n, width)
+            profiles.append(
+                profile_decoder(bundle_dir, rows=n, src_len=width, threads=args.threads)
+            )
 
     import onnxruntime
 
@@ -248,6 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "flops": flops.to_dict()
         | {"decoder_per_token_at_mean_src": flops.decoder_per_token(src_len)},
         "peak": peak,
+        "decoder_profiles": profiles,
         "rows": rows,
         "targets": report.targets(rows),
     }

@@ -187,6 +187,32 @@ def markdown(result: dict) -> str:
             f"| {_fmt((by.get('other') or 0.0) + (by.get('native') or 0.0), 2) if by else '–'} "
             f"| {_fmt(dec, 2)} | {_fmt(enc, 2)} |"
         )
+    profiles = result.get("decoder_profiles") or []
+    if profiles:
+        ops = sorted(
+            {op for pr in profiles for op in pr["by_op_us"]},
+            key=lambda op: -max(pr["by_op_us"].get(op, 0.0) for pr in profiles),
+        )
+        lines += [
+            "",
+            "## One decoder step inside ONNX Runtime",
+            "",
+            "ORT's own profiler, same session options as the service; µs per step "
+            "(framework = step time not spent in kernels; GEMM GFLOP/s over GEMM/MatMul "
+            "kernel time):",
+            "",
+            "| rows × source positions | step µs | kernels µs | framework µs | GEMM share % "
+            "| GEMM GFLOP/s | " + " | ".join(ops[:8]) + " |",
+            "|---" * (6 + len(ops[:8])) + "|",
+        ]
+        for pr in profiles:
+            lines.append(
+                f"| {pr['rows']} × {pr['src_len']} | {pr['step_us']} | {pr['kernels_us']} "
+                f"| {pr['framework_us']} | {_fmt(pr['gemm_share_pct'])} "
+                f"| {_fmt(pr['gemm_gflops'])} | "
+                + " | ".join(_fmt(pr["by_op_us"].get(op)) for op in ops[:8])
+                + " |"
+            )
     lines += ["", "## Targets", ""]
     for t in result["targets"]:
         mark = {True: "met", False: "NOT met", None: "not measured"}[t["met"]]

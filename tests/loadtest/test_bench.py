@@ -92,6 +92,15 @@ def test_roofline_numbers(result, tiny_bundle):
         assert r["cpu_ms_per_sentence"] > 0
 
 
+def test_decoder_profiles(result):
+    data, _ = result
+    one, busiest = data["decoder_profiles"]
+    assert one["rows"] == 1 and busiest["rows"] >= 1
+    for pr in (one, busiest):
+        assert pr["step_us"] > 0 and pr["kernels_us"] > 0 and pr["by_op_us"]
+        assert 0 < pr["gemm_share_pct"] <= 100 and pr["gemm_gflops"] > 0
+
+
 def test_settings_and_targets(result):
     data, _ = result
     s = data["settings"]
@@ -109,6 +118,6 @@ def test_markdown_table(result):
     assert "| system | strategy | clients | sentences/s |" in md
     assert "## Roofline" in md and "## Targets" in md
     table = [ln for ln in md.splitlines() if ln.startswith(("| pytorch", "| onnx", "| grpc"))]
-    assert "## Where the CPU goes" in md
+    assert "## Where the CPU goes" in md and "## One decoder step inside ONNX Runtime" in md
     # results and CPU tables: every row; roofline table: every row but PyTorch's two
     assert len(table) == 3 * len(data["rows"]) - 2
