@@ -317,3 +317,22 @@ def test_server_recovers_after_encoder_failure(server_factory, monkeypatch):
         assert server.registry.get_sample_value("nmt_live_rows") == 0
     finally:
         channel.close()
+
+
+def test_encoder_failure_leaves_requests_in_flight_alone(server_factory, tiny_bundle, monkeypatch):
+    server = server_factory(max_live_rows=40, max_beam_size=6, max_target_length=4000)
+    channel, stub = stub_for(server.port)
+    try:
+        long = _long_request(tiny_bundle)
+        alone = stub.Translate(long, timeout=60)
+        reg = server.registry
+        future = stub.Translate.future(long, timeout=60)
+        assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") > 0, timeout=5)
+        _fail_once(monkeypatch, server.engines["tiny"].bundle.model, "encode")
+        exc = rpc_error(lambda: stub.Translate(_request(), timeout=10))
+        assert exc.code() == grpc.StatusCode.INTERNAL
+        assert not future.done()  # the failure did not end the request in flight
+        assert future.result().translations == alone.translations
+        assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") == 0, timeout=5)
+    finally:
+        channel.close()
