@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,13 +31,24 @@ class BundleRuntimeError(RuntimeError):
 
 @dataclass(frozen=True)
 class RuntimeConfig:
-    """How to build the ORT sessions. ``providers`` in preference order."""
+    """How to build the ORT sessions. ``providers`` in preference order.
+
+    On the CPU provider with more than one intra-op thread, every graph gets a second,
+    single-threaded session: decoder steps with fewer than ``parallel_rows`` rows (and
+    encoder batches of fewer sentences) run there. Splitting a few rows' GEMMs across
+    cores costs more in hand-offs than it saves, and the other core is busy with the
+    gRPC threads; large steps (beam search, many clients) do gain from it. Pool threads
+    do not spin between kernels unless ``allow_spinning``: spinning threads took the
+    cores the Python threads needed and halved the service's throughput on 2 cores.
+    """
 
     providers: tuple[str, ...] = ("cuda", "cpu")
     intra_op_threads: int = 0
     inter_op_threads: int = 1
     optimization: str = "all"
     require_gpu: bool = False
+    parallel_rows: int = 32
+    allow_spinning: bool = False
 
     def __post_init__(self) -> None:
         unknown = [p for p in self.providers if p not in PROVIDER_ALIASES]
@@ -49,6 +61,20 @@ class RuntimeConfig:
             raise ValueError(f"optimization must be one of {sorted(_OPT_LEVELS)}")
         if self.intra_op_threads < 0 or self.inter_op_threads < 0:
             raise ValueError("thread counts must be >= 0 (0 lets ONNX Runtime choose)")
+        if self.parallel_rows < 0:
+            raise ValueError("parallel_rows must be >= 0 (0: always the multi-threaded session)")
+
+    def session_options(self, *, threads: int | None = None) -> ort.SessionOptions:
+        """Options of one session; ``threads`` overrides ``intra_op_threads``."""
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = _OPT_LEVELS[self.optimization]
+        opts.intra_op_num_threads = self.intra_op_threads if threads is None else threads
+        opts.inter_op_num_threads = self.inter_op_threads
+        opts.log_severity_level = 3
+        if not self.allow_spinning:
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        return opts
 
 
 @dataclass
@@ -97,14 +123,23 @@ class OnnxModel:
             )
         if not providers:
             raise BundleRuntimeError(f"none of the providers {wanted} is available ({available})")
-        opts = ort.SessionOptions()
-        opts.graph_optimization_level = _OPT_LEVELS[config.optimization]
-        opts.intra_op_num_threads = config.intra_op_threads
-        opts.inter_op_num_threads = config.inter_op_threads
-        opts.log_severity_level = 3
+        opts = config.session_options()
         enc_path, dec_path = bundle_dir / spec.ENCODER_FILE, bundle_dir / spec.DECODER_FILE
         self.encoder = ort.InferenceSession(str(enc_path), opts, providers=providers)
         self.decoder = ort.InferenceSession(str(dec_path), opts, providers=providers)
+        # Single-threaded twins for small batches (CPU only; see RuntimeConfig).
+        self.parallel_rows = 0
+        self._encoder_1, self._decoder_1 = self.encoder, self.decoder
+        threads = config.intra_op_threads or (os.cpu_count() or 1)
+        if (
+            self.decoder.get_providers()[0] == "CPUExecutionProvider"
+            and threads > 1
+            and config.parallel_rows > 0
+        ):
+            single = config.session_options(threads=1)
+            self._encoder_1 = ort.InferenceSession(str(enc_path), single, providers=providers)
+            self._decoder_1 = ort.InferenceSession(str(dec_path), single, providers=providers)
+            self.parallel_rows = config.parallel_rows
         _check_io(self.encoder, enc_path, spec.encoder_inputs(), spec.encoder_outputs(state_names))
         _check_io(
             self.decoder,
@@ -124,14 +159,16 @@ class OnnxModel:
         self.stats = RunStats()
 
     def encode(self, src_ids: np.ndarray, src_lengths: np.ndarray) -> Encoded:
+        batch = src_ids.shape[0]
+        session = self.encoder if batch >= self.parallel_rows else self._encoder_1
         start = time.perf_counter()
-        memory, keys, mask, *states = self.encoder.run(
+        memory, keys, mask, *states = session.run(
             self._enc_out, {spec.SRC_IDS: src_ids, spec.SRC_LENGTHS: src_lengths}
         )
         stats = self.stats
         stats.encoder_seconds += time.perf_counter() - start
         stats.encoder_calls += 1
-        stats.sentences_encoded += src_ids.shape[0]
+        stats.sentences_encoded += batch
         stats.source_tokens += int(src_lengths.sum())
         return Encoded(memory, keys, mask, tuple(states))
 
@@ -162,12 +199,13 @@ class OnnxModel:
         }
         for name, state in zip(self.state_names, states, strict=True):
             feeds[name] = state
+        rows = prev_tokens.shape[0]
+        session = self.decoder if rows >= self.parallel_rows else self._decoder_1
         start = time.perf_counter()
-        values, ids, eos, attention, *new_states = self.decoder.run(self._dec_out, feeds)
+        values, ids, eos, attention, *new_states = session.run(self._dec_out, feeds)
         stats = self.stats
         stats.decoder_seconds += time.perf_counter() - start
         stats.decoder_calls += 1
-        rows = prev_tokens.shape[0]
         stats.decoder_rows += rows
         stats.decoder_row_positions += rows * mask.shape[1]
         return StepOutput(values, ids, eos, attention, tuple(new_states))
