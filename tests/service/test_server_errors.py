@@ -151,7 +151,7 @@ def test_deadline_of_partly_admitted_request(server, stub, tiny_bundle):
     reg = server.registry
     other = stub.Translate.future(_long_request(tiny_bundle, sentences=1), timeout=TIMEOUT)
     assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") >= 5, timeout=5)
-    partial = stub.Translate.future(_long_request(tiny_bundle, sentences=8), timeout=1.0)
+    partial = stub.Translate.future(_long_request(tiny_bundle, sentences=8), timeout=0.4)
     # 5 + 7 x 5 rows = the budget of 40: the 8th sentence waits in the queue.
     assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") == 40, timeout=5)
     assert reg.get_sample_value("nmt_queue_depth") == 1
