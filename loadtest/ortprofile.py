@@ -2,9 +2,10 @@
 
 Runs the bundle's ``decoder.onnx`` on a batch of ``rows`` hypotheses attending over
 ``src_len`` positions (random tokens: the kernels do not depend on the values) with
-the same session options as the service, and splits the mean step time into kernel
-time per op type and framework time between kernels. GEMM FLOP/s come from the node
-shapes ORT records.
+the service's session options, and splits the mean step time into kernel
+time per op type and framework time between kernels (the profiler's own per-node cost
+is part of it: ``step_us_unprofiled`` is the same step timed without profiling). GEMM
+FLOP/s come from the node shapes ORT records.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -36,15 +38,20 @@ def _gemm_flops(args: dict) -> int:
 def profile_decoder(
     bundle_dir: Path, *, rows: int, src_len: int, threads: int, runs: int = 100
 ) -> dict:
-    """Mean per-step time of the decoder at ``rows`` x ``src_len``: total, kernels by op
-    type (microseconds), framework overhead, GEMM share and GEMM GFLOP/s."""
+    """Mean per-step time of the decoder at ``rows`` x ``src_len`` on the session the
+    service would use for that many rows (``threads`` intra-op threads, or one below
+    ``RuntimeConfig.parallel_rows``): total, kernels by op type (microseconds), framework
+    overhead, GEMM share and GEMM GFLOP/s."""
     import onnxruntime as ort
 
     from service.bundle import load_bundle
     from service.runtime import RuntimeConfig
 
     rows, src_len = max(1, rows), max(1, src_len)
-    bundle = load_bundle(bundle_dir, RuntimeConfig(providers=("cpu",), intra_op_threads=threads))
+    config = RuntimeConfig(providers=("cpu",), intra_op_threads=threads)
+    bundle = load_bundle(bundle_dir, config)
+    # the session the service would pick for this many rows (see RuntimeConfig)
+    threads = threads if bundle.model.parallel_rows and rows >= bundle.model.parallel_rows else 1
     rng = np.random.default_rng(0)
     vocab = bundle.config.src_vocab_size
     ids = rng.integers(4, vocab, (rows, src_len)).astype(np.int64)
@@ -61,10 +68,7 @@ def profile_decoder(
     }
     feeds.update(zip(bundle.config.state_names, enc.states, strict=True))
     with tempfile.TemporaryDirectory() as tmp:
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads
-        opts.inter_op_num_threads = 1
-        opts.log_severity_level = 3
+        opts = config.session_options(threads=threads)
         opts.enable_profiling = True
         opts.profile_file_prefix = os.path.join(tmp, "decoder")
         session = ort.InferenceSession(
@@ -73,6 +77,17 @@ def profile_decoder(
         for _ in range(WARMUP + runs):
             session.run(None, feeds)
         events = json.loads(Path(session.end_profiling()).read_text())
+    plain = ort.InferenceSession(
+        str(bundle_dir / spec.DECODER_FILE),
+        config.session_options(threads=threads),
+        providers=["CPUExecutionProvider"],
+    )
+    for _ in range(WARMUP):
+        plain.run(None, feeds)
+    start = time.perf_counter()
+    for _ in range(runs):
+        plain.run(None, feeds)
+    unprofiled_us = 1e6 * (time.perf_counter() - start) / runs
     starts = sorted(e["ts"] for e in events if e.get("name") == "model_run")
     cutoff = starts[WARMUP] if len(starts) > WARMUP else 0
     events = [e for e in events if e.get("ts", 0) >= cutoff]
@@ -96,6 +111,7 @@ def profile_decoder(
         "rows": rows,
         "src_len": src_len,
         "threads": threads,
+        "step_us_unprofiled": round(unprofiled_us, 1),
         "step_us": round(step, 1),
         "kernels_us": round(kernels, 1),
         "framework_us": round(step - kernels, 1),

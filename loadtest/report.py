@@ -197,17 +197,19 @@ def markdown(result: dict) -> str:
             "",
             "## One decoder step inside ONNX Runtime",
             "",
-            "ORT's own profiler, same session options as the service; µs per step "
-            "(framework = step time not spent in kernels; GEMM GFLOP/s over GEMM/MatMul "
-            "kernel time):",
+            "ORT's own profiler on the session the service uses for that many rows; µs per "
+            "step (framework = step time not spent in kernels, the profiler's own per-node "
+            "cost included; GEMM GFLOP/s over GEMM/MatMul kernel time):",
             "",
-            "| rows × source positions | step µs | kernels µs | framework µs | GEMM share % "
+            "| rows × source positions | threads | step µs unprofiled | step µs | kernels µs "
+            "| framework µs | GEMM share % "
             "| GEMM GFLOP/s | " + " | ".join(ops[:8]) + " |",
-            "|---" * (6 + len(ops[:8])) + "|",
+            "|---" * (8 + len(ops[:8])) + "|",
         ]
         for pr in profiles:
             lines.append(
-                f"| {pr['rows']} × {pr['src_len']} | {pr['step_us']} | {pr['kernels_us']} "
+                f"| {pr['rows']} × {pr['src_len']} | {pr['threads']} | {pr['step_us_unprofiled']} "
+                f"| {pr['step_us']} | {pr['kernels_us']} "
                 f"| {pr['framework_us']} | {_fmt(pr['gemm_share_pct'])} "
                 f"| {_fmt(pr['gemm_gflops'])} | "
                 + " | ".join(_fmt(pr["by_op_us"].get(op)) for op in ops[:8])

@@ -98,6 +98,7 @@ def test_decoder_profiles(result):
     assert one["rows"] == 1 and busiest["rows"] >= 1
     for pr in (one, busiest):
         assert pr["step_us"] > 0 and pr["kernels_us"] > 0 and pr["by_op_us"]
+        assert pr["step_us_unprofiled"] > 0 and pr["threads"] == 1
         assert 0 < pr["gemm_share_pct"] <= 100 and pr["gemm_gflops"] > 0
 
 
