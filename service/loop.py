@@ -212,10 +212,12 @@ class DecodeLoop:
         if not rows:
             return [], []
         k = GreedySearch.top_k
-        index = np.array(rows, dtype=np.int64)
-        cols = np.array([*range(k), top_k], dtype=np.int64)
-        v = values[index[:, None], cols]
-        i = ids[index[:, None], cols]
+        if top_k == k and len(rows) == values.shape[0]:
+            v, i = values, ids  # every row is greedy: nothing to select
+        else:
+            index = np.array(rows, dtype=np.int64)[:, None]
+            cols = np.array([*range(k), top_k], dtype=np.int64)
+            v, i = values[index, cols], ids[index, cols]
         best = v.argmax(axis=1)
         pick = np.arange(len(rows))
         return i[pick, best].tolist(), v[pick, best].tolist()
