@@ -14,20 +14,28 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from models.options import DecodeOptions, DecodeOptionsError, Hypothesis
 from service.bundle import Bundle
 from service.decoding import length_groups, make_search, pad_batch
 from service.errors import Cancelled, DeadlineExpired, InvalidRequest, NotReady, Overloaded
+from service.jobs import Job, PrefixCallback, Timing, TranslationResult
 from service.loop import DecodeLoop
 from service.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
-PrefixCallback = Callable[[tuple[int, ...], bool], None]
+__all__ = [
+    "Engine",
+    "EngineConfig",
+    "Job",
+    "PrefixCallback",
+    "Timing",
+    "TranslationResult",
+    "decode_options",
+]
 
 
 @dataclass(frozen=True)
@@ -60,71 +68,6 @@ class EngineConfig:
             raise ValueError(f"encode_max_padding must be >= 0, got {self.encode_max_padding}")
         if self.max_beam_size > self.max_live_rows:
             raise ValueError("max_beam_size cannot exceed max_live_rows")
-
-
-@dataclass
-class Timing:
-    submitted: float
-    admitted: float | None = None
-    encode_seconds: float = 0.0
-    finished: float | None = None
-
-    @property
-    def queue_ms(self) -> float:
-        return 1000 * ((self.admitted or self.submitted) - self.submitted)
-
-    @property
-    def decode_ms(self) -> float:
-        if self.admitted is None or self.finished is None:
-            return 0.0
-        return max(0.0, 1000 * (self.finished - self.admitted) - self.encode_ms)
-
-    @property
-    def encode_ms(self) -> float:
-        return 1000 * self.encode_seconds
-
-    @property
-    def total_ms(self) -> float:
-        return 1000 * ((self.finished or time.monotonic()) - self.submitted)
-
-
-@dataclass(eq=False)
-class Job:
-    """One request in the engine. ``future`` resolves to the n-best lists per sentence."""
-
-    sources: list[list[int]]
-    options: DecodeOptions
-    deadline: float | None
-    on_prefix: PrefixCallback | None = None
-    future: Future = field(default_factory=Future)
-    results: list[list[Hypothesis] | None] = field(default_factory=list)
-    next_sentence: int = 0
-    remaining: int = 0
-    timing: Timing = field(default_factory=lambda: Timing(time.monotonic()))
-    cancelled: bool = False
-    on_cancel: Callable[[], None] | None = field(default=None, repr=False)
-
-    def __post_init__(self) -> None:
-        self.results = [None] * len(self.sources)
-        self.remaining = len(self.sources)
-
-    @property
-    def rows_per_sentence(self) -> int:
-        return self.options.beam_size
-
-    def cancel(self) -> None:
-        """Called when the client goes away; the scheduler drops it at the next step."""
-        self.cancelled = True
-        if self.on_cancel is not None and not self.future.done():
-            self.on_cancel()
-
-
-@dataclass(frozen=True)
-class TranslationResult:
-    """One source sentence's result, ready for the servicer."""
-
-    source_pieces: list[str]
-    hypotheses: list[tuple[str, list[str], Hypothesis]]
 
 
 class Engine:

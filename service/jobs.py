@@ -1,0 +1,78 @@
+"""A translation request inside the engine: its sentences, options, deadline, timing and
+the future its caller waits on. Torch-free, no ORT: plain bookkeeping."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from models.options import DecodeOptions, Hypothesis
+
+PrefixCallback = Callable[[tuple[int, ...], bool], None]
+
+
+@dataclass
+class Timing:
+    submitted: float
+    admitted: float | None = None
+    encode_seconds: float = 0.0
+    finished: float | None = None
+
+    @property
+    def queue_ms(self) -> float:
+        return 1000 * ((self.admitted or self.submitted) - self.submitted)
+
+    @property
+    def decode_ms(self) -> float:
+        if self.admitted is None or self.finished is None:
+            return 0.0
+        return max(0.0, 1000 * (self.finished - self.admitted) - self.encode_ms)
+
+    @property
+    def encode_ms(self) -> float:
+        return 1000 * self.encode_seconds
+
+    @property
+    def total_ms(self) -> float:
+        return 1000 * ((self.finished or time.monotonic()) - self.submitted)
+
+
+@dataclass(eq=False)
+class Job:
+    """One request in the engine. ``future`` resolves to the n-best lists per sentence."""
+
+    sources: list[list[int]]
+    options: DecodeOptions
+    deadline: float | None
+    on_prefix: PrefixCallback | None = None
+    future: Future = field(default_factory=Future)
+    results: list[list[Hypothesis] | None] = field(default_factory=list)
+    next_sentence: int = 0
+    remaining: int = 0
+    timing: Timing = field(default_factory=lambda: Timing(time.monotonic()))
+    cancelled: bool = False
+    on_cancel: Callable[[], None] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.results = [None] * len(self.sources)
+        self.remaining = len(self.sources)
+
+    @property
+    def rows_per_sentence(self) -> int:
+        return self.options.beam_size
+
+    def cancel(self) -> None:
+        """Called when the client goes away; the scheduler drops it at the next step."""
+        self.cancelled = True
+        if self.on_cancel is not None and not self.future.done():
+            self.on_cancel()
+
+
+@dataclass(frozen=True)
+class TranslationResult:
+    """One source sentence's result, ready for the servicer."""
+
+    source_pieces: list[str]
+    hypotheses: list[tuple[str, list[str], Hypothesis]]
