@@ -17,11 +17,11 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from models.options import DecodeOptions, DecodeOptionsError, Hypothesis
+from models.options import DecodeOptions, Hypothesis
 from service.bundle import Bundle
 from service.decoding import length_groups, make_search, pad_batch
 from service.errors import Cancelled, DeadlineExpired, InvalidRequest, NotReady, Overloaded
-from service.jobs import Job, PrefixCallback, Timing, TranslationResult
+from service.jobs import Job, PrefixCallback, Timing, TranslationResult, decode_options
 from service.loop import DecodeLoop
 from service.metrics import Metrics
 
@@ -50,6 +50,11 @@ class EngineConfig:
     encode_batch_sentences: int = 16
     # Padding tokens an encoder batch may carry before it is split (see length_groups).
     encode_max_padding: int = 16
+    # While sentences are decoding, queued requests are admitted (and encoded) once this
+    # many wait or after they have waited admit_wait_steps decoder steps: encoder calls
+    # on one or two short sentences cost several times more per sentence than on eight.
+    admit_batch: int = 8
+    admit_wait_steps: int = 2
 
     def __post_init__(self) -> None:
         for name in (
@@ -64,8 +69,11 @@ class EngineConfig:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.encode_max_padding < 0:
-            raise ValueError(f"encode_max_padding must be >= 0, got {self.encode_max_padding}")
+        for name in ("encode_max_padding", "admit_wait_steps"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.admit_batch < 1:
+            raise ValueError(f"admit_batch must be >= 1, got {self.admit_batch}")
         if self.max_beam_size > self.max_live_rows:
             raise ValueError("max_beam_size cannot exceed max_live_rows")
 
@@ -83,6 +91,7 @@ class Engine:
         # cancelled or the earliest deadline among admitted jobs has passed.
         self._cancel_noted = False
         self._next_deadline = math.inf
+        self._deferred = 0  # iterations admission was put off (see _admit_now)
         self._accepting = False
         self._stopping = False
         self._thread: threading.Thread | None = None
@@ -229,7 +238,7 @@ class Engine:
                     self._cond.wait()
                 if self._stopping and not self._queue and not self._loop.active:
                     return
-                admitted = self._admit()
+                admitted = self._admit() if self._admit_now() else []
             if self._cancel_noted or time.monotonic() > self._next_deadline:
                 try:
                     self._drop_dead()
@@ -250,6 +259,19 @@ class Engine:
                 except Exception as exc:  # noqa: BLE001
                     log.exception("decoder failure; failing the requests in flight")
                     self._fail_jobs({a.handle[0] for a in self._loop.active}, exc)
+
+    def _admit_now(self) -> bool:
+        """Admit now, or let the queue fill a little while the loop is busy (lock held)."""
+        if (
+            self._queue
+            and self._loop.active
+            and len(self._queue) < self.config.admit_batch
+            and self._deferred < self.config.admit_wait_steps
+        ):
+            self._deferred += 1
+            return False
+        self._deferred = 0
+        return True
 
     def _admit(self) -> list[tuple[Job, int]]:
         """Take queued sentences that fit the row budget (called with the lock held)."""
@@ -375,26 +397,3 @@ class Engine:
         for job in jobs:
             self._finish_error(job, exc)
         self.metrics.live_rows.set(self._loop.live_rows)
-
-
-def decode_options(
-    *,
-    beam_size: int,
-    n_best: int,
-    length_penalty: float,
-    max_length: int,
-    max_length_ratio: float,
-    return_attention: bool,
-) -> DecodeOptions:
-    """Build options, turning range errors into :class:`InvalidRequest`."""
-    try:
-        return DecodeOptions(
-            beam_size=beam_size,
-            n_best=n_best,
-            length_penalty=length_penalty,
-            max_length=max_length,
-            max_length_ratio=max_length_ratio,
-            return_attention=return_attention,
-        )
-    except DecodeOptionsError as exc:
-        raise InvalidRequest(str(exc)) from None

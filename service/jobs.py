@@ -1,4 +1,4 @@
-"""A translation request inside the engine: its sentences, options, deadline, timing and
+"""A translation request inside the engine: its options, sentences, deadline, timing and
 the future its caller waits on. Torch-free, no ORT: plain bookkeeping."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from models.options import DecodeOptions, Hypothesis
+from models.options import DecodeOptions, DecodeOptionsError, Hypothesis
+from service.errors import InvalidRequest
 
 PrefixCallback = Callable[[tuple[int, ...], bool], None]
 
@@ -76,3 +77,26 @@ class TranslationResult:
 
     source_pieces: list[str]
     hypotheses: list[tuple[str, list[str], Hypothesis]]
+
+
+def decode_options(
+    *,
+    beam_size: int,
+    n_best: int,
+    length_penalty: float,
+    max_length: int,
+    max_length_ratio: float,
+    return_attention: bool,
+) -> DecodeOptions:
+    """Build options, turning range errors into :class:`InvalidRequest`."""
+    try:
+        return DecodeOptions(
+            beam_size=beam_size,
+            n_best=n_best,
+            length_penalty=length_penalty,
+            max_length=max_length,
+            max_length_ratio=max_length_ratio,
+            return_attention=return_attention,
+        )
+    except DecodeOptionsError as exc:
+        raise InvalidRequest(str(exc)) from None
