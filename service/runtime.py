@@ -106,6 +106,21 @@ def _check_io(session: ort.InferenceSession, path: Path, inputs: list[str], outp
         )
 
 
+def usable_providers(config: RuntimeConfig) -> list[str]:
+    """The configured execution providers this ONNX Runtime build really has, in order."""
+    available = ort.get_available_providers()
+    wanted = [PROVIDER_ALIASES[p] for p in config.providers]
+    providers = [p for p in wanted if p in available]
+    if config.require_gpu and "CUDAExecutionProvider" not in providers:
+        raise BundleRuntimeError(
+            "--require-gpu is set but ONNX Runtime has no CUDA execution provider here "
+            f"(available: {available}); install onnxruntime-gpu and check the CUDA driver"
+        )
+    if not providers:
+        raise BundleRuntimeError(f"none of the providers {wanted} is available ({available})")
+    return providers
+
+
 class OnnxModel:
     """Encoder and decoder-step sessions of one bundle (implements ``StepModel``)."""
 
@@ -113,16 +128,8 @@ class OnnxModel:
         self, bundle_dir: Path, state_names: tuple[str, ...], config: RuntimeConfig
     ) -> None:
         self.state_names = state_names
-        available = ort.get_available_providers()
         wanted = [PROVIDER_ALIASES[p] for p in config.providers]
-        providers = [p for p in wanted if p in available]
-        if config.require_gpu and "CUDAExecutionProvider" not in providers:
-            raise BundleRuntimeError(
-                "--require-gpu is set but ONNX Runtime has no CUDA execution provider here "
-                f"(available: {available}); install onnxruntime-gpu and check the CUDA driver"
-            )
-        if not providers:
-            raise BundleRuntimeError(f"none of the providers {wanted} is available ({available})")
+        providers = usable_providers(config)
         opts = config.session_options()
         enc_path, dec_path = bundle_dir / spec.ENCODER_FILE, bundle_dir / spec.DECODER_FILE
         self.encoder = ort.InferenceSession(str(enc_path), opts, providers=providers)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
@@ -22,7 +23,7 @@ from service.bundle import BundleError, load_bundle
 from service.engine import Engine, EngineConfig
 from service.metrics import create_metrics
 from service.proto.nmt.v1 import translator_pb2, translator_pb2_grpc
-from service.runtime import RuntimeConfig
+from service.runtime import BundleRuntimeError, RuntimeConfig, usable_providers
 from service.servicer import TranslatorServicer
 
 log = logging.getLogger(__name__)
@@ -62,24 +63,45 @@ class ServerConfig:
             raise ValueError("shutdown grace must be >= 0 seconds")
 
 
-def find_bundles(repository: Path) -> dict[str, Path]:
-    """``{name: newest version dir}`` for every ``<name>/<version>/manifest.json``."""
+# Precisions worth serving per device: dynamic int8 only pays off on CPU, fp16 only on GPU.
+SUITED_PRECISIONS = {False: ("fp32", "int8"), True: ("fp32", "fp16")}
+
+
+def find_bundles(repository: Path, *, gpu: bool = False) -> dict[str, Path]:
+    """``{name: version dir}`` for every ``<name>/<version>/manifest.json``.
+
+    Per model the newest version whose precision suits the device (``gpu``) wins; when no
+    version suits it, the newest version of any precision.
+    """
     if not repository.is_dir():
         raise ServerError(f"model repository not found: {repository}")
     found: dict[str, Path] = {}
     for model_dir in sorted(p for p in repository.iterdir() if p.is_dir()):
-        versions = [
-            v for v in model_dir.iterdir() if v.is_dir() and (v / spec.MANIFEST_FILE).is_file()
-        ]
-        numeric = [v for v in versions if v.name.isdigit()]
-        if numeric:
-            found[model_dir.name] = max(numeric, key=lambda v: int(v.name))
+        numeric = sorted(
+            (
+                v
+                for v in model_dir.iterdir()
+                if v.is_dir() and v.name.isdigit() and (v / spec.MANIFEST_FILE).is_file()
+            ),
+            key=lambda v: int(v.name),
+        )
+        suited = [v for v in numeric if _precision(v) in SUITED_PRECISIONS[gpu]]
+        if suited or numeric:
+            found[model_dir.name] = (suited or numeric)[-1]
     if not found:
         raise ServerError(
             f"no model bundles in {repository} (expected <name>/<version>/manifest.json); "
             "create one with nmt-export"
         )
     return found
+
+
+def _precision(version_dir: Path) -> str:
+    try:
+        manifest = json.loads((version_dir / spec.MANIFEST_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return "unknown"  # load_bundle reports the broken manifest if this version is chosen
+    return str(manifest.get("precision", "fp32"))
 
 
 class TranslationServer:
@@ -89,7 +111,11 @@ class TranslationServer:
         self.config = config
         self.registry = registry
         self.metrics = create_metrics(registry)
-        bundles = find_bundles(config.model_repository)
+        try:
+            gpu = "CUDAExecutionProvider" in usable_providers(config.runtime)
+        except BundleRuntimeError as exc:
+            raise ServerError(str(exc)) from None
+        bundles = find_bundles(config.model_repository, gpu=gpu)
         default = config.default_model or next(iter(bundles))
         if default not in bundles:
             raise ServerError(f"default model {default!r} not in {sorted(bundles)}")

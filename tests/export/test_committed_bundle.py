@@ -1,0 +1,68 @@
+"""The committed ``model_repository/en-es`` bundles: intact, gated, exported from the
+committed checkpoint, and served without torch exactly like PyTorch (fp32)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from models.checkpoint import load_checkpoint
+from models.options import DecodeOptions
+from models.translate import DEMO_CHECKPOINT, translate_ids
+from service.bundle import read_manifest, sha256_file
+from tests.export.test_serving_imports import SERVING_SCRIPT
+
+ROOT = Path(__file__).resolve().parents[2]
+REPO = ROOT / "model_repository" / "en-es"
+FP32, INT8 = REPO / "1", REPO / "2"
+TEXTS = ["The cat sat on the mat.", "Where is the train station?", "a small house"]
+
+
+def serve_without_torch(bundle: Path) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", SERVING_SCRIPT, str(bundle), json.dumps(TEXTS)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("bundle", [FP32, INT8], ids=["fp32", "int8"])
+def test_manifest_hashes_and_parity_figures(bundle):
+    manifest = read_manifest(bundle)  # verifies every file's sha256
+    assert manifest["checkpoint"]["sha256"] == sha256_file(DEMO_CHECKPOINT)
+    parity = manifest["parity"]
+    assert parity["greedy_mismatches"] == 0 and parity["greedy_sentences"] == 2000
+    assert parity["beam_mismatches"] == 0 and parity["beam_sentences"] >= 200
+    assert parity["max_log_prob_diff"] <= 1e-4
+    assert parity["max_attention_diff"] <= 1e-5
+
+
+def test_int8_variant_holds_bleu():
+    manifest = read_manifest(INT8, verify=False)
+    assert manifest["precision"] == "int8"
+    assert manifest["variant"]["bleu_delta"] >= -1.0
+    assert read_manifest(FP32, verify=False)["precision"] == "fp32"
+
+
+def test_fp32_bundle_serves_without_torch_like_pytorch():
+    got = serve_without_torch(FP32)
+    assert got["loaded"] == []
+    demo = load_checkpoint(DEMO_CHECKPOINT)
+    ref = translate_ids(demo.model, got["ids"], options=DecodeOptions(beam_size=3, n_best=3))
+    assert got["tokens"] == [[list(h.tokens) for h in hyps] for hyps in ref]
+    for scores, hyps in zip(got["scores"], ref, strict=True):
+        assert scores == pytest.approx([h.score for h in hyps], abs=1e-4)
+
+
+def test_int8_bundle_serves_without_torch():
+    got = serve_without_torch(INT8)
+    assert got["loaded"] == []
+    assert "gato" in got["text"][0] and "estación" in got["text"][1], got["text"]

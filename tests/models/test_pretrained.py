@@ -1,0 +1,72 @@
+"""The committed demo model: small enough to commit, loads alone, meets the quality bar."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from models.checkpoint import load_checkpoint
+from models.options import DecodeOptions
+from models.tokenizer import read_lines
+from models.translate import DEMO_CHECKPOINT, bleu, translate_texts
+
+CARD = DEMO_CHECKPOINT.parent / "MODEL_CARD.md"
+QUALITY_BAR = 30.0
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return load_checkpoint(DEMO_CHECKPOINT)
+
+
+def card_bleu(strategy: str) -> float:
+    """BLEU of ``strategy`` ("greedy" / "beam 5") from the card's test-split table."""
+    match = re.search(rf"^\| {strategy} \| ([0-9.]+) \|", CARD.read_text(), re.MULTILINE)
+    assert match, f"{CARD} has no '| {strategy} | BLEU |' row"
+    return float(match.group(1))
+
+
+def test_committed_files_are_small():
+    assert DEMO_CHECKPOINT.stat().st_size <= 30 * 2**20
+    for name in ("test.en", "test.es", "MODEL_CARD.md"):
+        assert (DEMO_CHECKPOINT.parent / name).is_file(), name
+
+
+def test_card_meets_the_quality_bar():
+    greedy, beam = card_bleu("greedy"), card_bleu("beam 5")
+    assert greedy >= QUALITY_BAR
+    assert beam >= greedy
+
+
+def test_card_describes_this_checkpoint(demo):
+    text = CARD.read_text()
+    assert f"{demo.model.parameter_count():,} parameters" in text
+    assert f'"decoder_hidden": {demo.config.decoder_hidden}' in text
+
+
+def test_greedy_bleu_on_a_test_sample_meets_the_bar(demo):
+    """Recomputed, not read from the card: the first 200 test sentences, greedy."""
+    src = read_lines(DEMO_CHECKPOINT.parent / "test.en")[:200]
+    ref = read_lines(DEMO_CHECKPOINT.parent / "test.es")[:200]
+    hyps = translate_texts(
+        demo.model, demo.src_tokenizer, demo.tgt_tokenizer, src, options=DecodeOptions()
+    )
+    assert bleu(hyps, ref) >= QUALITY_BAR
+
+
+def test_demo_translates_the_readme_sentence(demo):
+    (text,) = translate_texts(
+        demo.model,
+        demo.src_tokenizer,
+        demo.tgt_tokenizer,
+        ["The cat sat on the mat."],
+        options=DecodeOptions(beam_size=5),
+    )
+    assert re.search(r"\bgato\b", text), text
+
+
+def test_checkpoint_path_is_inside_the_repository():
+    root = Path(__file__).resolve().parents[2]
+    assert DEMO_CHECKPOINT.resolve() == root / "models" / "pretrained" / "en-es" / "model.pt"

@@ -1,0 +1,60 @@
+"""Which version of each model the server loads: the newest one suited to the device."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from service.server import ServerError, find_bundles
+
+
+def add_version(repo: Path, name: str, version: str, precision: str | None) -> Path:
+    path = repo / name / version
+    path.mkdir(parents=True)
+    manifest = {} if precision is None else {"precision": precision}
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("precisions", "gpu", "chosen"),
+    [
+        ({"1": "fp32", "2": "int8"}, False, "2"),
+        ({"1": "fp32", "2": "int8"}, True, "1"),
+        ({"1": "fp32", "2": "fp16"}, False, "1"),
+        ({"1": "fp32", "2": "fp16"}, True, "2"),
+        ({"1": "fp32", "3": "int8", "10": "fp32"}, False, "10"),  # numeric, not string order
+        ({"1": None, "2": "fp16"}, False, "1"),  # no precision recorded = fp32
+        ({"4": "int8"}, True, "4"),  # nothing suits the device: the newest anyway
+    ],
+)
+def test_newest_version_suited_to_the_device(tmp_path, precisions, gpu, chosen):
+    for version, precision in precisions.items():
+        add_version(tmp_path, "en-es", version, precision)
+    assert find_bundles(tmp_path, gpu=gpu) == {"en-es": tmp_path / "en-es" / chosen}
+
+
+def test_directories_that_are_not_versions_are_ignored(tmp_path):
+    add_version(tmp_path, "m", "1", "fp32")
+    add_version(tmp_path, "m", "latest", "fp32")
+    (tmp_path / "m" / "7").mkdir()  # no manifest
+    (tmp_path / "notes.txt").write_text("x")
+    assert find_bundles(tmp_path) == {"m": tmp_path / "m" / "1"}
+
+
+def test_empty_repository_says_how_to_fix(tmp_path):
+    with pytest.raises(ServerError, match="no model bundles in .*create one with nmt-export"):
+        find_bundles(tmp_path)
+
+
+def test_missing_repository(tmp_path):
+    with pytest.raises(ServerError, match="model repository not found"):
+        find_bundles(tmp_path / "absent")
+
+
+def test_committed_repository_serves_int8_on_cpu_fp32_on_gpu():
+    repo = Path(__file__).resolve().parents[2] / "model_repository"
+    assert find_bundles(repo)["en-es"].name == "2"
+    assert find_bundles(repo, gpu=True)["en-es"].name == "1"
