@@ -166,7 +166,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model-repository", type=Path, default=ROOT / "model_repository")
     p.add_argument("--model", default="en-es", help="model name in the repository")
-    p.add_argument("--checkpoint", type=Path, default=PRETRAINED / "best.pt")
+    p.add_argument("--checkpoint", type=Path, default=PRETRAINED / "model.pt")
     p.add_argument("--file", type=Path, default=PRETRAINED / "test.en")
     p.add_argument("--sentences", type=int, default=500)
     p.add_argument("--clients", default="1,8,32,64", help="comma-separated concurrencies")
@@ -256,6 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "sentence_file": str(args.file),
             "mean_source_tokens": round(src_len, 2),
             "bundle": str(bundle_dir),
+            "bundle_precision": manifest.get("precision", "fp32"),
             "checkpoint": str(args.checkpoint) if "torch" in args.parts else None,
             "model_config": config.to_dict(),
             "service": "in-process server on 127.0.0.1, closed-loop client threads in the "

@@ -99,7 +99,8 @@ def markdown(result: dict) -> str:
         f"* threads: ORT intra-op {s['ort_intra_op_threads']} (service and ONNX baseline), "
         f"torch {_fmt(s['torch_threads'])}",
         f"* {s['sentences']} sentences of `{s['sentence_file']}` "
-        f"(mean {s['mean_source_tokens']} source tokens), bundle `{s['bundle']}`"
+        f"(mean {s['mean_source_tokens']} source tokens), bundle `{s['bundle']}` "
+        f"({s.get('bundle_precision', 'fp32')})"
         + (f", checkpoint `{s['checkpoint']}`" if s.get("checkpoint") else ""),
         f"* service: {s['service']}",
         *(

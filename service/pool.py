@@ -28,18 +28,29 @@ class MemoryPool:
         self._keys: np.ndarray | None = None
         self._mask: np.ndarray | None = None
         self.slots = 0
+        self._views: tuple[np.ndarray | None, ...] = (None, None, None)
 
+    # The views are rebuilt only when the pool changes, so a consumer may cache work per
+    # array object (the runtime's device copies under IO binding); nothing ever writes
+    # into the slots a handed-out view covers.
     @property
     def memory(self) -> np.ndarray | None:
-        return None if self._memory is None else self._memory[: self.slots]
+        return self._views[0]
 
     @property
     def keys(self) -> np.ndarray | None:
-        return None if self._keys is None else self._keys[: self.slots]
+        return self._views[1]
 
     @property
     def mask(self) -> np.ndarray | None:
-        return None if self._mask is None else self._mask[: self.slots]
+        return self._views[2]
+
+    def _refresh(self) -> None:
+        if self._mask is None:
+            self._views = (None, None, None)
+        else:
+            n = self.slots
+            self._views = (self._memory[:n], self._keys[:n], self._mask[:n])
 
     @property
     def width(self) -> int:
@@ -62,6 +73,7 @@ class MemoryPool:
             if src_len < width:
                 buf[first : first + n, src_len:] = 0
         self.slots = first + n
+        self._refresh()
         return first
 
     def _grow(self, needed: int, width: int, memory: np.ndarray, keys: np.ndarray) -> None:
@@ -83,7 +95,9 @@ class MemoryPool:
         self._keys = np.ascontiguousarray(self._keys[index, :width])
         self._mask = np.ascontiguousarray(self._mask[index, :width])
         self.slots = len(keep)
+        self._refresh()
 
     def clear(self) -> None:
         self._memory = self._keys = self._mask = None
         self.slots = 0
+        self._refresh()

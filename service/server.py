@@ -257,6 +257,12 @@ def parse_args(argv: Sequence[str] | None) -> ServerConfig:
         action="store_true",
         default=_env("require_gpu", "0") in ("1", "true", "yes"),
     )
+    p.add_argument(
+        "--io-binding",
+        choices=["auto", "on", "off"],
+        default=_env("io_binding", "auto"),
+        help="decoder steps through ORT IO binding, states kept on the device (auto: on CUDA)",
+    )
     p.add_argument("--intra-op-threads", type=int, default=int(_env("intra_op_threads", 0)))
     p.add_argument("--inter-op-threads", type=int, default=int(_env("inter_op_threads", 1)))
     p.add_argument("--workers", type=int, default=int(_env("workers", 128)))
@@ -294,6 +300,7 @@ def parse_args(argv: Sequence[str] | None) -> ServerConfig:
             intra_op_threads=args.intra_op_threads,
             inter_op_threads=args.inter_op_threads,
             require_gpu=args.require_gpu,
+            io_binding=args.io_binding,
         ),
         engine=EngineConfig(
             max_live_rows=args.max_live_rows,

@@ -307,6 +307,7 @@ def test_cli_flags_and_environment_build_the_config(monkeypatch, tmp_path):
 
     monkeypatch.setenv("NMT_MAX_QUEUE", "7")
     monkeypatch.setenv("NMT_METRICS_HOST", "127.0.0.1")
+    monkeypatch.setenv("NMT_IO_BINDING", "on")
     config = parse_args(
         ["--model-repository", str(tmp_path), "--port", "6001", "--providers", "cpu"]
     )
@@ -315,4 +316,6 @@ def test_cli_flags_and_environment_build_the_config(monkeypatch, tmp_path):
     assert config.metrics_host == "127.0.0.1"
     assert config.engine.max_queue == 7
     assert config.runtime.providers == ("cpu",)
+    assert config.runtime.io_binding == "on"
     assert parse_args(["--metrics-host", "0.0.0.0"]).metrics_host == "0.0.0.0"
+    assert parse_args(["--io-binding", "off"]).runtime.io_binding == "off"
