@@ -44,6 +44,14 @@ PRETRAINED = ROOT / "models" / "pretrained" / "en-es"
 PARTS = ("torch", "onnx", "service", "peak", "profile")
 
 
+def shown(path: Path) -> str:
+    """``path`` relative to the repository when inside it (reports are committed)."""
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
 def cpu_name() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -182,6 +190,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--torch-threads", type=int, default=None, help="PyTorch threads (default: --threads)"
     )
     p.add_argument("--out", type=Path, default=None, help="write OUT.md and OUT.json")
+    p.add_argument(
+        "--readme",
+        type=Path,
+        default=None,
+        help="also write the results table between the benchmark markers of this README",
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="measure everything this many times, interleaved, and keep each row's median "
+        "round (a shared machine is noisy)",
+    )
     p.add_argument("--peak-seconds", type=float, default=0.3, help="time per peak trial")
     args = p.parse_args(argv)
     args.clients = [int(c) for c in args.clients.split(",") if c.strip()]
@@ -193,6 +214,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         args.torch_threads = args.threads
     if args.sentences < 1 or args.threads < 1 or args.torch_threads < 1 or not args.clients:
         p.error("--sentences, --threads, --torch-threads and --clients must be positive")
+    if args.rounds < 1:
+        p.error("--rounds must be >= 1")
     return args
 
 
@@ -219,13 +242,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.info("measuring the fp32 matmul peak with %d threads", args.threads)
         peak = measure_peak(args.threads, min_seconds=args.peak_seconds)
     peak_gflops = peak["peak_gflops"] if peak else None
-    rows: list[dict] = []
-    if "torch" in args.parts:
-        rows += bench_torch(args, sentences, options)
-    if "onnx" in args.parts:
-        rows += bench_onnx(args, bundle_dir, sentences, options, flops, src_len, peak_gflops)
-    if "service" in args.parts:
-        rows += bench_service(args, args.model, sentences, options, flops, src_len, peak_gflops)
+    rounds: list[list[dict]] = []
+    for number in range(1, args.rounds + 1):
+        if args.rounds > 1:
+            log.info("round %d of %d", number, args.rounds)
+        rows: list[dict] = []
+        if "torch" in args.parts:
+            rows += bench_torch(args, sentences, options)
+        if "onnx" in args.parts:
+            rows += bench_onnx(args, bundle_dir, sentences, options, flops, src_len, peak_gflops)
+        if "service" in args.parts:
+            rows += bench_service(args, args.model, sentences, options, flops, src_len, peak_gflops)
+        rounds.append(rows)
+    rows = report.median_rows(rounds)
     report.add_ratios(rows)
     profiles = []
     if "profile" in args.parts:
@@ -253,11 +282,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             "ort_intra_op_threads": args.threads,
             "torch_threads": args.torch_threads if "torch" in args.parts else None,
             "sentences": len(sentences),
-            "sentence_file": str(args.file),
+            "rounds": args.rounds,
+            "sentence_file": shown(args.file),
             "mean_source_tokens": round(src_len, 2),
-            "bundle": str(bundle_dir),
+            "bundle": shown(bundle_dir),
             "bundle_precision": manifest.get("precision", "fp32"),
-            "checkpoint": str(args.checkpoint) if "torch" in args.parts else None,
+            "checkpoint": shown(args.checkpoint) if "torch" in args.parts else None,
             "model_config": config.to_dict(),
             "service": "in-process server on 127.0.0.1, closed-loop client threads in the "
             "same process, one sentence per request, default engine limits",
@@ -287,6 +317,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.out.with_suffix(".md").write_text(markdown, encoding="utf-8")
         args.out.with_suffix(".json").write_text(json.dumps(result, indent=2), encoding="utf-8")
         log.info("wrote %s.md and %s.json", args.out, args.out)
+    if args.readme:
+        command = "python -m loadtest.bench " + " ".join(argv if argv is not None else sys.argv[1:])
+        report.update_readme(args.readme, report.readme_block(result, command.strip()))
+        log.info("updated the performance table of %s", args.readme)
     return 0
 
 

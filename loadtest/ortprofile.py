@@ -22,6 +22,16 @@ import numpy as np
 from export import spec
 
 WARMUP = 10  # runs left out of the profile (first-run allocations)
+# Matrix products of fp32 and of dynamically quantized int8 graphs (activations (rows, K)).
+GEMM_OPS = (
+    "Gemm",
+    "FusedGemm",
+    "MatMul",
+    "FusedMatMul",
+    "DynamicQuantizeMatMul",
+    "MatMulInteger",
+    "MatMulIntegerToFloat",
+)
 
 
 def _gemm_flops(args: dict) -> int:
@@ -101,7 +111,7 @@ def profile_decoder(
         elif e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
             op = e["args"].get("op_name", "?")
             by_op[op] += e["dur"]
-            if op in ("Gemm", "FusedGemm", "MatMul", "FusedMatMul"):
+            if op in GEMM_OPS:
                 gemm_flops += _gemm_flops(e["args"])
     n_runs = max(1, n_runs)
     kernels = sum(by_op.values()) / n_runs

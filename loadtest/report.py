@@ -8,6 +8,8 @@ and its sentences/s, target tokens/s and latency percentiles in ms.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 BASELINE = "pytorch-eager"
 SERVICE = "grpc-service"
 
@@ -22,6 +24,26 @@ PEAK_TARGET = 50.0
 
 def _kind(strategy: str) -> str:
     return "greedy" if strategy == "greedy" else "beam"
+
+
+def median_rows(rounds: list[list[dict]]) -> list[dict]:
+    """One row per configuration over repeated rounds: the round with the median
+    sentences/s (its latencies and counters with it, so a row stays one real run), plus
+    ``rounds`` and every round's ``sentences_per_s_all``. With an even count the lower
+    middle is taken."""
+    if len(rounds) == 1:
+        return rounds[0]
+    out = []
+    for runs in zip(*rounds, strict=True):
+        keys = {(r["system"], r["strategy"], r.get("clients")) for r in runs}
+        if len(keys) != 1:
+            raise ValueError(f"rounds measured different configurations: {sorted(keys)}")
+        ordered = sorted(runs, key=lambda r: r["sentences_per_s"])
+        row = dict(ordered[(len(ordered) - 1) // 2])
+        row["rounds"] = len(runs)
+        row["sentences_per_s_all"] = [r["sentences_per_s"] for r in runs]
+        out.append(row)
+    return out
 
 
 def add_ratios(rows: list[dict]) -> None:
@@ -103,6 +125,14 @@ def markdown(result: dict) -> str:
         f"({s.get('bundle_precision', 'fp32')})"
         + (f", checkpoint `{s['checkpoint']}`" if s.get("checkpoint") else ""),
         f"* service: {s['service']}",
+        *(
+            [
+                f"* every row is the median of {s['rounds']} interleaved rounds by sentences/s "
+                "(the JSON lists each round's sentences/s)"
+            ]
+            if s.get("rounds", 1) > 1
+            else []
+        ),
         *(
             ["* **warning: the checkpoint is not the one the bundle was exported from**"]
             if s.get("checkpoint_is_the_bundles") is False
@@ -221,3 +251,34 @@ def markdown(result: dict) -> str:
         mark = {True: "met", False: "NOT met", None: "not measured"}[t["met"]]
         lines.append(f"* {t['target']}: {_fmt(t['value'], 2)} ({mark})")
     return "\n".join(lines) + "\n"
+
+
+README_START = "<!-- bench:start (written by python -m loadtest.bench --readme README.md) -->"
+README_END = "<!-- bench:end -->"
+
+
+def readme_block(result: dict, command: str) -> str:
+    """The README's performance section body: settings, results table and targets."""
+    md = markdown(result).splitlines()
+    head = md[2 : md.index("## Roofline") - 1]  # settings bullets + results table
+    targets = md[md.index("## Targets") + 2 :]
+    peak = result.get("peak")
+    lines = [f"`{command}`", "", *head, ""]
+    if peak:
+        lines.append(
+            f"Roofline: fp32 matmul peak {peak['peak_gflops']} GFLOP/s measured in the same "
+            "run; the % peak column is the model's FLOPs per second of wall time over it."
+        )
+        lines.append("")
+    lines += ["Targets:", "", *targets]
+    return "\n".join(line for line in lines).rstrip() + "\n"
+
+
+def update_readme(path: Path, block: str) -> None:
+    """Replace the text between the README's benchmark markers with ``block``."""
+    text = path.read_text(encoding="utf-8")
+    if README_START not in text or README_END not in text:
+        raise ValueError(f"{path} has no {README_START!r} ... {README_END!r} markers")
+    before, rest = text.split(README_START, 1)
+    after = rest.split(README_END, 1)[1]
+    path.write_text(f"{before}{README_START}\n{block}{README_END}{after}", encoding="utf-8")

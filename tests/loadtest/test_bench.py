@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from loadtest import bench
+from loadtest import bench, report
 from loadtest.roofline import model_flops
 from models.config import ModelConfig
 
@@ -22,6 +22,8 @@ def result(tiny_bundle, tmp_path_factory):
     source = tmp / "test.en"
     source.write_text("\n".join(tiny_bundle.sentences[:SENTENCES]) + "\n", encoding="utf-8")
     out = tmp / "bench-cpu"
+    readme = tmp / "README.md"
+    readme.write_text(f"# Title\n\n{report.README_START}\nold table\n{report.README_END}\nrest\n")
     argv = [
         "--model-repository",
         str(tiny_bundle.repo),
@@ -43,14 +45,16 @@ def result(tiny_bundle, tmp_path_factory):
         "0.01",
         "--out",
         str(out),
+        "--readme",
+        str(readme),
     ]
     assert bench.main(argv) == 0
     data = json.loads(out.with_suffix(".json").read_text())
-    return data, out.with_suffix(".md").read_text()
+    return data, out.with_suffix(".md").read_text(), readme.read_text()
 
 
 def test_json_has_every_row(result):
-    data, _ = result
+    data, _, _ = result
     got = [(r["system"], r["strategy"], r["clients"]) for r in data["rows"]]
     want = [("pytorch-eager", s, None) for s in ("greedy", "beam2")]
     want += [("onnxruntime-sequential", s, None) for s in ("greedy", "beam2")]
@@ -69,14 +73,14 @@ def test_json_has_every_row(result):
 def test_outputs_match_pytorch_greedy(result):
     """The exported tiny model passed the greedy parity gate on these sentences, so every
     system must translate them exactly like PyTorch."""
-    data, _ = result
+    data, _, _ = result
     for r in data["rows"]:
         if r["strategy"] == "greedy":
             assert r["same_as_pytorch"] == SENTENCES, r["system"]
 
 
 def test_roofline_numbers(result, tiny_bundle):
-    data, _ = result
+    data, _, _ = result
     manifest = json.loads((tiny_bundle.bundle_dir / "manifest.json").read_text())
     flops = model_flops(ModelConfig.from_dict(manifest["model_config"]))
     assert data["flops"]["decoder_fixed_per_token"] == flops.decoder_fixed > 0
@@ -93,7 +97,7 @@ def test_roofline_numbers(result, tiny_bundle):
 
 
 def test_decoder_profiles(result):
-    data, _ = result
+    data, _, _ = result
     one, busiest = data["decoder_profiles"]
     assert one["rows"] == 1 and busiest["rows"] >= 1
     for pr in (one, busiest):
@@ -103,7 +107,7 @@ def test_decoder_profiles(result):
 
 
 def test_settings_and_targets(result):
-    data, _ = result
+    data, _, _ = result
     s = data["settings"]
     assert s["ort_intra_op_threads"] == 1 and s["torch_threads"] == 1
     assert s["sentences"] == SENTENCES and s["mean_source_tokens"] > 0
@@ -115,10 +119,63 @@ def test_settings_and_targets(result):
 
 
 def test_markdown_table(result):
-    data, md = result
+    data, md, _ = result
     assert "| system | strategy | clients | sentences/s |" in md
     assert "## Roofline" in md and "## Targets" in md
     table = [ln for ln in md.splitlines() if ln.startswith(("| pytorch", "| onnx", "| grpc"))]
     assert "## Where the CPU goes" in md and "## One decoder step inside ONNX Runtime" in md
     # results and CPU tables: every row; roofline table: every row but PyTorch's two
     assert len(table) == 3 * len(data["rows"]) - 2
+
+
+def test_readme_table_is_written_between_the_markers(result):
+    data, md, readme = result
+    assert readme.startswith("# Title\n\n" + report.README_START + "\n`python -m loadtest.bench ")
+    assert readme.endswith(report.README_END + "\nrest\n")
+    assert "old table" not in readme
+    rows = [ln for ln in readme.splitlines() if ln.startswith(("| pytorch", "| onnx", "| grpc"))]
+    assert len(rows) == len(data["rows"]) and all(row in md for row in rows)
+    assert "Targets:" in readme and "(not measured)" in readme
+
+
+def test_readme_without_markers_is_refused(tmp_path):
+    path = tmp_path / "README.md"
+    path.write_text("# no markers\n")
+    with pytest.raises(ValueError, match="has no .*bench:start"):
+        report.update_readme(path, "table\n")
+    assert path.read_text() == "# no markers\n"
+
+
+def row(system: str, rate: float, clients=None, **extra) -> dict:
+    return (
+        {"system": system, "strategy": "greedy", "clients": clients}
+        | {
+            "sentences_per_s": rate,
+            "p50_ms": 1000 / rate,
+        }
+        | extra
+    )
+
+
+def test_median_rows_keeps_the_median_round_whole():
+    rounds = [
+        [row("pytorch-eager", 10.0), row("grpc-service", 90.0, 8, tag="a")],
+        [row("pytorch-eager", 30.0), row("grpc-service", 70.0, 8, tag="b")],
+        [row("pytorch-eager", 20.0), row("grpc-service", 80.0, 8, tag="c")],
+    ]
+    base, service = report.median_rows(rounds)
+    assert base["sentences_per_s"] == 20.0 and base["p50_ms"] == 50.0
+    assert service["tag"] == "c" and service["sentences_per_s"] == 80.0
+    assert service["rounds"] == 3 and service["sentences_per_s_all"] == [90.0, 70.0, 80.0]
+    assert report.median_rows(rounds[:1]) == rounds[0]
+
+
+def test_median_rows_refuses_rounds_that_differ():
+    with pytest.raises(ValueError, match="rounds measured different configurations"):
+        report.median_rows([[row("grpc-service", 1.0, 8)], [row("grpc-service", 1.0, 32)]])
+
+
+def test_rounds_must_be_positive(capsys):
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--rounds", "0"])
+    assert "--rounds must be >= 1" in capsys.readouterr().err
