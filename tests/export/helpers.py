@@ -1,7 +1,10 @@
-"""Tiny random models for the export tests."""
+"""Tiny random models for the export tests, and a torch-free serving subprocess."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +13,8 @@ import torch
 from models.config import ModelConfig
 from models.seq2seq import Seq2Seq
 
-SAMPLE = Path(__file__).resolve().parents[2] / "models" / "sample"
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "models" / "sample"
 
 TINY = dict(
     src_vocab_size=40,
@@ -110,3 +114,56 @@ def cli_args(checkpoint: Path, out: Path, *extra: str) -> list[str]:
         "5",
         *extra,
     ]
+
+
+SERVING_SCRIPT = r"""
+import json, sys
+
+BLOCKED = ("torch", "onnx")
+
+
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ImportError(f"{name} is not a serving dependency")
+        return None
+
+
+sys.meta_path.insert(0, Block())
+try:
+    import torch  # noqa: F401
+except ImportError:
+    pass
+else:
+    raise SystemExit("the import blocker does not work")
+
+from models.options import DecodeOptions
+from service.bundle import load_bundle
+from service.decoding import decode
+from service.runtime import RuntimeConfig
+
+bundle = load_bundle(sys.argv[1], RuntimeConfig(providers=("cpu",), intra_op_threads=1))
+ids = bundle.src_tokenizer.encode_batch(json.loads(sys.argv[2]))
+options = DecodeOptions(beam_size=3, n_best=3)
+nbest = decode(bundle.model, ids, options=options, special=bundle.special)
+print(json.dumps({
+    "ids": ids,
+    "tokens": [[list(h.tokens) for h in hyps] for hyps in nbest],
+    "scores": [[h.score for h in hyps] for hyps in nbest],
+    "text": [bundle.tgt_tokenizer.decode(hyps[0].tokens) for hyps in nbest],
+    "loaded": sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED),
+}))
+"""
+
+
+def serve_without_torch(bundle_dir: Path, texts: list[str]) -> dict:
+    """Run :data:`SERVING_SCRIPT` on ``bundle_dir`` in a fresh interpreter; its JSON."""
+    proc = subprocess.run(
+        [sys.executable, "-c", SERVING_SCRIPT, str(bundle_dir), json.dumps(texts)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)

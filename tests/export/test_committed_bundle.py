@@ -3,9 +3,6 @@ committed checkpoint, and served without torch exactly like PyTorch (fp32)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,24 +11,12 @@ from models.checkpoint import load_checkpoint
 from models.options import DecodeOptions
 from models.translate import DEMO_CHECKPOINT, translate_ids
 from service.bundle import read_manifest, sha256_file
-from tests.export.test_serving_imports import SERVING_SCRIPT
+from tests.export.helpers import serve_without_torch
 
 ROOT = Path(__file__).resolve().parents[2]
 REPO = ROOT / "model_repository" / "en-es"
 FP32, INT8 = REPO / "1", REPO / "2"
 TEXTS = ["The cat sat on the mat.", "Where is the train station?", "a small house"]
-
-
-def serve_without_torch(bundle: Path) -> dict:
-    proc = subprocess.run(
-        [sys.executable, "-c", SERVING_SCRIPT, str(bundle), json.dumps(TEXTS)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
 
 
 @pytest.mark.parametrize("bundle", [FP32, INT8], ids=["fp32", "int8"])
@@ -53,7 +38,7 @@ def test_int8_variant_holds_bleu():
 
 
 def test_fp32_bundle_serves_without_torch_like_pytorch():
-    got = serve_without_torch(FP32)
+    got = serve_without_torch(FP32, TEXTS)
     assert got["loaded"] == []
     demo = load_checkpoint(DEMO_CHECKPOINT)
     ref = translate_ids(demo.model, got["ids"], options=DecodeOptions(beam_size=3, n_best=3))
@@ -63,6 +48,6 @@ def test_fp32_bundle_serves_without_torch_like_pytorch():
 
 
 def test_int8_bundle_serves_without_torch():
-    got = serve_without_torch(INT8)
+    got = serve_without_torch(INT8, TEXTS)
     assert got["loaded"] == []
     assert "gato" in got["text"][0] and "estación" in got["text"][1], got["text"]

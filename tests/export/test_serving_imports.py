@@ -6,8 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,61 +16,14 @@ from models.options import DecodeOptions
 from models.translate import translate_ids
 from service.bundle import BundleError, load_bundle, read_manifest
 from service.runtime import RuntimeConfig
+from tests.export.helpers import serve_without_torch
 
-ROOT = Path(__file__).resolve().parents[2]
 TEXTS = ["the house is small", "where is the station?", "good morning"]
 CPU = RuntimeConfig(providers=("cpu",), intra_op_threads=1)
 
-SERVING_SCRIPT = r"""
-import json, sys
-
-BLOCKED = ("torch", "onnx")
-
-
-class Block:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in BLOCKED:
-            raise ImportError(f"{name} is not a serving dependency")
-        return None
-
-
-sys.meta_path.insert(0, Block())
-try:
-    import torch  # noqa: F401
-except ImportError:
-    pass
-else:
-    raise SystemExit("the import blocker does not work")
-
-from models.options import DecodeOptions
-from service.bundle import load_bundle
-from service.decoding import decode
-from service.runtime import RuntimeConfig
-
-bundle = load_bundle(sys.argv[1], RuntimeConfig(providers=("cpu",), intra_op_threads=1))
-ids = bundle.src_tokenizer.encode_batch(json.loads(sys.argv[2]))
-options = DecodeOptions(beam_size=3, n_best=3)
-nbest = decode(bundle.model, ids, options=options, special=bundle.special)
-print(json.dumps({
-    "ids": ids,
-    "tokens": [[list(h.tokens) for h in hyps] for hyps in nbest],
-    "scores": [[h.score for h in hyps] for hyps in nbest],
-    "text": [bundle.tgt_tokenizer.decode(hyps[0].tokens) for hyps in nbest],
-    "loaded": sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED),
-}))
-"""
-
 
 def test_bundle_serves_without_torch(bundle_dir, checkpoint):
-    proc = subprocess.run(
-        [sys.executable, "-c", SERVING_SCRIPT, str(bundle_dir), json.dumps(TEXTS)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    got = json.loads(proc.stdout)
+    got = serve_without_torch(bundle_dir, TEXTS)
     assert got["loaded"] == []
 
     ckpt = load_checkpoint(checkpoint)
