@@ -72,14 +72,15 @@ def run_sequential(
 
 
 class TorchBaseline:
-    """PyTorch eager reference decoding with ``threads`` intra-op threads (set only while
-    a run lasts)."""
+    """PyTorch eager reference decoding on ``device`` ("cpu" or "cuda") with ``threads``
+    intra-op threads (set only while a run lasts)."""
 
-    def __init__(self, checkpoint: Path, threads: int) -> None:
+    def __init__(self, checkpoint: Path, threads: int, device: str = "cpu") -> None:
         from models.checkpoint import load_checkpoint
 
         self.threads = threads
         self.ckpt = load_checkpoint(checkpoint)
+        self.ckpt.model.to(device)
 
     def translate_fn(self, options: DecodeOptions) -> Callable[[str], tuple[str, int]]:
         from models.translate import translate_ids
@@ -105,15 +106,19 @@ class TorchBaseline:
 
 
 class OnnxBaseline:
-    """The bundle's ORT sessions driven by :func:`service.decoding.decode`, batch 1."""
+    """The bundle's ORT sessions driven by :func:`service.decoding.decode`, batch 1, on
+    ``providers`` (the CUDA provider is required when listed first)."""
 
-    def __init__(self, bundle_dir: Path, threads: int) -> None:
+    def __init__(
+        self, bundle_dir: Path, threads: int, providers: tuple[str, ...] = ("cpu",)
+    ) -> None:
         from service.bundle import load_bundle
         from service.runtime import RuntimeConfig
 
-        self.bundle = load_bundle(
-            bundle_dir, RuntimeConfig(providers=("cpu",), intra_op_threads=threads)
+        config = RuntimeConfig(
+            providers=providers, intra_op_threads=threads, require_gpu=providers[0] == "cuda"
         )
+        self.bundle = load_bundle(bundle_dir, config)
 
     def translate_fn(self, options: DecodeOptions) -> Callable[[str], tuple[str, int]]:
         from service.decoding import decode

@@ -26,6 +26,8 @@ import json
 import logging
 import os
 import platform
+import shlex
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -60,6 +62,19 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def gpu_name() -> str:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        return out.stdout.strip().splitlines()[0]
+    except (OSError, IndexError, subprocess.SubprocessError):
+        return "unknown"
 
 
 def runtime_snapshot(model) -> dict:
@@ -97,7 +112,7 @@ def flop_fields(stats: dict, flops, src_len: float, wall: float, peak: float | N
 def bench_torch(args, sentences: list[str], options: dict[str, DecodeOptions]) -> list[dict]:
     from loadtest.baselines import TorchBaseline
 
-    base = TorchBaseline(args.checkpoint, args.torch_threads)
+    base = TorchBaseline(args.checkpoint, args.torch_threads, args.device)
     rows = []
     for strategy, opts in options.items():
         log.info("PyTorch eager %s, %d sentences", strategy, len(sentences))
@@ -113,7 +128,7 @@ def bench_torch(args, sentences: list[str], options: dict[str, DecodeOptions]) -
 def bench_onnx(args, bundle_dir, sentences, options, flops, src_len, peak) -> list[dict]:
     from loadtest.baselines import OnnxBaseline
 
-    base = OnnxBaseline(bundle_dir, args.threads)
+    base = OnnxBaseline(bundle_dir, args.threads, providers(args))
     rows = []
     for strategy, opts in options.items():
         log.info("ONNX Runtime sequential %s, %d sentences", strategy, len(sentences))
@@ -137,7 +152,10 @@ def bench_service(args, model_name, sentences, options, flops, src_len, peak) ->
     from service.proto.nmt.v1 import translator_pb2 as pb
 
     server, target = start_server(
-        args.model_repository, intra_op_threads=args.threads, registry=CollectorRegistry()
+        args.model_repository,
+        intra_op_threads=args.threads,
+        registry=CollectorRegistry(),
+        providers=providers(args),
     )
     model = server.engines[model_name].bundle.model
     rows = []
@@ -170,6 +188,12 @@ def bench_service(args, model_name, sentences, options, flops, src_len, peak) ->
     return rows
 
 
+def providers(args: argparse.Namespace) -> tuple[str, ...]:
+    """ORT providers of the run: CUDA alone on ``--device cuda`` (a silent CPU fallback
+    would report CPU numbers as GPU ones)."""
+    return ("cuda",) if args.device == "cuda" else ("cpu",)
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model-repository", type=Path, default=ROOT / "model_repository")
@@ -179,7 +203,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--sentences", type=int, default=500)
     p.add_argument("--clients", default="1,8,32,64", help="comma-separated concurrencies")
     p.add_argument("--beam", type=int, default=5, help="beam size of the beam rows")
-    p.add_argument("--parts", default=",".join(PARTS), help=f"any of {','.join(PARTS)}")
+    p.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="where PyTorch, the ONNX baseline and the service run (cuda: ORT's CUDA "
+        "provider with IO binding; peak and profile measure the CPU and are left out)",
+    )
+    p.add_argument("--parts", default=None, help=f"any of {','.join(PARTS)} (default: all)")
     p.add_argument(
         "--threads",
         type=int,
@@ -206,6 +237,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--peak-seconds", type=float, default=0.3, help="time per peak trial")
     args = p.parse_args(argv)
     args.clients = [int(c) for c in args.clients.split(",") if c.strip()]
+    if args.parts is None:
+        args.parts = ",".join(PARTS if args.device == "cpu" else ("torch", "onnx", "service"))
     args.parts = [x.strip() for x in args.parts.split(",") if x.strip()]
     unknown = sorted(set(args.parts) - set(PARTS))
     if unknown:
@@ -216,6 +249,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error("--sentences, --threads, --torch-threads and --clients must be positive")
     if args.rounds < 1:
         p.error("--rounds must be >= 1")
+    if args.device == "cuda" and {"peak", "profile"} & set(args.parts):
+        p.error("peak and profile measure the CPU; leave them out of --parts with --device cuda")
     return args
 
 
@@ -225,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from service.bundle import read_manifest
     from service.server import find_bundles
 
-    bundle_dir = find_bundles(args.model_repository)[args.model]
+    bundle_dir = find_bundles(args.model_repository, gpu=args.device == "cuda")[args.model]
     manifest = read_manifest(bundle_dir, verify=False)
     config = ModelConfig.from_dict(manifest["model_config"])
     sentences = [s for s in args.file.read_text(encoding="utf-8").splitlines() if s.strip()]
@@ -275,6 +310,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     result = {
         "settings": {
+            "device": args.device,
+            "gpu": gpu_name() if args.device == "cuda" else None,
             "cpu": cpu_name(),
             "cores": os.cpu_count(),
             "python": platform.python_version(),
@@ -318,7 +355,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.out.with_suffix(".json").write_text(json.dumps(result, indent=2), encoding="utf-8")
         log.info("wrote %s.md and %s.json", args.out, args.out)
     if args.readme:
-        command = "python -m loadtest.bench " + " ".join(argv if argv is not None else sys.argv[1:])
+        command = shlex.join(
+            ["python", "-m", "loadtest.bench", *(argv if argv is not None else sys.argv[1:])]
+        )
         report.update_readme(args.readme, report.readme_block(result, command.strip()))
         log.info("updated the performance table of %s", args.readme)
     return 0

@@ -104,10 +104,16 @@ def run_level(
     }
 
 
-def start_server(model_repository: Path | None = None, *, intra_op_threads: int = 0, registry=None):
-    """Start and warm up an in-process server on a free 127.0.0.1 port (CPU, no metrics
-    endpoint); returns ``(server, "127.0.0.1:PORT")``. ``model_repository`` defaults to
-    the server's own default."""
+def start_server(
+    model_repository: Path | None = None,
+    *,
+    intra_op_threads: int = 0,
+    registry=None,
+    providers: tuple[str, ...] = ("cpu",),
+):
+    """Start and warm up an in-process server on a free 127.0.0.1 port (no metrics
+    endpoint; the CUDA provider is required when listed first); returns
+    ``(server, "127.0.0.1:PORT")``. ``model_repository`` defaults to the server's own."""
     from service.runtime import RuntimeConfig
     from service.server import ServerConfig, create_server
 
@@ -117,7 +123,11 @@ def start_server(model_repository: Path | None = None, *, intra_op_threads: int 
             host="127.0.0.1",
             port=0,
             metrics_port=-1,
-            runtime=RuntimeConfig(providers=("cpu",), intra_op_threads=intra_op_threads),
+            runtime=RuntimeConfig(
+                providers=providers,
+                intra_op_threads=intra_op_threads,
+                require_gpu=providers[0] == "cuda",
+            ),
             **extra,
         ),
         registry=registry,

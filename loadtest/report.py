@@ -116,6 +116,11 @@ def markdown(result: dict) -> str:
     lines = [
         "# Benchmark: service vs sequential PyTorch and ONNX Runtime",
         "",
+        *(
+            [f"* device: **{s['gpu']}** (PyTorch on CUDA; ORT CUDA provider, IO binding)"]
+            if s.get("device") == "cuda"
+            else []
+        ),
         f"* machine: {s['cpu']}, {s['cores']} cores; Python {s['python']}, "
         f"onnxruntime {s['onnxruntime']}" + (f", torch {s['torch']}" if s.get("torch") else ""),
         f"* threads: ORT intra-op {s['ort_intra_op_threads']} (service and ONNX baseline), "
@@ -280,5 +285,7 @@ def update_readme(path: Path, block: str) -> None:
     if README_START not in text or README_END not in text:
         raise ValueError(f"{path} has no {README_START!r} ... {README_END!r} markers")
     before, rest = text.split(README_START, 1)
+    if README_END not in rest:
+        raise ValueError(f"{path}: {README_END!r} comes before {README_START!r}")
     after = rest.split(README_END, 1)[1]
     path.write_text(f"{before}{README_START}\n{block}{README_END}{after}", encoding="utf-8")

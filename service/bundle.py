@@ -34,8 +34,10 @@ def read_manifest(bundle_dir: Path, *, verify: bool = True) -> dict[str, Any]:
         raise BundleError(f"{bundle_dir} has no {spec.MANIFEST_FILE}; export one with nmt-export")
     try:
         manifest = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BundleError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(manifest, dict):
+        raise BundleError(f"{path} is not a JSON object; re-export the model with nmt-export")
     if manifest.get("format") != spec.BUNDLE_FORMAT:
         raise BundleError(
             f"{path}: format {manifest.get('format')!r} is not {spec.BUNDLE_FORMAT!r}; "

@@ -10,7 +10,7 @@ which the export parity gate and the service scheduler both use.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -317,7 +317,9 @@ class StepOutput:
     topk_ids: np.ndarray
     eos_values: np.ndarray
     attention: np.ndarray
-    states: tuple[np.ndarray, ...]
+    # Host arrays, or device-resident states (anything with ``shape`` and ``__array__``)
+    # when the runtime keeps them on its device between steps.
+    states: tuple[Any, ...]
 
 
 class StepModel(Protocol):

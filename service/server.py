@@ -23,7 +23,7 @@ from service.bundle import BundleError, load_bundle
 from service.engine import Engine, EngineConfig
 from service.metrics import create_metrics
 from service.proto.nmt.v1 import translator_pb2, translator_pb2_grpc
-from service.runtime import BundleRuntimeError, RuntimeConfig, usable_providers
+from service.runtime import IO_BINDING_MODES, BundleRuntimeError, RuntimeConfig, usable_providers
 from service.servicer import TranslatorServicer
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,9 @@ def find_bundles(repository: Path, *, gpu: bool = False) -> dict[str, Path]:
     """``{name: version dir}`` for every ``<name>/<version>/manifest.json``.
 
     Per model the newest version whose precision suits the device (``gpu``) wins; when no
-    version suits it, the newest version of any precision.
+    version suits it, the newest version of any precision. A version whose manifest cannot
+    be read counts as suited, so that loading it fails loudly instead of an older version
+    being served in its place without a word.
     """
     if not repository.is_dir():
         raise ServerError(f"model repository not found: {repository}")
@@ -85,7 +87,7 @@ def find_bundles(repository: Path, *, gpu: bool = False) -> dict[str, Path]:
             ),
             key=lambda v: int(v.name),
         )
-        suited = [v for v in numeric if _precision(v) in SUITED_PRECISIONS[gpu]]
+        suited = [v for v in numeric if _precision(v) in SUITED_PRECISIONS[gpu] + ("unknown",)]
         if suited or numeric:
             found[model_dir.name] = (suited or numeric)[-1]
     if not found:
@@ -99,9 +101,18 @@ def find_bundles(repository: Path, *, gpu: bool = False) -> dict[str, Path]:
 def _precision(version_dir: Path) -> str:
     try:
         manifest = json.loads((version_dir / spec.MANIFEST_FILE).read_text())
-    except (OSError, json.JSONDecodeError):
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return "unknown"  # load_bundle reports the broken manifest if this version is chosen
+    if not isinstance(manifest, dict):
+        return "unknown"
     return str(manifest.get("precision", "fp32"))
+
+
+def _load(path: Path, runtime: RuntimeConfig):
+    try:
+        return load_bundle(path, runtime)
+    except BundleError as exc:
+        raise ServerError(str(exc)) from None
 
 
 class TranslationServer:
@@ -112,7 +123,7 @@ class TranslationServer:
         self.registry = registry
         self.metrics = create_metrics(registry)
         try:
-            gpu = "CUDAExecutionProvider" in usable_providers(config.runtime)
+            gpu = usable_providers(config.runtime)[0] == "CUDAExecutionProvider"
         except BundleRuntimeError as exc:
             raise ServerError(str(exc)) from None
         bundles = find_bundles(config.model_repository, gpu=gpu)
@@ -121,10 +132,24 @@ class TranslationServer:
             raise ServerError(f"default model {default!r} not in {sorted(bundles)}")
         self.engines: dict[str, Engine] = {}
         for name, path in bundles.items():
-            try:
-                bundle = load_bundle(path, config.runtime)
-            except BundleError as exc:
-                raise ServerError(str(exc)) from None
+            bundle = _load(path, config.runtime)
+            on_gpu = bundle.model.provider == "CUDAExecutionProvider"
+            if on_gpu != gpu:
+                # The session fell back to another device than the provider list promised
+                # (e.g. CUDA listed but unusable): serve the version suited to where it runs.
+                better = find_bundles(config.model_repository, gpu=on_gpu)[name]
+                if better != path:
+                    log.warning(
+                        "%s runs on %s: loading %s instead", path, bundle.model.provider, better
+                    )
+                    path, bundle = better, _load(better, config.runtime)
+            log.info(
+                "model %s: version %s (%s) on %s",
+                name,
+                path.name,
+                bundle.manifest.get("precision", "fp32"),
+                bundle.model.provider,
+            )
             self.engines[name] = Engine(bundle, config.engine, self.metrics)
         self.servicer = TranslatorServicer(
             self.engines, default, self.metrics, max_inflight=max(1, config.workers - 8)
@@ -259,7 +284,7 @@ def parse_args(argv: Sequence[str] | None) -> ServerConfig:
     )
     p.add_argument(
         "--io-binding",
-        choices=["auto", "on", "off"],
+        choices=IO_BINDING_MODES,
         default=_env("io_binding", "auto"),
         help="decoder steps through ORT IO binding, states kept on the device (auto: on CUDA)",
     )

@@ -146,6 +146,15 @@ def test_readme_without_markers_is_refused(tmp_path):
     assert path.read_text() == "# no markers\n"
 
 
+def test_readme_with_markers_in_the_wrong_order_is_refused(tmp_path):
+    path = tmp_path / "README.md"
+    text = f"{report.README_END}\nmiddle\n{report.README_START}\n"
+    path.write_text(text)
+    with pytest.raises(ValueError, match="comes before"):
+        report.update_readme(path, "table\n")
+    assert path.read_text() == text
+
+
 def row(system: str, rate: float, clients=None, **extra) -> dict:
     return (
         {"system": system, "strategy": "greedy", "clients": clients}
@@ -179,3 +188,11 @@ def test_rounds_must_be_positive(capsys):
     with pytest.raises(SystemExit):
         bench.parse_args(["--rounds", "0"])
     assert "--rounds must be >= 1" in capsys.readouterr().err
+
+
+def test_cuda_bench_refuses_the_cpu_only_parts():
+    from loadtest.bench import parse_args
+
+    assert parse_args(["--device", "cuda"]).parts == ["torch", "onnx", "service"]
+    with pytest.raises(SystemExit):
+        parse_args(["--device", "cuda", "--parts", "service,peak"])

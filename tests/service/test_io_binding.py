@@ -10,7 +10,7 @@ import onnxruntime as ort
 import pytest
 
 from models.options import DecodeOptions
-from service.bundle import load_bundle
+from service.bundle import BundleError, load_bundle
 from service.loop import decode
 from service.runtime import DeviceState, RuntimeConfig
 
@@ -102,7 +102,10 @@ needs_cuda = pytest.mark.skipif(
 @needs_cuda
 def test_cuda_io_binding_translates_like_cpu(tiny_bundle):
     cpu = load(tiny_bundle)
-    gpu = load(tiny_bundle, providers=("cuda",), require_gpu=True)
+    try:
+        gpu = load(tiny_bundle, providers=("cuda",), require_gpu=True)
+    except BundleError as exc:  # onnxruntime-gpu installed, but no usable GPU or CUDA
+        pytest.skip(f"the CUDA provider does not run here: {exc}")
     assert gpu.model.provider == "CUDAExecutionProvider" and gpu.model.io_binding
     src = sources(cpu, tiny_bundle)
     want = decode(cpu.model, src, options=OPTIONS[1], special=cpu.special)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from service.bundle import BundleError, read_manifest
 from service.server import ServerError, find_bundles
 
 
@@ -42,6 +43,15 @@ def test_directories_that_are_not_versions_are_ignored(tmp_path):
     (tmp_path / "m" / "7").mkdir()  # no manifest
     (tmp_path / "notes.txt").write_text("x")
     assert find_bundles(tmp_path) == {"m": tmp_path / "m" / "1"}
+
+
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]", '"fp32"'])
+def test_unreadable_newest_manifest_is_chosen_so_loading_fails_loudly(tmp_path, text):
+    add_version(tmp_path, "m", "1", "fp32")
+    (add_version(tmp_path, "m", "2", "fp32") / "manifest.json").write_text(text)
+    assert find_bundles(tmp_path) == {"m": tmp_path / "m" / "2"}
+    with pytest.raises(BundleError, match="manifest.json is not"):
+        read_manifest(tmp_path / "m" / "2")
 
 
 def test_empty_repository_says_how_to_fix(tmp_path):

@@ -1,0 +1,80 @@
+"""The committed demo model on the CUDA execution provider with IO binding: the server
+picks the fp32 version, and GPU decoding equals CPU decoding of the same bundle (tokens
+exactly, scores within 1e-4; TF32 is off for that reason). Skips without a GPU and
+onnxruntime-gpu, as on CI; run it on a GPU machine with ``pytest tests/service/test_gpu.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+import onnxruntime as ort
+import pytest
+from prometheus_client import CollectorRegistry
+
+from models.options import DecodeOptions
+from service.bundle import BundleError, load_bundle
+from service.loop import decode
+from service.proto.nmt.v1 import translator_pb2 as pb
+from service.proto.nmt.v1 import translator_pb2_grpc as pb_grpc
+from service.runtime import RuntimeConfig
+from service.server import ServerConfig, create_server
+
+ROOT = Path(__file__).resolve().parents[2]
+REPO = ROOT / "model_repository"
+FP32 = REPO / "en-es" / "1"
+TEST_EN = ROOT / "models" / "pretrained" / "en-es" / "test.en"
+GPU = RuntimeConfig(providers=("cuda",), require_gpu=True)
+
+
+@pytest.fixture(scope="module")
+def gpu_bundle():
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        pytest.skip("needs a GPU and onnxruntime-gpu")
+    try:
+        return load_bundle(FP32, GPU)
+    except BundleError as exc:  # onnxruntime-gpu installed, but no usable GPU or CUDA
+        pytest.skip(f"the CUDA provider does not run here: {exc}")
+
+
+@pytest.fixture(scope="module")
+def cpu_bundle():
+    return load_bundle(FP32, RuntimeConfig(providers=("cpu",)))
+
+
+def sources(bundle, n: int) -> list[list[int]]:
+    lines = TEST_EN.read_text(encoding="utf-8").splitlines()[:n]
+    return [bundle.src_tokenizer.encode(line) for line in lines]
+
+
+@pytest.mark.parametrize(("beam", "n"), [(1, 500), (5, 100)])
+def test_gpu_decodes_like_cpu(gpu_bundle, cpu_bundle, beam, n):
+    assert gpu_bundle.model.provider == "CUDAExecutionProvider" and gpu_bundle.model.io_binding
+    src = sources(cpu_bundle, n)
+    options = DecodeOptions(beam_size=beam, n_best=beam, return_attention=True)
+    want = decode(cpu_bundle.model, src, options=options, special=cpu_bundle.special)
+    got = decode(gpu_bundle.model, src, options=options, special=gpu_bundle.special)
+    assert [[h.tokens for h in x] for x in got] == [[h.tokens for h in x] for x in want]
+    for g, w in zip(got, want, strict=True):
+        assert [h.score for h in g] == pytest.approx([h.score for h in w], abs=1e-4)
+        assert abs(g[0].attention - w[0].attention).max() < 1e-4
+
+
+def test_server_on_gpu_serves_the_fp32_version(gpu_bundle):
+    config = ServerConfig(host="127.0.0.1", port=0, metrics_port=-1, runtime=GPU)
+    server, port = create_server(config, registry=CollectorRegistry())
+    server.start()
+    try:
+        server.warm_up()
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = pb_grpc.TranslatorStub(channel)
+            (info,) = stub.ListModels(pb.ListModelsRequest(), timeout=30).models
+            assert (info.version, info.precision) == ("1", "fp32")
+            assert info.execution_provider == "CUDAExecutionProvider"
+            reply = stub.Translate(
+                pb.TranslateRequest(texts=["Where is the train station?"]), timeout=30
+            )
+        assert "estación" in reply.translations[0].hypotheses[0].text
+    finally:
+        server.stop(0)
