@@ -110,13 +110,21 @@ class OnnxBaseline:
     ``providers`` (the CUDA provider is required when listed first)."""
 
     def __init__(
-        self, bundle_dir: Path, threads: int, providers: tuple[str, ...] = ("cpu",)
+        self,
+        bundle_dir: Path,
+        threads: int,
+        providers: tuple[str, ...] = ("cpu",),
+        *,
+        io_binding: str = "auto",
     ) -> None:
         from service.bundle import load_bundle
         from service.runtime import RuntimeConfig
 
         config = RuntimeConfig(
-            providers=providers, intra_op_threads=threads, require_gpu=providers[0] == "cuda"
+            providers=providers,
+            intra_op_threads=threads,
+            require_gpu=providers[0] == "cuda",
+            io_binding=io_binding,
         )
         self.bundle = load_bundle(bundle_dir, config)
 

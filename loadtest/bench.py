@@ -38,6 +38,7 @@ from loadtest.concurrency import run_level
 from loadtest.roofline import measure_peak, model_flops
 from models.config import ModelConfig
 from models.options import DecodeOptions
+from service.runtime import IO_BINDING_MODES
 
 log = logging.getLogger("loadtest.bench")
 
@@ -128,7 +129,7 @@ def bench_torch(args, sentences: list[str], options: dict[str, DecodeOptions]) -
 def bench_onnx(args, bundle_dir, sentences, options, flops, src_len, peak) -> list[dict]:
     from loadtest.baselines import OnnxBaseline
 
-    base = OnnxBaseline(bundle_dir, args.threads, providers(args))
+    base = OnnxBaseline(bundle_dir, args.threads, providers(args), io_binding=args.io_binding)
     rows = []
     for strategy, opts in options.items():
         log.info("ONNX Runtime sequential %s, %d sentences", strategy, len(sentences))
@@ -156,6 +157,7 @@ def bench_service(args, model_name, sentences, options, flops, src_len, peak) ->
         intra_op_threads=args.threads,
         registry=CollectorRegistry(),
         providers=providers(args),
+        io_binding=args.io_binding,
     )
     model = server.engines[model_name].bundle.model
     rows = []
@@ -209,6 +211,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="cpu",
         help="where PyTorch, the ONNX baseline and the service run (cuda: ORT's CUDA "
         "provider with IO binding; peak and profile measure the CPU and are left out)",
+    )
+    p.add_argument(
+        "--io-binding",
+        choices=IO_BINDING_MODES,
+        default="auto",
+        help="ORT IO binding of the ONNX baseline and the service (auto: on with CUDA)",
     )
     p.add_argument("--parts", default=None, help=f"any of {','.join(PARTS)} (default: all)")
     p.add_argument(
@@ -317,6 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "python": platform.python_version(),
             "onnxruntime": onnxruntime.__version__,
             "ort_intra_op_threads": args.threads,
+            "io_binding": args.io_binding,
             "torch_threads": args.torch_threads if "torch" in args.parts else None,
             "sentences": len(sentences),
             "rounds": args.rounds,

@@ -110,6 +110,7 @@ def start_server(
     intra_op_threads: int = 0,
     registry=None,
     providers: tuple[str, ...] = ("cpu",),
+    io_binding: str = "auto",
 ):
     """Start and warm up an in-process server on a free 127.0.0.1 port (no metrics
     endpoint; the CUDA provider is required when listed first); returns
@@ -127,6 +128,7 @@ def start_server(
                 providers=providers,
                 intra_op_threads=intra_op_threads,
                 require_gpu=providers[0] == "cuda",
+                io_binding=io_binding,
             ),
             **extra,
         ),
