@@ -62,7 +62,7 @@ def step_candidates(log_probs: Tensor, *, k: int, eos_id: int) -> tuple[Tensor, 
     no_eos = log_probs.clone()
     no_eos[:, eos_id] = NEG_INF
     values, ids = torch.sort(no_eos, dim=-1, descending=True, stable=True)
-    eos_ids = torch.full((log_probs.size(0), 1), eos_id, dtype=ids.dtype)
+    eos_ids = torch.full((log_probs.size(0), 1), eos_id, dtype=ids.dtype, device=ids.device)
     return (
         torch.cat([values[:, :k], log_probs[:, eos_id : eos_id + 1]], dim=1),
         torch.cat([ids[:, :k], eos_ids], dim=1),
@@ -93,8 +93,9 @@ def greedy_search(
     cfg = model.config
     enc = model.encode(src, lengths)
     batch = src.size(0)
-    limits = torch.tensor([options.length_limit(int(n)) for n in lengths])
-    prev = torch.full((batch,), cfg.bos_id, dtype=torch.long)
+    device = src.device
+    limits = torch.tensor([options.length_limit(int(n)) for n in lengths], device=device)
+    prev = torch.full((batch,), cfg.bos_id, dtype=torch.long, device=device)
     state = enc.state
     done = torch.zeros(batch, dtype=torch.bool)
     log_prob = torch.zeros(batch, dtype=torch.float64)
@@ -128,7 +129,7 @@ def greedy_search(
             tokens=tuple(tokens[b]),
             score=options.normalized(float(log_prob[b]), len(tokens[b]) + 1),
             log_prob=float(log_prob[b]),
-            attention=torch.stack(attn[b]).numpy() if options.return_attention else None,
+            attention=torch.stack(attn[b]).cpu().numpy() if options.return_attention else None,
         )
         for b in range(batch)
     ]
@@ -160,17 +161,18 @@ def beam_search(
 def _beam_one(model: Seq2Seq, src: Tensor, length: int, options: DecodeOptions) -> list[Hypothesis]:
     cfg = model.config
     k = options.beam_size
-    enc = model.encode(src, torch.tensor([length]))
+    device = src.device
+    enc = model.encode(src, torch.tensor([length], device=device))
     limit = options.length_limit(length)
     live_tokens: list[list[int]] = [[]]
     live_attn: list[list[Tensor]] = [[]]
-    live_scores = torch.zeros(1, dtype=torch.float32)
+    live_scores = torch.zeros(1, dtype=torch.float32, device=device)
     state = enc.state
-    prev = torch.tensor([cfg.bos_id])
+    prev = torch.tensor([cfg.bos_id], device=device)
     finished: list[Hypothesis] = []
     for step in range(limit):
         rows = len(live_tokens)
-        rep = torch.zeros(rows, dtype=torch.long)
+        rep = torch.zeros(rows, dtype=torch.long, device=device)
         log_probs, state, weights = _next_log_probs(
             model, prev, state, enc.keys[rep], enc.memory[rep], enc.mask[rep]
         )
@@ -196,7 +198,7 @@ def _beam_one(model: Seq2Seq, src: Tensor, length: int, options: DecodeOptions) 
                             tokens=tuple(toks),
                             score=options.normalized(score, len(toks) + 1),
                             log_prob=score,
-                            attention=torch.stack(live_attn[beam] + [weights[beam]]).numpy()
+                            attention=torch.stack(live_attn[beam] + [weights[beam]]).cpu().numpy()
                             if options.return_attention
                             else None,
                         )
@@ -211,9 +213,9 @@ def _beam_one(model: Seq2Seq, src: Tensor, length: int, options: DecodeOptions) 
             break
         live_tokens = [live_tokens[p] + [t] for p, t in zip(parents, next_tokens, strict=True)]
         live_attn = [live_attn[p] + [weights[p]] for p in parents]
-        live_scores = torch.tensor(next_scores, dtype=torch.float32)
-        order = torch.tensor(parents)
+        live_scores = torch.tensor(next_scores, dtype=torch.float32, device=device)
+        order = torch.tensor(parents, device=device)
         state = tuple(s[order] for s in state)
-        prev = torch.tensor(next_tokens)
+        prev = torch.tensor(next_tokens, device=device)
     finished.sort(key=lambda h: h.score, reverse=True)
     return finished[: options.n_best]
