@@ -36,8 +36,9 @@ def apply_length_rules(
         limit: length limit (EOS included), scalar or ``(rows,)``.
     """
     rows = log_probs.size(0)
-    step_t = torch.as_tensor(step).expand(rows)
-    limit_t = torch.as_tensor(limit).expand(rows)
+    device = log_probs.device
+    step_t = torch.as_tensor(step, device=device).expand(rows)
+    limit_t = torch.as_tensor(limit, device=device).expand(rows)
     forced = step_t >= limit_t - 1
     log_probs[(step_t < min_length) & ~forced, eos_id] = NEG_INF
     if bool(forced.any()):
