@@ -60,25 +60,34 @@ def test_bound_step_keeps_states_on_the_device_and_matches(tiny_bundle):
         assert y.shape == x.shape
         np.testing.assert_array_equal(x, np.asarray(y))
 
-    # Second step: a device state goes straight back in, the memory upload is reused.
-    uploaded = bound._bound_values
+    # Later steps: device states go straight back in; the pool, seen a second time, is
+    # uploaded once and then reused.
+    assert bound._bound_values == ()
     again = dict(kwargs, parent_rows=np.array([1, 1], dtype=np.int64))
     a2 = plain.step(states=a.states, **again)
     b2 = bound.step(states=b.states, **again)
+    uploaded = bound._bound_values
+    assert len(uploaded) == 3 and all(isinstance(v, ort.OrtValue) for v in uploaded)
+    a3 = plain.step(states=a2.states, **again)
+    b3 = bound.step(states=b2.states, **again)
     assert bound._bound_values is uploaded
-    np.testing.assert_array_equal(a2.topk_values, b2.topk_values)
-    np.testing.assert_array_equal(a2.states[0], np.asarray(b2.states[0]))
+    for x, y in ((a2, b2), (a3, b3)):
+        np.testing.assert_array_equal(x.topk_values, y.topk_values)
+        np.testing.assert_array_equal(x.states[0], np.asarray(y.states[0]))
 
 
-def test_new_memory_arrays_are_uploaded_again(tiny_bundle):
+def test_pool_is_uploaded_on_its_second_step_only(tiny_bundle):
     bound = load(tiny_bundle, io_binding="on").model
     memory = np.zeros((1, 2, 3), dtype=np.float32)
+    assert bound._on_device((memory, memory)) is None  # first sight: host input
     first = bound._on_device((memory, memory))
+    assert all(isinstance(v, ort.OrtValue) for v in first)
     assert bound._on_device((memory, memory)) is first
     copy = memory.copy()
+    assert bound._on_device((copy, memory)) is None  # the pool changed
+    assert bound._on_device((memory, memory)) is first  # an older upload is still valid
     second = bound._on_device((copy, memory))
-    assert second is not first
-    assert all(isinstance(v, ort.OrtValue) for v in second)
+    assert second is not first and bound._on_device((copy, memory)) is second
 
 
 def test_decode_loop_with_io_binding_equals_without(tiny_bundle):
