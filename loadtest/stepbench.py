@@ -25,17 +25,20 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def time_steps(model, feeds: dict, *, runs: int, fresh_memory: bool) -> float:
-    """Mean seconds of ``model.step(**feeds)``; ``fresh_memory`` passes new memory array
-    objects each step, as after an admission."""
+    """Mean seconds of ``model.step(**feeds)``; ``fresh_memory`` passes other memory
+    array objects each step (two copies made beforehand, alternating), as when every
+    step follows an admission."""
+    pools = [(feeds["memory"], feeds["keys"])]
+    if fresh_memory:
+        pools = [(feeds["memory"].copy(), feeds["keys"].copy()) for _ in range(2)]
     states = feeds["states"]
     for _ in range(3):
         states = model.step(**dict(feeds, states=states)).states
     start = time.perf_counter()
-    for _ in range(runs):
-        step = dict(feeds, states=states)  # states stay wherever the runtime keeps them
-        if fresh_memory:
-            step.update(memory=feeds["memory"].copy(), keys=feeds["keys"].copy())
-        states = model.step(**step).states
+    for i in range(runs):
+        memory, keys = pools[i % len(pools)]
+        # states stay wherever the runtime keeps them
+        states = model.step(**dict(feeds, states=states, memory=memory, keys=keys)).states
     return (time.perf_counter() - start) / runs
 
 
