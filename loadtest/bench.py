@@ -9,10 +9,14 @@ On one machine, one model and the same N test sentences it measures
 2. ``onnx``: :func:`service.decoding.decode` over the bundle's ORT sessions, one
    sentence at a time (no batching);
 3. ``service``: the gRPC service in-process on 127.0.0.1 with 1, 8, 32, 64 concurrent
-   closed-loop clients (:func:`loadtest.concurrency.run_level`), greedy and beam;
-4. ``peak``: the fp32 matmul peak (:mod:`loadtest.roofline`) the achieved FLOP/s of the
+   closed-loop clients (:func:`loadtest.concurrency.run_level`) in a child process
+   (:class:`loadtest.clients.ClientProcess`), greedy and beam;
+4. ``noop``: the same clients against a gRPC server with no model
+   (:class:`loadtest.clients.NoopTranslator`): the most sentences/s one sentence per
+   request can reach on this machine, whatever the model costs;
+5. ``peak``: the fp32 matmul peak (:mod:`loadtest.roofline`) the achieved FLOP/s of the
    service is compared with;
-5. ``profile``: ONNX Runtime's profile of one decoder step (:mod:`loadtest.ortprofile`)
+6. ``profile``: ONNX Runtime's profile of one decoder step (:mod:`loadtest.ortprofile`)
    at one row and at the batch shape the service ran at its highest greedy concurrency.
 
 Greedy ratios compare with PyTorch greedy, beam ratios with PyTorch beam. Writes
@@ -34,7 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from loadtest import report, threadcpu
-from loadtest.concurrency import run_level
+from loadtest.clients import ClientProcess, start_noop_server
 from loadtest.roofline import measure_peak, model_flops
 from models.config import ModelConfig
 from models.options import DecodeOptions
@@ -44,7 +48,7 @@ log = logging.getLogger("loadtest.bench")
 
 ROOT = Path(__file__).resolve().parent.parent
 PRETRAINED = ROOT / "models" / "pretrained" / "en-es"
-PARTS = ("torch", "onnx", "service", "peak", "profile")
+PARTS = ("torch", "onnx", "service", "noop", "peak", "profile")
 
 
 def shown(path: Path) -> str:
@@ -146,11 +150,21 @@ def bench_onnx(args, bundle_dir, sentences, options, flops, src_len, peak) -> li
     return rows
 
 
-def bench_service(args, model_name, sentences, options, flops, src_len, peak) -> list[dict]:
+def proto_options(opts: DecodeOptions):
+    from service.proto.nmt.v1 import translator_pb2 as pb
+
+    return pb.DecodeOptions(
+        strategy=pb.STRATEGY_BEAM if opts.beam_size > 1 else pb.STRATEGY_GREEDY,
+        beam_size=opts.beam_size,
+    )
+
+
+def bench_service(
+    args, model_name, sentences, options, flops, src_len, peak, clients: ClientProcess
+) -> list[dict]:
     from prometheus_client import CollectorRegistry
 
     from loadtest.concurrency import start_server
-    from service.proto.nmt.v1 import translator_pb2 as pb
 
     server, target = start_server(
         args.model_repository,
@@ -163,20 +177,18 @@ def bench_service(args, model_name, sentences, options, flops, src_len, peak) ->
     rows = []
     try:
         for strategy, opts in options.items():
-            proto = pb.DecodeOptions(
-                strategy=pb.STRATEGY_BEAM if opts.beam_size > 1 else pb.STRATEGY_GREEDY,
-                beam_size=opts.beam_size,
-            )
-            run_level(target, sentences[:16], 4, proto)  # warm-up, not measured
-            for clients in args.clients:
-                log.info("service %s, %d clients, %d sentences", strategy, clients, len(sentences))
-                texts = [""] * len(sentences)
+            proto = proto_options(opts)
+            # warm-up, not measured (it also starts the client process)
+            clients.run_level(target, sentences[:16], 4, proto)
+            for n in args.clients:
+                log.info("service %s, %d clients, %d sentences", strategy, n, len(sentences))
                 cpu_before = threadcpu.snapshot()
                 before, start = runtime_snapshot(model), time.perf_counter()
-                level = run_level(target, sentences, clients, proto, outputs=texts)
+                level, texts = clients.run_level(target, sentences, n, proto)
                 wall = time.perf_counter() - start
                 used = delta(runtime_snapshot(model), before)
                 cpu = threadcpu.breakdown(cpu_before, threadcpu.snapshot(), len(sentences))
+                cpu["clients"] = round(1000 * level.pop("client_cpu_s") / len(sentences), 3)
                 level.pop("strategy")
                 rows.append(
                     {"system": "grpc-service", "strategy": strategy}
@@ -185,6 +197,30 @@ def bench_service(args, model_name, sentences, options, flops, src_len, peak) ->
                     | {"cpu_ms_per_sentence": cpu["total"], "cpu_ms_by_thread": cpu}
                     | {"texts": texts}
                 )
+    finally:
+        server.stop(0)
+    return rows
+
+
+def bench_noop(args, sentences, clients: ClientProcess) -> list[dict]:
+    """The service's greedy requests against a server with no model."""
+    server, target = start_noop_server()
+    proto = proto_options(DecodeOptions())
+    rows = []
+    try:
+        clients.run_level(target, sentences[:16], 4, proto)  # warm-up, not measured
+        for n in args.clients:
+            log.info("no-model gRPC server, %d clients, %d sentences", n, len(sentences))
+            cpu_before = threadcpu.snapshot()
+            level, _ = clients.run_level(target, sentences, n, proto)
+            cpu = threadcpu.breakdown(cpu_before, threadcpu.snapshot(), len(sentences))
+            cpu["clients"] = round(1000 * level.pop("client_cpu_s") / len(sentences), 3)
+            level.pop("strategy")
+            rows.append(
+                {"system": report.NOOP, "strategy": "greedy"}
+                | level
+                | {"cpu_ms_per_sentence": cpu["total"], "cpu_ms_by_thread": cpu}
+            )
     finally:
         server.stop(0)
     return rows
@@ -246,7 +282,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     args.clients = [int(c) for c in args.clients.split(",") if c.strip()]
     if args.parts is None:
-        args.parts = ",".join(PARTS if args.device == "cpu" else ("torch", "onnx", "service"))
+        args.parts = ",".join(
+            PARTS if args.device == "cpu" else ("torch", "onnx", "service", "noop")
+        )
     args.parts = [x.strip() for x in args.parts.split(",") if x.strip()]
     unknown = sorted(set(args.parts) - set(PARTS))
     if unknown:
@@ -294,8 +332,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows += bench_torch(args, sentences, options)
         if "onnx" in args.parts:
             rows += bench_onnx(args, bundle_dir, sentences, options, flops, src_len, peak_gflops)
-        if "service" in args.parts:
-            rows += bench_service(args, args.model, sentences, options, flops, src_len, peak_gflops)
+        with ClientProcess() as clients:
+            if "service" in args.parts:
+                rows += bench_service(
+                    args, args.model, sentences, options, flops, src_len, peak_gflops, clients
+                )
+            if "noop" in args.parts:
+                rows += bench_noop(args, sentences, clients)
         rounds.append(rows)
     rows = report.median_rows(rounds)
     report.add_ratios(rows)
@@ -335,8 +378,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "bundle_precision": manifest.get("precision", "fp32"),
             "checkpoint": shown(args.checkpoint) if "torch" in args.parts else None,
             "model_config": config.to_dict(),
-            "service": "in-process server on 127.0.0.1, closed-loop client threads in the "
-            "same process, one sentence per request, default engine limits",
+            "service": "in-process server on 127.0.0.1, closed-loop client threads in a "
+            "child process, one sentence per request, default engine limits",
         },
         "flops": flops.to_dict()
         | {"decoder_per_token_at_mean_src": flops.decoder_per_token(src_len)},

@@ -2,8 +2,9 @@
 
 A result is ``{"settings", "flops", "peak", "rows", "targets"}``; every row is one
 measured configuration: ``system`` (``pytorch-eager``, ``onnxruntime-sequential``,
-``grpc-service``), ``strategy`` (``greedy`` or ``beamN``), ``clients`` (service only)
-and its sentences/s, target tokens/s and latency percentiles in ms.
+``grpc-service``, ``grpc-noop``: a server with no model), ``strategy`` (``greedy`` or
+``beamN``), ``clients`` (servers only) and its sentences/s, target tokens/s and
+latency percentiles in ms.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 
 BASELINE = "pytorch-eager"
 SERVICE = "grpc-service"
+NOOP = "grpc-noop"
 
 # (name, strategy kind, clients, what is compared, threshold)
 TARGETS = (
@@ -67,25 +69,35 @@ def add_ratios(rows: list[dict]) -> None:
         )
 
 
+def _row(rows: list[dict], system: str, kind: str, clients: int) -> dict | None:
+    return next(
+        (
+            r
+            for r in rows
+            if r["system"] == system and _kind(r["strategy"]) == kind and r["clients"] == clients
+        ),
+        None,
+    )
+
+
 def targets(rows: list[dict]) -> list[dict]:
-    """Each target with the measured value and whether it is met (None: not measured)."""
+    """Each target with the measured value and whether it is met (None: not measured).
+
+    A throughput target also gets ``ceiling``: the same ratio for the server with no
+    model under the same clients (None where that was not measured), the most any
+    model could reach there."""
     out = []
     for name, kind, clients, field, threshold in TARGETS:
-        row = next(
-            (
-                r
-                for r in rows
-                if r["system"] == SERVICE
-                and _kind(r["strategy"]) == kind
-                and r["clients"] == clients
-            ),
-            None,
-        )
+        row = _row(rows, SERVICE, kind, clients)
         value = None if row is None else row.get(field)
         met = None
         if value is not None:
             met = value >= threshold if field == "speedup" else value <= threshold
-        out.append({"target": name, "value": value, "threshold": threshold, "met": met})
+        target = {"target": name, "value": value, "threshold": threshold, "met": met}
+        if field == "speedup":
+            noop = _row(rows, NOOP, kind, clients)
+            target["ceiling"] = None if noop is None else noop.get("speedup")
+        out.append(target)
     service = [r for r in rows if r["system"] == SERVICE and r.get("pct_of_peak") is not None]
     if service:
         top = max(r["clients"] for r in service)
@@ -203,13 +215,14 @@ def markdown(result: dict) -> str:
         "",
         "## Where the CPU goes",
         "",
-        "CPU milliseconds per sentence (all threads of the process; the scheduler thread "
-        "includes the ORT calls it makes, `exited` is mostly the client threads) and wall "
-        "milliseconds per sentence inside ORT:",
+        "CPU milliseconds per sentence (CPU total: every thread of the benchmark's process, "
+        "which holds the server; the scheduler thread includes the ORT calls it makes; "
+        "clients: the client process, not in the total) and wall milliseconds per sentence "
+        "inside ORT:",
         "",
         "| system | strategy | clients | CPU total | scheduler | gRPC handlers | exited "
-        "| other | ORT decoder wall | ORT encoder wall |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| other | clients CPU | ORT decoder wall | ORT encoder wall |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
         by = r.get("cpu_ms_by_thread", {})
@@ -221,7 +234,7 @@ def markdown(result: dict) -> str:
             f"| {_fmt(r.get('cpu_ms_per_sentence'), 2)} | {_fmt(by.get('scheduler'), 2)} "
             f"| {_fmt(by.get('grpc_handlers'), 2)} | {_fmt(by.get('exited'), 2)} "
             f"| {_fmt((by.get('other') or 0.0) + (by.get('native') or 0.0), 2) if by else '–'} "
-            f"| {_fmt(dec, 2)} | {_fmt(enc, 2)} |"
+            f"| {_fmt(by.get('clients'), 2)} | {_fmt(dec, 2)} | {_fmt(enc, 2)} |"
         )
     profiles = result.get("decoder_profiles") or []
     if profiles:
@@ -254,6 +267,8 @@ def markdown(result: dict) -> str:
     lines += ["", "## Targets", ""]
     for t in result["targets"]:
         mark = {True: "met", False: "NOT met", None: "not measured"}[t["met"]]
+        if t.get("ceiling") is not None:
+            mark += f"; a gRPC server with no model reaches {t['ceiling']:.2f} here"
         lines.append(f"* {t['target']}: {_fmt(t['value'], 2)} ({mark})")
     return "\n".join(lines) + "\n"
 

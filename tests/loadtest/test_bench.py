@@ -59,13 +59,17 @@ def test_json_has_every_row(result):
     want = [("pytorch-eager", s, None) for s in ("greedy", "beam2")]
     want += [("onnxruntime-sequential", s, None) for s in ("greedy", "beam2")]
     want += [("grpc-service", s, c) for s in ("greedy", "beam2") for c in CLIENTS]
+    want += [("grpc-noop", "greedy", c) for c in CLIENTS]
     assert got == want
     for r in data["rows"]:
         assert r["sentences"] == SENTENCES
         for key in ("sentences_per_s", "tokens_per_s", "p50_ms", "p95_ms", "p99_ms", "speedup"):
             assert r[key] > 0, (r["system"], key)
         assert r["p50_ms"] <= r["p95_ms"] <= r["p99_ms"]
-        assert 0 <= r["same_as_pytorch"] <= SENTENCES
+        if r["system"] == "grpc-noop":
+            assert r["same_as_pytorch"] is None  # it translates nothing
+        else:
+            assert 0 <= r["same_as_pytorch"] <= SENTENCES
     base = {r["strategy"]: r for r in data["rows"] if r["system"] == "pytorch-eager"}
     assert all(r["speedup"] == 1.0 for r in base.values())
 
@@ -75,7 +79,7 @@ def test_outputs_match_pytorch_greedy(result):
     system must translate them exactly like PyTorch."""
     data, _, _ = result
     for r in data["rows"]:
-        if r["strategy"] == "greedy":
+        if r["strategy"] == "greedy" and r["system"] != "grpc-noop":
             assert r["same_as_pytorch"] == SENTENCES, r["system"]
 
 
@@ -88,7 +92,8 @@ def test_roofline_numbers(result, tiny_bundle):
     assert data["peak"]["peak_gflops"] > 0 and data["peak"]["threads"] == 1
     assert {r["library"] for r in data["peak"]["rates"]} == {"numpy", "onnxruntime"}
     for r in data["rows"]:
-        if r["system"] == "pytorch-eager":
+        if r["system"] in ("pytorch-eager", "grpc-noop"):
+            assert "achieved_gflops" not in r
             continue
         assert r["decoder_rows"] > 0 and r["decoder_calls"] > 0
         assert r["achieved_gflops"] > 0 and r["pct_of_peak"] > 0
@@ -116,6 +121,21 @@ def test_settings_and_targets(result):
     measured = {t["target"]: t["met"] for t in data["targets"]}
     assert len(measured) == 4
     assert sum(v is None for v in measured.values()) == 2
+    # throughput targets carry the no-model server's ratio; not measured at 32 clients here
+    assert [("ceiling" in t) for t in data["targets"]] == [True, False, True, False]
+    assert all(t.get("ceiling") is None for t in data["targets"])
+    assert "grpc-noop" in data["settings"]["service"] or "child process" in s["service"]
+
+
+def test_clients_run_in_a_process_of_their_own(result):
+    """The client threads' CPU is the child's, measured there and reported apart."""
+    data, md, _ = result
+    assert "child process" in data["settings"]["service"]
+    for r in data["rows"]:
+        if r["system"] in ("grpc-service", "grpc-noop"):
+            by = r["cpu_ms_by_thread"]
+            assert by["clients"] > 0 and by["total"] > 0
+    assert "| clients CPU |" in md
 
 
 def test_markdown_table(result):
@@ -124,8 +144,10 @@ def test_markdown_table(result):
     assert "## Roofline" in md and "## Targets" in md
     table = [ln for ln in md.splitlines() if ln.startswith(("| pytorch", "| onnx", "| grpc"))]
     assert "## Where the CPU goes" in md and "## One decoder step inside ONNX Runtime" in md
-    # results and CPU tables: every row; roofline table: every row but PyTorch's two
-    assert len(table) == 3 * len(data["rows"]) - 2
+    # results and CPU tables: every row; roofline table: every row but PyTorch's and
+    # the no-model server's
+    noop = sum(r["system"] == "grpc-noop" for r in data["rows"])
+    assert len(table) == 3 * len(data["rows"]) - 2 - noop
 
 
 def test_readme_table_is_written_between_the_markers(result):
@@ -193,6 +215,6 @@ def test_rounds_must_be_positive(capsys):
 def test_cuda_bench_refuses_the_cpu_only_parts():
     from loadtest.bench import parse_args
 
-    assert parse_args(["--device", "cuda"]).parts == ["torch", "onnx", "service"]
+    assert parse_args(["--device", "cuda"]).parts == ["torch", "onnx", "service", "noop"]
     with pytest.raises(SystemExit):
         parse_args(["--device", "cuda", "--parts", "service,peak"])
