@@ -216,13 +216,14 @@ def markdown(result: dict) -> str:
         "## Where the CPU goes",
         "",
         "CPU milliseconds per sentence (CPU total: every thread of the benchmark's process, "
-        "which holds the server; the scheduler thread includes the ORT calls it makes; "
+        "which holds the server; the scheduler and encoder threads include the ORT calls "
+        "they make; "
         "clients: the client process, not in the total) and wall milliseconds per sentence "
         "inside ORT:",
         "",
-        "| system | strategy | clients | CPU total | scheduler | gRPC handlers | exited "
-        "| other | clients CPU | ORT decoder wall | ORT encoder wall |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| system | strategy | clients | CPU total | scheduler | encoder | gRPC handlers "
+        "| exited | other | clients CPU | ORT decoder wall | ORT encoder wall |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
         by = r.get("cpu_ms_by_thread", {})
@@ -232,7 +233,8 @@ def markdown(result: dict) -> str:
         lines.append(
             f"| {r['system']} | {r['strategy']} | {_fmt(r.get('clients'))} "
             f"| {_fmt(r.get('cpu_ms_per_sentence'), 2)} | {_fmt(by.get('scheduler'), 2)} "
-            f"| {_fmt(by.get('grpc_handlers'), 2)} | {_fmt(by.get('exited'), 2)} "
+            f"| {_fmt(by.get('encoder'), 2)} | {_fmt(by.get('grpc_handlers'), 2)} "
+            f"| {_fmt(by.get('exited'), 2)} "
             f"| {_fmt((by.get('other') or 0.0) + (by.get('native') or 0.0), 2) if by else '–'} "
             f"| {_fmt(by.get('clients'), 2)} | {_fmt(dec, 2)} | {_fmt(enc, 2)} |"
         )

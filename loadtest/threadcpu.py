@@ -2,7 +2,8 @@
 
 Linux only (``/proc/self/task/<tid>/schedstat``, nanosecond resolution); elsewhere every
 snapshot is empty. Groups follow the service's thread names: the engine's
-``nmt-scheduler`` thread (its Python plus every ONNX Runtime call it makes), the gRPC
+``nmt-scheduler`` thread (its Python plus every decoder call it makes), the
+``nmt-encoder`` thread (encoder calls), the gRPC
 server's ``grpc_N`` handler threads, and everything else (gRPC's own C threads, ORT
 pool threads, the server's polling thread). Threads that exit between two snapshots
 (closed-loop client threads do) are not in the second one: :func:`breakdown` reports
@@ -24,6 +25,8 @@ def group_of(name: str | None) -> str:
         return "native"
     if name.startswith("nmt-scheduler"):
         return "scheduler"
+    if name.startswith("nmt-encoder"):
+        return "encoder"
     if name.startswith("grpc_"):
         return "grpc_handlers"
     return "other"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from models.options import DecodeOptions, Hypothesis
 from service.bundle import Bundle
-from service.decoding import length_groups, make_search, pad_batch
+from service.decoding import Encoded, length_groups, make_search, pad_batch
 from service.errors import Cancelled, DeadlineExpired, InvalidRequest, NotReady, Overloaded
 from service.jobs import Job, PrefixCallback, Timing, TranslationResult, decode_options
 from service.loop import DecodeLoop
@@ -39,6 +39,16 @@ __all__ = [
 
 
 @dataclass(frozen=True)
+class EncodeOutcome:
+    """An admitted batch back from the encoder: ``encoded`` holds ``(group, Encoded)``
+    per length group (indices into ``admitted``), or ``error`` says why there is none."""
+
+    admitted: list[tuple[Job, int]]
+    encoded: list[tuple[list[int], Encoded]]
+    error: BaseException | None
+
+
+@dataclass(frozen=True)
 class EngineConfig:
     max_live_rows: int = 256
     max_queue: int = 128
@@ -55,6 +65,10 @@ class EngineConfig:
     # on one or two short sentences cost several times more per sentence than on eight.
     admit_batch: int = 8
     admit_wait_steps: int = 2
+    # Encode admitted sentences on a thread of their own while the scheduler keeps
+    # stepping the decoder: an encoder call then no longer stalls every live row, and
+    # the two ONNX Runtime calls run on two cores at once.
+    background_encoder: bool = True
 
     def __post_init__(self) -> None:
         for name in (
@@ -85,7 +99,19 @@ class Engine:
         self.metrics = metrics
         self._loop = DecodeLoop(bundle.model, bundle.special)
         self._queue: deque[Job] = deque()
-        self._cond = threading.Condition()
+        # One lock, two conditions: the scheduler waits on ``_cond`` (new requests,
+        # finished encodings), the encoder thread on ``_encoder_cond`` (a batch to encode).
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)
+        self._encoder_cond = threading.Condition(lock)
+        # At most one admitted batch is with the encoder at a time: ``_to_encode`` until
+        # the encoder thread takes it, ``_encoded`` once it is done, ``_encoding`` from
+        # hand-over until the scheduler collects the outcome.
+        self._to_encode: list[tuple[Job, int]] | None = None
+        self._encoded: EncodeOutcome | None = None
+        self._encoding = False
+        self._encoder_thread: threading.Thread | None = None
+        self._scheduler_done = False
         self._rows_reserved = 0
         # The scheduler scans for cancelled or expired sentences only when a job was
         # cancelled or the earliest deadline among admitted jobs has passed.
@@ -106,19 +132,27 @@ class Engine:
     # -- lifecycle ---------------------------------------------------------------
 
     def start(self) -> None:
+        if self.config.background_encoder:
+            self._encoder_thread = threading.Thread(
+                target=self._run_encoder, name="nmt-encoder", daemon=True
+            )
+            self._encoder_thread.start()
         self._thread = threading.Thread(target=self._run, name="nmt-scheduler", daemon=True)
         self._thread.start()
         with self._cond:
             self._accepting = True
 
     def stop(self, timeout: float | None = None) -> None:
-        """Refuse new requests, finish the admitted and queued ones, stop the thread."""
+        """Refuse new requests, finish the admitted and queued ones, stop the threads."""
         with self._cond:
             self._accepting = False
             self._stopping = True
             self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in (self._thread, self._encoder_thread):
+            if thread is not None:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                thread.join(left)
 
     @property
     def accepting(self) -> bool:
@@ -232,33 +266,71 @@ class Engine:
     # -- scheduler ---------------------------------------------------------------------
 
     def _run(self) -> None:
+        try:
+            self._schedule()
+        finally:
+            with self._cond:  # the encoder thread ends with the scheduler
+                self._scheduler_done = True
+                self._encoder_cond.notify_all()
+
+    def _schedule(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._loop.active and not self._stopping:
+                while not self._has_work():
                     self._cond.wait()
-                if self._stopping and not self._queue and not self._loop.active:
+                if (
+                    self._stopping
+                    and not self._queue
+                    and not self._loop.active
+                    and not self._encoding
+                ):
                     return
-                admitted = self._admit() if self._admit_now() else []
+                admitted = self._admit() if not self._encoding and self._admit_now() else []
+                if admitted and self._encoder_thread is not None:
+                    self._to_encode, self._encoding = admitted, True
+                    self._encoder_cond.notify()
+                    admitted = []
+                ready, self._encoded = self._encoded, None
+                if ready is not None:
+                    self._encoding = False
+            if admitted:  # no encoder thread: encode here, between two decoder steps
+                ready = self._encode_batch(admitted)
             if self._cancel_noted or time.monotonic() > self._next_deadline:
                 try:
                     self._drop_dead()
                 except Exception as exc:  # noqa: BLE001 - keep serving other requests
                     log.exception("scheduler failure; failing the requests in flight")
                     self._fail_jobs({a.handle[0] for a in self._loop.active}, exc)
-            if admitted:
-                try:
-                    self._encode(admitted)
-                except Exception as exc:  # noqa: BLE001
-                    # Only the sentences being encoded are lost; rows already decoding
-                    # belong to other requests and carry on.
-                    log.exception("encoder failure; failing the requests being admitted")
-                    self._fail_jobs({job for job, _ in admitted}, exc, pending=admitted)
+            if ready is not None:
+                self._join(ready)
             if self._loop.active:
                 try:
                     self._step()
                 except Exception as exc:  # noqa: BLE001
                     log.exception("decoder failure; failing the requests in flight")
                     self._fail_jobs({a.handle[0] for a in self._loop.active}, exc)
+
+    def _has_work(self) -> bool:
+        """Whether the scheduler can make progress now (lock held). While a batch is
+        with the encoder and nothing decodes, it waits for that batch."""
+        if self._loop.active or self._encoded is not None:
+            return True
+        if self._encoding:
+            return False
+        return bool(self._queue) or self._stopping
+
+    def _run_encoder(self) -> None:
+        while True:
+            with self._encoder_cond:
+                while self._to_encode is None and not self._scheduler_done:
+                    self._encoder_cond.wait()
+                admitted, self._to_encode = self._to_encode, None
+                if admitted is None:
+                    return
+            outcome = self._encode_batch(admitted)
+            with self._cond:
+                self._encoded = outcome
+                self._cond.notify()
 
     def _admit_now(self) -> bool:
         """Admit now, or let the queue fill a little while the loop is busy (lock held)."""
@@ -300,26 +372,47 @@ class Engine:
         self.metrics.queue_depth.set(len(self._queue))
         return taken
 
-    def _encode(self, admitted: list[tuple[Job, int]]) -> None:
-        """Encode admitted sentences in length groups; all groups join the decode loop
-        only once every one is encoded (an encoder failure adds none of them)."""
-        sources = [job.sources[i] for job, i in admitted]
-        groups = length_groups([len(s) for s in sources], self.config.encode_max_padding)
-        start = time.monotonic()
-        encoded = []
-        for group in groups:
-            ids, lengths = pad_batch([sources[i] for i in group], self.bundle.special.pad)
-            encoded.append((group, self.bundle.model.encode(ids, lengths)))
-        seconds = time.monotonic() - start
-        self.metrics.encoder_latency.observe(seconds)
-        self.metrics.source_tokens.inc(sum(len(s) for s in sources))
-        for job in {job for job, _ in admitted}:
-            job.timing.encode_seconds += seconds
+    def _encode_batch(self, admitted: list[tuple[Job, int]]) -> EncodeOutcome:
+        """Encode admitted sentences in length groups (in the encoder thread, or in the
+        scheduler's without one). Never raises: a failure is part of the outcome."""
+        try:
+            sources = [job.sources[i] for job, i in admitted]
+            groups = length_groups([len(s) for s in sources], self.config.encode_max_padding)
+            start = time.monotonic()
+            encoded = []
+            for group in groups:
+                ids, lengths = pad_batch([sources[i] for i in group], self.bundle.special.pad)
+                encoded.append((group, self.bundle.model.encode(ids, lengths)))
+            seconds = time.monotonic() - start
+            self.metrics.encoder_latency.observe(seconds)
+            self.metrics.source_tokens.inc(sum(len(s) for s in sources))
+            for job in {job for job, _ in admitted}:
+                job.timing.encode_seconds += seconds
+            return EncodeOutcome(admitted, encoded, None)
+        except Exception as exc:  # noqa: BLE001 - the scheduler fails these requests
+            log.exception("encoder failure; failing the requests being admitted")
+            return EncodeOutcome(admitted, [], exc)
+
+    def _join(self, outcome: EncodeOutcome) -> None:
+        """Add an encoded batch to the decode loop: all its groups or, when its encoding
+        failed, none (and only its requests fail; rows already decoding carry on)."""
+        admitted = outcome.admitted
+        if outcome.error is not None:
+            self._fail_jobs({job for job, _ in admitted}, outcome.error, pending=admitted)
+            return
         special = self.bundle.special
-        for group, enc in encoded:
+        for group, enc in outcome.encoded:
             handles = [admitted[i] for i in group]
             searches = [make_search(len(j.sources[i]), j.options, special) for j, i in handles]
             self._loop.add_encoded(enc, searches, handles)
+        # A request cancelled, expired or failed while its sentences were being encoded
+        # leaves the loop at the next dead-sentence scan; a scan during the encoding
+        # did not see its deadline.
+        if any(job.cancelled or job.future.done() for job, _ in admitted):
+            self._cancel_noted = True
+        for job, _ in admitted:
+            if job.deadline is not None:
+                self._next_deadline = min(self._next_deadline, job.deadline)
 
     def _step(self) -> None:
         rows = self._loop.live_rows
@@ -352,7 +445,11 @@ class Engine:
         now = time.monotonic()
         dead, next_deadline = set(), math.inf
         for job, _ in (a.handle for a in self._loop.active):
-            if job.cancelled or (job.deadline is not None and now > job.deadline):
+            if (
+                job.cancelled
+                or job.future.done()
+                or (job.deadline is not None and now > job.deadline)
+            ):
                 dead.add(job)
             elif job.deadline is not None:
                 next_deadline = min(next_deadline, job.deadline)
