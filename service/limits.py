@@ -1,0 +1,95 @@
+"""The engine's limits (:class:`EngineConfig`) and the checks a request must pass
+against them before it is queued. Torch-free, no ORT."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from models.options import DecodeOptions
+from models.tokenizer import Tokenizer
+from service.errors import InvalidRequest
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    max_live_rows: int = 256
+    max_queue: int = 128
+    max_sentences_per_request: int = 64
+    max_source_tokens: int = 128
+    max_beam_size: int = 16
+    max_n_best: int = 16
+    max_target_length: int = 512
+    encode_batch_sentences: int = 16
+    # Padding tokens an encoder batch may carry before it is split (see length_groups).
+    encode_max_padding: int = 16
+    # While sentences are decoding, queued requests are admitted (and encoded) once this
+    # many wait or after they have waited admit_wait_steps decoder steps: encoder calls
+    # on one or two short sentences cost several times more per sentence than on eight.
+    admit_batch: int = 8
+    admit_wait_steps: int = 2
+    # Encode admitted sentences on a thread of their own while the scheduler keeps
+    # stepping the decoder: an encoder call then no longer stalls every live row, and
+    # the two ONNX Runtime calls run on two cores at once.
+    background_encoder: bool = True
+
+    def __post_init__(self) -> None:
+        for name in (
+            "max_live_rows",
+            "max_queue",
+            "max_sentences_per_request",
+            "max_source_tokens",
+            "max_beam_size",
+            "max_n_best",
+            "max_target_length",
+            "encode_batch_sentences",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("encode_max_padding", "admit_wait_steps"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.admit_batch < 1:
+            raise ValueError(f"admit_batch must be >= 1, got {self.admit_batch}")
+        if self.max_beam_size > self.max_live_rows:
+            raise ValueError("max_beam_size cannot exceed max_live_rows")
+
+
+def validate_request(
+    texts: Sequence[str], options: DecodeOptions, cfg: EngineConfig, tokenizer: Tokenizer
+) -> list[list[int]]:
+    """Tokenise and check limits; raise :class:`InvalidRequest` saying how to fix it."""
+    if not texts:
+        raise InvalidRequest("no texts given: send at least one sentence in `texts`")
+    if len(texts) > cfg.max_sentences_per_request:
+        raise InvalidRequest(
+            f"{len(texts)} sentences in one request; the limit is "
+            f"{cfg.max_sentences_per_request}: split the request"
+        )
+    if options.beam_size > cfg.max_beam_size:
+        raise InvalidRequest(f"beam_size {options.beam_size} > max {cfg.max_beam_size}")
+    if options.n_best > cfg.max_n_best:
+        raise InvalidRequest(f"n_best {options.n_best} > max {cfg.max_n_best}")
+    if options.max_length > cfg.max_target_length:
+        raise InvalidRequest(
+            f"max_length {options.max_length} > server limit {cfg.max_target_length}"
+        )
+    sources = []
+    for i, text in enumerate(texts):
+        if not text.strip():
+            raise InvalidRequest(f"texts[{i}] is empty or whitespace only")
+        ids = tokenizer.encode(text)
+        if not ids:
+            raise InvalidRequest(f"texts[{i}] has no tokens after tokenisation")
+        if len(ids) > cfg.max_source_tokens:
+            raise InvalidRequest(
+                f"texts[{i}] has {len(ids)} source tokens; the limit is "
+                f"{cfg.max_source_tokens}: split the sentence"
+            )
+        sources.append(ids)
+    if len(sources) * options.beam_size > cfg.max_live_rows:
+        raise InvalidRequest(
+            f"{len(sources)} sentences x beam {options.beam_size} needs more rows than "
+            f"the server's max_live_rows ({cfg.max_live_rows}): send fewer sentences"
+        )
+    return sources
