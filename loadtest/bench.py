@@ -159,6 +159,19 @@ def proto_options(opts: DecodeOptions):
     )
 
 
+def measured_level(
+    clients: ClientProcess, target: str, sentences: list[str], n: int, proto
+) -> tuple[dict, list[str]]:
+    """One client level with the CPU it cost: this process's by thread group, and the
+    client process's (``clients``), in ms per sentence."""
+    cpu_before = threadcpu.snapshot()
+    level, texts = clients.run_level(target, sentences, n, proto)
+    cpu = threadcpu.breakdown(cpu_before, threadcpu.snapshot(), len(sentences))
+    cpu["clients"] = round(1000 * level.pop("client_cpu_s") / len(sentences), 3)
+    level.pop("strategy")
+    return level | {"cpu_ms_per_sentence": cpu["total"], "cpu_ms_by_thread": cpu}, texts
+
+
 def bench_service(
     args, model_name, sentences, options, flops, src_len, peak, clients: ClientProcess
 ) -> list[dict]:
@@ -182,19 +195,14 @@ def bench_service(
             clients.run_level(target, sentences[:16], 4, proto)
             for n in args.clients:
                 log.info("service %s, %d clients, %d sentences", strategy, n, len(sentences))
-                cpu_before = threadcpu.snapshot()
                 before, start = runtime_snapshot(model), time.perf_counter()
-                level, texts = clients.run_level(target, sentences, n, proto)
+                level, texts = measured_level(clients, target, sentences, n, proto)
                 wall = time.perf_counter() - start
                 used = delta(runtime_snapshot(model), before)
-                cpu = threadcpu.breakdown(cpu_before, threadcpu.snapshot(), len(sentences))
-                cpu["clients"] = round(1000 * level.pop("client_cpu_s") / len(sentences), 3)
-                level.pop("strategy")
                 rows.append(
                     {"system": "grpc-service", "strategy": strategy}
                     | level
                     | flop_fields(used, flops, src_len, wall, peak)
-                    | {"cpu_ms_per_sentence": cpu["total"], "cpu_ms_by_thread": cpu}
                     | {"texts": texts}
                 )
     finally:
@@ -211,16 +219,8 @@ def bench_noop(args, sentences, clients: ClientProcess) -> list[dict]:
         clients.run_level(target, sentences[:16], 4, proto)  # warm-up, not measured
         for n in args.clients:
             log.info("no-model gRPC server, %d clients, %d sentences", n, len(sentences))
-            cpu_before = threadcpu.snapshot()
-            level, _ = clients.run_level(target, sentences, n, proto)
-            cpu = threadcpu.breakdown(cpu_before, threadcpu.snapshot(), len(sentences))
-            cpu["clients"] = round(1000 * level.pop("client_cpu_s") / len(sentences), 3)
-            level.pop("strategy")
-            rows.append(
-                {"system": report.NOOP, "strategy": "greedy"}
-                | level
-                | {"cpu_ms_per_sentence": cpu["total"], "cpu_ms_by_thread": cpu}
-            )
+            level, _ = measured_level(clients, target, sentences, n, proto)
+            rows.append({"system": report.NOOP, "strategy": "greedy"} | level)
     finally:
         server.stop(0)
     return rows

@@ -197,6 +197,9 @@ def markdown(result: dict) -> str:
         )
     lines += [
         "",
+        "ORT busy % = decoder plus encoder time inside ORT over the run's wall time (above "
+        "100 when the encoder thread and the decoder run at once).",
+        "",
         "| system | strategy | clients | rows/call | padded src len | ORT busy % "
         "| GFLOP/s (wall) | GFLOP/s (in ORT) | % peak (wall) | % peak (in ORT) |",
         "|---|---|---|---|---|---|---|---|---|---|",
