@@ -225,7 +225,13 @@ class Engine:
                     log.exception("scheduler failure; failing the requests in flight")
                     self._fail_jobs({a.handle[0] for a in self._loop.active}, exc)
             if ready is not None:
-                self._join(ready)
+                try:
+                    self._join(ready)
+                except Exception as exc:  # noqa: BLE001
+                    log.exception("failure adding encoded sentences; failing their requests")
+                    joined = {a.handle for a in self._loop.active}
+                    waiting = [h for h in ready.admitted if h not in joined]
+                    self._fail_jobs({job for job, _ in ready.admitted}, exc, pending=waiting)
             if self._loop.active:
                 try:
                     self._step()

@@ -130,3 +130,33 @@ def test_stop_drains_a_batch_being_encoded(server_factory, tiny_bundle, monkeypa
         assert not engine._thread.is_alive() and not engine._encoder_thread.is_alive()
     finally:
         channel.close()
+
+
+@pytest.mark.parametrize("background", [True, False], ids=["background", "inline"])
+def test_failure_joining_the_loop_fails_only_that_request(
+    server_factory, tiny_bundle, monkeypatch, background
+):
+    server = server_factory(**LIMITS, background_encoder=background)
+    engine, reg = server.engines["tiny"], server.registry
+    channel, stub = stub_for(server.port)
+    try:
+        alone = stub.Translate(_long_request(tiny_bundle), timeout=TIMEOUT)
+        long = stub.Translate.future(_long_request(tiny_bundle), timeout=TIMEOUT)
+        assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") > 0, timeout=5)
+        real, calls = engine._loop.add_encoded, []
+
+        def add_encoded(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == 1:
+                raise RuntimeError("injected add_encoded failure")
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(engine._loop, "add_encoded", add_encoded)
+        exc = rpc_error(lambda: stub.Translate(_short_request(tiny_bundle), timeout=TIMEOUT))
+        assert exc.code() == grpc.StatusCode.INTERNAL
+        assert long.result().translations == alone.translations
+        assert len(stub.Translate(_short_request(tiny_bundle), timeout=TIMEOUT).translations) == 3
+        assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") == 0, timeout=5)
+        assert engine._rows_reserved == 0
+    finally:
+        channel.close()
