@@ -288,6 +288,13 @@ def parse_args(argv: Sequence[str] | None) -> ServerConfig:
         default=_env("io_binding", "auto"),
         help="decoder steps through ORT IO binding, states kept on the device (auto: on CUDA)",
     )
+    p.add_argument(
+        "--encoder-thread",
+        choices=("on", "off"),
+        default=_env("encoder_thread", "on"),
+        help="encode admitted sentences on a thread of their own while the decoder steps "
+        "(off: between decoder steps, on the scheduler thread)",
+    )
     p.add_argument("--intra-op-threads", type=int, default=int(_env("intra_op_threads", 0)))
     p.add_argument("--inter-op-threads", type=int, default=int(_env("inter_op_threads", 1)))
     p.add_argument("--workers", type=int, default=int(_env("workers", 128)))
@@ -334,6 +341,7 @@ def parse_args(argv: Sequence[str] | None) -> ServerConfig:
             max_source_tokens=args.max_source_tokens,
             max_beam_size=args.max_beam_size,
             max_n_best=args.max_n_best,
+            background_encoder=args.encoder_thread == "on",
         ),
     )
 

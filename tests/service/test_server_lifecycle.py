@@ -308,6 +308,7 @@ def test_cli_flags_and_environment_build_the_config(monkeypatch, tmp_path):
     monkeypatch.setenv("NMT_MAX_QUEUE", "7")
     monkeypatch.setenv("NMT_METRICS_HOST", "127.0.0.1")
     monkeypatch.setenv("NMT_IO_BINDING", "on")
+    monkeypatch.setenv("NMT_ENCODER_THREAD", "off")
     config = parse_args(
         ["--model-repository", str(tmp_path), "--port", "6001", "--providers", "cpu"]
     )
@@ -317,5 +318,7 @@ def test_cli_flags_and_environment_build_the_config(monkeypatch, tmp_path):
     assert config.engine.max_queue == 7
     assert config.runtime.providers == ("cpu",)
     assert config.runtime.io_binding == "on"
+    assert config.engine.background_encoder is False
+    assert parse_args(["--encoder-thread", "on"]).engine.background_encoder is True
     assert parse_args(["--metrics-host", "0.0.0.0"]).metrics_host == "0.0.0.0"
     assert parse_args(["--io-binding", "off"]).runtime.io_binding == "off"
