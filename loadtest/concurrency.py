@@ -3,9 +3,11 @@
 ``python -m loadtest.concurrency [--server HOST:PORT] [--clients 1,8,32] [--sentences N]``
 
 Without ``--server`` it starts an in-process server on the committed model repository
-(127.0.0.1, a free port). Each client thread sends one sentence per request, in a
-closed loop, over its own channel; every concurrency level translates the same
-sentences. Prints a markdown table and writes JSON with ``--json``.
+(127.0.0.1, a free port). The client threads run in a child process
+(:class:`loadtest.clients.ClientProcess`), so they never share the server's GIL. Each
+sends one sentence per request, in a closed loop, over its own channel; every
+concurrency level translates the same sentences. Prints a markdown table and writes
+JSON with ``--json``.
 """
 
 from __future__ import annotations
@@ -154,14 +156,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     target = args.server
     if target is None:
         server, target = start_server()
+    from loadtest.clients import ClientProcess
+
     rows = []
     try:
-        for beam in (int(b) for b in args.beams.split(",")):
-            options = pb.DecodeOptions(
-                strategy=pb.STRATEGY_BEAM if beam > 1 else pb.STRATEGY_GREEDY, beam_size=beam
-            )
-            for clients in (int(c) for c in args.clients.split(",")):
-                rows.append(run_level(target, sentences, clients, options))
+        with ClientProcess() as client_process:
+            for beam in (int(b) for b in args.beams.split(",")):
+                options = pb.DecodeOptions(
+                    strategy=pb.STRATEGY_BEAM if beam > 1 else pb.STRATEGY_GREEDY,
+                    beam_size=beam,
+                )
+                for clients in (int(c) for c in args.clients.split(",")):
+                    level, _ = client_process.run_level(target, sentences, clients, options)
+                    rows.append(level)
     finally:
         if server is not None:
             server.stop(0)
