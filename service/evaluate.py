@@ -88,7 +88,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         src, ref = read_lines(args.src), read_lines(args.ref)
     except OSError as exc:
-        print(f"nmt-eval: error: {exc}", file=sys.stderr)
+        which = "--src" if exc.filename == str(args.src) else "--ref"
+        print(
+            f"nmt-eval: error: cannot read {which} {exc.filename}: {exc.strerror}", file=sys.stderr
+        )
         return 2
     if len(src) != len(ref):
         print(

@@ -121,6 +121,10 @@ def test_eval_cli_input_errors(subset, tmp_path, capsys):
     short.write_text("uno\n")
     assert evaluate.main(["--src", str(src), "--ref", str(short), "--bundle", "x"]) == 2
     assert "12 source lines but 1 references" in capsys.readouterr().err
+    missing = tmp_path / "missing.es"
+    assert evaluate.main(["--src", str(src), "--ref", str(missing), "--bundle", "x"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"nmt-eval: error: cannot read --ref {missing}: No such file or directory\n"
 
 
 def _eval_against_closed_port(subset, capsys) -> tuple[int, list[str]]:
