@@ -12,9 +12,13 @@
 # The HEALTHCHECK asks grpc.health.v1 on 127.0.0.1:$NMT_PORT: healthy once warmed up.
 
 ARG PYTHON_IMAGE=python:3.11-slim
-ARG CUDA_IMAGE=nvidia/cuda:12.6.3-cudnn-runtime-ubuntu24.04
-# onnxruntime-gpu >= 1.19 on PyPI is built for CUDA 12 and cuDNN 9, as in CUDA_IMAGE.
-ARG ORT_GPU_SPEC="onnxruntime-gpu>=1.19,<2"
+ARG CUDA_IMAGE=nvidia/cuda:13.0.0-cudnn-runtime-ubuntu24.04
+# The pin and the base image go together: PyPI's onnxruntime-gpu wheels follow one CUDA
+# major per release (1.31.1's onnxruntime/capi/version_info.py says cuda_version 13.0), so
+# an unpinned install could pair a CUDA 13 build with a CUDA 12 image. 1.31.1 with CUDA 13
+# and cuDNN 9 is what the GPU tests and benchmarks ran on (H100). To move to another
+# release, change both and check `cuda_version` in its version_info.py.
+ARG ORT_GPU_SPEC="onnxruntime-gpu==1.31.1"
 
 # ---------------------------------------------------------------- sources (shared)
 FROM ${PYTHON_IMAGE} AS sources

@@ -116,8 +116,9 @@ def export_bundle(
 ) -> dict:
     """Export, run the gate, write the manifest; returns the manifest.
 
-    ``precision="int8"`` exports and gates fp32 graphs first, then writes their dynamic
-    int8 quantization, gated on BLEU against the fp32 graphs (side by side).
+    ``precision="int8"`` or ``"fp16"`` exports and gates fp32 graphs first, then writes
+    their dynamic int8 quantization (CPU) or fp16 conversion (GPU), gated on BLEU against
+    the fp32 graphs (side by side).
     """
     from export.graphs import export_graphs
     from service.bundle import sha256_file
@@ -216,19 +217,23 @@ def _make_variant(
     force: bool,
     max_bleu_drop: float,
 ):
-    """Quantize ``fp32_dir`` into a new temp dir and gate it; returns (report, new dir)."""
-    from export.variants import VariantError, compare, quantize_int8
+    """Write the ``precision`` variant of ``fp32_dir`` into a new temp dir and gate it;
+    returns (report, new dir)."""
+    from export.variants import VARIANTS, VariantError, compare
     from service.decoding import SpecialIds
 
-    if precision != "int8":
-        raise ExportError(f"unknown precision {precision!r}; supported: fp32, int8")
+    if precision not in VARIANTS:
+        raise ExportError(
+            f"unknown precision {precision!r}; supported: fp32, {', '.join(VARIANTS)}"
+        )
+    write_variant = VARIANTS[precision][0]
     references = _references(source_name, parity_ref)
     references = references[:limit] if limit else references
     if len(references) != len(sources):
         raise ExportError(f"{len(references)} references for {len(sources)} parity sentences")
     dst = Path(tempfile.mkdtemp(prefix=".export-", dir=out.parent))
     try:
-        quantize_int8(fp32_dir, dst)
+        write_variant(fp32_dir, dst)
         for f in (spec.SRC_SPM_FILE, spec.TGT_SPM_FILE):
             shutil.copy(fp32_dir / f, dst / f)
         cfg = ckpt.config
@@ -261,7 +266,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, required=True, help="bundle directory, e.g. model_repository/en-es/1"
     )
-    parser.add_argument("--force", action="store_true", help="replace a non-empty --out")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a non-empty --out; also writes a variant that loses more than 1.0 BLEU",
+    )
     parser.add_argument(
         "--parity-src",
         type=Path,
@@ -277,12 +286,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--beam-sentences", type=int, default=200)
     parser.add_argument("--name", default=None, help="model name (default: parent dir of --out)")
-    parser.add_argument(
+    precision = parser.add_mutually_exclusive_group()
+    precision.add_argument(
         "--int8",
         action="store_true",
         help="write a dynamic-int8 (CPU) variant, gated on BLEU vs fp32",
     )
-    parser.add_argument("--fp16", action="store_true", help="write an fp16 (GPU) variant")
+    precision.add_argument(
+        "--fp16",
+        action="store_true",
+        help="write an fp16 (GPU) variant, gated on BLEU vs fp32 (measured on CUDA when "
+        "present, else on the CPU; the manifest names the provider)",
+    )
     parser.add_argument(
         "--parity-ref",
         type=Path,
@@ -290,13 +305,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="references for a variant's BLEU gate (default: the .es twin of the parity source)",
     )
     args = parser.parse_args(argv)
-    if args.fp16:
-        print(
-            "nmt-export: error: --fp16 variants are not implemented yet (they need a CUDA "
-            "machine to validate); use --int8 for CPU",
-            file=sys.stderr,
-        )
-        return 2
     try:
         manifest = export_bundle(
             args.checkpoint,
@@ -306,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parity_limit=args.parity_limit,
             beam_sentences=args.beam_sentences,
             name=args.name,
-            precision="int8" if args.int8 else "fp32",
+            precision="int8" if args.int8 else "fp16" if args.fp16 else "fp32",
             parity_ref=args.parity_ref,
         )
     except (ExportError, CheckpointError, TokenizerError) as exc:
@@ -319,7 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         v = manifest["variant"]
         print(
             f"{v['precision']}: BLEU {v['bleu_variant']} vs fp32 {v['bleu_fp32']} "
-            f"({v['bleu_delta']:+.2f}), {v['speedup']:.2f}x the fp32 speed"
+            f"({v['bleu_delta']:+.2f}), {v['speedup']:.2f}x the fp32 speed on {v['provider']}"
         )
     p = manifest["parity"]
     print(

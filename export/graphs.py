@@ -108,6 +108,18 @@ def _make_k_dynamic(graph_path: Path) -> None:
     onnx.save(m, str(graph_path))
 
 
+def _fix_static_dims(graph_path: Path, outputs: tuple[Tensor, ...], axes: dict) -> None:
+    """Give output dims that are not dynamic axes their traced size: the tracer names
+    some it could not infer (e.g. ``Mulmemory_dim_2``), which would reach the manifest."""
+    m = onnx.load(str(graph_path))
+    for value, tensor in zip(m.graph.output, outputs, strict=True):
+        dynamic = axes.get(value.name, {})
+        for d, dim in enumerate(value.type.tensor_type.shape.dim):
+            if d not in dynamic and dim.dim_param:
+                dim.dim_value = tensor.shape[d]
+    onnx.save(m, str(graph_path))
+
+
 def export_graphs(model: Seq2Seq, out_dir: Path) -> tuple[Path, Path]:
     """Write ``encoder.onnx`` and ``decoder.onnx`` (fp32) into ``out_dir``."""
     model = model.eval().float()
@@ -132,7 +144,8 @@ def export_graphs(model: Seq2Seq, out_dir: Path) -> tuple[Path, Path]:
             opset_version=spec.OPSET,
             dynamo=False,
         )
-        memory, keys, mask, *state = enc_graph(src, lengths)
+        enc_outputs = enc_graph(src, lengths)
+        memory, keys, mask, *state = enc_outputs
         rows = 3
         dec_graph = DecoderStepGraph(model).eval()
         traced_k = 2
@@ -170,6 +183,9 @@ def export_graphs(model: Seq2Seq, out_dir: Path) -> tuple[Path, Path]:
             opset_version=spec.OPSET,
             dynamo=False,
         )
+        dec_outputs = dec_graph(*dec_args)
+    _fix_static_dims(enc_path, enc_outputs, enc_axes)
+    _fix_static_dims(dec_path, dec_outputs, dec_axes)
     _make_k_dynamic(dec_path)
     for path in (enc_path, dec_path):
         onnx.checker.check_model(str(path), full_check=True)

@@ -29,6 +29,7 @@ class VariantReport:
     seconds_variant: float
     speedup: float
     sentences: int
+    provider: str
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -47,15 +48,37 @@ def quantize_int8(src_dir: Path, dst_dir: Path) -> None:
         )
 
 
-def _translate(bundle_dir: Path, state_names, sources, special) -> tuple[list, float]:
+def convert_fp16(src_dir: Path, dst_dir: Path) -> None:
+    """fp16 weights and arithmetic for GPUs. Graph inputs and outputs stay fp32, so the
+    service feeds an fp16 bundle exactly like an fp32 one (the graph casts at its edges).
+    ONNX Runtime's converter is used rather than onnxconverter-common's, which leaves
+    Cast nodes and value_info typed float and gives graphs ORT refuses to load."""
+    import onnx
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    for name in (spec.ENCODER_FILE, spec.DECODER_FILE):
+        model = convert_float_to_float16(onnx.load(str(src_dir / name)), keep_io_types=True)
+        onnx.save(model, str(dst_dir / name))
+
+
+# precision -> (writer, execution providers its gate runs on, in preference order)
+VARIANTS = {
+    "int8": (quantize_int8, ("cpu",)),
+    "fp16": (convert_fp16, ("cuda", "cpu")),
+}
+
+
+def _translate(
+    bundle_dir: Path, state_names, sources, special, providers
+) -> tuple[list, float, str]:
     from service.decoding import decode
     from service.runtime import OnnxModel, RuntimeConfig
 
-    model = OnnxModel(bundle_dir, state_names, RuntimeConfig(providers=("cpu",)))
+    model = OnnxModel(bundle_dir, state_names, RuntimeConfig(providers=providers))
     decode(model, sources[:8], options=DecodeOptions(), special=special)  # warm up
     start = time.monotonic()
     nbest = decode(model, sources, options=DecodeOptions(), special=special)
-    return [h[0].tokens for h in nbest], time.monotonic() - start
+    return [h[0].tokens for h in nbest], time.monotonic() - start, model.provider
 
 
 def compare(
@@ -69,11 +92,14 @@ def compare(
     references: list[str],
     detok,
 ) -> VariantReport:
-    """Greedy-decode ``sources`` with both bundles, side by side in one run."""
+    """Greedy-decode ``sources`` with both bundles, side by side in one run, on the
+    variant's execution provider (CUDA for fp16 when present, else the CPU: the report
+    names it, since an fp16 speed ratio measured on a CPU says nothing about a GPU)."""
     import sacrebleu
 
-    tok32, sec32 = _translate(fp32_dir, state_names, sources, special)
-    tokv, secv = _translate(variant_dir, state_names, sources, special)
+    providers = VARIANTS[precision][1]
+    tok32, sec32, _ = _translate(fp32_dir, state_names, sources, special, providers)
+    tokv, secv, provider = _translate(variant_dir, state_names, sources, special, providers)
     b32 = sacrebleu.corpus_bleu([detok(t) for t in tok32], [references]).score
     bv = sacrebleu.corpus_bleu([detok(t) for t in tokv], [references]).score
     return VariantReport(
@@ -85,4 +111,5 @@ def compare(
         round(secv, 2),
         round(sec32 / secv, 3),
         len(sources),
+        provider,
     )

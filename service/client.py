@@ -74,6 +74,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.beam < 1 or args.n_best < 1:
         print("nmt-translate: error: --beam and --n-best must be >= 1", file=sys.stderr)
         return 2
+    if args.n_best > args.beam:
+        print(
+            f"nmt-translate: error: --n-best {args.n_best} needs --beam {args.n_best} or more",
+            file=sys.stderr,
+        )
+        return 2
     try:
         with grpc.insecure_channel(args.server) as channel:
             stub = pb_grpc.TranslatorStub(channel)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from models.options import DecodeOptions, Hypothesis
 from service.bundle import Bundle
-from service.decoding import Encoded, length_groups, make_search, pad_batch
+from service.decoding import Encoded, SentenceSearch, length_groups, make_search, pad_batch
 from service.errors import Cancelled, DeadlineExpired, NotReady, Overloaded
 from service.jobs import Job, PrefixCallback, Timing, TranslationResult, decode_options
 from service.limits import EngineConfig, validate_request
@@ -27,6 +27,10 @@ from service.loop import DecodeLoop
 from service.metrics import Metrics
 
 log = logging.getLogger(__name__)
+DEADLINE_MESSAGE = (
+    "the deadline passed before the translation finished: allow a longer deadline, "
+    "send fewer sentences or lower max_length"
+)
 
 __all__ = [
     "Engine",
@@ -78,13 +82,11 @@ class Engine:
         self._accepting = False
         self._stopping = False
         self._thread: threading.Thread | None = None
-        metrics.model.info(
-            {
-                "model": str(bundle.manifest.get("name", "")),
-                "version": str(bundle.manifest.get("version", "")),
-                "provider": bundle.model.provider,
-            }
-        )
+        metrics.model.labels(
+            str(bundle.manifest.get("name", "")),
+            str(bundle.manifest.get("version", "")),
+            bundle.model.provider,
+        ).set(1)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -156,7 +158,7 @@ class Engine:
             return job.future.result(timeout)
         except TimeoutError:
             job.cancel()
-            raise DeadlineExpired("the deadline passed before the translation finished") from None
+            raise DeadlineExpired(DEADLINE_MESSAGE) from None
 
     def render(self, job: Job, nbest: list[list[Hypothesis]]) -> list[TranslationResult]:
         """Detokenise (in the caller's thread, not the scheduler's)."""
@@ -355,18 +357,27 @@ class Engine:
             if job.on_prefix is not None:
                 job.on_prefix(active.search.stable_prefix(), False)
         for (job, i), search in finished:
+            # These sentences have left the loop: a failure here must fail their request
+            # itself, or it would never resolve and its rows would stay reserved.
             self._rows_reserved -= job.rows_per_sentence
-            job.results[i] = search.results()
-            if job.on_prefix is not None:
-                job.on_prefix(search.stable_prefix(), True)
-            job.remaining -= 1
-            if job.remaining == 0:
-                job.timing.finished = time.monotonic()
-                best = sum(len(r[0].tokens) + 1 for r in job.results if r)
-                self.metrics.target_tokens.observe(best)
-                if not job.future.done():
-                    job.future.set_result(job.results)
+            try:
+                self._finish_sentence(job, i, search)
+            except Exception as exc:  # noqa: BLE001 - other requests carry on
+                log.exception("failure finishing a sentence; failing its request")
+                self._fail_jobs({job}, exc)
         self.metrics.live_rows.set(self._loop.live_rows)
+
+    def _finish_sentence(self, job: Job, i: int, search: SentenceSearch) -> None:
+        job.results[i] = search.results()
+        if job.on_prefix is not None:
+            job.on_prefix(search.stable_prefix(), True)
+        job.remaining -= 1
+        if job.remaining == 0:
+            job.timing.finished = time.monotonic()
+            best = sum(len(r[0].tokens) + 1 for r in job.results if r)
+            self.metrics.target_tokens.observe(best)
+            if not job.future.done():
+                job.future.set_result(job.results)
 
     def _drop_dead(self) -> None:
         """Fail admitted jobs that were cancelled or passed their deadline."""
@@ -393,7 +404,7 @@ class Engine:
             exc = (
                 Cancelled("the client cancelled")
                 if job.cancelled
-                else DeadlineExpired("the deadline passed before the translation finished")
+                else DeadlineExpired(DEADLINE_MESSAGE)
             )
         job.future.set_exception(exc)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -44,9 +45,20 @@ def error_line(exc: Exception) -> str:
     return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
 
 
+# Requests nmt-eval keeps in flight: enough to fill the server's batches, few enough to
+# stay far below its in-flight and queue limits.
+EVAL_WINDOW = 8
+# A server's default max_live_rows; a request of batch x beam rows must fit in it.
+EVAL_ROWS = 256
+OVERLOAD_RETRIES = 20
+
+
 def translate_with_server(
     server: str, lines: list[str], beam: int, *, batch: int = 32, timeout: float = 300.0
 ) -> list[str]:
+    """Translate ``lines`` with a running server, at most :data:`EVAL_WINDOW` requests of
+    at most ``batch`` sentences (fewer for wide beams) in flight; an overloaded server
+    (RESOURCE_EXHAUSTED) is retried with backoff."""
     import grpc
 
     from service.proto.nmt.v1 import translator_pb2 as pb
@@ -55,18 +67,33 @@ def translate_with_server(
     options = pb.DecodeOptions(
         strategy=pb.STRATEGY_BEAM if beam > 1 else pb.STRATEGY_GREEDY, beam_size=beam
     )
-    out: list[str] = []
+    batch = max(1, min(batch, EVAL_ROWS // max(1, beam)))
+    chunks = [lines[i : i + batch] for i in range(0, len(lines), batch)]
+    results: list[list[str] | None] = [None] * len(chunks)
     with grpc.insecure_channel(server) as channel:
         stub = pb_grpc.TranslatorStub(channel)
-        futures = [
-            stub.Translate.future(
-                pb.TranslateRequest(texts=lines[i : i + batch], options=options), timeout=timeout
-            )
-            for i in range(0, len(lines), batch)
-        ]
-        for f in futures:
-            out.extend(t.hypotheses[0].text for t in f.result().translations)
-    return out
+
+        def send(i: int):
+            request = pb.TranslateRequest(texts=chunks[i], options=options)
+            return stub.Translate.future(request, timeout=timeout)
+
+        pending = deque((i, send(i), 0) for i in range(min(EVAL_WINDOW, len(chunks))))
+        next_chunk = len(pending)
+        while pending:
+            i, future, tries = pending.popleft()
+            try:
+                response = future.result()
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or tries >= OVERLOAD_RETRIES:
+                    raise
+                time.sleep(min(2.0, 0.05 * 2**tries))
+                pending.append((i, send(i), tries + 1))
+                continue
+            results[i] = [t.hypotheses[0].text for t in response.translations]
+            if next_chunk < len(chunks):
+                pending.append((next_chunk, send(next_chunk), 0))
+                next_chunk += 1
+    return [text for chunk in results for text in chunk]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

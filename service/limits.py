@@ -67,20 +67,28 @@ def validate_request(
             f"{cfg.max_sentences_per_request}: split the request"
         )
     if options.beam_size > cfg.max_beam_size:
-        raise InvalidRequest(f"beam_size {options.beam_size} > max {cfg.max_beam_size}")
+        raise InvalidRequest(
+            f"beam_size {options.beam_size} > max {cfg.max_beam_size}: "
+            f"use beam_size <= {cfg.max_beam_size}"
+        )
     if options.n_best > cfg.max_n_best:
-        raise InvalidRequest(f"n_best {options.n_best} > max {cfg.max_n_best}")
+        raise InvalidRequest(
+            f"n_best {options.n_best} > max {cfg.max_n_best}: use n_best <= {cfg.max_n_best}"
+        )
     if options.max_length > cfg.max_target_length:
         raise InvalidRequest(
-            f"max_length {options.max_length} > server limit {cfg.max_target_length}"
+            f"max_length {options.max_length} > server limit {cfg.max_target_length}: "
+            f"use max_length <= {cfg.max_target_length} (or 0 for the default)"
         )
     sources = []
     for i, text in enumerate(texts):
         if not text.strip():
-            raise InvalidRequest(f"texts[{i}] is empty or whitespace only")
+            raise InvalidRequest(f"texts[{i}] is empty or whitespace only: send non-empty text")
         ids = tokenizer.encode(text)
         if not ids:
-            raise InvalidRequest(f"texts[{i}] has no tokens after tokenisation")
+            raise InvalidRequest(
+                f"texts[{i}] has no tokens after tokenisation: send text in the source language"
+            )
         if len(ids) > cfg.max_source_tokens:
             raise InvalidRequest(
                 f"texts[{i}] has {len(ids)} source tokens; the limit is "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 # Millisecond-scale latency buckets (seconds): a CPU decoder step is ~1 ms, a long
 # beam request several seconds.
@@ -44,7 +44,7 @@ class Metrics:
     inflight: Gauge
     live_rows: Gauge
     queue_depth: Gauge
-    model: Info
+    model: Gauge
 
 
 def create_metrics(registry: CollectorRegistry, prefix: str = "nmt") -> Metrics:
@@ -120,7 +120,12 @@ def create_metrics(registry: CollectorRegistry, prefix: str = "nmt") -> Metrics:
         queue_depth=Gauge(
             name("queue_depth"), "Requests waiting for admission.", registry=registry
         ),
-        model=Info(
-            name("model"), "Loaded model, version and execution provider.", registry=registry
+        # A gauge, not an Info: an Info has one label set, and a server may load several
+        # models (one series each).
+        model=Gauge(
+            name("model_info"),
+            "1 per loaded model: name, version and execution provider.",
+            ["model", "version", "provider"],
+            registry=registry,
         ),
     )

@@ -23,6 +23,7 @@ _OPT_LEVELS = {
     "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
     "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
 }
+GRAPH_OPTIMIZATION_LEVELS = tuple(_OPT_LEVELS)
 IO_BINDING_MODES = ("auto", "on", "off")
 PROVIDER_ALIASES = {"cuda": "CUDAExecutionProvider", "cpu": "CPUExecutionProvider"}
 

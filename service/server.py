@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -23,7 +24,13 @@ from service.bundle import BundleError, load_bundle
 from service.engine import Engine, EngineConfig
 from service.metrics import create_metrics
 from service.proto.nmt.v1 import translator_pb2, translator_pb2_grpc
-from service.runtime import IO_BINDING_MODES, BundleRuntimeError, RuntimeConfig, usable_providers
+from service.runtime import (
+    GRAPH_OPTIMIZATION_LEVELS,
+    IO_BINDING_MODES,
+    BundleRuntimeError,
+    RuntimeConfig,
+    usable_providers,
+)
 from service.servicer import TranslatorServicer
 
 log = logging.getLogger(__name__)
@@ -220,9 +227,15 @@ class TranslationServer:
         if self._stopped.is_set():
             return
         grace = self.config.shutdown_grace if grace is None else grace
+        deadline = time.monotonic() + grace
         self.health.enter_graceful_shutdown()
         self.servicer.ready = False
-        self.grpc_server.stop(grace).wait()
+        # The port stays open while the translations in flight finish, so health checks
+        # answer NOT_SERVING (a load balancer's cue to move away) and new translations get
+        # a clear UNAVAILABLE from the servicer; grpc's own stop() would refuse every call.
+        if not self.servicer.wait_idle(grace):
+            log.warning("shutdown grace of %.1f s ran out with translations in flight", grace)
+        self.grpc_server.stop(max(0.0, deadline - time.monotonic())).wait()
         for engine in self.engines.values():
             engine.stop(timeout=grace)
         if self._metrics_httpd is not None:
@@ -295,6 +308,12 @@ def parse_args(argv: Sequence[str] | None) -> ServerConfig:
         help="encode admitted sentences on a thread of their own while the decoder steps "
         "(off: between decoder steps, on the scheduler thread)",
     )
+    p.add_argument(
+        "--graph-optimization",
+        choices=GRAPH_OPTIMIZATION_LEVELS,
+        default=_env("graph_optimization", "all"),
+        help="ONNX Runtime graph optimization level of every session",
+    )
     p.add_argument("--intra-op-threads", type=int, default=int(_env("intra_op_threads", 0)))
     p.add_argument("--inter-op-threads", type=int, default=int(_env("inter_op_threads", 1)))
     p.add_argument("--workers", type=int, default=int(_env("workers", 128)))
@@ -331,6 +350,7 @@ def parse_args(argv: Sequence[str] | None) -> ServerConfig:
             providers=tuple(x.strip() for x in args.providers.split(",") if x.strip()),
             intra_op_threads=args.intra_op_threads,
             inter_op_threads=args.inter_op_threads,
+            optimization=args.graph_optimization,
             require_gpu=args.require_gpu,
             io_binding=args.io_binding,
         ),

@@ -116,10 +116,10 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
         # stay free for health checks and ListModels under overload.
         self.max_inflight = max_inflight
         self._inflight = 0
-        self._lock = threading.Lock()
+        self._idle = threading.Condition()
 
     def _enter(self) -> None:
-        with self._lock:
+        with self._idle:
             if self._inflight >= self.max_inflight:
                 self.metrics.rejected.labels("too_many_inflight").inc()
                 raise Overloaded(
@@ -130,9 +130,23 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
         self.metrics.inflight.inc()
 
     def _leave(self) -> None:
-        with self._lock:
+        with self._idle:
             self._inflight -= 1
+            if self._inflight == 0:
+                self._idle.notify_all()
         self.metrics.inflight.dec()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the translations in flight to end."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._inflight == 0, timeout=max(0.0, timeout))
+
+    @staticmethod
+    def _cancel_with_client(context: grpc.ServicerContext, job: Job) -> None:
+        # add_callback returns False when the RPC has already ended (the client left
+        # between submit and here): the callback would never run, so cancel now.
+        if not context.add_callback(job.cancel):
+            job.cancel()
 
     def _engine(self, name: str) -> Engine:
         if not self.ready:
@@ -174,7 +188,7 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
             )
             timeout = remaining_seconds(context)
             job = engine.submit(list(request.texts), options, timeout=timeout)
-            context.add_callback(job.cancel)
+            self._cancel_with_client(context, job)
             results = engine.render(job, engine.wait(job, timeout))
             response = pb.TranslateResponse(
                 translations=[
@@ -205,18 +219,25 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
             options = to_options(
                 request.options, default_max_length=min(256, engine.config.max_target_length)
             )
-            updates: queue.Queue[tuple[tuple[int, ...], bool]] = queue.Queue()
+            # One update per new prefix length (prefixes only grow) plus the final one:
+            # at most max_length + 1 puts, so this bound never makes the scheduler wait.
+            updates: queue.Queue[tuple[tuple[int, ...], bool]] = queue.Queue(
+                maxsize=options.max_length + 2
+            )
             last: list[int] = [-1]
 
             def on_prefix(tokens: tuple[int, ...], final: bool) -> None:
-                # Runs in the scheduler thread: only hand over real changes.
+                # Runs in the scheduler thread: hand over real changes, never block.
                 if final or len(tokens) != last[0]:
                     last[0] = len(tokens)
-                    updates.put((tokens, final))
+                    try:
+                        updates.put_nowait((tokens, final))
+                    except queue.Full:  # the bound above rules it out; drop, don't stall
+                        log.warning("stream update dropped: queue full")
 
             timeout = remaining_seconds(context)
             job = engine.submit([request.text], options, timeout=timeout, on_prefix=on_prefix)
-            context.add_callback(job.cancel)
+            self._cancel_with_client(context, job)
             text = ""
             while True:
                 try:
@@ -224,6 +245,9 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
                 except queue.Empty:
                     if job.future.done():
                         engine.wait(job, 0)  # raises the job's error
+                        # Every update is put before the job resolves: none is coming.
+                        if updates.empty():
+                            break
                     continue
                 if final:
                     break

@@ -188,6 +188,10 @@ def test_dockerfile_installs_the_package_without_extras_or_torch():
     gpu = " ".join(stages["build-gpu"])
     assert "pip uninstall -y onnxruntime" in gpu and "ORT_GPU_SPEC" in gpu
     assert "onnxruntime-gpu" in " ".join(stages[""])
+    # Each onnxruntime-gpu release is built for one CUDA major: the spec is an exact pin
+    # that goes with CUDA_IMAGE, never a range that a new release could move under it.
+    args = dict(re.findall(r"ARG\s+(\w+)=(\S+)", " ".join(stages[""])))
+    assert re.fullmatch(r'"?onnxruntime-gpu==\d+\.\d+\.\d+"?', args["ORT_GPU_SPEC"])
 
 
 def dockerignored(path: str, patterns: list[str]) -> bool:

@@ -7,6 +7,9 @@ import hashlib
 import json
 from pathlib import Path
 
+import numpy as np
+import onnx
+import pytest
 import torch
 
 import export.cli
@@ -14,6 +17,7 @@ from export import spec
 from export.cli import main
 from export.parity import ParityError, ParityReport
 from models.checkpoint import load_checkpoint
+from models.options import DecodeOptions
 from tests.export.helpers import SAMPLE, cli_args
 
 BUNDLE_FILES = {
@@ -105,6 +109,10 @@ def test_manifest_contents(bundle_dir, checkpoint):
     dtypes = {i["name"]: i["dtype"] for i in graphs["decoder"]["inputs"]}
     assert dtypes[spec.TOP_K] == dtypes[spec.PREV_TOKENS] == "int64"
     assert dtypes[spec.SRC_MASK] == "bool" and dtypes[spec.MEMORY] == "float32"
+    axes = {"batch", "src_len", "sentences", "rows", "prev_rows", "k"}
+    for values in (*graphs["encoder"].values(), *graphs["decoder"].values()):
+        for value in values:  # a size, or a dynamic axis we declared: no tracer names
+            assert all(isinstance(d, int) or d in axes for d in value["shape"]), value
     assert {o["name"]: o["shape"] for o in graphs["decoder"]["outputs"]}[spec.TOPK_IDS] == [
         "rows",
         "k",
@@ -250,3 +258,47 @@ def test_random_parity_sources_without_data(tmp_path, checkpoint, monkeypatch):
     assert seen["kwargs"]["beam_sentences"] == 200
     manifest = json.loads((out / spec.MANIFEST_FILE).read_text())
     assert manifest["parity"]["source"] == "random"
+
+
+# -- reduced-precision variants --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("precision", "weight_type"),
+    [("int8", onnx.TensorProto.INT8), ("fp16", onnx.TensorProto.FLOAT16)],
+)
+def test_variant_bundle(tmp_path, checkpoint, capsys, precision, weight_type):
+    """A variant is gated on BLEU against fp32 (side by side), stores its weights in the
+    reduced type, keeps fp32 graph I/O and serves like any bundle."""
+    from service.bundle import load_bundle
+    from service.decoding import decode
+    from service.runtime import RuntimeConfig
+
+    out = tmp_path / "m" / "2"
+    assert main(cli_args(checkpoint, out, f"--{precision}")) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith(f"{precision}: BLEU ")
+    assert printed[0].endswith("the fp32 speed on CPUExecutionProvider")
+    manifest = json.loads((out / spec.MANIFEST_FILE).read_text())
+    assert manifest["precision"] == precision
+    v = manifest["variant"]
+    assert v["precision"] == precision and v["sentences"] == 20
+    assert v["provider"] == "CPUExecutionProvider"
+    assert v["bleu_delta"] == pytest.approx(v["bleu_variant"] - v["bleu_fp32"], abs=0.011)
+    assert v["speedup"] > 0
+    decoder = onnx.load(str(out / spec.DECODER_FILE))
+    assert any(t.data_type == weight_type for t in decoder.graph.initializer)
+    memory = next(i for i in manifest["graphs"]["decoder"]["inputs"] if i["name"] == spec.MEMORY)
+    assert memory["dtype"] == "float32"
+    bundle = load_bundle(out, RuntimeConfig(providers=("cpu",)))
+    (nbest,) = decode(bundle.model, [[5, 6, 7]], options=DecodeOptions(), special=bundle.special)
+    assert nbest[0].tokens and np.isfinite(nbest[0].score)
+    assert leftovers(out.parent) == []
+
+
+def test_int8_and_fp16_together_is_an_error(tmp_path, checkpoint, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(cli_args(checkpoint, tmp_path / "m" / "2", "--int8", "--fp16"))
+    assert exit_info.value.code == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+    assert not (tmp_path / "m" / "2").exists()

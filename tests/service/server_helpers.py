@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -129,3 +130,20 @@ def rpc_error(call: Callable[[], object]) -> grpc.RpcError:
     except grpc.RpcError as exc:
         return exc
     raise AssertionError("the call succeeded but an error was expected")
+
+
+def blocked_encoder(monkeypatch, model) -> tuple[threading.Event, threading.Event]:
+    """Make the next ``model.encode`` call wait for ``release``; ``entered`` is set once
+    it is waiting. Later calls run as usual."""
+    entered, release, real = threading.Event(), threading.Event(), model.encode
+    first = [True]
+
+    def encode(*args, **kwargs):
+        if first[0]:
+            first[0] = False
+            entered.set()
+            assert release.wait(TIMEOUT), "the test never released the encoder"
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(model, "encode", encode)
+    return entered, release

@@ -12,6 +12,7 @@ from service.proto.nmt.v1 import translator_pb2 as pb
 from tests.service.server_helpers import (
     LOOP_SENTENCE,
     TIMEOUT,
+    blocked_encoder,
     proto_options,
     rpc_error,
     stub_for,
@@ -31,23 +32,6 @@ def _long_request(tiny_bundle) -> pb.TranslateRequest:
 
 def _short_request(tiny_bundle) -> pb.TranslateRequest:
     return pb.TranslateRequest(texts=tiny_bundle.sentences[1:4], options=proto_options(beam=2))
-
-
-def _blocked_encoder(monkeypatch, model) -> tuple[threading.Event, threading.Event]:
-    """Make the next ``model.encode`` call wait for ``release``; ``entered`` is set once
-    it is waiting. Later calls run as usual."""
-    entered, release, real = threading.Event(), threading.Event(), model.encode
-    first = [True]
-
-    def encode(*args, **kwargs):
-        if first[0]:
-            first[0] = False
-            entered.set()
-            assert release.wait(TIMEOUT), "the test never released the encoder"
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(model, "encode", encode)
-    return entered, release
 
 
 @pytest.mark.parametrize("background", [True, False], ids=["background", "inline"])
@@ -77,7 +61,7 @@ def test_decoding_goes_on_while_a_batch_is_encoded(server_factory, tiny_bundle, 
     try:
         long = stub.Translate.future(_long_request(tiny_bundle), timeout=TIMEOUT)
         assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") > 0, timeout=5)
-        entered, release = _blocked_encoder(monkeypatch, model)
+        entered, release = blocked_encoder(monkeypatch, model)
         short = stub.Translate.future(_short_request(tiny_bundle), timeout=TIMEOUT)
         assert entered.wait(5), "the short request was never encoded"
         steps = reg.get_sample_value("nmt_decoder_step_rows_count")
@@ -99,7 +83,7 @@ def test_deadline_passing_during_encoding_frees_the_rows(server_factory, tiny_bu
     reg, model = server.registry, server.engines["tiny"].bundle.model
     channel, stub = stub_for(server.port)
     try:
-        entered, release = _blocked_encoder(monkeypatch, model)
+        entered, release = blocked_encoder(monkeypatch, model)
         late = stub.Translate.future(_long_request(tiny_bundle), timeout=0.5)
         assert entered.wait(5)
         exc = rpc_error(late.result)
@@ -117,7 +101,7 @@ def test_stop_drains_a_batch_being_encoded(server_factory, tiny_bundle, monkeypa
     model = server.engines["tiny"].bundle.model
     channel, stub = stub_for(server.port)
     try:
-        entered, release = _blocked_encoder(monkeypatch, model)
+        entered, release = blocked_encoder(monkeypatch, model)
         future = stub.Translate.future(_short_request(tiny_bundle), timeout=TIMEOUT)
         assert entered.wait(5)
         stopper = threading.Thread(target=server.stop, args=(5.0,))

@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import socket
+import threading
 from pathlib import Path
 
 import pytest
 
+from models.options import DecodeOptions
 from service import client, evaluate
-from tests.service.server_helpers import TIMEOUT, proto_options, stub_for
+from tests.service.server_helpers import (
+    TIMEOUT,
+    blocked_encoder,
+    proto_options,
+    stub_for,
+    wait_until,
+)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SAMPLE = Path(__file__).resolve().parents[2] / "models" / "sample"
@@ -64,7 +72,8 @@ def test_translate_cli_n_best(server, address, capsys):
 def test_translate_cli_reports_server_errors(address, capsys):
     assert client.main(["--server", address, "   "]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["nmt-translate: error: INVALID_ARGUMENT: texts[0] is empty or whitespace only"]
+    want = "INVALID_ARGUMENT: texts[0] is empty or whitespace only: send non-empty text"
+    assert err == [f"nmt-translate: error: {want}"]
 
 
 def test_translate_cli_closed_port(capsys):
@@ -82,6 +91,13 @@ def test_translate_cli_closed_port(capsys):
 def test_translate_cli_rejects_bad_beam(capsys):
     assert client.main(["--beam", "0", "hello"]) == 2
     assert "--beam and --n-best must be >= 1" in capsys.readouterr().err
+
+
+def test_translate_cli_n_best_needs_a_beam(capsys):
+    assert client.main(["--n-best", "3", "hello"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == ["nmt-translate: error: --n-best 3 needs --beam 3 or more"]
 
 
 @pytest.fixture(scope="module")
@@ -160,3 +176,35 @@ def test_eval_cli_empty_source_line_works_with_server_too(
     assert evaluate.main([*args, "--bundle", str(tiny_bundle.bundle_dir)]) == 0
     capsys.readouterr()
     assert evaluate.main([*args, "--server", address]) == 0
+
+
+def test_eval_with_server_waits_out_a_full_queue(server_factory, tiny_bundle, monkeypatch):
+    """nmt-eval keeps several requests in flight; a server whose queue is full answers
+    RESOURCE_EXHAUSTED and nmt-eval retries instead of failing."""
+    server = server_factory(max_queue=1)
+    reg, model = server.registry, server.engines["tiny"].bundle.model
+    lines = tiny_bundle.sentences[1:13]
+    want = evaluate.translate_with_bundle(tiny_bundle.bundle_dir, lines, DecodeOptions())
+    rejected = {"reason": "queue_full"}
+    _, release = blocked_encoder(monkeypatch, model)
+
+    def release_once_rejected() -> None:
+        wait_until(lambda: (reg.get_sample_value("nmt_rejected_requests_total", rejected) or 0) > 0)
+        release.set()
+
+    releaser = threading.Thread(target=release_once_rejected)
+    releaser.start()
+    try:
+        got = evaluate.translate_with_server(f"127.0.0.1:{server.port}", lines, 1, batch=1)
+    finally:
+        release.set()
+        releaser.join()
+    assert reg.get_sample_value("nmt_rejected_requests_total", rejected) > 0
+    assert got == want
+
+
+def test_eval_with_server_sizes_requests_to_the_beam(address, tiny_bundle):
+    """32 sentences x beam 12 would exceed the server's 256 rows: nmt-eval sends fewer."""
+    lines = tiny_bundle.sentences[1:41]
+    got = evaluate.translate_with_server(address, lines, 12)
+    assert len(got) == len(lines) and all(got)

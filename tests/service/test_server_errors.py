@@ -7,6 +7,7 @@ import threading
 import grpc
 import pytest
 
+from service.decoding import GreedySearch
 from service.proto.nmt.v1 import translator_pb2 as pb
 from tests.service.server_helpers import (
     LOOP_SENTENCE,
@@ -45,13 +46,16 @@ def _request(texts=("A short sentence.",), model="", **options):
 
 BAD_REQUESTS = {
     "no-texts": (_request(texts=()), "no texts given"),
-    "empty-text": (_request(texts=("ok", "")), "texts[1] is empty or whitespace only"),
+    "empty-text": (
+        _request(texts=("ok", "")),
+        "texts[1] is empty or whitespace only: send non-empty text",
+    ),
     "whitespace-text": (_request(texts=(" \t\n ",)), "texts[0] is empty or whitespace only"),
     "too-many-sentences": (_request(texts=["Hello."] * 9), "9 sentences in one request"),
     "source-too-long": (_request(texts=("word " * 70,)), "source tokens; the limit is 64"),
     "beam-over-max": (
         _request(strategy=pb.STRATEGY_BEAM, beam_size=7),
-        "beam_size 7 > max 6",
+        "beam_size 7 > max 6: use beam_size <= 6",
     ),
     "n-best-over-beam": (
         _request(strategy=pb.STRATEGY_BEAM, beam_size=2, n_best=3),
@@ -59,13 +63,16 @@ BAD_REQUESTS = {
     ),
     "n-best-over-max": (
         _request(strategy=pb.STRATEGY_BEAM, beam_size=6, n_best=5),
-        "n_best 5 > max 4",
+        "n_best 5 > max 4: use n_best <= 4",
     ),
     "negative-length-penalty": (_request(length_penalty=-0.5), "length_penalty must be in [0, 5]"),
     "oversized-length-penalty": (_request(length_penalty=7.0), "length_penalty must be in [0, 5]"),
     "nan-length-penalty": (_request(length_penalty=float("nan")), "length_penalty"),
     "negative-length-ratio": (_request(max_length_ratio=-1.0), "max_length_ratio must be >= 0"),
-    "max-length-over-limit": (_request(max_length=4001), "max_length 4001 > server limit 4000"),
+    "max-length-over-limit": (
+        _request(max_length=4001),
+        "max_length 4001 > server limit 4000: use max_length <= 4000",
+    ),
     "greedy-with-beam": (
         _request(strategy=pb.STRATEGY_GREEDY, beam_size=3),
         "strategy GREEDY with beam_size 3",
@@ -323,7 +330,7 @@ def test_encoder_failure_leaves_requests_in_flight_alone(server_factory, tiny_bu
     server = server_factory(max_live_rows=40, max_beam_size=6, max_target_length=4000)
     channel, stub = stub_for(server.port)
     try:
-        long = _long_request(tiny_bundle)
+        long = _long_request(tiny_bundle, sentences=4)  # 20 of 40 rows: room for more
         alone = stub.Translate(long, timeout=60)
         reg = server.registry
         future = stub.Translate.future(long, timeout=60)
@@ -334,5 +341,30 @@ def test_encoder_failure_leaves_requests_in_flight_alone(server_factory, tiny_bu
         assert not future.done()  # the failure did not end the request in flight
         assert future.result().translations == alone.translations
         assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") == 0, timeout=5)
+    finally:
+        channel.close()
+
+
+def test_failure_finishing_a_sentence_fails_only_its_request(
+    server_factory, tiny_bundle, monkeypatch
+):
+    """A sentence that has left the decode loop and fails while its result is built must
+    fail its own request (not hang it, not fail the others) and give back its rows."""
+    server = server_factory(max_live_rows=40, max_beam_size=6, max_target_length=4000)
+    channel, stub = stub_for(server.port)
+    try:
+        long = _long_request(tiny_bundle, sentences=4)  # 20 of 40 rows: room for more
+        alone = stub.Translate(long, timeout=60)
+        reg = server.registry
+        future = stub.Translate.future(long, timeout=60)
+        assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") > 0, timeout=5)
+        _fail_once(monkeypatch, GreedySearch, "results")
+        exc = rpc_error(lambda: stub.Translate(_request(), timeout=10))
+        assert exc.code() == grpc.StatusCode.INTERNAL
+        assert not future.done()
+        assert future.result().translations == alone.translations
+        assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") == 0, timeout=5)
+        assert server.engines["tiny"]._rows_reserved == 0
+        assert len(stub.Translate(_request(), timeout=10).translations) == 1
     finally:
         channel.close()

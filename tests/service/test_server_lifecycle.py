@@ -22,6 +22,7 @@ from service.server import SERVICE_NAME
 from tests.service.server_helpers import (
     LOOP_SENTENCE,
     TIMEOUT,
+    blocked_encoder,
     proto_options,
     rpc_error,
     stub_for,
@@ -53,7 +54,7 @@ def _long_request(sentence: str, copies: int) -> pb.TranslateRequest:
 # -- health ------------------------------------------------------------------------------------
 
 
-def test_health_follows_the_lifecycle(server_factory, tiny_bundle):
+def test_health_follows_the_lifecycle(server_factory, tiny_bundle, monkeypatch):
     server = server_factory(warm=False)
     channel, stub = stub_for(server.port)
     try:
@@ -64,17 +65,27 @@ def test_health_follows_the_lifecycle(server_factory, tiny_bundle):
         server.warm_up()
         for service in ("", SERVICE_NAME):
             assert _check(channel, service) == SERVING
-        # stop() while a request is in flight: NOT_SERVING at once, the request drains.
-        reg = server.registry
+        # stop() while a request is in flight: health answers NOT_SERVING over the wire
+        # (the port stays open during the drain), new translations get UNAVAILABLE, and
+        # the request in flight finishes.
+        reg, model = server.registry, server.engines["tiny"].bundle.model
+        entered, release = blocked_encoder(monkeypatch, model)
         future = stub.Translate.future(
             _long_request(tiny_bundle.sentences[LOOP_SENTENCE], 8), timeout=TIMEOUT
         )
-        assert wait_until(lambda: (reg.get_sample_value("nmt_live_rows") or 0) > 0)
+        assert entered.wait(TIMEOUT)
         stopper = threading.Thread(target=server.stop, args=(TIMEOUT,))
         stopper.start()
-        assert wait_until(lambda: _direct_check(server, "") == NOT_SERVING, timeout=5)
-        assert _direct_check(server, SERVICE_NAME) == NOT_SERVING
-        assert not server.servicer.ready
+        try:
+            assert wait_until(lambda: _check(channel, "") == NOT_SERVING, timeout=5)
+            assert _check(channel, SERVICE_NAME) == NOT_SERVING
+            assert not server.servicer.ready
+            exc = rpc_error(lambda: stub.Translate(pb.TranslateRequest(texts=["Hi."]), timeout=5))
+            assert exc.code() == grpc.StatusCode.UNAVAILABLE
+            assert "shutting down" in exc.details()
+            assert not future.done()
+        finally:
+            release.set()
         response = future.result()
         assert len(response.translations) == 8
         stopper.join(TIMEOUT)
@@ -309,6 +320,7 @@ def test_cli_flags_and_environment_build_the_config(monkeypatch, tmp_path):
     monkeypatch.setenv("NMT_METRICS_HOST", "127.0.0.1")
     monkeypatch.setenv("NMT_IO_BINDING", "on")
     monkeypatch.setenv("NMT_ENCODER_THREAD", "off")
+    monkeypatch.setenv("NMT_GRAPH_OPTIMIZATION", "basic")
     config = parse_args(
         ["--model-repository", str(tmp_path), "--port", "6001", "--providers", "cpu"]
     )
@@ -322,3 +334,5 @@ def test_cli_flags_and_environment_build_the_config(monkeypatch, tmp_path):
     assert parse_args(["--encoder-thread", "on"]).engine.background_encoder is True
     assert parse_args(["--metrics-host", "0.0.0.0"]).metrics_host == "0.0.0.0"
     assert parse_args(["--io-binding", "off"]).runtime.io_binding == "off"
+    assert config.runtime.optimization == "basic"
+    assert parse_args(["--graph-optimization", "disable"]).runtime.optimization == "disable"
