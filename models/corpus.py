@@ -34,7 +34,10 @@ class CorpusError(RuntimeError):
 def check_tools(wordnet_dir: Path = WORDNET_DIR) -> None:
     missing = [f for f in WORDNET_FILES if not (wordnet_dir / f).is_file()]
     if missing:
-        raise CorpusError(f"WordNet data not found in {wordnet_dir}; run: {INSTALL_HINT}")
+        raise CorpusError(
+            f"WordNet data not found in {wordnet_dir} (missing {', '.join(missing)}); "
+            f"run: {INSTALL_HINT}, or pass --wordnet-dir"
+        )
     if shutil.which("apertium") is None:
         raise CorpusError(f"apertium is not installed; run: {INSTALL_HINT}")
     modes = subprocess.run(["apertium", "-l"], capture_output=True, text=True).stdout.split()
@@ -152,17 +155,32 @@ def train_tokenizers(data: Path, *, vocab_size: int, model_type: str = "unigram"
     from models.tokenizer import read_lines, train_sentencepiece
 
     for side in ("en", "es"):
-        train_sentencepiece(
-            read_lines(data / f"train.{side}"),
-            data / f"spm.{side}",
-            vocab_size=vocab_size,
-            model_type=model_type,
-        )
+        try:
+            train_sentencepiece(
+                read_lines(data / f"train.{side}"),
+                data / f"spm.{side}",
+                vocab_size=vocab_size,
+                model_type=model_type,
+            )
+        except RuntimeError as exc:  # e.g. "Vocabulary size too high" on a small corpus
+            reason = normalize(str(exc))
+            raise CorpusError(
+                f"SentencePiece training on {data / f'train.{side}'} failed with "
+                f"--vocab-size {vocab_size}: {reason}"
+            ) from None
 
 
-def build(out: Path, *, valid: int, test: int, vocab_size: int, limit: int | None) -> dict:
-    check_tools()
-    english = wordnet_sentences()
+def build(
+    out: Path,
+    *,
+    valid: int,
+    test: int,
+    vocab_size: int,
+    limit: int | None,
+    wordnet_dir: Path = WORDNET_DIR,
+) -> dict:
+    check_tools(wordnet_dir)
+    english = wordnet_sentences(wordnet_dir)
     if limit:
         english = english[:limit]
     spanish = translate(english)
@@ -182,6 +200,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     b.add_argument("--test", type=int, default=2000)
     b.add_argument("--vocab-size", type=int, default=4000)
     b.add_argument("--limit", type=int, default=None, help="only the first N English sentences")
+    b.add_argument(
+        "--wordnet-dir",
+        type=Path,
+        default=WORDNET_DIR,
+        metavar="DIR",
+        help=f"directory with WordNet's {', '.join(WORDNET_FILES)} (default: {WORDNET_DIR})",
+    )
     s = sub.add_parser("spm", help="(re)train the SentencePiece models of a corpus")
     s.add_argument("--data", type=Path, required=True)
     s.add_argument("--vocab-size", type=int, default=4000)
@@ -195,6 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 test=args.test,
                 vocab_size=args.vocab_size,
                 limit=args.limit,
+                wordnet_dir=args.wordnet_dir,
             )
             print(" ".join(f"{k}={v}" for k, v in stats.items()))
         else:

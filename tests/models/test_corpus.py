@@ -20,10 +20,6 @@ from models.corpus import (
     write_split,
 )
 
-needs_apertium = pytest.mark.skipif(
-    shutil.which("apertium") is None, reason="apertium is not installed"
-)
-
 HEADER = (
     "  1 This software and database is being provided to you, the LICENSEE, by  \n"
     "  2 Princeton University under the following license. | By obtaining, using  \n"
@@ -53,6 +49,40 @@ def wordnet_dir(tmp_path):
     for name, text in FAKE_WORDNET.items():
         (root / name).write_text(text, encoding="utf-8")
     return root
+
+
+# More glosses in plain words Apertium knows, so an end-to-end build has enough pairs for a
+# valid/test split and SentencePiece training. (definition, example) per synset.
+EXTRA_GLOSSES = {
+    "data.noun": [
+        ("a domestic animal that lives with people", "the dog is sleeping in the garden"),
+        ("a large building where many people work", "the city has a big market near the river"),
+        ("a book that tells a long story", "my sister reads a new book every week"),
+        ("a place where children learn to read and write", "the teacher opened the door"),
+    ],
+    "data.verb": [
+        ("move fast on foot", "the boy runs to the house after school"),
+        ("eat food in the evening", "we eat dinner with our family at home"),
+        ("give money for goods or work", "she paid the bill at the small shop"),
+        ("speak to another person about something", "they talked about the weather"),
+        ("make a picture with a pencil or a pen", "he draws a tree and a red car"),
+        ("put water on plants in the garden", "the old man waters the flowers every morning"),
+    ],
+}
+
+
+@pytest.fixture
+def corpus_wordnet_dir(wordnet_dir):
+    """The fake WordNet plus EXTRA_GLOSSES: 29 sentences, 26 translated without unknown words."""
+    for name, glosses in EXTRA_GLOSSES.items():
+        pos = name.split(".")[1][0]
+        lines = [
+            f'{10000000 + i:08d} 00 {pos} 01 word{i} 0 000 | {definition}; "{example}"  \n'
+            for i, (definition, example) in enumerate(glosses)
+        ]
+        with open(wordnet_dir / name, "a", encoding="utf-8") as fh:
+            fh.writelines(lines)
+    return wordnet_dir
 
 
 def test_split_gloss_real_gloss() -> None:
@@ -180,7 +210,6 @@ def test_apertium_realigns_when_paragraphs_merge(monkeypatch) -> None:
     assert ["bad"] in calls
 
 
-@needs_apertium
 def test_apertium_translates_line_for_line(monkeypatch, wordnet_dir) -> None:
     check_tools(wordnet_dir)
     lines = [
@@ -221,3 +250,84 @@ def test_cli_requires_a_command() -> None:
     with pytest.raises(SystemExit) as info:
         corpus.main([])
     assert info.value.code == 2
+
+
+def _read(path):
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def _build_args(out, wordnet, *extra):
+    return ["build", "--out", str(out), "--wordnet-dir", str(wordnet), *extra]
+
+
+def test_cli_build_end_to_end(tmp_path, corpus_wordnet_dir, capsys) -> None:
+    """`nmt-data build` on a fake WordNet with real Apertium and SentencePiece."""
+    small = ("--valid", "2", "--test", "3", "--vocab-size", "80")
+    assert corpus.main(_build_args(tmp_path / "a", corpus_wordnet_dir, *small)) == 0
+    stats = dict(kv.split("=") for kv in capsys.readouterr().out.split())
+    stats = {k: int(v) for k, v in stats.items()}
+    assert stats["english"] == 29
+    assert stats["kept"] >= 20  # a few fake glosses have words Apertium does not know
+    assert (stats["valid"], stats["test"]) == (2, 3)
+    assert stats["train"] + stats["valid"] + stats["test"] == stats["kept"]
+
+    out = tmp_path / "a"
+    sides = {}
+    for split in ("train", "valid", "test"):
+        en, es = _read(out / f"{split}.en"), _read(out / f"{split}.es")
+        assert len(en) == len(es) == stats[split]
+        assert all(en) and all(es)
+        assert not any(corpus.UNKNOWN_MARKS.search(line) for line in en + es)
+        sides[split] = set(en)
+    assert not (sides["train"] & sides["valid"] or sides["train"] & sides["test"])
+    assert not sides["valid"] & sides["test"]
+    assert (out / "spm.en.model").is_file() and (out / "spm.es.model").is_file()
+
+    # Same inputs, same corpus: byte-identical split files in a second output dir.
+    assert corpus.main(_build_args(tmp_path / "b", corpus_wordnet_dir, *small)) == 0
+    for split in ("train", "valid", "test"):
+        for side in ("en", "es"):
+            name = f"{split}.{side}"
+            assert (tmp_path / "b" / name).read_bytes() == (out / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("make", ["missing", "empty"])
+def test_cli_build_bad_wordnet_dir(tmp_path, capsys, make) -> None:
+    wordnet = tmp_path / "wordnet"
+    if make == "empty":
+        wordnet.mkdir()
+    assert corpus.main(_build_args(tmp_path / "out", wordnet)) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith(f"nmt-data: error: WordNet data not found in {wordnet} ")
+    assert "--wordnet-dir" in lines[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_build_without_apertium(tmp_path, wordnet_dir, capsys, monkeypatch) -> None:
+    real_which = shutil.which
+    monkeypatch.setattr(
+        corpus.shutil, "which", lambda cmd, *a, **k: None if cmd == "apertium" else real_which(cmd)
+    )
+    assert corpus.main(_build_args(tmp_path / "out", wordnet_dir)) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert lines == [
+        "nmt-data: error: apertium is not installed; "
+        "run: apt-get install -y apertium apertium-eng-spa wordnet-base"
+    ]
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_spm_vocab_too_large(tmp_path, sample_lines, capsys) -> None:
+    en, es = sample_lines
+    (tmp_path / "train.en").write_text("\n".join(en) + "\n", encoding="utf-8")
+    (tmp_path / "train.es").write_text("\n".join(es) + "\n", encoding="utf-8")
+    assert corpus.main(["spm", "--data", str(tmp_path), "--vocab-size", "50000"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("nmt-data: error: SentencePiece training on ")
+    assert "--vocab-size 50000" in lines[0]
