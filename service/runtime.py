@@ -163,6 +163,11 @@ def usable_providers(config: RuntimeConfig) -> list[str]:
     providers = [p for p in wanted if p in available]
     if "CUDAExecutionProvider" in providers:
         _preload_cuda_libraries()
+    if config.require_gpu and "CUDAExecutionProvider" not in wanted:
+        raise BundleRuntimeError(
+            f"--require-gpu is set but --providers {','.join(config.providers)} leaves out "
+            "CUDA; add cuda to --providers"
+        )
     if config.require_gpu and "CUDAExecutionProvider" not in providers:
         raise BundleRuntimeError(
             "--require-gpu is set but ONNX Runtime has no CUDA execution provider here "

@@ -89,7 +89,11 @@ class ServerFactory:
         self.repo = repo
         self.servers: list = []
 
-    def __call__(self, *, warm: bool = True, start: bool = True, **engine):
+    def __call__(
+        self, *, warm: bool = True, start: bool = True, server: dict | None = None, **engine
+    ):
+        """``server``: ServerConfig fields to override (TLS, reflection...); the rest of
+        the keywords are EngineConfig fields."""
         from prometheus_client import CollectorRegistry
 
         from service.engine import EngineConfig
@@ -106,6 +110,7 @@ class ServerFactory:
             shutdown_grace=2.0,
             runtime=RuntimeConfig(providers=("cpu",), intra_op_threads=1),
             engine=EngineConfig(**engine),
+            **(server or {}),
         )
         server, port = create_server(config, registry=CollectorRegistry())
         assert port > 0 and server.port == port
