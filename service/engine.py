@@ -82,11 +82,6 @@ class Engine:
         self._accepting = False
         self._stopping = False
         self._thread: threading.Thread | None = None
-        metrics.model.labels(
-            str(bundle.manifest.get("name", "")),
-            str(bundle.manifest.get("version", "")),
-            bundle.model.provider,
-        ).set(1)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -352,10 +347,14 @@ class Engine:
         self.metrics.decoder_step_latency.observe(time.monotonic() - start)
         self.metrics.rows_per_step.observe(rows)
         self.metrics.generated_tokens.inc(rows)
-        for active in self._loop.active:
+        for active in list(self._loop.active):
             job, _ = active.handle
-            if job.on_prefix is not None:
-                job.on_prefix(active.search.stable_prefix(), False)
+            if job.on_prefix is not None and not job.future.done():
+                try:
+                    job.on_prefix(active.search.stable_prefix(), False)
+                except Exception as exc:  # noqa: BLE001 - a stream's failure is its own
+                    log.exception("failure streaming a prefix; failing its request")
+                    self._fail_jobs({job}, exc)
         for (job, i), search in finished:
             # These sentences have left the loop: a failure here must fail their request
             # itself, or it would never resolve and its rows would stay reserved.

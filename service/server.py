@@ -56,6 +56,9 @@ class ServerConfig:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     shutdown_grace: float = 10.0
+    # Seconds of the grace spent announcing NOT_SERVING while still serving new calls, so
+    # health-checking load balancers move traffic away before the port closes.
+    drain_announce: float = 2.0
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
 
@@ -68,6 +71,8 @@ class ServerConfig:
             raise ValueError("workers must be >= 10 (8 stay free for health checks)")
         if self.shutdown_grace < 0:
             raise ValueError("shutdown grace must be >= 0 seconds")
+        if self.drain_announce < 0:
+            raise ValueError("drain announce must be >= 0 seconds")
 
 
 # Precisions worth serving per device: dynamic int8 only pays off on CPU, fp16 only on GPU.
@@ -158,6 +163,9 @@ class TranslationServer:
                 bundle.model.provider,
             )
             self.engines[name] = Engine(bundle, config.engine, self.metrics)
+            # Labelled by the name clients use (the repository directory), as in ListModels.
+            version = str(bundle.manifest.get("version", ""))
+            self.metrics.model.labels(name, version, bundle.model.provider).set(1)
         self.servicer = TranslatorServicer(
             self.engines, default, self.metrics, max_inflight=max(1, config.workers - 8)
         )
@@ -223,21 +231,23 @@ class TranslationServer:
         self._set_health(health_pb2.HealthCheckResponse.SERVING)
 
     def stop(self, grace: float | None = None) -> None:
-        """NOT_SERVING, refuse new requests, drain in-flight ones within ``grace``."""
+        """Shut down within ``grace`` seconds: announce NOT_SERVING while still serving
+        (``drain_announce``, capped by the grace), then refuse new calls and let the ones
+        in flight finish in what is left of the grace."""
         if self._stopped.is_set():
             return
         grace = self.config.shutdown_grace if grace is None else grace
         deadline = time.monotonic() + grace
         self.health.enter_graceful_shutdown()
+        # Health checks answer NOT_SERVING now, and new calls are still served: a load
+        # balancer that polls health moves away, one that does not (nginx OSS) sees no
+        # errors. Once the port closes, nginx's grpc_next_upstream retries elsewhere;
+        # an UNAVAILABLE status from an open port it would pass to the client instead.
+        time.sleep(min(self.config.drain_announce, grace))
         self.servicer.ready = False
-        # The port stays open while the translations in flight finish, so health checks
-        # answer NOT_SERVING (a load balancer's cue to move away) and new translations get
-        # a clear UNAVAILABLE from the servicer; grpc's own stop() would refuse every call.
-        if not self.servicer.wait_idle(grace):
-            log.warning("shutdown grace of %.1f s ran out with translations in flight", grace)
         self.grpc_server.stop(max(0.0, deadline - time.monotonic())).wait()
         for engine in self.engines.values():
-            engine.stop(timeout=grace)
+            engine.stop(timeout=max(0.0, deadline - time.monotonic()))
         if self._metrics_httpd is not None:
             self._metrics_httpd.shutdown()
             self._metrics_httpd.server_close()
@@ -329,6 +339,13 @@ def parse_args(argv: Sequence[str] | None) -> ServerConfig:
         "--reflection", action="store_true", default=_env("reflection", "0") in ("1", "true", "yes")
     )
     p.add_argument("--shutdown-grace", type=float, default=float(_env("shutdown_grace", 10)))
+    p.add_argument(
+        "--drain-announce",
+        type=float,
+        default=float(_env("drain_announce", 2)),
+        help="seconds of the shutdown grace spent answering health checks NOT_SERVING while "
+        "still serving, before new calls are refused",
+    )
     p.add_argument("--log-level", default=_env("log_level", "INFO"))
     args = p.parse_args(argv)
     logging.basicConfig(
@@ -346,6 +363,7 @@ def parse_args(argv: Sequence[str] | None) -> ServerConfig:
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         shutdown_grace=args.shutdown_grace,
+        drain_announce=args.drain_announce,
         runtime=RuntimeConfig(
             providers=tuple(x.strip() for x in args.providers.split(",") if x.strip()),
             intra_op_threads=args.intra_op_threads,

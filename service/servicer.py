@@ -116,10 +116,10 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
         # stay free for health checks and ListModels under overload.
         self.max_inflight = max_inflight
         self._inflight = 0
-        self._idle = threading.Condition()
+        self._lock = threading.Lock()
 
     def _enter(self) -> None:
-        with self._idle:
+        with self._lock:
             if self._inflight >= self.max_inflight:
                 self.metrics.rejected.labels("too_many_inflight").inc()
                 raise Overloaded(
@@ -130,16 +130,9 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
         self.metrics.inflight.inc()
 
     def _leave(self) -> None:
-        with self._idle:
+        with self._lock:
             self._inflight -= 1
-            if self._inflight == 0:
-                self._idle.notify_all()
         self.metrics.inflight.dec()
-
-    def wait_idle(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for the translations in flight to end."""
-        with self._idle:
-            return self._idle.wait_for(lambda: self._inflight == 0, timeout=max(0.0, timeout))
 
     @staticmethod
     def _cancel_with_client(context: grpc.ServicerContext, job: Job) -> None:

@@ -368,3 +368,28 @@ def test_failure_finishing_a_sentence_fails_only_its_request(
         assert len(stub.Translate(_request(), timeout=10).translations) == 1
     finally:
         channel.close()
+
+
+def test_failure_streaming_a_prefix_fails_only_that_stream(
+    server_factory, tiny_bundle, monkeypatch
+):
+    server = server_factory(max_live_rows=40, max_beam_size=6, max_target_length=4000)
+    channel, stub = stub_for(server.port)
+    try:
+        long = _long_request(tiny_bundle, sentences=4)  # 20 of 40 rows: room for more
+        alone = stub.Translate(long, timeout=60)
+        reg = server.registry
+        future = stub.Translate.future(long, timeout=60)
+        assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") > 0, timeout=5)
+        _fail_once(monkeypatch, GreedySearch, "stable_prefix")
+        stream = stub.TranslateStream(
+            pb.TranslateStreamRequest(text="A short sentence."), timeout=10
+        )
+        exc = rpc_error(lambda: list(stream))
+        assert exc.code() == grpc.StatusCode.INTERNAL
+        assert not future.done()
+        assert future.result().translations == alone.translations
+        assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") == 0, timeout=5)
+        assert server.engines["tiny"]._rows_reserved == 0
+    finally:
+        channel.close()

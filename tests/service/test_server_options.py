@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import time
 
 import grpc
 import pytest
@@ -96,3 +97,62 @@ def test_require_gpu_without_cuda_in_providers_is_a_one_line_error(tmp_path, cap
         "nmt-serve: error: --require-gpu is set but --providers cpu leaves out CUDA; "
         "add cuda to --providers"
     ]
+
+
+def test_every_loaded_model_has_its_info_series(tiny_bundle, tmp_path):
+    """Two models in the repository: one nmt_model_info series each, named as clients
+    name them (the directory), like ListModels."""
+    import shutil
+
+    from tests.service.server_fixtures import ServerFactory
+
+    for name in ("alpha", "beta"):
+        shutil.copytree(tiny_bundle.bundle_dir, tmp_path / name / "1")
+    factory = ServerFactory(tmp_path)
+    try:
+        server = factory(warm=False, start=False)
+        reg = server.registry
+        for name in ("alpha", "beta"):
+            labels = {"model": name, "version": "1", "provider": "CPUExecutionProvider"}
+            assert reg.get_sample_value("nmt_model_info", labels) == 1
+        listed = server.servicer.ListModels(pb.ListModelsRequest(), None)
+        assert [m.name for m in listed.models] == ["alpha", "beta"]
+    finally:
+        factory.close()
+
+
+class _GoneClient:
+    """A servicer context whose RPC already ended: add_callback refuses the callback."""
+
+    def __init__(self) -> None:
+        self.code = self.details = None
+
+    def add_callback(self, callback) -> bool:
+        return False
+
+    def time_remaining(self):
+        return 30.0
+
+    def set_code(self, code) -> None:
+        self.code = code
+
+    def set_details(self, details) -> None:
+        self.details = details
+
+
+def test_job_of_a_client_gone_before_add_callback_is_cancelled(server_factory, tiny_bundle):
+    server = server_factory(max_live_rows=40, max_beam_size=6, max_target_length=4000)
+    context = _GoneClient()
+    request = pb.TranslateRequest(
+        texts=[tiny_bundle.sentences[0]],
+        options=pb.DecodeOptions(
+            strategy=pb.STRATEGY_BEAM, beam_size=5, max_length=4000, max_length_ratio=100.0
+        ),
+    )
+    start = time.monotonic()
+    server.servicer.Translate(request, context)
+    assert context.code == grpc.StatusCode.CANCELLED
+    assert time.monotonic() - start < 20  # not decoded to its 4,000-token limit
+    reg = server.registry
+    labels = {"method": "Translate", "code": "CANCELLED"}
+    assert reg.get_sample_value("nmt_requests_total", labels) == 1
