@@ -403,7 +403,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     log.info("serving on port %d (SERVING)", port)
     stop.wait()
-    log.info("shutting down: draining for up to %.1f s", config.shutdown_grace)
+    log.info(
+        "shutting down: NOT_SERVING, still serving for %.1f s, then draining; %.1f s in all",
+        min(config.drain_announce, config.shutdown_grace),
+        config.shutdown_grace,
+    )
     server.stop()
     return 0
 

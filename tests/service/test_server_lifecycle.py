@@ -314,7 +314,8 @@ def test_sigterm_drains_in_flight_requests(server_process, tiny_bundle):
         channel.close()
     log.seek(0)
     output = log.read()
-    assert f"shutting down: draining for up to {GRACE:.1f} s" in output, output[-2000:]
+    expected = f"shutting down: NOT_SERVING, still serving for 2.0 s, then draining; {GRACE:.1f} s"
+    assert expected in output, output[-2000:]
 
 
 def test_cli_flags_and_environment_build_the_config(monkeypatch, tmp_path):
