@@ -326,7 +326,31 @@ def test_server_recovers_after_encoder_failure(server_factory, monkeypatch):
         channel.close()
 
 
-def test_encoder_failure_leaves_requests_in_flight_alone(server_factory, tiny_bundle, monkeypatch):
+def _unary(stub):
+    return stub.Translate(_request(), timeout=10)
+
+
+def _stream(stub):
+    return list(
+        stub.TranslateStream(pb.TranslateStreamRequest(text="A short sentence."), timeout=10)
+    )
+
+
+# What fails, and the call that meets the failure while a long request is decoding.
+FAILURES = {
+    # an encoder batch: its own requests fail, rows already decoding carry on
+    "encoder": (lambda server: (server.engines["tiny"].bundle.model, "encode"), _unary),
+    # a sentence that has left the loop, while its result is built: it must fail its
+    # own request (not hang it, not fail the others) and give back its rows
+    "finishing": (lambda server: (GreedySearch, "results"), _unary),
+    # handing a decoded prefix to a stream: only that stream fails
+    "streaming": (lambda server: (GreedySearch, "stable_prefix"), _stream),
+}
+
+
+@pytest.mark.parametrize("failure", list(FAILURES))
+def test_failure_leaves_requests_in_flight_alone(server_factory, tiny_bundle, monkeypatch, failure):
+    target, call = FAILURES[failure]
     server = server_factory(max_live_rows=40, max_beam_size=6, max_target_length=4000)
     channel, stub = stub_for(server.port)
     try:
@@ -335,61 +359,13 @@ def test_encoder_failure_leaves_requests_in_flight_alone(server_factory, tiny_bu
         reg = server.registry
         future = stub.Translate.future(long, timeout=60)
         assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") > 0, timeout=5)
-        _fail_once(monkeypatch, server.engines["tiny"].bundle.model, "encode")
-        exc = rpc_error(lambda: stub.Translate(_request(), timeout=10))
+        _fail_once(monkeypatch, *target(server))
+        exc = rpc_error(lambda: call(stub))
         assert exc.code() == grpc.StatusCode.INTERNAL
         assert not future.done()  # the failure did not end the request in flight
         assert future.result().translations == alone.translations
         assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") == 0, timeout=5)
-    finally:
-        channel.close()
-
-
-def test_failure_finishing_a_sentence_fails_only_its_request(
-    server_factory, tiny_bundle, monkeypatch
-):
-    """A sentence that has left the decode loop and fails while its result is built must
-    fail its own request (not hang it, not fail the others) and give back its rows."""
-    server = server_factory(max_live_rows=40, max_beam_size=6, max_target_length=4000)
-    channel, stub = stub_for(server.port)
-    try:
-        long = _long_request(tiny_bundle, sentences=4)  # 20 of 40 rows: room for more
-        alone = stub.Translate(long, timeout=60)
-        reg = server.registry
-        future = stub.Translate.future(long, timeout=60)
-        assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") > 0, timeout=5)
-        _fail_once(monkeypatch, GreedySearch, "results")
-        exc = rpc_error(lambda: stub.Translate(_request(), timeout=10))
-        assert exc.code() == grpc.StatusCode.INTERNAL
-        assert not future.done()
-        assert future.result().translations == alone.translations
-        assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") == 0, timeout=5)
         assert server.engines["tiny"]._rows_reserved == 0
-        assert len(stub.Translate(_request(), timeout=10).translations) == 1
-    finally:
-        channel.close()
-
-
-def test_failure_streaming_a_prefix_fails_only_that_stream(
-    server_factory, tiny_bundle, monkeypatch
-):
-    server = server_factory(max_live_rows=40, max_beam_size=6, max_target_length=4000)
-    channel, stub = stub_for(server.port)
-    try:
-        long = _long_request(tiny_bundle, sentences=4)  # 20 of 40 rows: room for more
-        alone = stub.Translate(long, timeout=60)
-        reg = server.registry
-        future = stub.Translate.future(long, timeout=60)
-        assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") > 0, timeout=5)
-        _fail_once(monkeypatch, GreedySearch, "stable_prefix")
-        stream = stub.TranslateStream(
-            pb.TranslateStreamRequest(text="A short sentence."), timeout=10
-        )
-        exc = rpc_error(lambda: list(stream))
-        assert exc.code() == grpc.StatusCode.INTERNAL
-        assert not future.done()
-        assert future.result().translations == alone.translations
-        assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") == 0, timeout=5)
-        assert server.engines["tiny"]._rows_reserved == 0
+        assert len(_unary(stub).translations) == 1
     finally:
         channel.close()
