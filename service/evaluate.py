@@ -14,6 +14,7 @@ from pathlib import Path
 
 from models.options import DecodeOptions
 from models.tokenizer import read_lines
+from service.limits import EngineConfig
 
 
 def skip_blank(translate: Callable[[list[str]], list[str]], lines: list[str]) -> list[str]:
@@ -48,8 +49,8 @@ def error_line(exc: Exception) -> str:
 # Requests nmt-eval keeps in flight: enough to fill the server's batches, few enough to
 # stay far below its in-flight and queue limits.
 EVAL_WINDOW = 8
-# A server's default max_live_rows; a request of batch x beam rows must fit in it.
-EVAL_ROWS = 256
+# A request of batch x beam rows must fit in the server's max_live_rows (its default).
+EVAL_ROWS = EngineConfig.max_live_rows
 OVERLOAD_RETRIES = 20
 
 
