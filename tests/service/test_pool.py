@@ -56,3 +56,31 @@ def test_padding_beyond_a_short_sentence_is_zero_and_masked():
     pool.append(*sentences(1, 2, start=7.0))
     assert pool.mask[1].tolist() == [True, True, False, False, False]
     assert not pool.memory[1, 2:].any() and not pool.keys[1, 2:].any()
+
+
+def test_a_rebuilt_pool_keeps_room_for_as_many_slots_again():
+    # Rebuilt to exactly its live slots, the next admission reallocated and copied the
+    # whole pool again; the loop rebuilds once half the slots are dead, so room for as
+    # many again means a steady load rebuilds without ever growing in between.
+    pool = MemoryPool()
+    pool.append(*sentences(6, 4))
+    pool.compact([5, 1, 3], width=4)
+    buffer = pool._memory
+    assert pool.capacity >= 2 * 3
+    np.testing.assert_array_equal(pool.memory, sentences(6, 4)[0][[5, 1, 3]])
+    for start in (100.0, 200.0, 300.0):
+        pool.append(*sentences(1, 2, start=start))
+    assert pool._memory is buffer, "appends within the spare room must not reallocate"
+    assert pool.slots == 6 and pool.mask.sum(axis=1).tolist() == [4, 4, 4, 2, 2, 2]
+    assert not pool.memory[3:, 2:].any(), "padding of the new slots is zero"
+
+
+def test_growing_wider_zeroes_the_new_columns_of_live_slots():
+    # Grown buffers are not zero-filled; the live slots' new columns must be zeroed.
+    pool = MemoryPool()
+    pool.append(*sentences(2, 3, start=1.0))
+    pool.append(*sentences(1, 6, start=50.0))
+    assert pool.width == 6
+    np.testing.assert_array_equal(pool.memory[:2, :3], sentences(2, 3, start=1.0)[0])
+    assert not pool.memory[:2, 3:].any() and not pool.keys[:2, 3:].any()
+    assert pool.mask.sum(axis=1).tolist() == [3, 3, 6]
