@@ -59,6 +59,10 @@ class ServerConfig:
     # Seconds of the grace spent announcing NOT_SERVING while still serving new calls, so
     # health-checking load balancers move traffic away before the port closes.
     drain_announce: float = 2.0
+    # SO_REUSEPORT: several server processes on one port, the kernel spreading connections
+    # over them. Off by default so that starting a second server on a port already in use
+    # fails at start instead of silently taking half the traffic.
+    reuse_port: bool = False
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
 
@@ -174,6 +178,8 @@ class TranslationServer:
         self.grpc_server = grpc.server(
             ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="grpc"),
             maximum_concurrent_rpcs=config.workers + config.engine.max_queue,
+            # grpc turns SO_REUSEPORT on by default on Linux.
+            options=[("grpc.so_reuseport", 1 if config.reuse_port else 0)],
         )
         translator_pb2_grpc.add_TranslatorServicer_to_server(self.servicer, self.grpc_server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc_server)
@@ -346,6 +352,13 @@ def parse_args(argv: Sequence[str] | None) -> ServerConfig:
         help="seconds of the shutdown grace spent answering health checks NOT_SERVING while "
         "still serving, before new calls are refused",
     )
+    p.add_argument(
+        "--reuse-port",
+        action="store_true",
+        default=_env("reuse_port", "0") in ("1", "true", "yes"),
+        help="let several nmt-serve processes share --port (SO_REUSEPORT; the kernel spreads "
+        "connections over them); without it a port in use is an error at start",
+    )
     p.add_argument("--log-level", default=_env("log_level", "INFO"))
     args = p.parse_args(argv)
     logging.basicConfig(
@@ -364,6 +377,7 @@ def parse_args(argv: Sequence[str] | None) -> ServerConfig:
         tls_key=args.tls_key,
         shutdown_grace=args.shutdown_grace,
         drain_announce=args.drain_announce,
+        reuse_port=args.reuse_port,
         runtime=RuntimeConfig(
             providers=tuple(x.strip() for x in args.providers.split(",") if x.strip()),
             intra_op_threads=args.intra_op_threads,

@@ -100,18 +100,18 @@ class ServerFactory:
         from service.runtime import RuntimeConfig
         from service.server import ServerConfig, create_server
 
-        config = ServerConfig(
-            model_repository=self.repo,
-            host="127.0.0.1",
-            port=0,
-            metrics_host="127.0.0.1",
-            metrics_port=0,
-            workers=64,
-            shutdown_grace=2.0,
-            runtime=RuntimeConfig(providers=("cpu",), intra_op_threads=1),
-            engine=EngineConfig(**engine),
-            **(server or {}),
-        )
+        fields = {
+            "model_repository": self.repo,
+            "host": "127.0.0.1",
+            "port": 0,
+            "metrics_host": "127.0.0.1",
+            "metrics_port": 0,
+            "workers": 64,
+            "shutdown_grace": 2.0,
+            "runtime": RuntimeConfig(providers=("cpu",), intra_op_threads=1),
+            "engine": EngineConfig(**engine),
+        }
+        config = ServerConfig(**(fields | (server or {})))
         server, port = create_server(config, registry=CollectorRegistry())
         assert port > 0 and server.port == port
         self.servers.append(server)

@@ -19,6 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from service.proto.nmt.v1 import translator_pb2 as pb
+from service.proto.nmt.v1 import translator_pb2_grpc as pb_grpc
 from service.server import SERVICE_NAME
 from tests.service.server_helpers import (
     LOOP_SENTENCE,
@@ -205,6 +206,24 @@ def test_busy_port_is_a_server_error(tiny_bundle, busy_port):
     )
     with pytest.raises(ServerError, match="could not bind"):
         create_server(config)
+
+
+def test_a_second_server_on_a_port_in_use_fails_unless_both_reuse_it(server_factory):
+    # grpc sets SO_REUSEPORT by default on Linux: without turning it off, a second
+    # nmt-serve on the same port started silently and took half the connections.
+    from service.server import ServerError
+
+    first = server_factory()
+    with pytest.raises(ServerError, match="could not bind gRPC to 127.0.0.1:.*port in use"):
+        server_factory(server={"port": first.port})
+    shared = server_factory(server={"reuse_port": True})
+    second = server_factory(server={"reuse_port": True, "port": shared.port})
+    assert second.port == shared.port
+    with grpc.insecure_channel(f"127.0.0.1:{shared.port}") as channel:
+        reply = pb_grpc.TranslatorStub(channel).Translate(
+            pb.TranslateRequest(texts=["Hi."]), timeout=TIMEOUT
+        )
+    assert len(reply.translations) == 1
 
 
 def test_cli_start_up_errors(tmp_path, capsys):
