@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -55,6 +56,23 @@ def build_request(args: argparse.Namespace, texts: Sequence[str]) -> pb.Translat
     return pb.TranslateRequest(texts=list(texts), model=args.model, options=options)
 
 
+def _check_args(args: argparse.Namespace) -> str | None:
+    """What is wrong with the arguments, found before anything is sent (``None``: fine)."""
+    if args.beam < 1 or args.n_best < 1:
+        return "--beam and --n-best must be >= 1"
+    if args.n_best > args.beam:
+        return f"--n-best {args.n_best} needs --beam {args.n_best} or more"
+    if not args.timeout > 0:
+        return f"--timeout {args.timeout} must be a positive number of seconds"
+    png = args.attention_png
+    if png is not None:
+        if importlib.util.find_spec("matplotlib") is None:
+            return "--attention-png needs matplotlib: pip install 'rnn-nmt-serving[viz]'"
+        if not png.parent.is_dir():
+            return f"--attention-png {png}: directory {png.parent} does not exist"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="nmt-translate", description=__doc__.splitlines()[0])
     p.add_argument("text", nargs="+", help="sentences to translate")
@@ -71,14 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--timeout", type=float, default=30.0, help="deadline in seconds")
     args = p.parse_args(argv)
-    if args.beam < 1 or args.n_best < 1:
-        print("nmt-translate: error: --beam and --n-best must be >= 1", file=sys.stderr)
-        return 2
-    if args.n_best > args.beam:
-        print(
-            f"nmt-translate: error: --n-best {args.n_best} needs --beam {args.n_best} or more",
-            file=sys.stderr,
-        )
+    problem = _check_args(args)
+    if problem:
+        print(f"nmt-translate: error: {problem}", file=sys.stderr)
         return 2
     try:
         with grpc.insecure_channel(args.server) as channel:
@@ -94,7 +107,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{prefix}{hyp.text}{suffix}")
     if args.attention_png is not None:
         best = response.translations[0].hypotheses[0]
-        plot_attention(best.attention, args.attention_png, title=f"{args.text[0]}\n{best.text}")
+        try:
+            plot_attention(best.attention, args.attention_png, title=f"{args.text[0]}\n{best.text}")
+        except OSError as exc:
+            print(
+                f"nmt-translate: error: could not write {args.attention_png}: {exc.strerror}",
+                file=sys.stderr,
+            )
+            return 1
         print(f"attention heatmap: {args.attention_png}", file=sys.stderr)
     return 0
 

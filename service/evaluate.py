@@ -54,6 +54,18 @@ EVAL_ROWS = EngineConfig.max_live_rows
 OVERLOAD_RETRIES = 20
 
 
+def _overloaded(exc) -> bool:
+    """The server's own "busy, retry with backoff" (queue full, too many in flight), not
+    gRPC's RESOURCE_EXHAUSTED for a message over its size limit, which never succeeds.
+
+    ``exc``: a ``grpc.RpcError`` (grpc is imported only where a server is used)."""
+    import grpc
+
+    return exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "retry with backoff" in (
+        exc.details() or ""
+    )
+
+
 def translate_with_server(
     server: str, lines: list[str], beam: int, *, batch: int = 32, timeout: float = 300.0
 ) -> list[str]:
@@ -85,7 +97,7 @@ def translate_with_server(
             try:
                 response = future.result()
             except grpc.RpcError as exc:
-                if exc.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or tries >= OVERLOAD_RETRIES:
+                if not _overloaded(exc) or tries >= OVERLOAD_RETRIES:
                     raise
                 time.sleep(min(2.0, 0.05 * 2**tries))
                 pending.append((i, send(i), tries + 1))

@@ -98,6 +98,7 @@ def validate_request(
     if len(sources) * options.beam_size > cfg.max_live_rows:
         raise InvalidRequest(
             f"{len(sources)} sentences x beam {options.beam_size} needs more rows than "
-            f"the server's max_live_rows ({cfg.max_live_rows}): send fewer sentences"
+            f"the server's max_live_rows ({cfg.max_live_rows}): send at most "
+            f"{cfg.max_live_rows // options.beam_size} sentences per request at this beam size"
         )
     return sources

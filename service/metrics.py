@@ -29,6 +29,10 @@ ROW_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 TOKEN_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 
 
+# Values of nmt_rejected_requests_total's ``reason`` label.
+REJECT_REASONS = ("queue_full", "too_many_inflight", "unavailable")
+
+
 @dataclass(frozen=True)
 class Metrics:
     request_latency: Histogram
@@ -53,7 +57,7 @@ def create_metrics(registry: CollectorRegistry, prefix: str = "nmt") -> Metrics:
     def name(n: str) -> str:
         return f"{prefix}_{n}"
 
-    return Metrics(
+    metrics = Metrics(
         request_latency=Histogram(
             name("request_duration_seconds"),
             "Request latency from arrival to response, by gRPC method, strategy and code.",
@@ -129,3 +133,8 @@ def create_metrics(registry: CollectorRegistry, prefix: str = "nmt") -> Metrics:
             registry=registry,
         ),
     )
+    # Every reason exported as 0 from the start: rate() and alerts need the series to
+    # exist before the first rejection.
+    for reason in REJECT_REASONS:
+        metrics.rejected.labels(reason)
+    return metrics

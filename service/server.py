@@ -195,9 +195,7 @@ class TranslationServer:
         address = f"{config.host}:{config.port}"
         creds = None
         if config.tls_cert is not None:
-            creds = grpc.ssl_server_credentials(
-                [(config.tls_key.read_bytes(), config.tls_cert.read_bytes())]
-            )
+            creds = grpc.ssl_server_credentials([_read_tls(config.tls_key, config.tls_cert)])
         # Older grpcio returns 0 for a port it cannot bind, newer raises RuntimeError.
         try:
             if creds is not None:
@@ -219,9 +217,14 @@ class TranslationServer:
     def start(self) -> None:
         """Start serving health (NOT_SERVING), metrics and the engines."""
         if self.config.metrics_port >= 0:
-            self._metrics_httpd, _ = start_http_server(
-                self.config.metrics_port, addr=self.config.metrics_host, registry=self.registry
-            )
+            host, port = self.config.metrics_host, self.config.metrics_port
+            try:
+                self._metrics_httpd, _ = start_http_server(port, addr=host, registry=self.registry)
+            except OSError as exc:
+                raise ServerError(
+                    f"could not serve metrics on {host}:{port} ({exc.strerror}): "
+                    "choose another --metrics-port, or -1 to turn the endpoint off"
+                ) from None
             self.metrics_port = self._metrics_httpd.server_port
         for engine in self.engines.values():
             engine.start()
@@ -263,6 +266,24 @@ class TranslationServer:
         self._stopped.wait()
 
 
+def _read_tls(key: Path, cert: Path) -> tuple[bytes, bytes]:
+    """``(key, certificate)`` PEM bytes, checked enough to blame the right file: gRPC
+    itself reports a bad certificate only as a port it could not bind."""
+    pems = []
+    for flag, path, marker, noun in (
+        ("--tls-key", key, b"PRIVATE KEY-----", "private key"),
+        ("--tls-cert", cert, b"-----BEGIN CERTIFICATE-----", "certificate"),
+    ):
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ServerError(f"{flag} {path}: {exc.strerror}") from None
+        if marker not in data:
+            raise ServerError(f"{flag} {path} is not a PEM {noun}")
+        pems.append(data)
+    return pems[0], pems[1]
+
+
 def create_server(
     config: ServerConfig, *, registry: CollectorRegistry | None = None
 ) -> tuple[TranslationServer, int]:
@@ -278,6 +299,49 @@ def _env(name: str, default):
     return os.environ.get(f"NMT_{name.upper()}", default)
 
 
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off", "")
+
+
+def _env_flag(name: str) -> bool:
+    """An on/off flag's NMT_ variable; anything but a known word is an error, so that a
+    misspelt NMT_REQUIRE_GPU cannot silently leave the check off."""
+    raw = os.environ.get(f"NMT_{name.upper()}", "0")
+    word = raw.strip().lower()
+    if word in TRUE_WORDS or word in FALSE_WORDS:
+        return word in TRUE_WORDS
+    raise ValueError(
+        f"NMT_{name.upper()}={raw!r}: use one of {', '.join(TRUE_WORDS)} "
+        f"or {', '.join(w for w in FALSE_WORDS if w)}"
+    )
+
+
+def _env_number(name: str, default: int | float, kind: type = int) -> int | float:
+    raw = os.environ.get(f"NMT_{name.upper()}")
+    if raw is None:
+        return default
+    try:
+        return kind(raw)
+    except ValueError:
+        noun = "an integer" if kind is int else "a number"
+        raise ValueError(f"NMT_{name.upper()}={raw!r} is not {noun}") from None
+
+
+def _check_choices(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """argparse checks ``choices`` only for values given on the command line; a default
+    taken from an NMT_ variable must be checked too."""
+    for action in p._actions:
+        if action.choices is None:
+            continue
+        value = getattr(args, action.dest)
+        if value not in action.choices:
+            flag = action.option_strings[-1]
+            variable = "NMT_" + flag.lstrip("-").replace("-", "_").upper()
+            raise ValueError(
+                f"{variable}={value!r}: {flag} must be one of {', '.join(action.choices)}"
+            )
+
+
 def parse_args(argv: Sequence[str] | None) -> ServerConfig:
     p = argparse.ArgumentParser(
         prog="nmt-serve",
@@ -289,7 +353,7 @@ def parse_args(argv: Sequence[str] | None) -> ServerConfig:
     )
     p.add_argument("--default-model", default=_env("default_model", None))
     p.add_argument("--host", default=_env("host", "0.0.0.0"))
-    p.add_argument("--port", type=int, default=int(_env("port", 50051)))
+    p.add_argument("--port", type=int, default=_env_number("port", 50051))
     p.add_argument(
         "--metrics-host",
         default=_env("metrics_host", "0.0.0.0"),
@@ -298,7 +362,7 @@ def parse_args(argv: Sequence[str] | None) -> ServerConfig:
     p.add_argument(
         "--metrics-port",
         type=int,
-        default=int(_env("metrics_port", 9464)),
+        default=_env_number("metrics_port", 9464),
         help="Prometheus /metrics port; -1 disables it",
     )
     p.add_argument(
@@ -309,7 +373,7 @@ def parse_args(argv: Sequence[str] | None) -> ServerConfig:
     p.add_argument(
         "--require-gpu",
         action="store_true",
-        default=_env("require_gpu", "0") in ("1", "true", "yes"),
+        default=_env_flag("require_gpu"),
     )
     p.add_argument(
         "--io-binding",
@@ -330,37 +394,38 @@ def parse_args(argv: Sequence[str] | None) -> ServerConfig:
         default=_env("graph_optimization", "all"),
         help="ONNX Runtime graph optimization level of every session",
     )
-    p.add_argument("--intra-op-threads", type=int, default=int(_env("intra_op_threads", 0)))
-    p.add_argument("--inter-op-threads", type=int, default=int(_env("inter_op_threads", 1)))
-    p.add_argument("--workers", type=int, default=int(_env("workers", 128)))
-    p.add_argument("--max-live-rows", type=int, default=int(_env("max_live_rows", 256)))
-    p.add_argument("--max-queue", type=int, default=int(_env("max_queue", 128)))
-    p.add_argument("--max-sentences", type=int, default=int(_env("max_sentences", 64)))
-    p.add_argument("--max-source-tokens", type=int, default=int(_env("max_source_tokens", 128)))
-    p.add_argument("--max-beam-size", type=int, default=int(_env("max_beam_size", 16)))
-    p.add_argument("--max-n-best", type=int, default=int(_env("max_n_best", 16)))
+    p.add_argument("--intra-op-threads", type=int, default=_env_number("intra_op_threads", 0))
+    p.add_argument("--inter-op-threads", type=int, default=_env_number("inter_op_threads", 1))
+    p.add_argument("--workers", type=int, default=_env_number("workers", 128))
+    p.add_argument("--max-live-rows", type=int, default=_env_number("max_live_rows", 256))
+    p.add_argument("--max-queue", type=int, default=_env_number("max_queue", 128))
+    p.add_argument("--max-sentences", type=int, default=_env_number("max_sentences", 64))
+    p.add_argument("--max-source-tokens", type=int, default=_env_number("max_source_tokens", 128))
+    p.add_argument("--max-beam-size", type=int, default=_env_number("max_beam_size", 16))
+    p.add_argument("--max-n-best", type=int, default=_env_number("max_n_best", 16))
     p.add_argument("--tls-cert", type=Path, default=_env("tls_cert", None))
     p.add_argument("--tls-key", type=Path, default=_env("tls_key", None))
+    p.add_argument("--reflection", action="store_true", default=_env_flag("reflection"))
     p.add_argument(
-        "--reflection", action="store_true", default=_env("reflection", "0") in ("1", "true", "yes")
+        "--shutdown-grace", type=float, default=_env_number("shutdown_grace", 10.0, float)
     )
-    p.add_argument("--shutdown-grace", type=float, default=float(_env("shutdown_grace", 10)))
     p.add_argument(
         "--drain-announce",
         type=float,
-        default=float(_env("drain_announce", 2)),
+        default=_env_number("drain_announce", 2.0, float),
         help="seconds of the shutdown grace spent answering health checks NOT_SERVING while "
         "still serving, before new calls are refused",
     )
     p.add_argument(
         "--reuse-port",
         action="store_true",
-        default=_env("reuse_port", "0") in ("1", "true", "yes"),
+        default=_env_flag("reuse_port"),
         help="let several nmt-serve processes share --port (SO_REUSEPORT; the kernel spreads "
         "connections over them); without it a port in use is an error at start",
     )
     p.add_argument("--log-level", default=_env("log_level", "INFO"))
     args = p.parse_args(argv)
+    _check_choices(p, args)
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -408,7 +473,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    server.start()
+    try:
+        server.start()
+    except ServerError as exc:
+        print(f"nmt-serve: error: {exc}", file=sys.stderr)
+        server.stop(0)
+        return 2
     try:
         server.warm_up()
     except Exception as exc:  # noqa: BLE001 - a failed warm-up must not serve

@@ -59,8 +59,13 @@ def to_options(msg: pb.DecodeOptions, *, default_max_length: int) -> DecodeOptio
         beam = 1
     elif msg.strategy == pb.STRATEGY_BEAM:
         beam = beam or DEFAULT_BEAM
-    else:
+    elif msg.strategy == pb.STRATEGY_UNSPECIFIED:
         beam = beam or 1
+    else:  # a client built against a newer proto: refuse rather than guess
+        raise InvalidRequest(
+            f"unknown strategy {msg.strategy}: use STRATEGY_GREEDY (1), STRATEGY_BEAM (2) "
+            "or leave it unset"
+        )
     return decode_options(
         beam_size=beam,
         n_best=msg.n_best or 1,

@@ -6,6 +6,7 @@ import socket
 import threading
 from pathlib import Path
 
+import grpc
 import pytest
 
 from models.options import DecodeOptions
@@ -98,6 +99,36 @@ def test_translate_cli_n_best_needs_a_beam(capsys):
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.splitlines() == ["nmt-translate: error: --n-best 3 needs --beam 3 or more"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--timeout", "0"], "--timeout 0.0 must be a positive number of seconds"),
+        (["--timeout", "-1"], "--timeout -1.0 must be a positive number of seconds"),
+        (["--attention-png", "/nonexistent/dir/a.png"], "directory /nonexistent/dir does not"),
+    ],
+)
+def test_translate_cli_checks_arguments_before_sending(argv, message, capsys):
+    # Nothing listens at this address: an argument error must come first, in one line.
+    assert client.main(["--server", "127.0.0.1:1", "hello", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.splitlines()) == 1
+    assert captured.err.startswith("nmt-translate: error: ") and message in captured.err
+
+
+def test_translate_cli_attention_png_without_matplotlib(monkeypatch, tmp_path, capsys):
+    real = client.importlib.util.find_spec
+    monkeypatch.setattr(
+        client.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "matplotlib" else real(name, *a),
+    )
+    argv = ["--server", "127.0.0.1:1", "hello", "--attention-png", str(tmp_path / "a.png")]
+    assert client.main(argv) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "nmt-translate: error: --attention-png needs matplotlib: pip install 'rnn-nmt-serving[viz]'"
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -208,3 +239,23 @@ def test_eval_with_server_sizes_requests_to_the_beam(address, tiny_bundle):
     lines = tiny_bundle.sentences[1:41]
     got = evaluate.translate_with_server(address, lines, 12)
     assert len(got) == len(lines) and all(got)
+
+
+class _RpcError(grpc.RpcError):
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+def test_eval_retries_only_the_servers_own_overload():
+    # gRPC's own RESOURCE_EXHAUSTED for an oversized message never succeeds on retry.
+    busy = "request queue is full (128 waiting); retry with backoff"
+    assert evaluate._overloaded(_RpcError(grpc.StatusCode.RESOURCE_EXHAUSTED, busy))
+    too_big = "Received message larger than max (5200005 vs. 4194304)"
+    assert not evaluate._overloaded(_RpcError(grpc.StatusCode.RESOURCE_EXHAUSTED, too_big))
+    assert not evaluate._overloaded(_RpcError(grpc.StatusCode.UNAVAILABLE, busy))

@@ -83,7 +83,12 @@ BAD_REQUESTS = {
     ),
     "rows-over-budget": (
         _request(texts=["Hello."] * 8, strategy=pb.STRATEGY_BEAM, beam_size=6),
-        "8 sentences x beam 6 needs more rows than the server's max_live_rows (40)",
+        "8 sentences x beam 6 needs more rows than the server's max_live_rows (40): send "
+        "at most 6 sentences per request at this beam size",
+    ),
+    "unknown-strategy": (
+        _request(strategy=7, beam_size=3),
+        "unknown strategy 7: use STRATEGY_GREEDY (1), STRATEGY_BEAM (2) or leave it unset",
     ),
     "unknown-model": (_request(model="nope"), "unknown model 'nope'; loaded models: tiny"),
 }

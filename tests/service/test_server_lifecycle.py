@@ -122,6 +122,9 @@ def test_metrics_count_requests_exactly(server_factory, tiny_bundle):
     ok = {"method": "Translate", "strategy": "greedy", "code": "OK"}
     # Warm-up goes through the engine, not the servicer: no request is counted yet.
     assert reg.get_sample_value("nmt_request_duration_seconds_count", ok) is None
+    # Every rejection reason is a series at 0 before the first rejection (for rate()).
+    for reason in ("queue_full", "too_many_inflight", "unavailable"):
+        assert reg.get_sample_value("nmt_rejected_requests_total", {"reason": reason}) == 0
     assert reg.get_sample_value("nmt_decoder_step_duration_seconds_count") > 0
     channel, stub = stub_for(server.port)
     try:
@@ -365,3 +368,56 @@ def test_cli_flags_and_environment_build_the_config(monkeypatch, tmp_path):
     with pytest.raises(ValueError, match="drain announce must be >= 0 seconds"):
         parse_args(["--drain-announce", "-1"])
     assert parse_args(["--graph-optimization", "disable"]).runtime.optimization == "disable"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("NMT_REQUIRE_GPU", "TRUE", None),
+        ("NMT_REQUIRE_GPU", "maybe", "NMT_REQUIRE_GPU='maybe': use one of 1, true, yes, on"),
+        ("NMT_PORT", "abc", "NMT_PORT='abc' is not an integer"),
+        ("NMT_SHUTDOWN_GRACE", "soon", "NMT_SHUTDOWN_GRACE='soon' is not a number"),
+        ("NMT_ENCODER_THREAD", "bogus", "NMT_ENCODER_THREAD='bogus': --encoder-thread must be"),
+        ("NMT_IO_BINDING", "yes", "NMT_IO_BINDING='yes': --io-binding must be one of"),
+    ],
+)
+def test_environment_variables_are_checked_like_flags(monkeypatch, variable, value, message):
+    # A misspelt NMT_REQUIRE_GPU used to leave the check off silently, and a value from
+    # the environment skipped argparse's choices.
+    from service.server import parse_args
+
+    monkeypatch.setenv(variable, value)
+    if message is None:
+        assert parse_args([]).runtime.require_gpu is True  # case does not matter
+        return
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_args([])
+
+
+def test_cli_metrics_port_in_use_is_one_line(tiny_bundle, busy_port, capsys):
+    from service import server
+
+    argv = ["--model-repository", str(tiny_bundle.repo), "--providers", "cpu", "--port", "0"]
+    assert (
+        server.main([*argv, "--metrics-host", "127.0.0.1", "--metrics-port", str(busy_port)]) == 2
+    )
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"nmt-serve: error: could not serve metrics on 127.0.0.1:{busy_port}")
+    assert "--metrics-port" in err and "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def test_cli_tls_files_are_checked(tiny_bundle, tmp_path, capsys):
+    from service import server
+
+    argv = ["--model-repository", str(tiny_bundle.repo), "--providers", "cpu", "--port", "0"]
+    argv += ["--metrics-port", "-1"]
+    missing = ["--tls-cert", str(tmp_path / "nope.crt"), "--tls-key", str(tmp_path / "nope.key")]
+    assert server.main([*argv, *missing]) == 2
+    assert "--tls-key " in capsys.readouterr().err
+    (tmp_path / "bad.crt").write_text("not a certificate")
+    (tmp_path / "ok.key").write_text(
+        "-----BEGIN PRIVATE KEY-----\n...\n-----END PRIVATE KEY-----\n"
+    )
+    bad = ["--tls-cert", str(tmp_path / "bad.crt"), "--tls-key", str(tmp_path / "ok.key")]
+    assert server.main([*argv, *bad]) == 2
+    assert "bad.crt is not a PEM certificate" in capsys.readouterr().err
