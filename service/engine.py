@@ -136,9 +136,7 @@ class Engine:
                 raise NotReady("the server is not accepting requests (starting or shutting down)")
             if len(self._queue) >= self.config.max_queue:
                 self.metrics.rejected.labels("queue_full").inc()
-                raise Overloaded(
-                    f"request queue is full ({self.config.max_queue} waiting); retry with backoff"
-                )
+                raise Overloaded(f"request queue is full ({self.config.max_queue} waiting)")
             self._queue.append(job)
             self.metrics.queue_depth.set(len(self._queue))
             self._cond.notify()

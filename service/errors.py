@@ -11,8 +11,17 @@ class InvalidRequest(ServiceError):
     """The request cannot be served as sent (maps to INVALID_ARGUMENT)."""
 
 
+# Ends every Overloaded message: clients (nmt-eval) tell the server's own "busy" apart
+# from gRPC's RESOURCE_EXHAUSTED for an oversized message, which no retry fixes.
+RETRY_HINT = "retry with backoff"
+
+
 class Overloaded(ServiceError):
-    """The queue is full; retry later (maps to RESOURCE_EXHAUSTED)."""
+    """The queue is full; retry later (maps to RESOURCE_EXHAUSTED). ``reason`` says what
+    is full; the message adds :data:`RETRY_HINT`."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"{reason}; {RETRY_HINT}")
 
 
 class NotReady(ServiceError):

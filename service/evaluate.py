@@ -14,6 +14,7 @@ from pathlib import Path
 
 from models.options import DecodeOptions
 from models.tokenizer import read_lines
+from service.errors import RETRY_HINT
 from service.limits import EngineConfig
 
 
@@ -61,9 +62,7 @@ def _overloaded(exc) -> bool:
     ``exc``: a ``grpc.RpcError`` (grpc is imported only where a server is used)."""
     import grpc
 
-    return exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "retry with backoff" in (
-        exc.details() or ""
-    )
+    return exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and RETRY_HINT in (exc.details() or "")
 
 
 def translate_with_server(

@@ -295,8 +295,13 @@ def create_server(
 # -- command line -------------------------------------------------------------------
 
 
+def _variable(name: str) -> str:
+    """The environment variable of a flag: ``max_live_rows`` -> ``NMT_MAX_LIVE_ROWS``."""
+    return "NMT_" + name.replace("-", "_").upper()
+
+
 def _env(name: str, default):
-    return os.environ.get(f"NMT_{name.upper()}", default)
+    return os.environ.get(_variable(name), default)
 
 
 TRUE_WORDS = ("1", "true", "yes", "on")
@@ -306,25 +311,27 @@ FALSE_WORDS = ("0", "false", "no", "off", "")
 def _env_flag(name: str) -> bool:
     """An on/off flag's NMT_ variable; anything but a known word is an error, so that a
     misspelt NMT_REQUIRE_GPU cannot silently leave the check off."""
-    raw = os.environ.get(f"NMT_{name.upper()}", "0")
+    raw = _env(name, "0")
     word = raw.strip().lower()
     if word in TRUE_WORDS or word in FALSE_WORDS:
         return word in TRUE_WORDS
     raise ValueError(
-        f"NMT_{name.upper()}={raw!r}: use one of {', '.join(TRUE_WORDS)} "
+        f"{_variable(name)}={raw!r}: use one of {', '.join(TRUE_WORDS)} "
         f"or {', '.join(w for w in FALSE_WORDS if w)}"
     )
 
 
-def _env_number(name: str, default: int | float, kind: type = int) -> int | float:
-    raw = os.environ.get(f"NMT_{name.upper()}")
+def _env_number(name: str, default: int | float) -> int | float:
+    """A numeric flag's NMT_ variable, of the default's type (int or float)."""
+    raw = _env(name, None)
     if raw is None:
         return default
+    kind = type(default)
     try:
         return kind(raw)
     except ValueError:
         noun = "an integer" if kind is int else "a number"
-        raise ValueError(f"NMT_{name.upper()}={raw!r} is not {noun}") from None
+        raise ValueError(f"{_variable(name)}={raw!r} is not {noun}") from None
 
 
 def _check_choices(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -336,9 +343,9 @@ def _check_choices(p: argparse.ArgumentParser, args: argparse.Namespace) -> None
         value = getattr(args, action.dest)
         if value not in action.choices:
             flag = action.option_strings[-1]
-            variable = "NMT_" + flag.lstrip("-").replace("-", "_").upper()
             raise ValueError(
-                f"{variable}={value!r}: {flag} must be one of {', '.join(action.choices)}"
+                f"{_variable(flag.lstrip('-'))}={value!r}: {flag} must be one of "
+                f"{', '.join(action.choices)}"
             )
 
 
@@ -406,13 +413,11 @@ def parse_args(argv: Sequence[str] | None) -> ServerConfig:
     p.add_argument("--tls-cert", type=Path, default=_env("tls_cert", None))
     p.add_argument("--tls-key", type=Path, default=_env("tls_key", None))
     p.add_argument("--reflection", action="store_true", default=_env_flag("reflection"))
-    p.add_argument(
-        "--shutdown-grace", type=float, default=_env_number("shutdown_grace", 10.0, float)
-    )
+    p.add_argument("--shutdown-grace", type=float, default=_env_number("shutdown_grace", 10.0))
     p.add_argument(
         "--drain-announce",
         type=float,
-        default=_env_number("drain_announce", 2.0, float),
+        default=_env_number("drain_announce", 2.0),
         help="seconds of the shutdown grace spent answering health checks NOT_SERVING while "
         "still serving, before new calls are refused",
     )

@@ -128,8 +128,7 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
             if self._inflight >= self.max_inflight:
                 self.metrics.rejected.labels("too_many_inflight").inc()
                 raise Overloaded(
-                    f"{self._inflight} translations in flight (limit {self.max_inflight}); "
-                    "retry with backoff"
+                    f"{self._inflight} translations in flight (limit {self.max_inflight})"
                 )
             self._inflight += 1
         self.metrics.inflight.inc()
