@@ -1,4 +1,9 @@
-"""Trace the encoder and one decoder step of a :class:`Seq2Seq` into ONNX."""
+"""Trace the encoder and one decoder step of a model into ONNX.
+
+The model is a :class:`models.seq2seq.Seq2Seq` or anything with its interface (a
+``config`` with the vocabulary sizes, special ids and ``state_names``; ``encode``; a
+``decoder`` step), such as :class:`export.modules.AdaptedModel` over a user's modules.
+"""
 
 from __future__ import annotations
 
@@ -77,9 +82,10 @@ class DecoderStepGraph(nn.Module):
         return (values, ids, eos, weights, *new_state)
 
 
-def _dummy_inputs(model: Seq2Seq, batch: int = 2, src_len: int = 5):
+def _dummy_inputs(model: Seq2Seq, batch: int, src_len: int):
     cfg = model.config
-    src = torch.randint(4, cfg.src_vocab_size, (batch, src_len))
+    low = max(cfg.pad_id, cfg.unk_id, cfg.bos_id, cfg.eos_id) + 1
+    src = torch.randint(low, cfg.src_vocab_size, (batch, src_len))
     lengths = torch.tensor([src_len] + [max(1, src_len - 2)] * (batch - 1))
     return src, lengths
 
@@ -102,9 +108,21 @@ def _make_k_dynamic(graph_path: Path) -> None:
         for n in list(g.node):
             if old in n.output and n.op_type == "Constant":
                 g.node.remove(n)
-    # The traced graph may have dropped the unused top_k input; make sure it exists.
-    if not any(i.name == spec.TOP_K for i in g.input):
-        g.input.append(onnx.helper.make_tensor_value_info(spec.TOP_K, onnx.TensorProto.INT64, [1]))
+    onnx.save(m, str(graph_path))
+
+
+def _restore_inputs(graph_path: Path, names: list[str], args: tuple[Tensor, ...], axes: dict):
+    """Declare again the contract's inputs the tracer dropped because the graph does not
+    read them (``top_k`` before it is rewired; ``keys`` of a user's decoder, which
+    computes its attention keys itself): the service feeds every contract input."""
+    m = onnx.load(str(graph_path))
+    present = {i.name for i in m.graph.input}
+    for name, tensor in zip(names, args, strict=True):
+        if name in present:
+            continue
+        dims = [axes.get(name, {}).get(d, size) for d, size in enumerate(tensor.shape)]
+        elem = onnx.helper.np_dtype_to_tensor_dtype(tensor.numpy().dtype)
+        m.graph.input.append(onnx.helper.make_tensor_value_info(name, elem, dims))
     onnx.save(m, str(graph_path))
 
 
@@ -126,7 +144,10 @@ def export_graphs(model: Seq2Seq, out_dir: Path) -> tuple[Path, Path]:
     cfg = model.config
     names = cfg.state_names
     enc_path, dec_path = out_dir / spec.ENCODER_FILE, out_dir / spec.DECODER_FILE
-    src, lengths = _dummy_inputs(model)
+    # Trace sizes: a user's model picks some no weight has (export.modules.SourceMask).
+    src_len, rows = model.trace_sizes() if hasattr(model, "trace_sizes") else (5, 3)
+    batch = 2
+    src, lengths = _dummy_inputs(model, batch, src_len)
     enc_graph = EncoderGraph(model).eval()
     enc_axes = {spec.SRC_IDS: {0: "batch", 1: "src_len"}, spec.SRC_LENGTHS: {0: "batch"}}
     enc_axes |= {spec.MEMORY: {0: "batch", 1: "src_len"}, spec.KEYS: {0: "batch", 1: "src_len"}}
@@ -146,13 +167,13 @@ def export_graphs(model: Seq2Seq, out_dir: Path) -> tuple[Path, Path]:
         )
         enc_outputs = enc_graph(src, lengths)
         memory, keys, mask, *state = enc_outputs
-        rows = 3
         dec_graph = DecoderStepGraph(model).eval()
         traced_k = 2
+        parents = torch.arange(rows).clamp(max=batch - 1)
         dec_args = (
             torch.full((rows,), cfg.bos_id, dtype=torch.long),
-            torch.tensor([0, 1, 1]),
-            torch.tensor([0, 1, 1]),
+            parents,
+            parents,
             memory,
             keys,
             mask,
@@ -186,6 +207,7 @@ def export_graphs(model: Seq2Seq, out_dir: Path) -> tuple[Path, Path]:
         dec_outputs = dec_graph(*dec_args)
     _fix_static_dims(enc_path, enc_outputs, enc_axes)
     _fix_static_dims(dec_path, dec_outputs, dec_axes)
+    _restore_inputs(dec_path, spec.decoder_inputs(names), dec_args, dec_axes)
     _make_k_dynamic(dec_path)
     for path in (enc_path, dec_path):
         onnx.checker.check_model(str(path), full_check=True)

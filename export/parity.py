@@ -10,6 +10,7 @@ Checks (thresholds in :class:`ParityThresholds`):
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,31 @@ from service.decoding import SpecialIds, StepModel, decode, pad_batch
 
 class ParityError(RuntimeError):
     """The exported graphs do not reproduce the PyTorch model."""
+
+
+class ParityInputError(ValueError):
+    """The gate was asked to check nothing (no sentences, no beam sample): a usage error,
+    not a verdict on the graphs."""
+
+
+NO_SENTENCES = "no parity sentences: give --parity-src with at least one non-empty line"
+
+
+def max_abs_diff(got, want) -> float:
+    """``max |got - want|``, ``+inf`` when any difference is not finite.
+
+    Equal entries count as 0, so a column that is ``-inf`` on both sides (a token the
+    model cannot emit) is no failure; NaN anywhere, or an infinity on one side only, is.
+    """
+    got = np.asarray(got, dtype=np.float64)
+    want = np.asarray(want, dtype=np.float64)
+    if got.size == 0 and want.size == 0:
+        return 0.0
+    with np.errstate(invalid="ignore"):
+        diff = np.where(got == want, 0.0, np.abs(got - want))
+    if not np.isfinite(diff).all():
+        return math.inf
+    return float(diff.max())
 
 
 @dataclass(frozen=True)
@@ -68,8 +94,8 @@ def _step_both(
         enc_t = model.encode(torch.from_numpy(src), torch.from_numpy(lengths))
     enc_o = onnx.encode(src, lengths)
     mask = enc_o.mask
-    diff = np.abs(enc_o.memory - enc_t.memory.numpy())[mask].max()
-    report.max_memory_diff = max(report.max_memory_diff, float(diff))
+    diff = max_abs_diff(enc_o.memory[mask], enc_t.memory.numpy()[mask])
+    report.max_memory_diff = max(report.max_memory_diff, diff)
     batch = src.shape[0]
     state_t, state_o = enc_t.state, enc_o.states
     rows = np.arange(batch, dtype=np.int64)
@@ -101,8 +127,8 @@ def _step_both(
         lp_o[:, cfg.eos_id] = out.eos_values
         cols = keep.copy()
         cols[cfg.eos_id] = True
-        d_lp = float(np.abs(lp_o[:, cols] - lp_t[:, cols]).max())
-        d_att = float(np.abs(out.attention - attn_t.numpy()).max())
+        d_lp = max_abs_diff(lp_o[:, cols], lp_t[:, cols])
+        d_att = max_abs_diff(out.attention, attn_t.numpy())
         report.max_log_prob_diff = max(report.max_log_prob_diff, d_lp)
         report.max_attention_diff = max(report.max_attention_diff, d_att)
     report.batches_checked += 1
@@ -140,11 +166,13 @@ def check_search(
     *,
     options: DecodeOptions,
     report: ParityReport,
+    batch_size: int = 64,
 ) -> int:
-    """Decode ``sources`` both ways; returns the number of sentences that differ."""
+    """Decode ``sources`` both ways (the reference ``batch_size`` sentences at a time);
+    returns the number of sentences that differ."""
     cfg = model.config
     special = SpecialIds(cfg.pad_id, cfg.bos_id, cfg.eos_id)
-    ref = translate_ids(model, sources, options=options)
+    ref = translate_ids(model, sources, options=options, batch_size=batch_size)
     got = decode(onnx, [list(s) for s in sources], options=options, special=special)
     mismatches = 0
     for r, g in zip(ref, got, strict=True):
@@ -152,8 +180,16 @@ def check_search(
             mismatches += 1
             continue
         for hr, hg in zip(r, g, strict=True):
-            report.max_score_diff = max(report.max_score_diff, abs(hr.score - hg.score))
+            diff = max_abs_diff(hg.score, hr.score)
+            report.max_score_diff = max(report.max_score_diff, diff)
     return mismatches
+
+
+def _check_diff(report: ParityReport, diff: float, atol: float, what: str, verb: str) -> None:
+    if not math.isfinite(diff):
+        report.failures.append(f"non-finite values in {what} (NaN or inf on one side)")
+    elif diff > atol:
+        report.failures.append(f"{what} {verb} by {diff:.2e} > {atol:.0e}")
 
 
 def run_gate(
@@ -165,27 +201,37 @@ def run_gate(
     beam_size: int = 5,
     max_len: int = 128,
     thresholds: ParityThresholds | None = None,
+    reference_batch_size: int = 64,
 ) -> ParityReport:
-    """Run every check; raise :class:`ParityError` listing what failed."""
+    """Run every check; raise :class:`ParityError` listing what failed, or
+    :class:`ParityInputError` when there is nothing to check (no non-empty sentence,
+    ``beam_sentences < 1``). ``reference_batch_size``: sentences per batch of the greedy
+    PyTorch reference."""
+    if beam_sentences < 1:
+        raise ParityInputError(
+            f"beam_sentences must be >= 1; the beam check cannot be skipped (got {beam_sentences})"
+        )
+    if reference_batch_size < 1:
+        raise ParityInputError(f"reference_batch_size must be >= 1, got {reference_batch_size}")
+    sources = [list(s[:max_len]) for s in sources if len(s)]
+    if not sources:
+        raise ParityInputError(NO_SENTENCES)
     th = thresholds or ParityThresholds()
     start = time.monotonic()
     model = model.eval()
     report = ParityReport(beam_size=beam_size)
     check_steps(model, onnx, sources, max_len=max_len, report=report)
-    if report.max_memory_diff > th.memory_atol:
-        report.failures.append(f"encoder memory differs by {report.max_memory_diff:.2e}")
-    if report.max_log_prob_diff > th.log_prob_atol:
-        report.failures.append(
-            f"log-probs differ by {report.max_log_prob_diff:.2e} > {th.log_prob_atol:.0e}"
-        )
-    if report.max_attention_diff > th.attention_atol:
-        report.failures.append(
-            f"attention differs by {report.max_attention_diff:.2e} > {th.attention_atol:.0e}"
-        )
-    sources = [list(s[:max_len]) for s in sources if s]
+    _check_diff(report, report.max_memory_diff, th.memory_atol, "encoder memory", "differs")
+    _check_diff(report, report.max_log_prob_diff, th.log_prob_atol, "decoder log-probs", "differ")
+    _check_diff(report, report.max_attention_diff, th.attention_atol, "attention", "differs")
     report.greedy_sentences = len(sources)
     report.greedy_mismatches = check_search(
-        model, onnx, sources, options=DecodeOptions(beam_size=1), report=report
+        model,
+        onnx,
+        sources,
+        options=DecodeOptions(beam_size=1),
+        report=report,
+        batch_size=reference_batch_size,
     )
     if report.greedy_mismatches:
         report.failures.append(
@@ -204,8 +250,7 @@ def run_gate(
         report.failures.append(
             f"beam {beam_size} n-best differs on {report.beam_mismatches}/{len(sample)} sentences"
         )
-    if report.max_score_diff > th.log_prob_atol:
-        report.failures.append(f"hypothesis scores differ by {report.max_score_diff:.2e}")
+    _check_diff(report, report.max_score_diff, th.log_prob_atol, "hypothesis scores", "differ")
     report.seconds = time.monotonic() - start
     if report.failures:
         raise ParityError("; ".join(report.failures))

@@ -30,6 +30,9 @@ Decoder graph ``decoder.onnx`` (exactly one step over ``rows`` hypotheses)::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 OPSET = 17
 BUNDLE_FORMAT = "rnn-nmt-bundle/1"
 
@@ -75,3 +78,94 @@ def decoder_outputs(state_names: tuple[str, ...]) -> list[str]:
     return [TOPK_LOG_PROBS, TOPK_IDS, EOS_LOG_PROBS, ATTENTION] + [
         s + STATE_OUT_SUFFIX for s in state_names
     ]
+
+
+# -- what the service needs to know about a bundle's model -------------------------------
+
+TOKENIZERS_KEY = "tokenizers"
+# A bundle without a "tokenizers" entry (every bundle written before there were two
+# kinds) has SentencePiece models under these names.
+LEGACY_TOKENIZERS = {
+    "source": {"kind": "sentencepiece", "file": SRC_SPM_FILE},
+    "target": {"kind": "sentencepiece", "file": TGT_SPM_FILE},
+}
+
+
+class ContractError(ValueError):
+    """A manifest whose decoding contract is missing or inconsistent."""
+
+
+@dataclass(frozen=True)
+class BundleConfig:
+    """The decoding contract of a bundle, whatever model it came from.
+
+    ``exact_lengths``: the encoder was traced from a module that does not take source
+    lengths (it would read padding as input), so a batch must be encoded in groups of
+    equal length; :class:`service.runtime.OnnxModel` does that.
+    """
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    pad_id: int
+    unk_id: int
+    bos_id: int
+    eos_id: int
+    state_names: tuple[str, ...]
+    exact_lengths: bool = False
+    max_source_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        specials = (self.pad_id, self.unk_id, self.bos_id, self.eos_id)
+        if len(set(specials)) != 4:
+            raise ContractError(f"pad, unk, bos and eos ids must be distinct, got {specials}")
+        if min(specials) < 0 or max(self.pad_id, self.bos_id, self.eos_id) >= self.tgt_vocab_size:
+            raise ContractError(
+                f"special ids {specials} must lie in the target vocabulary "
+                f"(0..{self.tgt_vocab_size - 1})"
+            )
+        if max(self.pad_id, self.unk_id) >= self.src_vocab_size:
+            raise ContractError(
+                f"pad/unk ids must lie in the source vocabulary (0..{self.src_vocab_size - 1})"
+            )
+        if not self.state_names or len(set(self.state_names)) != len(self.state_names):
+            raise ContractError(f"state names must be distinct and non-empty: {self.state_names}")
+
+    def manifest_fields(self) -> dict[str, Any]:
+        return {
+            "src_vocab_size": self.src_vocab_size,
+            "tgt_vocab_size": self.tgt_vocab_size,
+            "special_ids": {
+                "pad": self.pad_id,
+                "unk": self.unk_id,
+                "bos": self.bos_id,
+                "eos": self.eos_id,
+            },
+            "state_names": list(self.state_names),
+            "exact_lengths": self.exact_lengths,
+        }
+
+    @classmethod
+    def from_manifest(cls, manifest: dict[str, Any]) -> BundleConfig:
+        try:
+            special = manifest["special_ids"]
+            return cls(
+                src_vocab_size=int(manifest["src_vocab_size"]),
+                tgt_vocab_size=int(manifest["tgt_vocab_size"]),
+                pad_id=int(special["pad"]),
+                unk_id=int(special["unk"]),
+                bos_id=int(special["bos"]),
+                eos_id=int(special["eos"]),
+                state_names=tuple(manifest["state_names"]),
+                exact_lengths=bool(manifest.get("exact_lengths", False)),
+                max_source_tokens=_optional_int(manifest.get("max_source_tokens")),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ContractError(f"manifest lacks {exc} of the decoding contract") from None
+
+
+def _optional_int(value: Any) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ContractError(f"max_source_tokens must be a positive integer, got {value!r}")
+    return value

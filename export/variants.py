@@ -68,13 +68,17 @@ VARIANTS = {
 }
 
 
-def _translate(
-    bundle_dir: Path, state_names, sources, special, providers
-) -> tuple[list, float, str]:
-    from service.decoding import decode
+def _translate(bundle_dir: Path, config, sources, providers) -> tuple[list, float, str]:
+    from service.decoding import SpecialIds, decode
     from service.runtime import OnnxModel, RuntimeConfig
 
-    model = OnnxModel(bundle_dir, state_names, RuntimeConfig(providers=providers))
+    model = OnnxModel(
+        bundle_dir,
+        config.state_names,
+        RuntimeConfig(providers=providers),
+        exact_lengths=config.exact_lengths,
+    )
+    special = SpecialIds(config.pad_id, config.bos_id, config.eos_id)
     decode(model, sources[:8], options=DecodeOptions(), special=special)  # warm up
     start = time.monotonic()
     nbest = decode(model, sources, options=DecodeOptions(), special=special)
@@ -86,20 +90,20 @@ def compare(
     variant_dir: Path,
     *,
     precision: str,
-    state_names,
-    special,
+    config,
     sources: list[list[int]],
     references: list[str],
     detok,
 ) -> VariantReport:
     """Greedy-decode ``sources`` with both bundles, side by side in one run, on the
     variant's execution provider (CUDA for fp16 when present, else the CPU: the report
-    names it, since an fp16 speed ratio measured on a CPU says nothing about a GPU)."""
+    names it, since an fp16 speed ratio measured on a CPU says nothing about a GPU).
+    ``config``: the bundles' :class:`export.spec.BundleConfig`."""
     import sacrebleu
 
     providers = VARIANTS[precision][1]
-    tok32, sec32, _ = _translate(fp32_dir, state_names, sources, special, providers)
-    tokv, secv, provider = _translate(variant_dir, state_names, sources, special, providers)
+    tok32, sec32, _ = _translate(fp32_dir, config, sources, providers)
+    tokv, secv, provider = _translate(variant_dir, config, sources, providers)
     b32 = sacrebleu.corpus_bleu([detok(t) for t in tok32], [references]).score
     bv = sacrebleu.corpus_bleu([detok(t) for t in tokv], [references]).score
     return VariantReport(

@@ -1,4 +1,5 @@
-"""SentencePiece tokenizers with the project's fixed special ids (torch-free)."""
+"""SentencePiece tokenizers (the project's trainer fixes their special ids to 0/1/2/3;
+imported models give theirs), and the bundle's tokenizer loader (torch-free)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ from pathlib import Path
 import sentencepiece as spm
 
 from models.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+
+DEFAULT_SPECIALS = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)
+TOKENIZER_KINDS = ("sentencepiece", "words")
 
 
 class TokenizerError(ValueError):
@@ -46,26 +50,52 @@ def train_sentencepiece(
 class Tokenizer:
     """Text <-> ids for one side of the model."""
 
-    def __init__(self, model_proto: bytes) -> None:
+    kind = "sentencepiece"
+
+    def __init__(
+        self, model_proto: bytes, special_ids: tuple[int, int, int, int] | None = DEFAULT_SPECIALS
+    ) -> None:
+        """``special_ids``: the (pad, unk, bos, eos) ids the model was trained with; each
+        one the SentencePiece model defines must match (``None``: no check)."""
         self.model_proto = model_proto
         self._sp = spm.SentencePieceProcessor()
         try:
             self._sp.LoadFromSerializedProto(model_proto)
         except Exception as exc:  # sentencepiece raises plain RuntimeError/OSError
             raise TokenizerError(f"not a SentencePiece model: {exc}") from None
+        self.special_ids = special_ids
         ids = (self._sp.pad_id(), self._sp.unk_id(), self._sp.bos_id(), self._sp.eos_id())
-        if ids != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
+        if special_ids is None:
+            return
+        if special_ids == DEFAULT_SPECIALS and ids != DEFAULT_SPECIALS:
             raise TokenizerError(
                 f"tokenizer special ids (pad, unk, bos, eos) are {ids}, expected "
-                f"{(PAD_ID, UNK_ID, BOS_ID, EOS_ID)}; retrain it with `nmt-data spm`"
+                f"{DEFAULT_SPECIALS}; retrain it with `nmt-data spm`"
+            )
+        clash = [
+            f"{name} {own} (model says {want})"
+            for name, own, want in zip(("pad", "unk", "bos", "eos"), ids, special_ids, strict=True)
+            if own >= 0 and own != want
+        ]
+        if clash:
+            raise TokenizerError(
+                "the SentencePiece model's own special ids differ from the model's: "
+                + ", ".join(clash)
+                + "; give the ids the model was trained with"
             )
 
     @classmethod
-    def from_file(cls, path: Path | str) -> Tokenizer:
+    def from_file(
+        cls, path: Path | str, special_ids: tuple[int, int, int, int] | None = DEFAULT_SPECIALS
+    ) -> Tokenizer:
         try:
-            return cls(Path(path).read_bytes())
+            return cls(Path(path).read_bytes(), special_ids)
         except FileNotFoundError:
             raise TokenizerError(f"tokenizer model not found: {path}") from None
+
+    def options(self) -> dict:
+        """What the manifest records besides the file (nothing: the model says it all)."""
+        return {}
 
     @property
     def vocab_size(self) -> int:
@@ -94,6 +124,34 @@ class Tokenizer:
 
     def __setstate__(self, state: bytes) -> None:
         self.__init__(state)
+
+
+def tokenizer_file(kind: str, side: str) -> str:
+    """Bundle file name of the ``side`` ("source"/"target") tokenizer of ``kind``."""
+    return f"{side}.spm.model" if kind == "sentencepiece" else f"{side}.vocab.json"
+
+
+def load_tokenizer(entry: dict, directory: Path, special_ids: tuple[int, int, int, int]):
+    """The tokenizer a manifest's ``tokenizers`` entry describes, from ``directory``.
+
+    ``entry``: ``{"kind": "sentencepiece", "file": ...}`` or ``{"kind": "words", "file":
+    ..., "unk_id": ..., "lowercase": ..., "fold_accents": ..., "split_punctuation": ...}``.
+    """
+    kind = entry.get("kind")
+    if kind not in TOKENIZER_KINDS:
+        raise TokenizerError(
+            f"unknown tokenizer kind {kind!r}; known: {', '.join(TOKENIZER_KINDS)}"
+        )
+    path = directory / str(entry.get("file", ""))
+    if kind == "sentencepiece":
+        return Tokenizer.from_file(path, special_ids)
+    from models.words import WordTokenizer
+
+    options = {k: v for k, v in entry.items() if k not in ("kind", "file")}
+    try:
+        return WordTokenizer.from_file(path, **options)
+    except TypeError as exc:
+        raise TokenizerError(f"bad words tokenizer options {sorted(options)}: {exc}") from None
 
 
 def read_lines(path: Path) -> list[str]:

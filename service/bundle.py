@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from export import spec
-from models.config import ModelConfig
-from models.tokenizer import Tokenizer, TokenizerError
+from export.spec import BundleConfig
+from models.tokenizer import TokenizerError, load_tokenizer
 from service.decoding import SpecialIds
 from service.runtime import BundleRuntimeError, OnnxModel, RuntimeConfig
 
@@ -62,14 +62,37 @@ class Bundle:
 
     path: Path
     manifest: dict[str, Any]
-    config: ModelConfig
+    config: BundleConfig
     model: OnnxModel
-    src_tokenizer: Tokenizer
-    tgt_tokenizer: Tokenizer
+    src_tokenizer: Any  # models.tokenizer.Tokenizer or models.words.WordTokenizer
+    tgt_tokenizer: Any
 
     @property
     def special(self) -> SpecialIds:
         return SpecialIds(pad=self.config.pad_id, bos=self.config.bos_id, eos=self.config.eos_id)
+
+    @property
+    def max_source_tokens(self) -> int | None:
+        """The longest source (in tokens) the export's parity gate verified, or None when
+        the manifest does not say."""
+        return self.config.max_source_tokens
+
+
+def _check_graphs(graphs: dict | None, model: OnnxModel) -> None:
+    """The graphs' input/output names must be those the manifest recorded at export."""
+    if graphs is None:
+        return
+    for key, file, session in (
+        ("encoder", spec.ENCODER_FILE, model.encoder),
+        ("decoder", spec.DECODER_FILE, model.decoder),
+    ):
+        for side, values in (("inputs", session.get_inputs()), ("outputs", session.get_outputs())):
+            want = sorted(v["name"] for v in graphs[key][side])
+            if sorted(v.name for v in values) != want:
+                raise BundleError(
+                    f"{file}'s {side} are not those the manifest records ({want}); "
+                    "re-export the bundle"
+                )
 
 
 def load_bundle(bundle_dir: Path | str, runtime: RuntimeConfig | None = None) -> Bundle:
@@ -78,10 +101,27 @@ def load_bundle(bundle_dir: Path | str, runtime: RuntimeConfig | None = None) ->
         raise BundleError(f"bundle directory not found: {bundle_dir}")
     manifest = read_manifest(bundle_dir)
     try:
-        config = ModelConfig.from_dict(manifest["model_config"])
-        src_tok = Tokenizer.from_file(bundle_dir / spec.SRC_SPM_FILE)
-        tgt_tok = Tokenizer.from_file(bundle_dir / spec.TGT_SPM_FILE)
-        model = OnnxModel(bundle_dir, config.state_names, runtime or RuntimeConfig())
+        config = BundleConfig.from_manifest(manifest)
+        specials = (config.pad_id, config.unk_id, config.bos_id, config.eos_id)
+        entries = manifest.get(spec.TOKENIZERS_KEY, spec.LEGACY_TOKENIZERS)
+        src_tok = load_tokenizer(entries["source"], bundle_dir, specials)
+        tgt_tok = load_tokenizer(entries["target"], bundle_dir, specials)
+        for side, tok, size in (
+            ("source", src_tok, config.src_vocab_size),
+            ("target", tgt_tok, config.tgt_vocab_size),
+        ):
+            if tok.vocab_size != size:
+                raise BundleError(
+                    f"the {side} tokenizer has {tok.vocab_size} tokens but the model "
+                    f"{size}; re-export the bundle"
+                )
+        model = OnnxModel(
+            bundle_dir,
+            config.state_names,
+            runtime or RuntimeConfig(),
+            exact_lengths=config.exact_lengths,
+        )
+        _check_graphs(manifest.get("graphs"), model)
     except (KeyError, ValueError, TokenizerError, BundleRuntimeError) as exc:
         raise BundleError(f"{bundle_dir}: {exc}") from None
     return Bundle(bundle_dir, manifest, config, model, src_tok, tgt_tok)

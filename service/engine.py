@@ -58,6 +58,8 @@ class Engine:
         self.bundle = bundle
         self.config = config
         self.metrics = metrics
+        # The source length the export's parity gate verified (None: not recorded).
+        self._verified_source_tokens = bundle.max_source_tokens
         self._loop = DecodeLoop(bundle.model, bundle.special)
         self._queue: deque[Job] = deque()
         # One lock, two conditions: the scheduler waits on ``_cond`` (new requests,
@@ -116,7 +118,13 @@ class Engine:
 
     def validate(self, texts: Sequence[str], options: DecodeOptions) -> list[list[int]]:
         """Tokenise and check limits; raise :class:`InvalidRequest` saying how to fix it."""
-        return validate_request(texts, options, self.config, self.bundle.src_tokenizer)
+        return validate_request(
+            texts,
+            options,
+            self.config,
+            self.bundle.src_tokenizer,
+            max_source_tokens=self._verified_source_tokens,
+        )
 
     def submit(
         self,
@@ -127,7 +135,15 @@ class Engine:
         on_prefix: PrefixCallback | None = None,
     ) -> Job:
         """Validate and queue a request; raises if it cannot be queued."""
-        sources = self.validate(texts, options)
+        return self._enqueue(self.validate(texts, options), options, timeout, on_prefix)
+
+    def _enqueue(
+        self,
+        sources: list[list[int]],
+        options: DecodeOptions,
+        timeout: float | None = None,
+        on_prefix: PrefixCallback | None = None,
+    ) -> Job:
         deadline = None if timeout is None else time.monotonic() + timeout
         job = Job(sources, options, deadline, on_prefix, on_cancel=self._note_cancel)
         with self._cond:
@@ -175,11 +191,16 @@ class Engine:
         return job, self.render(job, self.wait(job, timeout))
 
     def warmup(self) -> None:
-        """One real translation through the whole path (greedy and beam)."""
+        """One real translation through the whole path (greedy and beam), its source cut
+        to the model's verified length (a request that long would be refused)."""
+        limit = self.config.max_source_tokens
+        if self._verified_source_tokens is not None:
+            limit = min(limit, self._verified_source_tokens)
+        sources = [self.bundle.src_tokenizer.encode("Warm up.")[:limit]]
         for beam in (1, 2):
-            self.translate(
-                ["Warm up."], DecodeOptions(beam_size=beam, return_attention=True), timeout=60
-            )
+            options = DecodeOptions(beam_size=beam, return_attention=True)
+            job = self._enqueue(sources, options, timeout=60)
+            self.render(job, self.wait(job, 60))
 
     # -- scheduler ---------------------------------------------------------------------
 

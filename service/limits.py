@@ -56,9 +56,19 @@ class EngineConfig:
 
 
 def validate_request(
-    texts: Sequence[str], options: DecodeOptions, cfg: EngineConfig, tokenizer: Tokenizer
+    texts: Sequence[str],
+    options: DecodeOptions,
+    cfg: EngineConfig,
+    tokenizer: Tokenizer,
+    *,
+    max_source_tokens: int | None = None,
 ) -> list[list[int]]:
-    """Tokenise and check limits; raise :class:`InvalidRequest` saying how to fix it."""
+    """Tokenise and check limits; raise :class:`InvalidRequest` saying how to fix it.
+
+    ``max_source_tokens``: the source length the model's export was verified up to (its
+    manifest); a sentence may not exceed it nor ``cfg.max_source_tokens``.
+    """
+    model_limit = max_source_tokens is not None and max_source_tokens < cfg.max_source_tokens
     if not texts:
         raise InvalidRequest("no texts given: send at least one sentence in `texts`")
     if len(texts) > cfg.max_sentences_per_request:
@@ -88,6 +98,11 @@ def validate_request(
         if not ids:
             raise InvalidRequest(
                 f"texts[{i}] has no tokens after tokenisation: send text in the source language"
+            )
+        if model_limit and len(ids) > max_source_tokens:
+            raise InvalidRequest(
+                f"texts[{i}] has {len(ids)} source tokens; the model was verified up to "
+                f"{max_source_tokens} source tokens: split the sentence"
             )
         if len(ids) > cfg.max_source_tokens:
             raise InvalidRequest(

@@ -182,9 +182,17 @@ class OnnxModel:
     """Encoder and decoder-step sessions of one bundle (implements ``StepModel``)."""
 
     def __init__(
-        self, bundle_dir: Path, state_names: tuple[str, ...], config: RuntimeConfig
+        self,
+        bundle_dir: Path,
+        state_names: tuple[str, ...],
+        config: RuntimeConfig,
+        *,
+        exact_lengths: bool = False,
     ) -> None:
+        """``exact_lengths``: the encoder reads padding as input (see
+        :class:`export.spec.BundleConfig`), so :meth:`encode` runs it per length."""
         self.state_names = state_names
+        self.exact_lengths = exact_lengths
         wanted = [PROVIDER_ALIASES[p] for p in config.providers]
         providers = usable_providers(config)
         opts = config.session_options()
@@ -243,6 +251,39 @@ class OnnxModel:
         self.stats = RunStats()
 
     def encode(self, src_ids: np.ndarray, src_lengths: np.ndarray) -> Encoded:
+        """Encode ``src_ids`` ``(batch, src_len)`` with true ``src_lengths`` ``(batch,)``."""
+        if self.exact_lengths and (
+            src_ids.shape[1] != int(src_lengths.max()) or int(src_lengths.min()) != src_ids.shape[1]
+        ):
+            return self._encode_by_length(src_ids, src_lengths)
+        return self._encode(src_ids, src_lengths)
+
+    def _encode_by_length(self, src_ids: np.ndarray, src_lengths: np.ndarray) -> Encoded:
+        """Encode each group of equal length without padding, then pad the outputs back
+        into one batch (memory and keys zero, mask false past each length)."""
+        batch, width = src_ids.shape
+        parts = []
+        for n in np.unique(src_lengths):
+            rows = np.flatnonzero(src_lengths == n)
+            parts.append((rows, int(n), self._encode(src_ids[rows, :n], src_lengths[rows])))
+        first = parts[0][2]
+
+        def empty(a: np.ndarray, dims: tuple) -> np.ndarray:
+            return np.zeros(dims + a.shape[2:] if a.ndim > 2 else dims, dtype=a.dtype)
+
+        memory = empty(first.memory, (batch, width))
+        keys = empty(first.keys, (batch, width))
+        mask = np.zeros((batch, width), dtype=first.mask.dtype)
+        states = [np.zeros((batch,) + s.shape[1:], dtype=s.dtype) for s in first.states]
+        for rows, n, enc in parts:
+            memory[rows, :n] = enc.memory
+            keys[rows, :n] = enc.keys
+            mask[rows, :n] = enc.mask
+            for whole, part in zip(states, enc.states, strict=True):
+                whole[rows] = part
+        return Encoded(memory, keys, mask, tuple(states))
+
+    def _encode(self, src_ids: np.ndarray, src_lengths: np.ndarray) -> Encoded:
         batch = src_ids.shape[0]
         session = self.encoder if batch >= self.parallel_rows else self._encoder_1
         start = time.perf_counter()

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import export.cli
+import export.parity
 from export import spec
 from export.cli import main
 from export.parity import ParityError, ParityReport
@@ -120,7 +121,7 @@ def test_manifest_contents(bundle_dir, checkpoint):
 
 
 def test_export_into_an_existing_empty_dir_needs_no_force(tmp_path, checkpoint, monkeypatch):
-    monkeypatch.setattr(export.cli, "run_gate", lambda *a, **k: ParityReport())
+    monkeypatch.setattr(export.parity, "run_gate", lambda *a, **k: ParityReport())
     out = tmp_path / "m" / "1"
     out.mkdir(parents=True)
     assert main(cli_args(checkpoint, out)) == 0
@@ -208,7 +209,7 @@ def test_output_that_is_a_file_needs_force(tmp_path, checkpoint, capsys):
 
 
 def test_force_replaces_an_output_file(tmp_path, checkpoint, monkeypatch):
-    monkeypatch.setattr(export.cli, "run_gate", lambda *a, **k: ParityReport())
+    monkeypatch.setattr(export.parity, "run_gate", lambda *a, **k: ParityReport())
     out = tmp_path / "bundle"
     out.write_text("not a directory")
     assert main(cli_args(checkpoint, out, "--force")) == 0
@@ -220,7 +221,7 @@ def _failing_gate(*args, **kwargs):
 
 
 def test_failing_parity_gate_writes_nothing(tmp_path, checkpoint, capsys, monkeypatch):
-    monkeypatch.setattr(export.cli, "run_gate", _failing_gate)
+    monkeypatch.setattr(export.parity, "run_gate", _failing_gate)
     out = tmp_path / "repo" / "en-es" / "1"
     assert main(cli_args(checkpoint, out)) == 1
     err = capsys.readouterr().err.strip().splitlines()
@@ -231,7 +232,7 @@ def test_failing_parity_gate_writes_nothing(tmp_path, checkpoint, capsys, monkey
 
 
 def test_failing_parity_gate_keeps_the_previous_bundle(tmp_path, checkpoint, monkeypatch):
-    monkeypatch.setattr(export.cli, "run_gate", _failing_gate)
+    monkeypatch.setattr(export.parity, "run_gate", _failing_gate)
     out = tmp_path / "repo" / "en-es" / "1"
     out.mkdir(parents=True)
     (out / "manifest.json").write_text("{}")
@@ -249,7 +250,7 @@ def test_random_parity_sources_without_data(tmp_path, checkpoint, monkeypatch):
         seen["sources"], seen["kwargs"] = sources, kwargs
         return ParityReport()
 
-    monkeypatch.setattr(export.cli, "run_gate", fake_gate)
+    monkeypatch.setattr(export.parity, "run_gate", fake_gate)
     out = tmp_path / "m" / "1"
     assert main([str(checkpoint), "--out", str(out), "--parity-limit", "7"]) == 0
     vocab = load_checkpoint(checkpoint).config.src_vocab_size

@@ -39,7 +39,11 @@ def test_bundle_serves_without_torch(bundle_dir, checkpoint):
 def test_load_bundle_in_process(bundle_dir, checkpoint):
     bundle = load_bundle(bundle_dir, CPU)
     cfg = load_checkpoint(checkpoint).config
-    assert bundle.config == cfg
+    for name in ("src_vocab_size", "tgt_vocab_size", "pad_id", "unk_id", "bos_id", "eos_id"):
+        assert getattr(bundle.config, name) == getattr(cfg, name)
+    assert bundle.config.state_names == cfg.state_names
+    assert bundle.config.exact_lengths is False
+    assert bundle.max_source_tokens == 128
     assert bundle.special.pad == 0 and bundle.special.bos == 2 and bundle.special.eos == 3
     assert bundle.model.provider == "CPUExecutionProvider"
     assert bundle.src_tokenizer.vocab_size == cfg.src_vocab_size
@@ -106,19 +110,40 @@ def test_wrong_opset(copy):
         load_bundle(copy, CPU)
 
 
-def test_unknown_model_config_key(copy, bundle_dir):
-    manifest = json.loads((bundle_dir / spec.MANIFEST_FILE).read_text())
-    edit_manifest(copy, model_config=manifest["model_config"] | {"heads": 4})
-    with pytest.raises(BundleError, match="unknown model config keys: heads"):
+def test_missing_special_ids(copy):
+    manifest = json.loads((copy / spec.MANIFEST_FILE).read_text())
+    del manifest["special_ids"]
+    (copy / spec.MANIFEST_FILE).write_text(json.dumps(manifest))
+    with pytest.raises(BundleError, match="manifest lacks 'special_ids'"):
         load_bundle(copy, CPU)
 
 
-def test_graphs_that_do_not_match_the_config(copy, bundle_dir):
-    """A manifest claiming a GRU without input feeding for LSTM/Luong graphs."""
-    manifest = json.loads((bundle_dir / spec.MANIFEST_FILE).read_text())
-    config = manifest["model_config"] | {"rnn_type": "gru", "input_feed": False}
-    edit_manifest(copy, model_config=config)
+def test_special_ids_outside_the_vocabulary(copy):
+    edit_manifest(copy, special_ids={"pad": 0, "unk": 1, "bos": 2, "eos": 100})
+    with pytest.raises(BundleError, match="must lie in the target vocabulary"):
+        load_bundle(copy, CPU)
+
+
+def test_graphs_that_do_not_match_the_state_names(copy):
+    """A manifest claiming one state tensor for LSTM/Luong graphs (hidden, cell, feed)."""
+    edit_manifest(copy, state_names=["hidden"])
     with pytest.raises(BundleError, match="does not have the graph inputs/outputs"):
+        load_bundle(copy, CPU)
+
+
+def test_graphs_that_do_not_match_the_manifest(copy):
+    manifest = json.loads((copy / spec.MANIFEST_FILE).read_text())
+    graphs = manifest["graphs"]
+    graphs["decoder"]["outputs"] = graphs["decoder"]["outputs"][:-1]
+    edit_manifest(copy, graphs=graphs)
+    with pytest.raises(BundleError, match="decoder.onnx's outputs are not those the manifest"):
+        load_bundle(copy, CPU)
+
+
+@pytest.mark.parametrize("value", [0, -3, "128", 1.5])
+def test_bad_max_source_tokens(copy, value):
+    edit_manifest(copy, max_source_tokens=value)
+    with pytest.raises(BundleError, match="max_source_tokens must be a positive integer"):
         load_bundle(copy, CPU)
 
 

@@ -1,0 +1,378 @@
+"""Your own encoder and one-step decoder modules, as they are, behind the bundle contract.
+
+Most attention RNN models follow the tutorial shape: an encoder that returns every
+hidden state, ``encoder(src) -> (outputs [B,S,H], hidden)``, and a decoder module that
+runs one step, ``decoder(token [B,1], hidden, encoder_outputs) -> (logits [B,V], hidden,
+attention [B,S])``. :class:`Signature` says, declaratively, how yours are called;
+:class:`AdaptedModel` wraps them (unchanged) into the interface the exporter, the parity
+gate and the PyTorch reference searches use (that of :class:`models.seq2seq.Seq2Seq`).
+
+Padding. A sentence must translate the same whatever else is in the batch:
+
+* an encoder that takes no lengths reads padding as input, so the bundle is marked
+  ``exact_lengths`` and sentences are encoded in groups of equal length (here when run
+  eagerly, by ONNX Runtime's wrapper when served);
+* a decoder step that takes no source mask attends over padding, so every softmax it
+  takes over the source positions gets the mask applied (-inf at padding) by a
+  :class:`torch.overrides.TorchFunctionMode` while it runs and while it is traced. The
+  gate then checks that each sentence decodes exactly as it does alone; a decoder whose
+  attention is not a softmax over the source fails it with a message that says so.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.overrides import TorchFunctionMode
+
+from export.spec import BundleConfig
+from models.seq2seq import Encoded, length_mask
+
+
+class AdapterError(ValueError):
+    """A module or signature the adapter cannot use; the message says how to fix it."""
+
+
+ENCODER_ARGS = ("src", "lengths")
+ENCODER_RETURNS = ("memory", "hidden", "_")
+DECODER_ARGS = ("token", "hidden", "memory", "mask")
+DECODER_RETURNS = ("logits", "log_probs", "hidden", "attention", "_")
+
+
+@dataclass(frozen=True)
+class Signature:
+    """How the user's modules are called. Names in the tuples:
+
+    * ``encoder_args``: ``src`` ``(B,S)`` int64 ids, ``lengths`` ``(B,)`` int64.
+    * ``encoder_returns``: ``memory`` ``(B,S,D)``, ``hidden`` (the RNN's final state),
+      ``_`` for anything else. A bare tensor return is ``("memory",)``.
+    * ``decoder_args``: ``token`` (shape ``token_shape``), ``hidden``, ``memory``,
+      ``mask`` ``(B,S)`` bool (True at real tokens unless ``mask_true_at="padding"``),
+      and the name of each ``extra_state``.
+    * ``decoder_returns``: ``logits`` or ``log_probs`` ``(B,V)`` or ``(B,1,V)``,
+      ``hidden``, ``attention`` ``(B,S)`` or ``(B,1,S)``, each ``extra_state`` name,
+      ``_`` for anything else.
+
+    ``rnn``: ``"gru"`` (hidden is one tensor) or ``"lstm"`` (hidden is ``(h, c)``).
+    ``hidden_layout``: ``"layers_first"`` ``(layers,B,H)`` as torch RNNs return it,
+    ``"batch_first"`` ``(B,layers,H)`` or ``"flat"`` ``(B,H)``.
+    ``bridge``: maps the encoder's hidden to the decoder's first hidden (default: the
+    same); an ``nn.Module`` or any function of tensors (it is traced into the encoder).
+    ``extra_state``: recurrent inputs besides hidden, e.g. an input-feeding vector:
+    name -> size; each starts as zeros ``(B, size)``.
+    ``decoder_method``: the method that runs one step (the PyTorch tutorial's
+    ``AttnDecoderRNN`` calls it ``forward_step``).
+    """
+
+    encoder_args: tuple[str, ...] = ("src",)
+    encoder_returns: tuple[str, ...] = ("memory", "hidden")
+    rnn: str = "gru"
+    hidden_layout: str = "layers_first"
+    bridge: Callable[[Any], Any] | None = None
+    decoder_method: str = "forward"
+    decoder_args: tuple[str, ...] = ("token", "hidden", "memory")
+    token_shape: str = "B1"
+    decoder_returns: tuple[str, ...] = ("logits", "hidden", "attention")
+    extra_state: Mapping[str, int] = field(default_factory=dict)
+    mask_true_at: str = "token"
+
+    def __post_init__(self) -> None:
+        def check(what: str, names: tuple[str, ...], known: tuple[str, ...]) -> None:
+            extra = tuple(self.extra_state) if what.startswith("decoder") else ()
+            bad = [n for n in names if n not in known + extra]
+            if bad:
+                raise AdapterError(
+                    f"{what} names {bad} unknown; use {list(known + extra)}"
+                    + (" (or declare them in extra_state)" if what.startswith("decoder") else "")
+                )
+            repeated = {n for n in names if n != "_" and names.count(n) > 1}
+            if repeated:
+                raise AdapterError(f"{what} names {sorted(repeated)} more than once")
+
+        check("encoder_args", self.encoder_args, ENCODER_ARGS)
+        check("encoder_returns", self.encoder_returns, ENCODER_RETURNS)
+        check("decoder_args", self.decoder_args, DECODER_ARGS)
+        check("decoder_returns", self.decoder_returns, DECODER_RETURNS)
+        if "src" not in self.encoder_args:
+            raise AdapterError("encoder_args must include 'src'")
+        if "memory" not in self.encoder_returns:
+            raise AdapterError("encoder_returns must include 'memory'")
+        for name in ("token", "hidden", "memory"):
+            if name not in self.decoder_args:
+                raise AdapterError(f"decoder_args must include {name!r}")
+        if ("logits" in self.decoder_returns) == ("log_probs" in self.decoder_returns):
+            raise AdapterError("decoder_returns must name exactly one of 'logits', 'log_probs'")
+        for name in ("hidden", "attention", *self.extra_state):
+            if name not in self.decoder_returns:
+                raise AdapterError(
+                    f"decoder_returns must include {name!r}: the next step needs it"
+                    if name != "attention"
+                    else "decoder_returns must include 'attention' (the served attention "
+                    "maps and the alignment checks read it)"
+                )
+        for name in self.extra_state:
+            if name in ("hidden", "cell") or not name.isidentifier():
+                raise AdapterError(f"extra_state name {name!r} is reserved or not an identifier")
+        choices = {
+            "rnn": ("gru", "lstm"),
+            "hidden_layout": ("layers_first", "batch_first", "flat"),
+            "token_shape": ("B1", "B"),
+            "mask_true_at": ("token", "padding"),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise AdapterError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+
+    @property
+    def state_names(self) -> tuple[str, ...]:
+        base = ("hidden", "cell") if self.rnn == "lstm" else ("hidden",)
+        return base + tuple(self.extra_state)
+
+    @property
+    def masks_softmax(self) -> bool:
+        """The adapter masks the decoder's attention softmax (it takes no mask)."""
+        return "mask" not in self.decoder_args
+
+    def describe(self) -> dict[str, Any]:
+        """The declaration, for the manifest (the bridge by name)."""
+        d = asdict(self) | {"extra_state": dict(self.extra_state)}
+        d["bridge"] = None if self.bridge is None else _name_of(self.bridge)
+        return d
+
+
+def _name_of(obj: Any) -> str:
+    return getattr(obj, "__qualname__", None) or type(obj).__qualname__
+
+
+_SOFTMAXES = {torch.softmax, torch.nn.functional.softmax, Tensor.softmax}
+
+
+class SourceMask(TorchFunctionMode):
+    """Puts -inf at padded source positions into every softmax taken over them.
+
+    A softmax counts when the size of its ``dim`` is ``src_len`` and another dimension
+    has the batch size; the mask ``(rows, src_len)`` is laid out along those two.
+    Tracing uses sizes no weight matrix has (see :meth:`AdaptedModel.trace_sizes`), so
+    no other softmax can be taken for one.
+    """
+
+    def __init__(self, mask: Tensor) -> None:
+        super().__init__()
+        self.mask = mask
+        self.rows, self.src_len = int(mask.shape[0]), int(mask.shape[1])
+        self.hits = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if func in _SOFTMAXES and args and isinstance(args[0], Tensor):
+            x = args[0]
+            dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
+            if dim is not None and x.dim() >= 2 and x.shape[dim] == self.src_len:
+                d = dim % x.dim()
+                row_dims = [i for i in range(x.dim()) if i != d and x.shape[i] == self.rows]
+                if row_dims:
+                    r = row_dims[0]
+                    keep = self.mask if r < d else self.mask.t()
+                    # unsqueeze, not reshape: a traced reshape would fix rows and src_len
+                    for i in range(x.dim()):
+                        if i not in (r, d):
+                            keep = keep.unsqueeze(i)
+                    x = x.masked_fill(~keep, float("-inf"))
+                    self.hits += 1
+                    args = (x, *args[1:])
+        return func(*args, **kwargs)
+
+
+class _Step(nn.Module):
+    """``(prev (rows,), state, keys, memory, mask) -> (logits, state, attention)``: the
+    decoder interface of :class:`models.decoder.Decoder`, over the user's module."""
+
+    def __init__(self, decoder: nn.Module, signature: Signature) -> None:
+        super().__init__()
+        self.user = decoder
+        self.sig = signature
+        self.method = getattr(decoder, signature.decoder_method, None)
+        if not callable(self.method):
+            raise AdapterError(
+                f"the decoder {type(decoder).__name__} has no method "
+                f"{signature.decoder_method!r}; set Signature(decoder_method=...)"
+            )
+
+    def forward(
+        self, prev: Tensor, state: tuple[Tensor, ...], keys: Tensor, memory: Tensor, mask: Tensor
+    ) -> tuple[Tensor, tuple[Tensor, ...], Tensor]:
+        """``prev`` ``(rows,)``; ``state`` batch-first; ``memory`` ``(rows,S,D)``; ``mask``
+        ``(rows,S)``. Returns logits ``(rows,V)``, new state, attention ``(rows,S)``."""
+        sig = self.sig
+        n_hidden = 2 if sig.rnn == "lstm" else 1
+        hidden = tuple(_from_batch_first(s, sig.hidden_layout) for s in state[:n_hidden])
+        values: dict[str, Any] = {
+            "token": prev.unsqueeze(1) if sig.token_shape == "B1" else prev,
+            "hidden": hidden if sig.rnn == "lstm" else hidden[0],
+            "memory": memory,
+            "mask": mask if sig.mask_true_at == "token" else ~mask,
+        }
+        values.update(zip(sig.extra_state, state[n_hidden:], strict=True))
+        args = [values[name] for name in sig.decoder_args]
+        if sig.masks_softmax:
+            with SourceMask(mask) as masking:
+                out = self.method(*args)
+            if masking.hits == 0 and not bool(mask.all()):
+                raise AdapterError(
+                    "the decoder step takes no source mask and no softmax over the source "
+                    "positions was seen in it, so padding would change its attention; add a "
+                    "mask argument and list 'mask' in Signature.decoder_args"
+                )
+        else:
+            out = self.method(*args)
+        got = _named(out, sig.decoder_returns, "decoder")
+        scores = got["logits"] if "logits" in got else got["log_probs"]
+        logits = _squeeze_middle(scores, "logits").float()
+        attention = _squeeze_middle(got["attention"], "attention").float()
+        new_hidden = got["hidden"] if sig.rnn == "lstm" else (got["hidden"],)
+        if len(new_hidden) != n_hidden:
+            raise AdapterError("an LSTM decoder must return hidden as a (h, c) pair")
+        new_state = tuple(_to_batch_first(h, sig.hidden_layout) for h in new_hidden)
+        new_state += tuple(got[name] for name in sig.extra_state)
+        return logits, new_state, attention
+
+
+def _named(out: Any, names: tuple[str, ...], who: str) -> dict[str, Any]:
+    if isinstance(out, Tensor):
+        out = (out,)
+    if not isinstance(out, tuple | list) or len(out) != len(names):
+        n = len(out) if isinstance(out, tuple | list) else type(out).__name__
+        raise AdapterError(
+            f"the {who} returned {n} values but Signature.{who}_returns names {len(names)}: "
+            f"{list(names)}"
+        )
+    return {name: value for name, value in zip(names, out, strict=True) if name != "_"}
+
+
+def _squeeze_middle(x: Tensor, what: str) -> Tensor:
+    """``(B,1,N)`` or ``(B,N,1)`` -> ``(B,N)`` (a traced reshape would fix B and N)."""
+    if x.dim() == 3 and x.shape[1] == 1:
+        return x.squeeze(1)
+    if x.dim() == 3 and x.shape[2] == 1:
+        return x.squeeze(2)
+    if x.dim() != 2:
+        raise AdapterError(f"the decoder's {what} has shape {tuple(x.shape)}; expected (B, N)")
+    return x
+
+
+def _to_batch_first(h: Tensor, layout: str) -> Tensor:
+    if layout == "layers_first":
+        return h.transpose(0, 1)
+    return h
+
+
+def _from_batch_first(h: Tensor, layout: str) -> Tensor:
+    if layout == "layers_first":
+        return h.transpose(0, 1).contiguous()
+    return h
+
+
+class AdaptedModel(nn.Module):
+    """The user's modules behind :class:`models.seq2seq.Seq2Seq`'s interface:
+    ``config`` (a :class:`BundleConfig`), ``encode(src, lengths)`` and ``decoder``."""
+
+    def __init__(
+        self,
+        encoder: nn.Module,
+        decoder: nn.Module,
+        *,
+        config: BundleConfig,
+        signature: Signature,
+    ) -> None:
+        super().__init__()
+        for name, module in (("encoder", encoder), ("decoder", decoder)):
+            if not isinstance(module, nn.Module):
+                raise AdapterError(f"{name} must be a torch.nn.Module, got {type(module).__name__}")
+        if config.state_names != signature.state_names:
+            raise AdapterError(f"state names {config.state_names} != {signature.state_names}")
+        self.encoder = encoder
+        self.decoder = _Step(decoder, signature)
+        self.bridge = signature.bridge if isinstance(signature.bridge, nn.Module) else None
+        self.signature = signature
+        self.config = config
+        params = inspect.signature(encoder.forward).parameters
+        if len(params) < len(signature.encoder_args) and not any(
+            p.kind is p.VAR_POSITIONAL for p in params.values()
+        ):
+            raise AdapterError(
+                f"the encoder's forward takes {len(params)} arguments but "
+                f"Signature.encoder_args names {list(signature.encoder_args)}"
+            )
+
+    def encode(self, src: Tensor, lengths: Tensor) -> Encoded:
+        """Encode ``src`` ``(batch, src_len)`` with true ``lengths`` ``(batch,)``: each
+        sentence as if alone (see the module docstring)."""
+        if (
+            self.config.exact_lengths
+            and not torch.jit.is_tracing()
+            and (int(lengths.min()) != src.size(1) or int(lengths.max()) != src.size(1))
+        ):
+            return self._encode_by_length(src, lengths)
+        return self._encode(src, lengths)
+
+    def _encode(self, src: Tensor, lengths: Tensor) -> Encoded:
+        sig = self.signature
+        values = {"src": src, "lengths": lengths}
+        got = _named(
+            self.encoder(*[values[a] for a in sig.encoder_args]), sig.encoder_returns, "encoder"
+        )
+        memory = got["memory"].float()
+        if memory.dim() != 3 or memory.shape[:2] != src.shape:
+            raise AdapterError(
+                f"the encoder's memory has shape {tuple(memory.shape)}; expected "
+                f"(batch, src_len, D) = ({src.shape[0]}, {src.shape[1]}, D): a batch-first "
+                "RNN (batch_first=True) or a transpose in the encoder"
+            )
+        hidden = got.get("hidden")
+        if sig.bridge is not None:
+            hidden = sig.bridge(hidden)
+        if hidden is None:
+            raise AdapterError(
+                "no decoder hidden: return 'hidden' from the encoder or give a bridge"
+            )
+        hidden = tuple(hidden) if sig.rnn == "lstm" else (hidden,)
+        state = tuple(_to_batch_first(h, sig.hidden_layout).float() for h in hidden)
+        zero = torch.zeros_like(memory[:, 0, :1])  # (batch, 1); traced with a dynamic batch
+        state += tuple(zero.expand(-1, size) for size in sig.extra_state.values())
+        mask = length_mask(lengths, src.size(1))
+        keys = mask.unsqueeze(-1).to(memory.dtype)  # the contract's keys: unused by the step
+        return Encoded(memory * keys, keys, mask, state)
+
+    def _encode_by_length(self, src: Tensor, lengths: Tensor) -> Encoded:
+        batch, width = src.shape
+        parts = []
+        for n in torch.unique(lengths).tolist():
+            rows = torch.nonzero(lengths == n).squeeze(1)
+            parts.append((rows, n, self._encode(src[rows, :n], lengths[rows])))
+        first = parts[0][2]
+        memory = first.memory.new_zeros(batch, width, first.memory.shape[-1])
+        keys = first.keys.new_zeros(batch, width, first.keys.shape[-1])
+        states = [s.new_zeros((batch,) + tuple(s.shape[1:])) for s in first.state]
+        for rows, n, enc in parts:
+            memory[rows, :n] = enc.memory
+            keys[rows, :n] = enc.keys
+            for whole, part in zip(states, enc.state, strict=True):
+                whole[rows] = part
+        return Encoded(memory, keys, length_mask(lengths, width), tuple(states))
+
+    def trace_sizes(self) -> tuple[int, int]:
+        """``(src_len, rows)`` for tracing that equal no dimension of any weight, so
+        :class:`SourceMask` cannot mistake another softmax for the attention's."""
+        taken = {self.config.src_vocab_size, self.config.tgt_vocab_size}
+        taken |= {d for p in self.parameters() for d in p.shape}
+        taken |= set(self.signature.extra_state.values())
+        free = [n for n in range(5, 200) if n not in taken]
+        return free[0], free[1]
+
+    def parameter_count(self) -> int:
+        return sum(p.numel() for p in self.parameters())

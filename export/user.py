@@ -1,0 +1,164 @@
+"""Serve your own model: ``export_modules(UserModel(...), out)`` or
+``nmt-export --from-modules mypkg.model:load --out model_repository/<name>/<version>``.
+
+``load`` is any function of yours, taking no arguments, that returns a
+:class:`UserModel`: your encoder and one-step decoder modules (trained, unchanged),
+their tokenizers, the special ids and a :class:`export.modules.Signature` saying how
+the modules are called. The export traces them, checks that every sentence translates
+exactly as your modules translate it alone, and writes a bundle ``nmt-serve`` loads
+without torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from torch import nn
+
+from export.modules import AdaptedModel, AdapterError, Signature
+from export.spec import BundleConfig
+from export.writer import ExportError, write_bundle
+from models.tokenizer import read_lines
+
+
+@dataclass
+class UserModel:
+    """A user's trained modules and what is needed to serve them.
+
+    ``source``/``target``: tokenizers, a :class:`models.words.WordTokenizer` (word
+    vocabularies) or a :class:`models.tokenizer.Tokenizer` (SentencePiece).
+    ``special_ids``: ``{"pad": .., "unk": .., "bos": .., "eos": ..}`` as the model was
+    trained (any ids; the target side's are the ones decoding uses).
+    """
+
+    encoder: nn.Module
+    decoder: nn.Module
+    source: Any
+    target: Any
+    special_ids: Mapping[str, int]
+    signature: Signature = field(default_factory=Signature)
+
+    def adapted(self) -> AdaptedModel:
+        missing = {"pad", "unk", "bos", "eos"} - set(self.special_ids)
+        if missing:
+            raise AdapterError(f"special_ids lacks {sorted(missing)}; give pad, unk, bos and eos")
+        sig = self.signature
+        config = BundleConfig(
+            src_vocab_size=self.source.vocab_size,
+            tgt_vocab_size=self.target.vocab_size,
+            pad_id=int(self.special_ids["pad"]),
+            unk_id=int(self.special_ids["unk"]),
+            bos_id=int(self.special_ids["bos"]),
+            eos_id=int(self.special_ids["eos"]),
+            state_names=sig.state_names,
+            exact_lengths="lengths" not in sig.encoder_args,
+        )
+        return AdaptedModel(self.encoder, self.decoder, config=config, signature=sig).eval()
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "kind": "modules",
+            "encoder": f"{type(self.encoder).__module__}.{type(self.encoder).__qualname__}",
+            "decoder": f"{type(self.decoder).__module__}.{type(self.decoder).__qualname__}",
+            "signature": self.signature.describe(),
+        }
+
+
+def load_user_model(target: str) -> UserModel:
+    """Call ``module:function`` (importable from the working directory) for a UserModel."""
+    module_name, _, func_name = target.partition(":")
+    if not module_name or not func_name:
+        raise ExportError(
+            f"--from-modules takes MODULE:FUNCTION, e.g. mypkg.model:load; got {target!r}"
+        )
+    if "" not in sys.path and "." not in sys.path:
+        sys.path.insert(0, "")  # the user's package in the working directory
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ExportError(f"cannot import {module_name!r}: {exc}") from None
+    func = getattr(module, func_name, None)
+    if not callable(func):
+        raise ExportError(f"{module_name} has no function {func_name!r}")
+    model = func()
+    if not isinstance(model, UserModel):
+        raise ExportError(
+            f"{target} returned {type(model).__name__}; it must return an export.user.UserModel"
+        )
+    return model
+
+
+def parity_ids(
+    tokenizer: Any,
+    config: BundleConfig,
+    path: Path | None,
+    limit: int | None,
+    seed: int = 0,
+) -> tuple[list[list[int]], str]:
+    """Token ids the gate decodes: the lines of ``path``, else random token sequences
+    (a model without data of its own; specials left out)."""
+    if path is not None:
+        if not path.is_file():
+            raise ExportError(f"parity source file not found: {path}")
+        lines = [line for line in read_lines(path) if line.strip()]
+        lines = lines[:limit] if limit else lines
+        ids = [s for s in tokenizer.encode_batch(lines) if s]
+        if not ids:
+            raise ExportError(
+                f"{path}: no parity sentences: give --parity-src with at least one non-empty line"
+            )
+        return ids, str(path)
+    rng = np.random.default_rng(seed)
+    specials = {config.pad_id, config.unk_id, config.bos_id, config.eos_id}
+    pool = np.array([i for i in range(config.src_vocab_size) if i not in specials])
+    n = limit or 50
+    return [list(rng.choice(pool, rng.integers(1, 16))) for _ in range(n)], "random"
+
+
+def export_modules(
+    user: UserModel,
+    out: Path | str,
+    *,
+    parity_src: Path | str | None = None,
+    parity_limit: int | None = None,
+    beam_sentences: int = 200,
+    name: str | None = None,
+    force: bool = False,
+    precision: str = "fp32",
+    parity_ref: Path | None = None,
+) -> dict:
+    """Export ``user``'s modules as a bundle in ``out`` and return its manifest.
+
+    The gate decodes the ``parity_src`` lines (random token sequences without it) with
+    the ONNX graphs, in padded batches as the service does, and with your modules one
+    sentence at a time; greedy must agree token for token, beam on every n-best list.
+    Raises :class:`export.parity.ParityError` (nothing written) when they do not.
+    """
+    model = user.adapted()
+    sources, source_name = parity_ids(
+        user.source, model.config, Path(parity_src) if parity_src else None, parity_limit
+    )
+    return write_bundle(
+        model,
+        user.source,
+        user.target,
+        Path(out),
+        sources=sources,
+        source_name=source_name,
+        provenance={"source_model": user.describe()},
+        description=user.describe(),
+        force=force,
+        beam_sentences=beam_sentences,
+        name=name,
+        precision=precision,
+        parity_ref=parity_ref,
+        parity_limit=parity_limit,
+        # your modules' own answer is a sentence decoded alone, with no padding
+        reference_batch_size=1,
+    )

@@ -1,0 +1,127 @@
+"""Word-level vocabularies, the tokenisation most attention tutorials train with (torch-free).
+
+A vocabulary is a list of tokens whose index is the id. Text is normalised the way the
+tutorials do it (lower-case, accents folded to ASCII, punctuation split off the words)
+and split on whitespace; a word not in the vocabulary becomes ``unk``. Decoding joins
+tokens with spaces and, when punctuation was split off, glues it back on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Sequence
+from pathlib import Path
+
+from models.tokenizer import TokenizerError
+
+_WORDS = re.compile(r"\w+|[^\w\s]")
+# No space before closing punctuation, none after opening marks.
+_CLOSE = re.compile(r" ([.,!?;:%)\]}»…])")
+_OPEN = re.compile(r"([(\[{¿¡«]) ")
+
+
+def fold_accents(text: str) -> str:
+    """``"Él está"`` -> ``"El esta"`` (the PyTorch tutorial's ``unicodeToAscii``)."""
+    return "".join(c for c in unicodedata.normalize("NFD", text) if unicodedata.category(c) != "Mn")
+
+
+def read_vocabulary(path: Path | str) -> list[str]:
+    """Tokens by id from a file with one token per line, or a JSON list of tokens, or a
+    JSON object mapping token -> id (ids must be 0..N-1, each once)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TokenizerError(f"vocabulary file not found: {path}") from None
+    except UnicodeDecodeError:
+        raise TokenizerError(f"{path} is not UTF-8 text; give one token per line") from None
+    if path.suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TokenizerError(f"{path} is not valid JSON: {exc}") from None
+        if isinstance(data, list) and all(isinstance(t, str) for t in data):
+            return data
+        if isinstance(data, dict) and all(isinstance(i, int) for i in data.values()):
+            tokens = sorted(data, key=data.__getitem__)
+            if sorted(data.values()) != list(range(len(data))):
+                raise TokenizerError(
+                    f"{path}: token ids must be 0..{len(data) - 1}, each used once"
+                )
+            return tokens
+        raise TokenizerError(f"{path}: expected a JSON list of tokens or a token -> id object")
+    return text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
+
+
+class WordTokenizer:
+    """Text <-> ids over a word vocabulary; same interface as :class:`Tokenizer`."""
+
+    kind = "words"
+
+    def __init__(
+        self,
+        tokens: Sequence[str],
+        *,
+        unk_id: int,
+        lowercase: bool = True,
+        fold_accents: bool = False,
+        split_punctuation: bool = True,
+    ) -> None:
+        self.tokens = list(tokens)
+        if not 0 <= unk_id < len(self.tokens):
+            raise TokenizerError(f"unk id {unk_id} is outside the vocabulary of {len(tokens)}")
+        self.ids = {}
+        for i, token in enumerate(self.tokens):
+            if not token or any(c.isspace() for c in token):
+                raise TokenizerError(f"vocabulary entry {i} ({token!r}) is empty or has spaces")
+            self.ids.setdefault(token, i)
+        self.unk_id = unk_id
+        self.lowercase = lowercase
+        self.fold_accents = fold_accents
+        self.split_punctuation = split_punctuation
+
+    @classmethod
+    def from_file(cls, path: Path | str, **options) -> WordTokenizer:
+        return cls(read_vocabulary(path), **options)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.tokens)
+
+    def words(self, text: str) -> list[str]:
+        """Normalised tokens of ``text``."""
+        if self.lowercase:
+            text = text.lower()
+        if self.fold_accents:
+            text = fold_accents(text)
+        return _WORDS.findall(text) if self.split_punctuation else text.split()
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` without BOS/EOS; unknown words are ``unk``."""
+        return [self.ids.get(w, self.unk_id) for w in self.words(text)]
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return [self.encode(t) for t in texts]
+
+    def pieces(self, ids: Sequence[int]) -> list[str]:
+        return [self.tokens[int(i)] for i in ids]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        text = " ".join(self.pieces(ids))
+        if self.split_punctuation:
+            text = _OPEN.sub(r"\1", _CLOSE.sub(r"\1", text))
+        return text
+
+    def options(self) -> dict:
+        """What the manifest records so the service rebuilds this tokenizer."""
+        return {
+            "unk_id": self.unk_id,
+            "lowercase": self.lowercase,
+            "fold_accents": self.fold_accents,
+            "split_punctuation": self.split_punctuation,
+        }
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(self.tokens, ensure_ascii=False) + "\n", encoding="utf-8")
