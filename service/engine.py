@@ -58,8 +58,10 @@ class Engine:
         self.bundle = bundle
         self.config = config
         self.metrics = metrics
-        # The source length the export's parity gate verified (None: not recorded).
-        self._verified_source_tokens = bundle.max_source_tokens
+        # The longest source served: the server's limit or, when shorter, the length the
+        # export's parity gate verified (its manifest's max_source_tokens).
+        verified = bundle.max_source_tokens
+        self.max_source_tokens = min(config.max_source_tokens, verified or config.max_source_tokens)
         self._loop = DecodeLoop(bundle.model, bundle.special)
         self._queue: deque[Job] = deque()
         # One lock, two conditions: the scheduler waits on ``_cond`` (new requests,
@@ -123,7 +125,7 @@ class Engine:
             options,
             self.config,
             self.bundle.src_tokenizer,
-            max_source_tokens=self._verified_source_tokens,
+            max_source_tokens=self.bundle.max_source_tokens,
         )
 
     def submit(
@@ -193,10 +195,7 @@ class Engine:
     def warmup(self) -> None:
         """One real translation through the whole path (greedy and beam), its source cut
         to the model's verified length (a request that long would be refused)."""
-        limit = self.config.max_source_tokens
-        if self._verified_source_tokens is not None:
-            limit = min(limit, self._verified_source_tokens)
-        sources = [self.bundle.src_tokenizer.encode("Warm up.")[:limit]]
+        sources = [self.bundle.src_tokenizer.encode("Warm up.")[: self.max_source_tokens]]
         for beam in (1, 2):
             options = DecodeOptions(beam_size=beam, return_attention=True)
             job = self._enqueue(sources, options, timeout=60)

@@ -279,6 +279,8 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
                 "versions": m.get("versions", {}),
                 "created": m.get("created"),
                 "checkpoint": m.get("checkpoint", {}).get("meta", {}),
+                "source_model": m.get("source_model"),
+                "tokenizers": m.get("tokenizers"),
             }
             out.models.add(
                 name=name,
@@ -289,7 +291,7 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
                 parameters=int(m.get("parameters", 0)),
                 src_vocab_size=int(m.get("src_vocab_size", 0)),
                 tgt_vocab_size=int(m.get("tgt_vocab_size", 0)),
-                max_source_tokens=engine.config.max_source_tokens,
+                max_source_tokens=engine.max_source_tokens,
                 manifest_summary_json=json.dumps(summary, sort_keys=True, default=str),
                 is_default=name == self.default_model,
             )

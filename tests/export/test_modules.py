@@ -1,0 +1,144 @@
+"""export.modules: the Signature's checks, the source mask an unmasked decoder gets, and
+encoders without lengths encoded per length (eagerly and by ONNX Runtime)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from export.modules import AdaptedModel, AdapterError, Signature, SourceMask
+from export.spec import BundleConfig
+
+
+def test_signature_refuses_what_it_cannot_call():
+    with pytest.raises(AdapterError, match=r"decoder_returns names \['scores'\] unknown"):
+        Signature(decoder_returns=("scores", "hidden", "attention"))
+    with pytest.raises(AdapterError, match="exactly one of 'logits', 'log_probs'"):
+        Signature(decoder_returns=("logits", "log_probs", "hidden", "attention"))
+    with pytest.raises(AdapterError, match="must include 'feed'"):
+        Signature(extra_state={"feed": 8})
+    with pytest.raises(AdapterError, match="rnn must be one of"):
+        Signature(rnn="rnn_tanh")
+    with pytest.raises(AdapterError, match="encoder_args must include 'src'"):
+        Signature(encoder_args=("lengths",))
+    sig = Signature(
+        rnn="lstm",
+        extra_state={"feed": 8},
+        decoder_args=("token", "hidden", "memory", "feed"),
+        decoder_returns=("logits", "hidden", "attention", "feed"),
+    )
+    assert sig.state_names == ("hidden", "cell", "feed")
+
+
+@pytest.mark.parametrize(
+    ("shape", "dim"),
+    [((3, 5), -1), ((3, 1, 5), -1), ((3, 5, 1), 1), ((5, 3), 0)],
+    ids=["rows-src", "rows-1-src", "rows-src-1", "src-rows"],
+)
+def test_source_mask_puts_zero_weight_on_padding(shape, dim):
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 0, 0, 0, 0]], dtype=torch.bool)
+    scores = torch.randn(shape)
+    with SourceMask(mask) as masking:
+        weights = F.softmax(scores, dim=dim)
+    assert masking.hits == 1
+    w = weights.reshape(3, 5) if shape[0] == 3 else weights.t()
+    assert torch.all(w[~mask] == 0)
+    assert torch.allclose(w.sum(-1), torch.ones(3))
+
+
+def test_source_mask_leaves_other_softmaxes_alone():
+    mask = torch.ones(3, 5, dtype=torch.bool)
+    mask[1, 3:] = False
+    x = torch.randn(3, 7)
+    with SourceMask(mask) as masking:
+        y = torch.softmax(x, -1)
+    assert masking.hits == 0 and torch.equal(y, torch.softmax(x, -1))
+
+
+class _Encoder(nn.Module):
+    """Takes no lengths: a bidirectional GRU reads padding as input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(20, 6)
+        self.rnn = nn.GRU(6, 4, batch_first=True, bidirectional=True)
+
+    def forward(self, src):
+        out, h = self.rnn(self.emb(src))
+        return out, h
+
+
+class _Decoder(nn.Module):
+    """Dot attention with a softmax the adapter masks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(20, 8)
+        self.rnn = nn.GRU(8, 8, batch_first=True)
+        self.out = nn.Linear(16, 20)
+
+    def forward(self, token, hidden, memory):
+        out, hidden = self.rnn(self.emb(token), hidden)
+        weights = torch.softmax(torch.bmm(out, memory.transpose(1, 2)), dim=-1)
+        context = torch.bmm(weights, memory)
+        return self.out(torch.cat([out, context], -1)).squeeze(1), hidden, weights.squeeze(1)
+
+
+def _bridge(h):
+    return torch.cat([h[0:1], h[1:2]], dim=-1)  # two directions -> one 8-wide layer
+
+
+def _adapted() -> AdaptedModel:
+    torch.manual_seed(0)
+    config = BundleConfig(20, 20, 0, 1, 2, 3, ("hidden",), exact_lengths=True)
+    sig = Signature(bridge=_bridge)
+    return AdaptedModel(_Encoder(), _Decoder(), config=config, signature=sig).eval()
+
+
+def test_encoder_without_lengths_encodes_each_sentence_as_if_alone(tmp_path):
+    from export.graphs import export_graphs
+    from service.runtime import OnnxModel, RuntimeConfig
+
+    model = _adapted()
+    src = torch.tensor([[5, 6, 7, 8], [9, 10, 0, 0], [11, 12, 13, 0]])
+    lengths = torch.tensor([4, 2, 3])
+    with torch.no_grad():
+        batch = model.encode(src, lengths)
+        alone = [
+            model.encode(src[i : i + 1, : int(n)], lengths[i : i + 1])
+            for i, n in enumerate(lengths)
+        ]
+    for i, enc in enumerate(alone):
+        n = int(lengths[i])
+        assert torch.equal(batch.memory[i, :n], enc.memory[0])
+        assert torch.equal(batch.state[0][i], enc.state[0][0])
+        assert torch.all(batch.memory[i, n:] == 0)
+    export_graphs(model, tmp_path)
+    onnx = OnnxModel(tmp_path, ("hidden",), RuntimeConfig(providers=("cpu",)), exact_lengths=True)
+    got = onnx.encode(src.numpy(), lengths.numpy())
+    np.testing.assert_allclose(got.memory, batch.memory.numpy(), atol=1e-6)
+    np.testing.assert_allclose(got.states[0], batch.state[0].numpy(), atol=1e-6)
+    assert got.mask.tolist() == batch.mask.tolist()
+    # Read without grouping, the same graph sees padding: grouping is what makes it exact.
+    plain = OnnxModel(tmp_path, ("hidden",), RuntimeConfig(providers=("cpu",)))
+    assert not np.allclose(plain.encode(src.numpy(), lengths.numpy()).states[0], got.states[0])
+
+
+def test_decoder_without_a_softmax_over_the_source_is_refused():
+    class ExpDecoder(_Decoder):
+        def forward(self, token, hidden, memory):
+            out, hidden = self.rnn(self.emb(token), hidden)
+            e = torch.exp(torch.bmm(out, memory.transpose(1, 2)))
+            weights = e / e.sum(-1, keepdim=True)
+            context = torch.bmm(weights, memory)
+            return self.out(torch.cat([out, context], -1)).squeeze(1), hidden, weights.squeeze(1)
+
+    model = _adapted()
+    model.decoder.user = ExpDecoder()
+    model.decoder.method = model.decoder.user.forward
+    enc = model.encode(torch.tensor([[5, 6, 7], [8, 0, 0]]), torch.tensor([3, 1]))
+    with pytest.raises(AdapterError, match="no softmax over the source positions"):
+        model.decoder(torch.tensor([2, 2]), enc.state, enc.keys, enc.memory, enc.mask)

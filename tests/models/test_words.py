@@ -1,0 +1,74 @@
+"""Word-level tokenizer: the tutorials' normalisation, vocabularies from files, errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from models.tokenizer import TokenizerError, load_tokenizer
+from models.words import WordTokenizer, read_vocabulary
+
+VOCAB = ["<pad>", "<unk>", "<s>", "</s>", "the", "cat", "sat", ".", ",", "él", "el", "¿", "?"]
+
+
+def tok(**options) -> WordTokenizer:
+    return WordTokenizer(VOCAB, unk_id=1, **options)
+
+
+def test_encode_lowercases_and_splits_punctuation():
+    t = tok()
+    assert t.words("The cat, sat.") == ["the", "cat", ",", "sat", "."]
+    assert t.encode("The cat, sat.") == [4, 5, 8, 6, 7]
+    assert t.encode("The dog") == [4, 1]  # unknown word -> unk
+
+
+def test_options_change_the_words():
+    assert tok(lowercase=False).encode("The cat") == [1, 5]
+    assert tok(split_punctuation=False).words("the cat.") == ["the", "cat."]
+    assert tok(fold_accents=True).encode("Él") == [10]
+    assert tok().encode("Él") == [9]
+
+
+def test_decode_glues_punctuation_back():
+    t = tok()
+    assert t.decode([4, 5, 8, 6, 7]) == "the cat, sat."
+    assert t.decode([11, 4, 5, 12]) == "¿the cat?"
+    assert tok(split_punctuation=False).decode([4, 7]) == "the ."
+    assert t.pieces([4, 7]) == ["the", "."]
+
+
+@pytest.mark.parametrize("suffix", [".txt", ".json", ".map.json"])
+def test_vocabulary_files(tmp_path, suffix):
+    path = tmp_path / f"vocab{suffix}"
+    if suffix == ".txt":
+        path.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+    elif suffix == ".json":
+        path.write_text(json.dumps(VOCAB), encoding="utf-8")
+    else:
+        path.write_text(json.dumps({t: i for i, t in enumerate(VOCAB)}), encoding="utf-8")
+    assert read_vocabulary(path) == VOCAB
+
+
+def test_save_and_load_through_the_manifest_entry(tmp_path):
+    t = tok(fold_accents=True)
+    t.save(tmp_path / "source.vocab.json")
+    entry = {"kind": "words", "file": "source.vocab.json"} | t.options()
+    again = load_tokenizer(entry, tmp_path, (0, 1, 2, 3))
+    assert again.tokens == VOCAB and again.options() == t.options()
+    assert again.encode("Él sat.") == t.encode("Él sat.")
+
+
+def test_bad_vocabularies(tmp_path):
+    with pytest.raises(TokenizerError, match="vocabulary file not found"):
+        read_vocabulary(tmp_path / "missing.txt")
+    gaps = tmp_path / "gaps.json"
+    gaps.write_text(json.dumps({"a": 0, "b": 2}))
+    with pytest.raises(TokenizerError, match=r"token ids must be 0\.\.1"):
+        read_vocabulary(gaps)
+    with pytest.raises(TokenizerError, match="has spaces"):
+        WordTokenizer(["a", "b c"], unk_id=0)
+    with pytest.raises(TokenizerError, match="unk id 5 is outside"):
+        WordTokenizer(["a"], unk_id=5)
+    with pytest.raises(TokenizerError, match="unknown tokenizer kind 'bpe'"):
+        load_tokenizer({"kind": "bpe", "file": "x"}, tmp_path, (0, 1, 2, 3))
