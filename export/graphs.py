@@ -84,8 +84,9 @@ class DecoderStepGraph(nn.Module):
 
 def _dummy_inputs(model: Seq2Seq, batch: int, src_len: int):
     cfg = model.config
-    low = max(cfg.pad_id, cfg.unk_id, cfg.bos_id, cfg.eos_id) + 1
-    src = torch.randint(low, cfg.src_vocab_size, (batch, src_len))
+    specials = {cfg.pad_id, cfg.unk_id, cfg.bos_id, cfg.eos_id}
+    pool = torch.tensor([i for i in range(cfg.src_vocab_size) if i not in specials])
+    src = pool[torch.randint(len(pool), (batch, src_len))]
     lengths = torch.tensor([src_len] + [max(1, src_len - 2)] * (batch - 1))
     return src, lengths
 

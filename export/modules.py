@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
@@ -140,7 +140,8 @@ class Signature:
 
     def describe(self) -> dict[str, Any]:
         """The declaration, for the manifest (the bridge by name)."""
-        d = asdict(self) | {"extra_state": dict(self.extra_state)}
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["extra_state"] = dict(self.extra_state)
         d["bridge"] = None if self.bridge is None else _name_of(self.bridge)
         return d
 

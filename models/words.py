@@ -68,7 +68,10 @@ class WordTokenizer:
         lowercase: bool = True,
         fold_accents: bool = False,
         split_punctuation: bool = True,
+        end_tokens: Sequence[str] = (),
     ) -> None:
+        """``end_tokens``: appended to every encoded sentence, e.g. ``["EOS"]`` for a model
+        trained on sources that end in EOS (the PyTorch tutorial's ``tensorFromSentence``)."""
         self.tokens = list(tokens)
         if not 0 <= unk_id < len(self.tokens):
             raise TokenizerError(f"unk id {unk_id} is outside the vocabulary of {len(tokens)}")
@@ -78,6 +81,11 @@ class WordTokenizer:
                 raise TokenizerError(f"vocabulary entry {i} ({token!r}) is empty or has spaces")
             self.ids.setdefault(token, i)
         self.unk_id = unk_id
+        unknown = [t for t in end_tokens if t not in self.ids]
+        if unknown:
+            raise TokenizerError(f"end tokens {unknown} are not in the vocabulary")
+        self.end_tokens = tuple(end_tokens)
+        self._end_ids = [self.ids[t] for t in self.end_tokens]
         self.lowercase = lowercase
         self.fold_accents = fold_accents
         self.split_punctuation = split_punctuation
@@ -100,7 +108,8 @@ class WordTokenizer:
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` without BOS/EOS; unknown words are ``unk``."""
-        return [self.ids.get(w, self.unk_id) for w in self.words(text)]
+        ids = [self.ids.get(w, self.unk_id) for w in self.words(text)]
+        return ids + self._end_ids if ids else ids
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         return [self.encode(t) for t in texts]
@@ -121,6 +130,7 @@ class WordTokenizer:
             "lowercase": self.lowercase,
             "fold_accents": self.fold_accents,
             "split_punctuation": self.split_punctuation,
+            "end_tokens": list(self.end_tokens),
         }
 
     def save(self, path: Path) -> None:

@@ -30,6 +30,14 @@ def test_options_change_the_words():
     assert tok().encode("Él") == [9]
 
 
+def test_end_tokens_close_every_sentence():
+    t = tok(end_tokens=["</s>"])
+    assert t.encode("the cat") == [4, 5, 3]
+    assert t.encode("  ") == []  # nothing to translate stays nothing
+    with pytest.raises(TokenizerError, match=r"end tokens \['EOS'\] are not in the vocabulary"):
+        tok(end_tokens=["EOS"])
+
+
 def test_decode_glues_punctuation_back():
     t = tok()
     assert t.decode([4, 5, 8, 6, 7]) == "the cat, sat."
