@@ -22,9 +22,11 @@ import numpy as np
 from torch import nn
 
 from export.modules import AdaptedModel, AdapterError, Signature
-from export.spec import BundleConfig
+from export.parity import ParityError
+from export.spec import BundleConfig, ContractError
+from export.variants import VariantError
 from export.writer import ExportError, write_bundle
-from models.tokenizer import read_lines
+from models.tokenizer import TokenizerError, read_lines
 
 
 @dataclass
@@ -140,10 +142,40 @@ def export_modules(
     sentence at a time; greedy must agree token for token, beam on every n-best list.
     Raises :class:`export.parity.ParityError` (nothing written) when they do not.
     """
+    kwargs = dict(
+        force=force,
+        beam_sentences=beam_sentences,
+        name=name,
+        precision=precision,
+        parity_ref=parity_ref,
+        parity_limit=parity_limit,
+    )
     model = user.adapted()
     sources, source_name = parity_ids(
         user.source, model.config, Path(parity_src) if parity_src else None, parity_limit
     )
+    try:
+        return _write(user, model, out, sources, source_name, **kwargs)
+    except ParityError as exc:
+        if "greedy output differs" not in str(exc) and "n-best differs" not in str(exc):
+            raise
+        raise ParityError(
+            f"{exc}. The gate compares each sentence decoded in padded batches (as served) "
+            "with your modules decoding it alone: a decoder that reads the encoder memory "
+            "outside its attention softmax sees the padding; give it a mask argument and list "
+            "'mask' in Signature.decoder_args"
+        ) from None
+    except (ExportError, AdapterError, ContractError, TokenizerError, VariantError):
+        raise
+    except Exception as exc:  # the user's code failed while traced or run: say where
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise ExportError(
+            f"your modules raised {type(exc).__name__} while being traced or run: {first}; "
+            "check that export.modules.Signature describes how they are called"
+        ) from exc
+
+
+def _write(user, model, out, sources, source_name, **kwargs) -> dict:
     return write_bundle(
         model,
         user.source,
@@ -153,12 +185,7 @@ def export_modules(
         source_name=source_name,
         provenance={"source_model": user.describe()},
         description=user.describe(),
-        force=force,
-        beam_sentences=beam_sentences,
-        name=name,
-        precision=precision,
-        parity_ref=parity_ref,
-        parity_limit=parity_limit,
         # your modules' own answer is a sentence decoded alone, with no padding
         reference_batch_size=1,
+        **kwargs,
     )

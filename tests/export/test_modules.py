@@ -142,3 +142,26 @@ def test_decoder_without_a_softmax_over_the_source_is_refused():
     enc = model.encode(torch.tensor([[5, 6, 7], [8, 0, 0]]), torch.tensor([3, 1]))
     with pytest.raises(AdapterError, match="no softmax over the source positions"):
         model.decoder(torch.tensor([2, 2]), enc.state, enc.keys, enc.memory, enc.mask)
+
+
+def test_a_module_that_fails_while_traced_is_one_export_error(tmp_path):
+    from export.user import UserModel, export_modules
+    from export.writer import ExportError
+    from models.words import WordTokenizer
+
+    class Broken(_Decoder):
+        def forward(self, token, hidden, memory):
+            raise RuntimeError("mat1 and mat2 shapes cannot be multiplied (3x8 and 9x20)")
+
+    vocab = WordTokenizer([f"w{i}" for i in range(20)], unk_id=1)
+    user = UserModel(
+        _Encoder(),
+        Broken(),
+        vocab,
+        vocab,
+        dict(pad=0, unk=1, bos=2, eos=3),
+        Signature(bridge=_bridge),
+    )
+    with pytest.raises(ExportError, match=r"your modules raised RuntimeError .*mat1 and mat2"):
+        export_modules(user, tmp_path / "m" / "1")
+    assert not (tmp_path / "m" / "1").exists()
