@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from export.modules import AdapterError
@@ -76,18 +76,9 @@ def export_bundle(
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="nmt-export", description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "checkpoint", type=Path, nargs="?", help="a checkpoint of nmt-train (or --from-modules)"
-    )
-    parser.add_argument(
-        "--from-modules",
-        metavar="MODULE:FUNCTION",
-        default=None,
-        help="export your own modules: FUNCTION() returns an export.user.UserModel "
-        "(README: Serve your own model)",
-    )
+def add_bundle_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every way in shares (nmt-export, nmt-convert): where to write the
+    bundle and how to gate it."""
     parser.add_argument(
         "--out", type=Path, required=True, help="bundle directory, e.g. model_repository/en-es/1"
     )
@@ -100,8 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--parity-src",
         type=Path,
         default=None,
-        help="source sentences for the gate (default: test.en beside the "
-        "checkpoint, else random token sequences)",
+        help="source sentences for the gate (default: test.en beside a checkpoint, else "
+        "random token sequences)",
     )
     parser.add_argument(
         "--parity-limit",
@@ -134,45 +125,46 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="references for a variant's BLEU gate (default: the .es twin of the parity source)",
     )
-    args = parser.parse_args(argv)
+
+
+def check_bundle_arguments(args: argparse.Namespace) -> str | None:
+    """What is wrong with the shared options, in one line, or None."""
     if args.beam_sentences < 1:
-        print(
-            f"nmt-export: error: --beam-sentences must be >= 1, got {args.beam_sentences}: "
-            "the beam check cannot be skipped",
-            file=sys.stderr,
+        return (
+            f"--beam-sentences must be >= 1, got {args.beam_sentences}: "
+            "the beam check cannot be skipped"
         )
-        return 2
-    if (args.checkpoint is None) == (args.from_modules is None):
-        print("nmt-export: error: give a CHECKPOINT or --from-modules, not both", file=sys.stderr)
-        return 2
-    precision = "int8" if args.int8 else "fp16" if args.fp16 else "fp32"
-    common = dict(
+    if args.parity_limit is not None and args.parity_limit < 1:
+        return f"--parity-limit must be >= 1, got {args.parity_limit}"
+    return None
+
+
+def bundle_options(args: argparse.Namespace) -> dict:
+    """The shared options as keywords of the export functions."""
+    return dict(
         force=args.force,
         parity_src=args.parity_src,
         parity_limit=args.parity_limit,
         beam_sentences=args.beam_sentences,
         name=args.name,
-        precision=precision,
+        precision="int8" if args.int8 else "fp16" if args.fp16 else "fp32",
         parity_ref=args.parity_ref,
     )
-    try:
-        if args.from_modules:
-            from export.user import export_modules, load_user_model
 
-            manifest = export_modules(load_user_model(args.from_modules), args.out, **common)
-        else:
-            manifest = export_bundle(args.checkpoint, args.out, **common)
-    except (
-        ExportError,
-        CheckpointError,
-        TokenizerError,
-        AdapterError,
-        ContractError,
-    ) as exc:
-        print(f"nmt-export: error: {exc}", file=sys.stderr)
+
+# Failures of the user's input: one line, exit 2 (a gate failure is exit 1).
+INPUT_ERRORS = (ExportError, CheckpointError, TokenizerError, AdapterError, ContractError)
+
+
+def run_export(prog: str, export: Callable[[], dict], out: Path) -> int:
+    """Run ``export``; print its summary or one error line; return the exit code."""
+    try:
+        manifest = export()
+    except INPUT_ERRORS as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     except (ParityError, VariantError) as exc:
-        print(f"nmt-export: gate failed, nothing written: {exc}", file=sys.stderr)
+        print(f"{prog}: gate failed, nothing written: {exc}", file=sys.stderr)
         return 1
     if manifest["variant"]:
         v = manifest["variant"]
@@ -182,11 +174,47 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     p = manifest["parity"]
     print(
-        f"wrote {args.out}: greedy identical on {p['greedy_sentences']} sentences, "
+        f"wrote {out}: greedy identical on {p['greedy_sentences']} sentences, "
         f"beam {p['beam_size']} identical on {p['beam_sentences']}, max |dlogp| "
         f"{p['max_log_prob_diff']:.1e}, max |dattn| {p['max_attention_diff']:.1e}"
     )
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="nmt-export",
+        description="Export a model as a bundle nmt-serve loads without torch: a checkpoint "
+        "of nmt-train, or your own encoder and one-step decoder modules (--from-modules).",
+    )
+    parser.add_argument(
+        "checkpoint", type=Path, nargs="?", help="a checkpoint of nmt-train (or --from-modules)"
+    )
+    parser.add_argument(
+        "--from-modules",
+        metavar="MODULE:FUNCTION",
+        default=None,
+        help="export your own modules: FUNCTION() returns an export.user.UserModel "
+        "(README: Serve your own model)",
+    )
+    add_bundle_arguments(parser)
+    args = parser.parse_args(argv)
+    problem = check_bundle_arguments(args)
+    if problem is None and (args.checkpoint is None) == (args.from_modules is None):
+        problem = "give a CHECKPOINT or --from-modules (one of the two)"
+    if problem:
+        print(f"nmt-export: error: {problem}", file=sys.stderr)
+        return 2
+    options = bundle_options(args)
+
+    def export() -> dict:
+        if args.from_modules:
+            from export.user import export_modules, load_user_model
+
+            return export_modules(load_user_model(args.from_modules), args.out, **options)
+        return export_bundle(args.checkpoint, args.out, **options)
+
+    return run_export("nmt-export", export, args.out)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ class UserModel:
     target: Any
     special_ids: Mapping[str, int]
     signature: Signature = field(default_factory=Signature)
+    origin: Mapping[str, Any] | None = None  # where a converter read it from, for the manifest
 
     def adapted(self) -> AdaptedModel:
         missing = {"pad", "unk", "bos", "eos"} - set(self.special_ids)
@@ -69,7 +70,7 @@ class UserModel:
             "encoder": f"{type(self.encoder).__module__}.{type(self.encoder).__qualname__}",
             "decoder": f"{type(self.decoder).__module__}.{type(self.decoder).__qualname__}",
             "signature": self.signature.describe(),
-        }
+        } | ({"origin": dict(self.origin)} if self.origin else {})
 
 
 def load_user_model(target: str) -> UserModel:
