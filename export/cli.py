@@ -18,7 +18,7 @@ from export.modules import AdapterError
 from export.parity import ParityError
 from export.spec import ContractError
 from export.variants import VariantError
-from export.writer import ExportError, bundle_config, write_bundle
+from export.writer import MAX_SOURCE_TOKENS, ExportError, bundle_config, write_bundle
 from models.checkpoint import CheckpointError, load_checkpoint
 from models.tokenizer import TokenizerError
 
@@ -35,6 +35,7 @@ def export_bundle(
     precision: str = "fp32",
     parity_ref: Path | None = None,
     max_bleu_drop: float = 1.0,
+    max_source_tokens: int = MAX_SOURCE_TOKENS,
 ) -> dict:
     """Export a checkpoint of this project's trainer; returns the manifest.
 
@@ -73,6 +74,7 @@ def export_bundle(
         parity_ref=parity_ref,
         parity_limit=parity_limit,
         max_bleu_drop=max_bleu_drop,
+        max_source_tokens=max_source_tokens,
     )
 
 
@@ -106,6 +108,13 @@ def add_bundle_arguments(parser: argparse.ArgumentParser) -> None:
         default=200,
         help="sentences the beam check decodes (>= 1; default: %(default)s)",
     )
+    parser.add_argument(
+        "--max-source-tokens",
+        type=int,
+        default=MAX_SOURCE_TOKENS,
+        help="longest source the gate checks, in tokens; the server refuses longer ones "
+        "(default: %(default)s)",
+    )
     parser.add_argument("--name", default=None, help="model name (default: parent dir of --out)")
     precision = parser.add_mutually_exclusive_group()
     precision.add_argument(
@@ -134,6 +143,8 @@ def check_bundle_arguments(args: argparse.Namespace) -> str | None:
             f"--beam-sentences must be >= 1, got {args.beam_sentences}: "
             "the beam check cannot be skipped"
         )
+    if args.max_source_tokens < 1:
+        return f"--max-source-tokens must be >= 1, got {args.max_source_tokens}"
     if args.parity_limit is not None and args.parity_limit < 1:
         return f"--parity-limit must be >= 1, got {args.parity_limit}"
     return None
@@ -149,6 +160,7 @@ def bundle_options(args: argparse.Namespace) -> dict:
         name=args.name,
         precision="int8" if args.int8 else "fp16" if args.fp16 else "fp32",
         parity_ref=args.parity_ref,
+        max_source_tokens=args.max_source_tokens,
     )
 
 

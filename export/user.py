@@ -25,7 +25,7 @@ from export.modules import AdaptedModel, AdapterError, Signature
 from export.parity import ParityError
 from export.spec import BundleConfig, ContractError
 from export.variants import VariantError
-from export.writer import ExportError, write_bundle
+from export.writer import MAX_SOURCE_TOKENS, ExportError, write_bundle
 from models.tokenizer import TokenizerError, read_lines
 
 
@@ -135,6 +135,7 @@ def export_modules(
     force: bool = False,
     precision: str = "fp32",
     parity_ref: Path | None = None,
+    max_source_tokens: int = MAX_SOURCE_TOKENS,
 ) -> dict:
     """Export ``user``'s modules as a bundle in ``out`` and return its manifest.
 
@@ -150,6 +151,7 @@ def export_modules(
         precision=precision,
         parity_ref=parity_ref,
         parity_limit=parity_limit,
+        max_source_tokens=max_source_tokens,
     )
     model = user.adapted()
     sources, source_name = parity_ids(

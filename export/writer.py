@@ -112,10 +112,12 @@ def write_bundle(
     parity_limit: int | None = None,
     max_bleu_drop: float = 1.0,
     reference_batch_size: int = 64,
+    max_source_tokens: int = MAX_SOURCE_TOKENS,
 ) -> dict:
     """Export ``model``, gate it on ``sources`` (token ids), write the bundle; returns the
     manifest. ``provenance`` says where the model came from, ``description`` what it is
-    (both go to the manifest as they are).
+    (both go to the manifest as they are). ``max_source_tokens``: the longest source the
+    gate checks, which the server will not exceed.
 
     ``precision="int8"`` or ``"fp16"`` exports and gates fp32 graphs first, then writes
     their dynamic int8 quantization (CPU) or fp16 conversion (GPU), gated on BLEU against
@@ -159,7 +161,7 @@ def write_bundle(
             onnx_model,
             sources,
             beam_sentences=beam_sentences,
-            max_len=MAX_SOURCE_TOKENS,
+            max_len=max_source_tokens,
             reference_batch_size=reference_batch_size,
         )
         variant = None
@@ -189,7 +191,7 @@ def write_bundle(
             "parameters": sum(p.numel() for p in model.parameters()),
             **config.manifest_fields(),
             spec.TOKENIZERS_KEY: tokenizers,
-            "max_source_tokens": MAX_SOURCE_TOKENS,
+            "max_source_tokens": max_source_tokens,
             "opset": spec.OPSET,
             "graphs": {
                 "encoder": graph_io(tmp / spec.ENCODER_FILE),

@@ -27,7 +27,7 @@ def short_repo(tmp_path_factory, tiny_bundle):
     shutil.copytree(tiny_bundle.bundle_dir, bundle_dir)
     path = bundle_dir / spec.MANIFEST_FILE
     manifest = json.loads(path.read_text())
-    assert manifest["max_source_tokens"] == 128
+    assert manifest["max_source_tokens"] == 1024  # as exported by the tiny_bundle fixture
     manifest["max_source_tokens"] = VERIFIED
     path.write_text(json.dumps(manifest, indent=2) + "\n")
     return repo
