@@ -21,6 +21,19 @@ from export.modules import Signature
 from export.user import UserModel, export_modules
 from models.words import WordTokenizer
 
+# ``eole predict``'s defaults (Eole 0.6.4, eole/config/inference.py): a length limit of
+# min(250, 2 x source + 5) tokens, where a hypothesis reaching it ends without EOS (our
+# limit counts the EOS, hence + 6), no minimum length, and its beam search with the
+# "avg" length penalty (alpha 1, BOS counted); see service.decoding.EoleBeamSearch.
+EOLE_DECODING = {
+    "max_length": 250,
+    "max_length_ratio": 2.0,
+    "max_length_offset": 6,
+    "min_length": 0,
+    "length_penalty": 1.0,
+    "search": "eole",
+}
+
 
 class EoleStep(nn.Module):
     """Eole's decoder step with its target position carried as decoder state.
@@ -77,6 +90,7 @@ def eole_user_model(
         {"pad": m.pad_id, "unk": m.unk_id, "bos": m.bos_id, "eos": m.eos_id},
         signature,
         origin={"converter": "eole", "path": str(path), **m.options},
+        decoding=EOLE_DECODING,
     )
 
 

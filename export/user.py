@@ -46,6 +46,8 @@ class UserModel:
     special_ids: Mapping[str, int]
     signature: Signature = field(default_factory=Signature)
     origin: Mapping[str, Any] | None = None  # where a converter read it from, for the manifest
+    # decoding defaults the server applies (DecodeOptions fields), e.g. Eole's length rule
+    decoding: Mapping[str, Any] | None = None
 
     def adapted(self) -> AdaptedModel:
         missing = {"pad", "unk", "bos", "eos"} - set(self.special_ids)
@@ -190,5 +192,6 @@ def _write(user, model, out, sources, source_name, **kwargs) -> dict:
         description=user.describe(),
         # your modules' own answer is a sentence decoded alone, with no padding
         reference_batch_size=1,
+        decoding=dict(user.decoding or {}),
         **kwargs,
     )

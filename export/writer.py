@@ -113,11 +113,14 @@ def write_bundle(
     max_bleu_drop: float = 1.0,
     reference_batch_size: int = 64,
     max_source_tokens: int = MAX_SOURCE_TOKENS,
+    decoding: dict[str, Any] | None = None,
 ) -> dict:
     """Export ``model``, gate it on ``sources`` (token ids), write the bundle; returns the
     manifest. ``provenance`` says where the model came from, ``description`` what it is
     (both go to the manifest as they are). ``max_source_tokens``: the longest source the
-    gate checks, which the server will not exceed.
+    gate checks, which the server will not exceed. ``decoding``: the model's decoding
+    defaults (:class:`models.options.DecodeOptions` fields) the server applies to
+    requests that do not set them.
 
     ``precision="int8"`` or ``"fp16"`` exports and gates fp32 graphs first, then writes
     their dynamic int8 quantization (CPU) or fp16 conversion (GPU), gated on BLEU against
@@ -192,6 +195,7 @@ def write_bundle(
             **config.manifest_fields(),
             spec.TOKENIZERS_KEY: tokenizers,
             "max_source_tokens": max_source_tokens,
+            "decoding": dict(decoding or {}),
             "opset": spec.OPSET,
             "graphs": {
                 "encoder": graph_io(tmp / spec.ENCODER_FILE),

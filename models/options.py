@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+SEARCHES = ("standard", "eole")
+
 
 class DecodeOptionsError(ValueError):
     """Decode options out of range; the message says which and how to fix it."""
@@ -33,6 +35,9 @@ class DecodeOptions:
     max_length_offset: int = 10
     min_length: int = 1
     return_attention: bool = False
+    # "standard": this project's beam (see service.decoding.BeamSearch); "eole": Eole's /
+    # OpenNMT-py's (EoleBeamSearch), whose scores also count BOS in the length.
+    search: str = "standard"
 
     def __post_init__(self) -> None:
         if self.beam_size < 1:
@@ -53,6 +58,8 @@ class DecodeOptions:
             )
         if self.min_length < 0:
             raise DecodeOptionsError(f"min_length must be >= 0, got {self.min_length}")
+        if self.search not in SEARCHES:
+            raise DecodeOptionsError(f"search must be one of {SEARCHES}, got {self.search!r}")
 
     def length_limit(self, src_len: int) -> int:
         """Most target tokens (EOS included) for a source of ``src_len`` tokens; >= 1."""
@@ -60,8 +67,10 @@ class DecodeOptions:
         return max(1, min(self.max_length, by_ratio))
 
     def normalized(self, log_prob: float, length: int) -> float:
-        """Length-normalised score of a hypothesis with ``length`` tokens (EOS included)."""
-        return log_prob / (max(length, 1) ** self.length_penalty)
+        """Length-normalised score of a hypothesis with ``length`` tokens (EOS included;
+        Eole's search also counts BOS)."""
+        length = max(length, 1) + (1 if self.search == "eole" else 0)
+        return log_prob / (length**self.length_penalty)
 
 
 @dataclass(frozen=True)

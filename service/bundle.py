@@ -10,6 +10,7 @@ from typing import Any
 
 from export import spec
 from export.spec import BundleConfig
+from models.options import DecodeOptions, DecodeOptionsError
 from models.tokenizer import TokenizerError, load_tokenizer
 from service.decoding import SpecialIds
 from service.runtime import BundleRuntimeError, OnnxModel, RuntimeConfig
@@ -68,6 +69,13 @@ class Bundle:
     tgt_tokenizer: Any
 
     @property
+    def decoding(self) -> DecodeOptions:
+        """The model's decoding defaults (the manifest's ``decoding``; a request's own
+        options override them): e.g. Eole's length rule and beam search for a converted
+        Eole model."""
+        return DecodeOptions(**self.manifest.get("decoding", {}))
+
+    @property
     def special(self) -> SpecialIds:
         return SpecialIds(pad=self.config.pad_id, bos=self.config.bos_id, eos=self.config.eos_id)
 
@@ -76,6 +84,17 @@ class Bundle:
         """The longest source (in tokens) the export's parity gate verified, or None when
         the manifest does not say."""
         return self.config.max_source_tokens
+
+
+def _check_decoding(decoding: Any) -> None:
+    if not isinstance(decoding, dict):
+        raise BundleError("the manifest's decoding defaults must be an object")
+    try:
+        DecodeOptions(**decoding)
+    except TypeError as exc:
+        raise BundleError(f"the manifest's decoding defaults: {exc}") from None
+    except DecodeOptionsError as exc:
+        raise BundleError(f"the manifest's decoding defaults: {exc}") from None
 
 
 def _check_graphs(graphs: dict | None, model: OnnxModel) -> None:
@@ -122,6 +141,7 @@ def load_bundle(bundle_dir: Path | str, runtime: RuntimeConfig | None = None) ->
             exact_lengths=config.exact_lengths,
         )
         _check_graphs(manifest.get("graphs"), model)
+        _check_decoding(manifest.get("decoding", {}))
     except (KeyError, ValueError, TokenizerError, BundleRuntimeError) as exc:
         raise BundleError(f"{bundle_dir}: {exc}") from None
     return Bundle(bundle_dir, manifest, config, model, src_tok, tgt_tok)

@@ -159,13 +159,15 @@ class GreedySearch:
     def push(self, token: int, log_prob: float, attention: np.ndarray) -> None:
         """Take ``token`` (chosen with ``log_prob``); ``attention`` ``(src_len_padded,)``
         is this row's attention of the step."""
-        self._log_prob += log_prob
+        capped = token == self.special.eos and eos_forced(self.step, self.limit)
+        if not (capped and self.options.search == "eole"):
+            self._log_prob += log_prob
         if self.options.return_attention:
             self._hyp.attention.append(attention[: self.src_len])
         self.step += 1
         if token == self.special.eos:
             self.done = True
-            self._result = _finish(self._hyp, self._log_prob, self.options)
+            self._result = _finish(self._hyp, self._log_prob, self.options, capped=capped)
         else:
             self._hyp.tokens.append(token)
             self.prev_token = token
@@ -279,18 +281,84 @@ class BeamSearch:
         return tuple(prefix)
 
 
-def _finish(hyp: _Partial, log_prob: float, options: DecodeOptions) -> Hypothesis:
+class EoleBeamSearch(BeamSearch):
+    """Eole's (OpenNMT-py's) beam search, for models converted from Eole that must give
+    Eole's n-best lists (``DecodeOptions(search="eole")``).
+
+    Each step keeps the best ``beam`` continuations of the live hypotheses; those that
+    are EOS finish (so fewer stay live), the rest continue. The sentence is done at a
+    step whose best continuation is EOS once ``n_best`` hypotheses have finished.
+    Scores count BOS in the length (:meth:`DecodeOptions.normalized`).
+    """
+
+    def __init__(self, src_len: int, options: DecodeOptions, special: SpecialIds) -> None:
+        super().__init__(src_len, options, special)
+        self.top_k = self.beam
+
+    def select(self, values: np.ndarray, ids: np.ndarray, attention: np.ndarray) -> None:
+        total = (self._scores[:, None] + values).ravel()
+        order = np.argsort(-total, kind="stable")[: self.beam]
+        width = values.shape[1]
+        keep_attn = self.options.return_attention
+        parents, tokens, scores = [], [], []
+        top_finished = False
+        capped = eos_forced(self.step, self.limit)
+        for rank, flat in enumerate(order.tolist()):
+            score = float(total[flat])
+            if score == NEG_INF:
+                break
+            row, tok = flat // width, int(ids.ravel()[flat])
+            if tok == self.special.eos:
+                top_finished = top_finished or rank == 0
+                hyp = self._live[row]
+                attn = hyp.attention + [attention[row, : self.src_len]] if keep_attn else []
+                if capped:  # Eole ends it without EOS: no EOS log-prob (see _finish)
+                    score = float(self._scores[row])
+                finish = _finish(_Partial(hyp.tokens, attn), score, self.options, capped=capped)
+                self._finished.append(finish)
+                continue
+            parents.append(row)
+            tokens.append(tok)
+            scores.append(score)
+        self.step += 1
+        # Eole's end: this step's best continuation is EOS and n_best have finished
+        enough = top_finished and len(self._finished) >= self.options.n_best
+        if enough or not parents:
+            self.done = True
+            return
+        self._live = [
+            _Partial(
+                self._live[p].tokens + [t],
+                self._live[p].attention + [attention[p, : self.src_len]] if keep_attn else [],
+            )
+            for p, t in zip(parents, tokens, strict=True)
+        ]
+        self._scores = np.array(scores, dtype=np.float32)
+        self._prev = np.array(tokens, dtype=np.int64)
+        self._parents = np.array(parents, dtype=np.int64)
+
+
+def _finish(
+    hyp: _Partial, log_prob: float, options: DecodeOptions, *, capped: bool = False
+) -> Hypothesis:
+    """``capped``: ended by the EOS forced at the length limit. Eole ends such a
+    hypothesis without EOS, so with ``search="eole"`` it counts neither EOS's log-prob
+    (the caller leaves it out) nor its length."""
+    length = len(hyp.tokens) + (0 if capped and options.search == "eole" else 1)
     return Hypothesis(
         tokens=tuple(hyp.tokens),
-        score=options.normalized(log_prob, len(hyp.tokens) + 1),
+        score=options.normalized(log_prob, length),
         log_prob=log_prob,
         attention=np.stack(hyp.attention) if options.return_attention else None,
     )
 
 
 def make_search(src_len: int, options: DecodeOptions, special: SpecialIds) -> SentenceSearch:
-    """Greedy for ``beam_size == 1`` (cheaper bookkeeping, same results), else beam."""
-    cls = GreedySearch if options.beam_size == 1 else BeamSearch
+    """Greedy for ``beam_size == 1`` (cheaper bookkeeping, same results), else the beam
+    search ``options.search`` names."""
+    if options.beam_size == 1:
+        return GreedySearch(src_len, options, special)
+    cls = EoleBeamSearch if options.search == "eole" else BeamSearch
     return cls(src_len, options, special)
 
 

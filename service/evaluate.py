@@ -12,7 +12,6 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from models.options import DecodeOptions
 from models.tokenizer import read_lines
 from service.errors import RETRY_HINT
 from service.limits import EngineConfig
@@ -28,12 +27,16 @@ def skip_blank(translate: Callable[[list[str]], list[str]], lines: list[str]) ->
     return out
 
 
-def translate_with_bundle(bundle_dir: Path, lines: list[str], options: DecodeOptions) -> list[str]:
+def translate_with_bundle(bundle_dir: Path, lines: list[str], beam: int) -> list[str]:
+    """Best translations with the bundle's own decoding defaults at beam size ``beam``."""
+    import dataclasses
+
     from service.bundle import load_bundle
     from service.decoding import decode
     from service.runtime import RuntimeConfig
 
     bundle = load_bundle(bundle_dir, RuntimeConfig(providers=("cpu",)))
+    options = dataclasses.replace(bundle.decoding, beam_size=beam, n_best=1)
     sources = [bundle.src_tokenizer.encode(line) or [bundle.config.unk_id] for line in lines]
     nbest = decode(bundle.model, sources, options=options, special=bundle.special)
     return [bundle.tgt_tokenizer.decode(h[0].tokens) for h in nbest]
@@ -144,8 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.server:
             hyps = skip_blank(lambda ls: translate_with_server(args.server, ls, args.beam), src)
         else:
-            options = DecodeOptions(beam_size=args.beam)
-            hyps = skip_blank(lambda ls: translate_with_bundle(args.bundle, ls, options), src)
+            hyps = skip_blank(lambda ls: translate_with_bundle(args.bundle, ls, args.beam), src)
     except Exception as exc:  # noqa: BLE001 - a CLI reports one line, not a traceback
         print(f"nmt-eval: error: {error_line(exc)}", file=sys.stderr)
         return 1

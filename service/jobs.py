@@ -3,6 +3,7 @@ the future its caller waits on. Torch-free, no ORT: plain bookkeeping."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -79,24 +80,10 @@ class TranslationResult:
     hypotheses: list[tuple[str, list[str], Hypothesis]]
 
 
-def decode_options(
-    *,
-    beam_size: int,
-    n_best: int,
-    length_penalty: float,
-    max_length: int,
-    max_length_ratio: float,
-    return_attention: bool,
-) -> DecodeOptions:
-    """Build options, turning range errors into :class:`InvalidRequest`."""
+def decode_options(defaults: DecodeOptions | None = None, **fields) -> DecodeOptions:
+    """``defaults`` (the model's decoding defaults) with ``fields`` replaced; range
+    errors become :class:`InvalidRequest`."""
     try:
-        return DecodeOptions(
-            beam_size=beam_size,
-            n_best=n_best,
-            length_penalty=length_penalty,
-            max_length=max_length,
-            max_length_ratio=max_length_ratio,
-            return_attention=return_attention,
-        )
+        return dataclasses.replace(defaults or DecodeOptions(), **fields)
     except DecodeOptionsError as exc:
         raise InvalidRequest(str(exc)) from None

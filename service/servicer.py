@@ -48,8 +48,12 @@ def remaining_seconds(context: grpc.ServicerContext) -> float | None:
     return max(0.0, remaining)
 
 
-def to_options(msg: pb.DecodeOptions, *, default_max_length: int) -> DecodeOptions:
-    """Proto options -> domain options with documented defaults."""
+def to_options(
+    msg: pb.DecodeOptions, *, default_max_length: int, defaults: DecodeOptions | None = None
+) -> DecodeOptions:
+    """Proto options -> domain options: what the request sets, else the model's decoding
+    defaults (``defaults``, from its manifest), else the documented ones."""
+    defaults = defaults or DecodeOptions()
     beam = msg.beam_size
     if msg.strategy == pb.STRATEGY_GREEDY:
         if beam > 1:
@@ -67,11 +71,16 @@ def to_options(msg: pb.DecodeOptions, *, default_max_length: int) -> DecodeOptio
             "or leave it unset"
         )
     return decode_options(
+        defaults,
         beam_size=beam,
         n_best=msg.n_best or 1,
-        length_penalty=msg.length_penalty if msg.HasField("length_penalty") else 1.0,
-        max_length=msg.max_length or default_max_length,
-        max_length_ratio=msg.max_length_ratio if msg.HasField("max_length_ratio") else 2.0,
+        length_penalty=(
+            msg.length_penalty if msg.HasField("length_penalty") else defaults.length_penalty
+        ),
+        max_length=msg.max_length or min(default_max_length, defaults.max_length),
+        max_length_ratio=(
+            msg.max_length_ratio if msg.HasField("max_length_ratio") else defaults.max_length_ratio
+        ),
         return_attention=msg.return_attention,
     )
 
@@ -181,7 +190,9 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
             entered = True
             engine = self._engine(request.model)
             options = to_options(
-                request.options, default_max_length=min(256, engine.config.max_target_length)
+                request.options,
+                default_max_length=min(256, engine.config.max_target_length),
+                defaults=engine.bundle.decoding,
             )
             timeout = remaining_seconds(context)
             job = engine.submit(list(request.texts), options, timeout=timeout)
@@ -214,7 +225,9 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
             entered = True
             engine = self._engine(request.model)
             options = to_options(
-                request.options, default_max_length=min(256, engine.config.max_target_length)
+                request.options,
+                default_max_length=min(256, engine.config.max_target_length),
+                defaults=engine.bundle.decoding,
             )
             # One update per new prefix length (prefixes only grow) plus the final one:
             # at most max_length + 1 puts, so this bound never makes the scheduler wait.

@@ -9,7 +9,6 @@ from pathlib import Path
 import grpc
 import pytest
 
-from models.options import DecodeOptions
 from service import client, evaluate
 from tests.service.server_helpers import (
     TIMEOUT,
@@ -215,7 +214,7 @@ def test_eval_with_server_waits_out_a_full_queue(server_factory, tiny_bundle, mo
     server = server_factory(max_queue=1)
     reg, model = server.registry, server.engines["tiny"].bundle.model
     lines = tiny_bundle.sentences[1:13]
-    want = evaluate.translate_with_bundle(tiny_bundle.bundle_dir, lines, DecodeOptions())
+    want = evaluate.translate_with_bundle(tiny_bundle.bundle_dir, lines, 1)
     rejected = {"reason": "queue_full"}
     _, release = blocked_encoder(monkeypatch, model)
 
