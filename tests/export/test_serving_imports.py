@@ -156,3 +156,13 @@ def test_corrupt_tokenizer_with_matching_hash(copy):
     edit_manifest(copy, files=files)
     with pytest.raises(BundleError, match="not a SentencePiece model"):
         load_bundle(copy, CPU)
+
+
+@pytest.mark.parametrize(
+    ("decoding", "message"),
+    [({"search": "marian"}, "search must be one of"), ({"beam": 5}, "unexpected keyword")],
+)
+def test_bad_decoding_defaults(copy, decoding, message):
+    edit_manifest(copy, decoding=decoding)
+    with pytest.raises(BundleError, match=message):
+        load_bundle(copy, CPU)
