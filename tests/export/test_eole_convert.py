@@ -165,3 +165,13 @@ def test_served_with_attention(tmp_path_factory):
         channel.close()
     finally:
         factory.close()
+
+
+def test_converted_bundle_serves_without_torch(converted):
+    """Word vocabularies, Eole's special ids and decoding defaults: all torch-free."""
+    from tests.export.helpers import serve_without_torch
+
+    _, out = converted
+    got = serve_without_torch(out, SOURCES[:4])
+    assert got["loaded"] == []
+    assert all(len(hyps) == 3 for hyps in got["tokens"])
