@@ -136,7 +136,7 @@ def export_modules(
     name: str | None = None,
     force: bool = False,
     precision: str = "fp32",
-    parity_ref: Path | None = None,
+    parity_ref: Path | str | None = None,
     max_source_tokens: int = MAX_SOURCE_TOKENS,
 ) -> dict:
     """Export ``user``'s modules as a bundle in ``out`` and return its manifest.
@@ -151,7 +151,7 @@ def export_modules(
         beam_sentences=beam_sentences,
         name=name,
         precision=precision,
-        parity_ref=parity_ref,
+        parity_ref=Path(parity_ref) if parity_ref else None,
         parity_limit=parity_limit,
         max_source_tokens=max_source_tokens,
     )
@@ -172,12 +172,28 @@ def export_modules(
         ) from None
     except (ExportError, AdapterError, ContractError, TokenizerError, VariantError):
         raise
-    except Exception as exc:  # the user's code failed while traced or run: say where
+    except Exception as exc:
+        if _raised_here(exc):
+            raise  # a bug of this project: the traceback is what helps
+        # the user's code (or torch on its behalf) failed while traced or run: say so
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise ExportError(
             f"your modules raised {type(exc).__name__} while being traced or run: {first}; "
             "check that export.modules.Signature describes how they are called"
         ) from exc
+
+
+_OWN_PACKAGES = tuple(
+    str(Path(__file__).resolve().parents[1] / name) for name in ("export", "models", "service")
+)
+
+
+def _raised_here(exc: BaseException) -> bool:
+    """Whether the innermost frame of ``exc`` is in this project's own packages."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_filename.startswith(_OWN_PACKAGES)
 
 
 def _write(user, model, out, sources, source_name, **kwargs) -> dict:

@@ -277,3 +277,24 @@ def test_a_decoder_reading_padding_fails_the_gate(tmp_path):
     with pytest.raises(ParityError, match="greedy output differs on"):
         export_modules(user, out, parity_src=SAMPLE_EN, parity_limit=60, beam_sentences=2)
     assert not out.exists()
+
+
+def test_int8_variant_of_a_users_model(tmp_path):
+    """``precision="int8"`` works for your modules too (paths given as strings)."""
+    from service.bundle import load_bundle
+
+    tutorial = importlib.import_module(f"{PACKAGE}.pytorch_tutorial")
+    sample = ROOT / "models" / "sample"
+    manifest = export_modules(
+        tutorial.load(),
+        str(tmp_path / "m" / "2"),
+        parity_src=str(sample / "sample.en"),
+        parity_ref=str(sample / "sample.es"),
+        parity_limit=60,
+        beam_sentences=5,
+        precision="int8",
+    )
+    assert manifest["variant"]["precision"] == "int8"
+    assert manifest["variant"]["sentences"] == 60
+    bundle = load_bundle(tmp_path / "m" / "2")
+    assert bundle.model.exact_lengths and bundle.manifest["precision"] == "int8"
