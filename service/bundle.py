@@ -48,7 +48,13 @@ def read_manifest(bundle_dir: Path, *, verify: bool = True) -> dict[str, Any]:
         raise BundleError(
             f"{path}: opset {manifest.get('opset')} but this service needs {spec.OPSET}"
         )
-    for name, expected in manifest.get("files", {}).items():
+    files = manifest.get("files")
+    if not isinstance(files, dict) or not {spec.ENCODER_FILE, spec.DECODER_FILE} <= set(files):
+        raise BundleError(
+            f"{path}: the manifest's 'files' must list every file with its sha256 (the graphs "
+            "at least), or nothing is verified; re-export the model with nmt-export"
+        )
+    for name, expected in files.items():
         file = bundle_dir / name
         if not file.is_file():
             raise BundleError(f"{bundle_dir}: {name} listed in the manifest is missing")

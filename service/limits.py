@@ -10,6 +10,9 @@ from models.options import DecodeOptions
 from models.tokenizer import Tokenizer
 from service.errors import InvalidRequest
 
+# A source text longer than this many characters per allowed token cannot fit.
+MAX_CHARS_PER_TOKEN = 64
+
 
 @dataclass(frozen=True)
 class EngineConfig:
@@ -90,8 +93,16 @@ def validate_request(
             f"max_length {options.max_length} > server limit {cfg.max_target_length}: "
             f"use max_length <= {cfg.max_target_length} (or 0 for the default)"
         )
+    limit = min(cfg.max_source_tokens, max_source_tokens or cfg.max_source_tokens)
     sources = []
     for i, text in enumerate(texts):
+        # Refused by its length before tokenising it: a megabyte of text would cost
+        # every request in flight its tokenisation time first.
+        if len(text) > limit * MAX_CHARS_PER_TOKEN:
+            raise InvalidRequest(
+                f"texts[{i}] has {len(text)} characters; the limit is "
+                f"{limit * MAX_CHARS_PER_TOKEN} ({limit} source tokens): split the text"
+            )
         if not text.strip():
             raise InvalidRequest(f"texts[{i}] is empty or whitespace only: send non-empty text")
         ids = tokenizer.encode(text)

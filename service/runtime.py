@@ -131,6 +131,17 @@ class RunStats:
     decoder_row_positions: int = 0
 
 
+def _session(path: Path, opts: ort.SessionOptions, providers: list) -> ort.InferenceSession:
+    """An ORT session of ``path``; a graph ORT cannot load is one line naming the file."""
+    try:
+        return ort.InferenceSession(str(path), opts, providers=providers)
+    except Exception as exc:  # ORT raises its own Fail/InvalidGraph/... types, or RuntimeError
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise BundleRuntimeError(
+            f"ONNX Runtime cannot load {path.name}: {first[:300]}; re-export the model"
+        ) from None
+
+
 def _check_io(session: ort.InferenceSession, path: Path, inputs: list[str], outputs: list[str]):
     have_in = [i.name for i in session.get_inputs()]
     have_out = [o.name for o in session.get_outputs()]
@@ -202,8 +213,8 @@ class OnnxModel:
         providers = [
             (p, {"use_tf32": "0"}) if p == "CUDAExecutionProvider" else p for p in providers
         ]
-        self.encoder = ort.InferenceSession(str(enc_path), opts, providers=providers)
-        self.decoder = ort.InferenceSession(str(dec_path), opts, providers=providers)
+        self.encoder = _session(enc_path, opts, providers)
+        self.decoder = _session(dec_path, opts, providers)
         # Single-threaded twins for small batches (CPU only; see RuntimeConfig).
         self.parallel_rows = 0
         self._encoder_1, self._decoder_1 = self.encoder, self.decoder
@@ -214,8 +225,8 @@ class OnnxModel:
             and config.parallel_rows > 0
         ):
             single = config.session_options(threads=1)
-            self._encoder_1 = ort.InferenceSession(str(enc_path), single, providers=providers)
-            self._decoder_1 = ort.InferenceSession(str(dec_path), single, providers=providers)
+            self._encoder_1 = _session(enc_path, single, providers)
+            self._decoder_1 = _session(dec_path, single, providers)
             self.parallel_rows = config.parallel_rows
         _check_io(self.encoder, enc_path, spec.encoder_inputs(), spec.encoder_outputs(state_names))
         _check_io(

@@ -159,8 +159,9 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
             raise NotReady("the server is warming up or shutting down; retry shortly")
         engine = self.engines.get(name or self.default_model)
         if engine is None:
+            shown = name if len(name) <= 64 else name[:64] + "..."  # never echo 16 KB back
             raise InvalidRequest(
-                f"unknown model {name!r}; loaded models: {', '.join(sorted(self.engines))}"
+                f"unknown model {shown!r}; loaded models: {', '.join(sorted(self.engines))}"
             )
         return engine
 

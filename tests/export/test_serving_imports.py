@@ -166,3 +166,27 @@ def test_bad_decoding_defaults(copy, decoding, message):
     edit_manifest(copy, decoding=decoding)
     with pytest.raises(BundleError, match=message):
         load_bundle(copy, CPU)
+
+
+@pytest.mark.parametrize("files", [None, {}, {"source.spm.model": "0" * 64}])
+def test_manifest_must_list_the_graphs(copy, files):
+    manifest = json.loads((copy / spec.MANIFEST_FILE).read_text())
+    if files is None:
+        del manifest["files"]
+    else:
+        manifest["files"] = files
+    (copy / spec.MANIFEST_FILE).write_text(json.dumps(manifest))
+    with pytest.raises(BundleError, match="the manifest's 'files' must list every file"):
+        load_bundle(copy, CPU)
+
+
+def test_a_graph_ort_cannot_load_is_one_line(copy):
+    """Corrupt bytes whose sha256 was updated too: one line naming the file, no traceback."""
+    bad = b"\x08\x07not an onnx graph"
+    (copy / spec.DECODER_FILE).write_bytes(bad)
+    manifest = json.loads((copy / spec.MANIFEST_FILE).read_text())
+    manifest["files"][spec.DECODER_FILE] = hashlib.sha256(bad).hexdigest()
+    (copy / spec.MANIFEST_FILE).write_text(json.dumps(manifest))
+    with pytest.raises(BundleError, match=r"ONNX Runtime cannot load decoder\.onnx: ") as info:
+        load_bundle(copy, CPU)
+    assert "\n" not in str(info.value)

@@ -91,6 +91,13 @@ BAD_REQUESTS = {
         "unknown strategy 7: use STRATEGY_GREEDY (1), STRATEGY_BEAM (2) or leave it unset",
     ),
     "unknown-model": (_request(model="nope"), "unknown model 'nope'; loaded models: tiny"),
+    # a 16 KB name is not echoed back (the client would see a metadata-size error instead)
+    "long-unknown-model": (_request(model="m" * 16_000), "unknown model '" + "m" * 64 + "...'"),
+    # refused by its length before it is tokenised: 64 tokens x 64 characters
+    "text-over-character-limit": (
+        _request(texts=("x" * 5000,)),
+        "texts[0] has 5000 characters; the limit is 4096 (64 source tokens): split the text",
+    ),
 }
 
 
