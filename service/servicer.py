@@ -85,6 +85,23 @@ def to_options(
     )
 
 
+class _Once:
+    """Calls ``count(options, code)`` the first time it is called; later calls do nothing."""
+
+    def __init__(self, count) -> None:
+        self._count = count
+        self._lock = threading.Lock()
+        self._done = False
+        self.options: DecodeOptions | None = None
+
+    def __call__(self, code: grpc.StatusCode) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+        self._count(self.options, code)
+
+
 def strategy_label(options: DecodeOptions | None) -> str:
     if options is None:
         return "unknown"
@@ -165,6 +182,22 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
             )
         return engine
 
+    def _finish_once(self, method: str, start: float, context) -> _Once:
+        """Counts a streaming call exactly once. A stream the client cancels (or whose
+        deadline passes) while its handler is suspended at a ``yield`` is closed by gRPC
+        whenever the generator is collected, maybe never; the RPC's termination callback
+        counts it instead, unless the handler already did."""
+        once = _Once(lambda options, code: self._finish(method, options, start, code))
+
+        def terminated() -> None:
+            left = context.time_remaining()
+            late = left is not None and left <= 0
+            once(grpc.StatusCode.DEADLINE_EXCEEDED if late else grpc.StatusCode.CANCELLED)
+
+        if not context.add_callback(terminated):
+            terminated()
+        return once
+
     def _finish(self, method: str, options, start: float, code: grpc.StatusCode) -> None:
         label = code.name
         self.metrics.requests.labels(method, label).inc()
@@ -221,6 +254,7 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
         self, request: pb.TranslateStreamRequest, context
     ) -> Iterator[pb.TranslateStreamResponse]:
         start, options, entered = time.monotonic(), None, False
+        finish = self._finish_once("TranslateStream", start, context)
         try:
             self._enter()
             entered = True
@@ -230,6 +264,7 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
                 default_max_length=min(256, engine.config.max_target_length),
                 defaults=engine.bundle.decoding,
             )
+            finish.options = options
             # One update per new prefix length (prefixes only grow) plus the final one:
             # at most max_length + 1 puts, so this bound never makes the scheduler wait.
             updates: queue.Queue[tuple[tuple[int, ...], bool]] = queue.Queue(
@@ -276,15 +311,15 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
                 translation=to_translation(results[0], scores=request.options.return_scores),
                 timing=to_timing(job),
             )
-            self._finish("TranslateStream", options, start, grpc.StatusCode.OK)
+            finish(grpc.StatusCode.OK)
         except Exception as exc:  # noqa: BLE001
-            code = self._abort(context, exc)
-            self._finish("TranslateStream", options, start, code)
+            finish(self._abort(context, exc))
         finally:
             if entered:
                 self._leave()
 
     def ListModels(self, request: pb.ListModelsRequest, context) -> pb.ListModelsResponse:
+        start = time.monotonic()
         out = pb.ListModelsResponse()
         for name, engine in sorted(self.engines.items()):
             m = engine.bundle.manifest
@@ -309,5 +344,5 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
                 manifest_summary_json=json.dumps(summary, sort_keys=True, default=str),
                 is_default=name == self.default_model,
             )
-        self.metrics.requests.labels("ListModels", "OK").inc()
+        self._finish("ListModels", None, start, grpc.StatusCode.OK)
         return out

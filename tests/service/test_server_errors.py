@@ -197,9 +197,38 @@ def test_cancelled_stream_frees_the_rows(server, stub, tiny_bundle):
         ),
         timeout=TIMEOUT,
     )
+    labels = {"method": "TranslateStream", "code": "CANCELLED"}
+    before = reg.get_sample_value("nmt_requests_total", labels) or 0.0
     assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") >= 5, timeout=5)
     stream.cancel()
     assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") == 0, timeout=5)
+    # counted once, whether the handler was waiting or at a yield when it was closed
+    assert wait_until(lambda: reg.get_sample_value("nmt_requests_total", labels) == before + 1)
+
+
+def test_a_stream_cancelled_while_streaming_is_counted(server, stub, tiny_bundle):
+    """Closed by gRPC at a yield (GeneratorExit), which ``except Exception`` misses."""
+    reg = server.registry
+    labels = {"method": "TranslateStream", "code": "CANCELLED"}
+    before = reg.get_sample_value("nmt_requests_total", labels) or 0.0
+    stream = stub.TranslateStream(
+        pb.TranslateStreamRequest(
+            text=tiny_bundle.sentences[LOOP_SENTENCE],
+            options=proto_options(max_length_ratio=10.0),
+        ),
+        timeout=TIMEOUT,
+    )
+    next(stream)  # greedy streams every step: the handler is yielding
+    stream.cancel()
+    assert wait_until(lambda: reg.get_sample_value("nmt_requests_total", labels) == before + 1)
+
+
+def test_list_models_is_timed(server, stub):
+    reg = server.registry
+    labels = {"method": "ListModels", "strategy": "unknown", "code": "OK"}
+    before = reg.get_sample_value("nmt_request_duration_seconds_count", labels) or 0.0
+    stub.ListModels(pb.ListModelsRequest(), timeout=TIMEOUT)
+    assert reg.get_sample_value("nmt_request_duration_seconds_count", labels) == before + 1
 
 
 def test_request_without_deadline(stub):
