@@ -21,12 +21,12 @@ from export.modules import Signature
 from export.user import UserModel, export_modules
 from models.words import WordTokenizer
 
-# ``eole predict``'s defaults (Eole 0.6.4, eole/config/inference.py): a length limit of
-# min(250, 2 x source + 5) tokens, where a hypothesis reaching it ends without EOS (our
-# limit counts the EOS, hence + 6), no minimum length, and its beam search with the
-# "avg" length penalty (alpha 1, BOS counted); see service.decoding.EoleBeamSearch.
+# ``eole predict``'s defaults (Eole 0.6.4, eole/config/inference.py): at most
+# min(250, 2 x source + 5) target tokens, a hypothesis reaching that many ends without
+# EOS (our limit counts the EOS, hence 251 and + 6), no minimum length, and its beam
+# search with the "avg" length penalty (alpha 1, BOS counted): see EoleBeamSearch.
 EOLE_DECODING = {
-    "max_length": 250,
+    "max_length": 251,
     "max_length_ratio": 2.0,
     "max_length_offset": 6,
     "min_length": 0,
@@ -65,6 +65,11 @@ def eole_user_model(
         m = load_eole(Path(path))
     except EoleError as exc:
         raise ExportError(str(exc)) from None
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:  # malformed files
+        raise ExportError(
+            f"{path} is not a readable Eole model ({type(exc).__name__}: {exc}); "
+            "give the directory eole train wrote"
+        ) from None
     if m.src_pad_id != m.pad_id:
         raise ExportError(
             f"source pad id {m.src_pad_id} differs from the target's {m.pad_id} "

@@ -64,7 +64,7 @@ class _Embed(nn.Module):
         emb = self.lut(ids)
         if self.pe is not None:
             if positions is None:
-                raise ValueError("this model uses position encoding: pass the decoding step")
+                raise EoleError("this model uses position encoding: pass the decoding step")
             emb = emb * math.sqrt(self.dim) + self.pe[positions]
         if self.normalize:
             emb = emb * math.sqrt(self.dim)

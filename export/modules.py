@@ -30,6 +30,7 @@ import torch
 from torch import Tensor, nn
 from torch.overrides import TorchFunctionMode
 
+from export import spec
 from export.spec import BundleConfig
 from models.seq2seq import Encoded, length_mask
 
@@ -115,9 +116,23 @@ class Signature:
                     else "decoder_returns must include 'attention' (the served attention "
                     "maps and the alignment checks read it)"
                 )
-        for name in self.extra_state:
-            if name in ("hidden", "cell") or not name.isidentifier():
+        reserved = set(ENCODER_ARGS + DECODER_ARGS + DECODER_RETURNS + ENCODER_RETURNS)
+        reserved |= {"cell", *spec.decoder_inputs(()), *spec.decoder_outputs(())}
+        for name, size in self.extra_state.items():
+            if name in reserved or not name.isidentifier():
                 raise AdapterError(f"extra_state name {name!r} is reserved or not an identifier")
+            if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+                raise AdapterError(f"extra_state {name!r} needs a size >= 1, got {size!r}")
+            if name not in self.decoder_args:
+                raise AdapterError(
+                    f"extra_state {name!r} is not in decoder_args: the step must read it back"
+                )
+        if self.bridge is not None and not callable(self.bridge):
+            raise AdapterError(f"bridge must be callable, got {type(self.bridge).__name__}")
+        if not self.decoder_method.isidentifier():
+            raise AdapterError(f"decoder_method must name a method, got {self.decoder_method!r}")
+        if self.mask_true_at != "token" and "mask" not in self.decoder_args:
+            raise AdapterError("mask_true_at is set but 'mask' is not in decoder_args")
         choices = {
             "rnn": ("gru", "lstm"),
             "hidden_layout": ("layers_first", "batch_first", "flat"),
@@ -222,7 +237,7 @@ class _Step(nn.Module):
         args = [values[name] for name in sig.decoder_args]
         if sig.masks_softmax:
             with SourceMask(mask) as masking:
-                out = self.method(*args)
+                out = call_user("decoder step", self.method, *args)
             if masking.hits == 0 and not bool(mask.all()):
                 raise AdapterError(
                     "the decoder step takes no source mask and no softmax over the source "
@@ -230,7 +245,7 @@ class _Step(nn.Module):
                     "mask argument and list 'mask' in Signature.decoder_args"
                 )
         else:
-            out = self.method(*args)
+            out = call_user("decoder step", self.method, *args)
         got = _named(out, sig.decoder_returns, "decoder")
         scores = got["logits"] if "logits" in got else got["log_probs"]
         logits = _squeeze_middle(scores, "logits").float()
@@ -241,6 +256,22 @@ class _Step(nn.Module):
         new_state = tuple(_to_batch_first(h, sig.hidden_layout) for h in new_hidden)
         new_state += tuple(got[name] for name in sig.extra_state)
         return logits, new_state, attention
+
+
+def call_user(what: str, func: Callable, *args: Any) -> Any:
+    """Call the user's code; what it raises becomes one :class:`AdapterError` saying
+    which part failed (an AdapterError of ours passes through)."""
+    try:
+        return func(*args)
+    except AdapterError:
+        raise
+    except Exception as exc:
+        text = str(exc).strip()
+        first = text.splitlines()[0] if text else ""
+        raise AdapterError(
+            f"your {what} raised {type(exc).__name__}: {first[:300]}; check that "
+            "export.modules.Signature describes how it is called"
+        ) from exc
 
 
 def _named(out: Any, names: tuple[str, ...], who: str) -> dict[str, Any]:
@@ -325,7 +356,9 @@ class AdaptedModel(nn.Module):
         sig = self.signature
         values = {"src": src, "lengths": lengths}
         got = _named(
-            self.encoder(*[values[a] for a in sig.encoder_args]), sig.encoder_returns, "encoder"
+            call_user("encoder", self.encoder, *[values[a] for a in sig.encoder_args]),
+            sig.encoder_returns,
+            "encoder",
         )
         memory = got["memory"].float()
         if memory.dim() != 3 or memory.shape[:2] != src.shape:
@@ -336,7 +369,7 @@ class AdaptedModel(nn.Module):
             )
         hidden = got.get("hidden")
         if sig.bridge is not None:
-            hidden = sig.bridge(hidden)
+            hidden = call_user("bridge", sig.bridge, hidden)
         if hidden is None:
             raise AdapterError(
                 "no decoder hidden: return 'hidden' from the encoder or give a bridge"

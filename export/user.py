@@ -23,10 +23,9 @@ from torch import nn
 
 from export.modules import AdaptedModel, AdapterError, Signature
 from export.parity import ParityError
-from export.spec import BundleConfig, ContractError
-from export.variants import VariantError
+from export.spec import BundleConfig
 from export.writer import MAX_SOURCE_TOKENS, ExportError, write_bundle
-from models.tokenizer import TokenizerError, read_lines
+from models.tokenizer import read_lines
 
 
 @dataclass
@@ -86,12 +85,15 @@ def load_user_model(target: str) -> UserModel:
         sys.path.insert(0, "")  # the user's package in the working directory
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ExportError(f"cannot import {module_name!r}: {exc}") from None
+    except Exception as exc:  # ImportError, or a SyntaxError/... in the user's module
+        raise ExportError(f"cannot import {module_name!r}: {type(exc).__name__}: {exc}") from None
     func = getattr(module, func_name, None)
     if not callable(func):
         raise ExportError(f"{module_name} has no function {func_name!r}")
-    model = func()
+    try:
+        model = func()
+    except Exception as exc:  # the user's loader: one line, not a traceback
+        raise ExportError(f"{target} raised {type(exc).__name__}: {exc}") from exc
     if not isinstance(model, UserModel):
         raise ExportError(
             f"{target} returned {type(model).__name__}; it must return an export.user.UserModel"
@@ -170,30 +172,6 @@ def export_modules(
             "outside its attention softmax sees the padding; give it a mask argument and list "
             "'mask' in Signature.decoder_args"
         ) from None
-    except (ExportError, AdapterError, ContractError, TokenizerError, VariantError):
-        raise
-    except Exception as exc:
-        if _raised_here(exc):
-            raise  # a bug of this project: the traceback is what helps
-        # the user's code (or torch on its behalf) failed while traced or run: say so
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise ExportError(
-            f"your modules raised {type(exc).__name__} while being traced or run: {first}; "
-            "check that export.modules.Signature describes how they are called"
-        ) from exc
-
-
-_OWN_PACKAGES = tuple(
-    str(Path(__file__).resolve().parents[1] / name) for name in ("export", "models", "service")
-)
-
-
-def _raised_here(exc: BaseException) -> bool:
-    """Whether the innermost frame of ``exc`` is in this project's own packages."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return tb is not None and tb.tb_frame.f_code.co_filename.startswith(_OWN_PACKAGES)
 
 
 def _write(user, model, out, sources, source_name, **kwargs) -> dict:

@@ -209,6 +209,7 @@ def write_bundle(
             "files": {f: sha256_file(tmp / f) for f in files},
         }
         (tmp / spec.MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+        _loads_as_served(tmp)
         if out.is_dir():
             shutil.rmtree(out)
         elif out.exists():
@@ -218,6 +219,19 @@ def write_bundle(
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _loads_as_served(bundle_dir: Path) -> None:
+    """The server's own loader must accept what was written (tokenizers with these special
+    ids, decoding defaults, graph I/O); a bundle it would refuse is not written."""
+    from service.bundle import BundleError, load_bundle
+    from service.runtime import RuntimeConfig
+
+    try:
+        load_bundle(bundle_dir, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
+    except BundleError as exc:
+        message = str(exc).replace(f"{bundle_dir}: ", "")
+        raise ExportError(f"nmt-serve would refuse this bundle: {message}") from None
 
 
 def _make_variant(

@@ -32,7 +32,7 @@ def read_vocabulary(path: Path | str) -> list[str]:
     JSON object mapping token -> id (ids must be 0..N-1, each once)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a BOM is not part of token 0
     except FileNotFoundError:
         raise TokenizerError(f"vocabulary file not found: {path}") from None
     except UnicodeDecodeError:
@@ -75,11 +75,16 @@ class WordTokenizer:
         self.tokens = list(tokens)
         if not 0 <= unk_id < len(self.tokens):
             raise TokenizerError(f"unk id {unk_id} is outside the vocabulary of {len(tokens)}")
-        self.ids = {}
+        self.ids: dict[str, int] = {}
         for i, token in enumerate(self.tokens):
             if not token or any(c.isspace() for c in token):
                 raise TokenizerError(f"vocabulary entry {i} ({token!r}) is empty or has spaces")
-            self.ids.setdefault(token, i)
+            if token in self.ids:
+                raise TokenizerError(
+                    f"vocabulary entry {i} ({token!r}) repeats entry {self.ids[token]}: "
+                    "which id the model learned for it is ambiguous"
+                )
+            self.ids[token] = i
         self.unk_id = unk_id
         unknown = [t for t in end_tokens if t not in self.ids]
         if unknown:

@@ -92,9 +92,31 @@ class Bundle:
         return self.config.max_source_tokens
 
 
+# What a model's decoding defaults may set; the rest (beam size, n-best, attention) is
+# each request's own choice.
+DECODING_DEFAULTS = {
+    "max_length": int,
+    "max_length_ratio": float,
+    "max_length_offset": int,
+    "min_length": int,
+    "length_penalty": float,
+    "search": str,
+}
+
+
 def _check_decoding(decoding: Any) -> None:
     if not isinstance(decoding, dict):
         raise BundleError("the manifest's decoding defaults must be an object")
+    for key, value in decoding.items():
+        kind = DECODING_DEFAULTS.get(key)
+        if kind is None:
+            raise BundleError(
+                f"the manifest's decoding defaults cannot set {key!r}; they may set "
+                f"{', '.join(DECODING_DEFAULTS)}"
+            )
+        ok = isinstance(value, kind) or (kind is float and isinstance(value, int))
+        if not ok or isinstance(value, bool):
+            raise BundleError(f"the manifest's decoding default {key} must be {kind.__name__}")
     try:
         DecodeOptions(**decoding)
     except TypeError as exc:

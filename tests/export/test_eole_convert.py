@@ -175,3 +175,23 @@ def test_converted_bundle_serves_without_torch(converted):
     got = serve_without_torch(out, SOURCES[:4])
     assert got["loaded"] == []
     assert all(len(hyps) == 3 for hyps in got["tokens"])
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: (d / "vocab.json").write_text('{"tgt": []}'), "not a readable Eole model"),
+        (lambda d: (d / "config.json").write_text("[]"), "not a readable Eole model"),
+        (lambda d: (d / "config.json").unlink(), "config.json is missing"),
+    ],
+    ids=["vocab-without-src", "config-not-an-object", "no-config"],
+)
+def test_malformed_model_directories_are_one_line(tmp_path, capsys, edit, message):
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(FIXTURE / "rnn_gru1_std_mlp_bridge", model)
+    edit(model)
+    assert main(["eole", str(model), "--out", str(tmp_path / "out" / "1")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err

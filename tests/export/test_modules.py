@@ -3,6 +3,8 @@ encoders without lengths encoded per length (eagerly and by ONNX Runtime)."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -144,24 +146,96 @@ def test_decoder_without_a_softmax_over_the_source_is_refused():
         model.decoder(torch.tensor([2, 2]), enc.state, enc.keys, enc.memory, enc.mask)
 
 
-def test_a_module_that_fails_while_traced_is_one_export_error(tmp_path):
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("raise RuntimeError('mat1 and mat2 shapes cannot be multiplied')", "mat1 and mat2"),
+        # a torch op failing inside SourceMask (the decoder takes no mask)
+        ("torch.cat([token.float(), memory], 1)", "Tensors must have same number of dim"),
+    ],
+    ids=["raises", "torch-op"],
+)
+def test_a_module_that_fails_is_one_line_naming_it(tmp_path, capsys, monkeypatch, body, message):
+    from export.cli import main
+
+    module = tmp_path / "broken_model.py"
+    module.write_text(
+        "import torch\n"
+        "from tests.export.test_modules import _Decoder, _Encoder, _bridge\n"
+        "from export.modules import Signature\n"
+        "from export.user import UserModel\n"
+        "from models.words import WordTokenizer\n"
+        "class Broken(_Decoder):\n"
+        "    def forward(self, token, hidden, memory):\n"
+        f"        {body}\n"
+        "def load():\n"
+        "    vocab = WordTokenizer([f'w{i}' for i in range(20)], unk_id=1)\n"
+        "    specials = dict(pad=0, unk=1, bos=2, eos=3)\n"
+        "    sig = Signature(bridge=_bridge)\n"
+        "    return UserModel(_Encoder(), Broken(), vocab, vocab, specials, sig)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "broken_model", raising=False)
+    out = tmp_path / "m" / "1"
+    assert main(["--from-modules", "broken_model:load", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "your decoder step raised" in err and message in err
+    assert not out.exists()
+
+
+def test_a_wrong_argument_list_is_one_error():
+    model = _adapted()
+    model.decoder.sig = Signature(
+        bridge=_bridge, decoder_args=("token", "hidden", "memory", "mask")
+    )
+    enc = model.encode(torch.tensor([[5, 6, 7]]), torch.tensor([3]))
+    with pytest.raises(AdapterError, match=r"your decoder step raised TypeError: .*positional"):
+        model.decoder(torch.tensor([2]), enc.state, enc.keys, enc.memory, enc.mask)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"keys": 4}, "'keys' is reserved"),
+        ({"src_mask": 4}, "'src_mask' is reserved"),
+        ({"feed": 0}, "needs a size >= 1"),
+        ({"feed": "8"}, "needs a size >= 1"),
+    ],
+)
+def test_extra_state_names_and_sizes_are_checked(extra, message):
+    names = tuple(extra)
+    with pytest.raises(AdapterError, match=message):
+        Signature(
+            extra_state=extra,
+            decoder_args=("token", "hidden", "memory", *names),
+            decoder_returns=("logits", "hidden", "attention", *names),
+        )
+
+
+def test_an_extra_state_the_step_never_reads_is_refused():
+    with pytest.raises(AdapterError, match="'feed' is not in decoder_args"):
+        Signature(
+            extra_state={"feed": 8}, decoder_returns=("logits", "hidden", "attention", "feed")
+        )
+
+
+def test_a_bundle_the_server_would_refuse_is_not_written(tmp_path):
     from export.user import UserModel, export_modules
     from export.writer import ExportError
     from models.words import WordTokenizer
 
-    class Broken(_Decoder):
-        def forward(self, token, hidden, memory):
-            raise RuntimeError("mat1 and mat2 shapes cannot be multiplied (3x8 and 9x20)")
-
+    torch.manual_seed(0)
     vocab = WordTokenizer([f"w{i}" for i in range(20)], unk_id=1)
     user = UserModel(
         _Encoder(),
-        Broken(),
+        _Decoder(),
         vocab,
         vocab,
         dict(pad=0, unk=1, bos=2, eos=3),
         Signature(bridge=_bridge),
+        decoding={"beam_size": 5},
     )
-    with pytest.raises(ExportError, match=r"your modules raised RuntimeError .*mat1 and mat2"):
-        export_modules(user, tmp_path / "m" / "1")
-    assert not (tmp_path / "m" / "1").exists()
+    out = tmp_path / "m" / "1"
+    with pytest.raises(ExportError, match="nmt-serve would refuse this bundle: .*'beam_size'"):
+        export_modules(user, out, parity_limit=5, beam_sentences=2)
+    assert not out.exists()

@@ -160,7 +160,13 @@ def test_corrupt_tokenizer_with_matching_hash(copy):
 
 @pytest.mark.parametrize(
     ("decoding", "message"),
-    [({"search": "marian"}, "search must be one of"), ({"beam": 5}, "unexpected keyword")],
+    [
+        ({"search": "marian"}, "search must be one of"),
+        ({"beam": 5}, "cannot set 'beam'"),
+        ({"beam_size": 5}, "cannot set 'beam_size'"),
+        ({"max_length": 5.5}, "max_length must be int"),
+        ({"min_length": True}, "min_length must be int"),
+    ],
 )
 def test_bad_decoding_defaults(copy, decoding, message):
     edit_manifest(copy, decoding=decoding)

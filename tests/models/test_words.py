@@ -76,6 +76,11 @@ def test_bad_vocabularies(tmp_path):
         read_vocabulary(gaps)
     with pytest.raises(TokenizerError, match="has spaces"):
         WordTokenizer(["a", "b c"], unk_id=0)
+    with pytest.raises(TokenizerError, match=r"entry 2 \('a'\) repeats entry 0"):
+        WordTokenizer(["a", "b", "a"], unk_id=0)
+    bom = tmp_path / "bom.txt"
+    bom.write_text("<pad>\nx\n", encoding="utf-8-sig")
+    assert read_vocabulary(bom) == ["<pad>", "x"]
     with pytest.raises(TokenizerError, match="unk id 5 is outside"):
         WordTokenizer(["a"], unk_id=5)
     with pytest.raises(TokenizerError, match="unknown tokenizer kind 'bpe'"):
