@@ -130,6 +130,18 @@ class BundleConfig:
         if not self.state_names or len(set(self.state_names)) != len(self.state_names):
             raise ContractError(f"state names must be distinct and non-empty: {self.state_names}")
 
+    def check_vocabularies(self, src_size: int, tgt_size: int) -> None:
+        """The tokenizers' vocabulary sizes must be the model's."""
+        for side, got, want in (
+            ("source", src_size, self.src_vocab_size),
+            ("target", tgt_size, self.tgt_vocab_size),
+        ):
+            if got != want:
+                raise ContractError(
+                    f"the {side} tokenizer has {got} tokens but the model's {side} "
+                    f"vocabulary has {want}"
+                )
+
     def manifest_fields(self) -> dict[str, Any]:
         return {
             "src_vocab_size": self.src_vocab_size,

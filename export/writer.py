@@ -134,15 +134,7 @@ def write_bundle(
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
         raise ExportError(f"{out} exists and is not empty; pass --force to replace it")
     config = bundle_config(model)
-    for side, tok, size in (
-        ("source", src_tokenizer, config.src_vocab_size),
-        ("target", tgt_tokenizer, config.tgt_vocab_size),
-    ):
-        if tok.vocab_size != size:
-            raise ExportError(
-                f"the {side} tokenizer has {tok.vocab_size} tokens but the model's "
-                f"{side} vocabulary has {size}"
-            )
+    config.check_vocabularies(src_tokenizer.vocab_size, tgt_tokenizer.vocab_size)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=out.parent))
     try:

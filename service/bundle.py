@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -73,13 +73,9 @@ class Bundle:
     model: OnnxModel
     src_tokenizer: Any  # models.tokenizer.Tokenizer or models.words.WordTokenizer
     tgt_tokenizer: Any
-
-    @property
-    def decoding(self) -> DecodeOptions:
-        """The model's decoding defaults (the manifest's ``decoding``; a request's own
-        options override them): e.g. Eole's length rule and beam search for a converted
-        Eole model."""
-        return DecodeOptions(**self.manifest.get("decoding", {}))
+    # The model's decoding defaults (the manifest's ``decoding``); a request's own options
+    # override them: e.g. Eole's length rule and beam search for a converted Eole model.
+    decoding: DecodeOptions = field(default_factory=DecodeOptions)
 
     @property
     def special(self) -> SpecialIds:
@@ -104,7 +100,8 @@ DECODING_DEFAULTS = {
 }
 
 
-def _check_decoding(decoding: Any) -> None:
+def _decoding(decoding: Any) -> DecodeOptions:
+    """The manifest's decoding defaults, checked."""
     if not isinstance(decoding, dict):
         raise BundleError("the manifest's decoding defaults must be an object")
     for key, value in decoding.items():
@@ -118,7 +115,7 @@ def _check_decoding(decoding: Any) -> None:
         if not ok or isinstance(value, bool):
             raise BundleError(f"the manifest's decoding default {key} must be {kind.__name__}")
     try:
-        DecodeOptions(**decoding)
+        return DecodeOptions(**decoding)
     except TypeError as exc:
         raise BundleError(f"the manifest's decoding defaults: {exc}") from None
     except DecodeOptionsError as exc:
@@ -153,15 +150,7 @@ def load_bundle(bundle_dir: Path | str, runtime: RuntimeConfig | None = None) ->
         entries = manifest.get(spec.TOKENIZERS_KEY, spec.LEGACY_TOKENIZERS)
         src_tok = load_tokenizer(entries["source"], bundle_dir, specials)
         tgt_tok = load_tokenizer(entries["target"], bundle_dir, specials)
-        for side, tok, size in (
-            ("source", src_tok, config.src_vocab_size),
-            ("target", tgt_tok, config.tgt_vocab_size),
-        ):
-            if tok.vocab_size != size:
-                raise BundleError(
-                    f"the {side} tokenizer has {tok.vocab_size} tokens but the model "
-                    f"{size}; re-export the bundle"
-                )
+        config.check_vocabularies(src_tok.vocab_size, tgt_tok.vocab_size)
         model = OnnxModel(
             bundle_dir,
             config.state_names,
@@ -169,7 +158,7 @@ def load_bundle(bundle_dir: Path | str, runtime: RuntimeConfig | None = None) ->
             exact_lengths=config.exact_lengths,
         )
         _check_graphs(manifest.get("graphs"), model)
-        _check_decoding(manifest.get("decoding", {}))
+        decoding = _decoding(manifest.get("decoding", {}))
     except (KeyError, ValueError, TokenizerError, BundleRuntimeError) as exc:
         raise BundleError(f"{bundle_dir}: {exc}") from None
-    return Bundle(bundle_dir, manifest, config, model, src_tok, tgt_tok)
+    return Bundle(bundle_dir, manifest, config, model, src_tok, tgt_tok, decoding)

@@ -251,6 +251,14 @@ class BeamSearch:
         if len(self._finished) >= self.beam or not parents:
             self.done = True
             return
+        self._continue(parents, tokens, scores, attention)
+
+    def _continue(
+        self, parents: list[int], tokens: list[int], scores: list[float], attention: np.ndarray
+    ) -> None:
+        """The live hypotheses of the next step: row ``parents[i]`` extended by
+        ``tokens[i]`` with cumulative log-prob ``scores[i]``."""
+        keep_attn = self.options.return_attention
         self._live = [
             _Partial(
                 self._live[p].tokens + [t],
@@ -326,16 +334,7 @@ class EoleBeamSearch(BeamSearch):
         if enough or not parents:
             self.done = True
             return
-        self._live = [
-            _Partial(
-                self._live[p].tokens + [t],
-                self._live[p].attention + [attention[p, : self.src_len]] if keep_attn else [],
-            )
-            for p, t in zip(parents, tokens, strict=True)
-        ]
-        self._scores = np.array(scores, dtype=np.float32)
-        self._prev = np.array(tokens, dtype=np.int64)
-        self._parents = np.array(parents, dtype=np.int64)
+        self._continue(parents, tokens, scores, attention)
 
 
 def _finish(

@@ -71,7 +71,7 @@ def validate_request(
     ``max_source_tokens``: the source length the model's export was verified up to (its
     manifest); a sentence may not exceed it nor ``cfg.max_source_tokens``.
     """
-    model_limit = max_source_tokens is not None and max_source_tokens < cfg.max_source_tokens
+    limit = min(cfg.max_source_tokens, max_source_tokens or cfg.max_source_tokens)
     if not texts:
         raise InvalidRequest("no texts given: send at least one sentence in `texts`")
     if len(texts) > cfg.max_sentences_per_request:
@@ -93,7 +93,6 @@ def validate_request(
             f"max_length {options.max_length} > server limit {cfg.max_target_length}: "
             f"use max_length <= {cfg.max_target_length} (or 0 for the default)"
         )
-    limit = min(cfg.max_source_tokens, max_source_tokens or cfg.max_source_tokens)
     sources = []
     for i, text in enumerate(texts):
         # Refused by its length before tokenising it: a megabyte of text would cost
@@ -110,15 +109,14 @@ def validate_request(
             raise InvalidRequest(
                 f"texts[{i}] has no tokens after tokenisation: send text in the source language"
             )
-        if model_limit and len(ids) > max_source_tokens:
-            raise InvalidRequest(
-                f"texts[{i}] has {len(ids)} source tokens; the model was verified up to "
-                f"{max_source_tokens} source tokens: split the sentence"
+        if len(ids) > limit:
+            why = (
+                f"the limit is {limit}"
+                if limit == cfg.max_source_tokens
+                else f"the model was verified up to {limit} source tokens"
             )
-        if len(ids) > cfg.max_source_tokens:
             raise InvalidRequest(
-                f"texts[{i}] has {len(ids)} source tokens; the limit is "
-                f"{cfg.max_source_tokens}: split the sentence"
+                f"texts[{i}] has {len(ids)} source tokens; {why}: split the sentence"
             )
         sources.append(ids)
     if len(sources) * options.beam_size > cfg.max_live_rows:

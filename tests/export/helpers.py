@@ -167,3 +167,12 @@ def serve_without_torch(bundle_dir: Path, texts: list[str]) -> dict:
     )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
+
+
+def one_error_line(capsys) -> str:
+    """The single ``nmt-export: error:`` line a failed CLI call printed."""
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("nmt-export: error:"), err
+    return lines[0]

@@ -19,7 +19,7 @@ from export.cli import main
 from export.parity import ParityError, ParityReport
 from models.checkpoint import load_checkpoint
 from models.options import DecodeOptions
-from tests.export.helpers import SAMPLE, cli_args
+from tests.export.helpers import SAMPLE, cli_args, one_error_line
 
 BUNDLE_FILES = {
     spec.ENCODER_FILE,
@@ -36,14 +36,6 @@ def sha256(path: Path) -> str:
 
 def leftovers(parent: Path) -> list[str]:
     return [p.name for p in parent.glob(".export-*")] if parent.exists() else []
-
-
-def one_error_line(capsys) -> str:
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("nmt-export: error:"), err
-    return lines[0]
 
 
 # -- success ------------------------------------------------------------------------

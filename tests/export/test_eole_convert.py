@@ -109,7 +109,7 @@ def test_this_projects_beam_is_what_differs(converted):
     do not: the option is what closes the gap."""
     name, out = converted
     bundle = load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
-    bundle.manifest["decoding"] = EOLE_DECODING | {"search": "standard"}
+    bundle.decoding = dataclasses.replace(bundle.decoding, search="standard")
     got = _decode(bundle, 5)
     want = _eole(name, "beam5")
     lists = sum(

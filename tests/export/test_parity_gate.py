@@ -11,7 +11,7 @@ import pytest
 
 from export.cli import main
 from export.parity import ParityError, ParityInputError, max_abs_diff, run_gate
-from tests.export.helpers import cli_args, export_onnx, random_sources, tiny_model
+from tests.export.helpers import cli_args, export_onnx, one_error_line, random_sources, tiny_model
 
 NO_SENTENCES = "no parity sentences: give --parity-src with at least one non-empty line"
 
@@ -137,14 +137,6 @@ def test_reference_batch_size_is_passed_to_the_greedy_reference(exported_tiny, m
 
 
 # -- the CLI ------------------------------------------------------------------------
-
-
-def one_error_line(capsys) -> str:
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("nmt-export: error:"), err
-    return lines[0]
 
 
 def test_cli_refuses_zero_beam_sentences(tmp_path, checkpoint, capsys):
