@@ -5,6 +5,13 @@ sentences (encoded together, a small batch at a time) while the live-row budget
 allows, runs **one** decoder step over all live rows of all requests, and retires
 sentences that finished, were cancelled or ran past their deadline. A request
 never waits for another request to finish: that is iteration-level batching.
+
+Faults stay with the request that causes them: a decoder step or an encoder batch that
+raises is retried on parts of its rows (bisected by request or sentence) and only the
+requests that make it fail on their own fail (:class:`EngineFailure`); the others carry
+on with the very results they would have had. An exception that escapes the scheduler
+or the encoder thread (a bug) fails every request and leaves the engine dead, which
+:meth:`Engine.health` reports, as it reports a scheduler that stopped making progress.
 """
 
 from __future__ import annotations
@@ -20,10 +27,10 @@ from dataclasses import dataclass
 from models.options import DecodeOptions, Hypothesis
 from service.bundle import Bundle
 from service.decoding import Encoded, SentenceSearch, length_groups, make_search, pad_batch
-from service.errors import Cancelled, DeadlineExpired, NotReady, Overloaded
+from service.errors import Cancelled, DeadlineExpired, EngineFailure, NotReady, Overloaded
 from service.jobs import Job, PrefixCallback, Timing, TranslationResult, decode_options
 from service.limits import EngineConfig, validate_request
-from service.loop import DecodeLoop
+from service.loop import DecodeLoop, isolate_failures
 from service.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -35,6 +42,7 @@ DEADLINE_MESSAGE = (
 __all__ = [
     "Engine",
     "EngineConfig",
+    "EngineFailure",
     "Job",
     "PrefixCallback",
     "Timing",
@@ -43,14 +51,33 @@ __all__ = [
 ]
 
 
+def internal_failure(what: str, exc: BaseException | None) -> EngineFailure:
+    name = type(exc).__name__ if exc is not None else "unknown"
+    failure = EngineFailure(f"internal error ({name}) {what}; the server logged the details")
+    failure.__cause__ = exc
+    return failure
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
+
+
+class EncoderThreadFailed(Exception):
+    """Raised in the scheduler when the encoder thread died (``__cause__``: why)."""
+
+
 @dataclass(frozen=True)
 class EncodeOutcome:
     """An admitted batch back from the encoder: ``encoded`` holds ``(group, Encoded)``
-    per length group (indices into ``admitted``), or ``error`` says why there is none."""
+    per encoded group (indices into ``admitted``); ``failed`` are the sentences that
+    could not be encoded (all of them when the batch failed as a whole), ``error`` the
+    first exception."""
 
     admitted: list[tuple[Job, int]]
     encoded: list[tuple[list[int], Encoded]]
-    error: BaseException | None
+    failed: tuple[int, ...] = ()
+    error: BaseException | None = None
 
 
 class Engine:
@@ -86,10 +113,21 @@ class Engine:
         self._accepting = False
         self._stopping = False
         self._thread: threading.Thread | None = None
+        # The admitted batch that has not joined the loop yet (scheduler thread only).
+        self._unjoined: list[tuple[Job, int]] = []
+        # A decoder step failed and passed when retried; the next failure is not retried.
+        self._step_retried = False
+        # Watchdog state (see health): the time the scheduler last completed an
+        # iteration (or had nothing to do), why the engine died, and an exception that
+        # ended the encoder thread (the scheduler then fails everything and ends).
+        self._progress = time.monotonic()
+        self._failure: str | None = None
+        self._fatal: BaseException | None = None
 
     # -- lifecycle ---------------------------------------------------------------
 
     def start(self) -> None:
+        self._progress = time.monotonic()
         if self.config.background_encoder:
             self._encoder_thread = threading.Thread(
                 target=self._run_encoder, name="nmt-encoder", daemon=True
@@ -115,6 +153,47 @@ class Engine:
     @property
     def accepting(self) -> bool:
         return self._accepting
+
+    def health(self) -> str | None:
+        """``None`` while the engine works, else one line saying why it does not.
+
+        Meant for a watchdog thread (any thread may call it; it takes no lock and costs
+        microseconds). Between :meth:`start` and :meth:`stop` it reports:
+
+        * the scheduler or the encoder thread no longer running. An unexpected exception
+          ended it (a bug; logged with its traceback): every queued and live request was
+          failed with :class:`EngineFailure` and new ones are refused with
+          :class:`NotReady`. This is permanent.
+        * a stall: no scheduler iteration completed for more than
+          ``config.stall_timeout`` seconds while requests are queued, being encoded or
+          decoding (a hung ONNX Runtime call, a deadlock). Requests then wait until their
+          deadline. It clears if the scheduler moves again, but a server should treat it
+          as fatal too: report NOT_SERVING and exit, so that it is restarted.
+
+        Before :meth:`start` and once :meth:`stop` began it returns ``None``.
+        """
+        thread = self._thread
+        if thread is None or self._stopping:
+            return None
+        if self._failure is not None:
+            return self._failure
+        if not thread.is_alive():
+            return "the scheduler thread is no longer running"
+        encoder = self._encoder_thread
+        if encoder is not None and not encoder.is_alive():
+            return "the encoder thread is no longer running"
+        idle = time.monotonic() - self._progress
+        if idle > self.config.stall_timeout:
+            queued, rows, encoding = len(self._queue), self._loop.live_rows, self._encoding
+            if queued or rows or encoding or self._loop.active:
+                busy = f"{queued} requests queued, {rows} rows decoding"
+                if encoding:
+                    busy += ", a batch being encoded"
+                return (
+                    f"the scheduler has made no progress for {idle:.0f} s "
+                    f"(stall_timeout {self.config.stall_timeout:g} s) with {busy}"
+                )
+        return None
 
     # -- requests --------------------------------------------------------------------
 
@@ -151,10 +230,15 @@ class Engine:
         with self._cond:
             if not self._accepting:
                 self.metrics.rejected.labels("unavailable").inc()
+                if self._failure is not None:
+                    raise NotReady(f"the translation engine failed: {self._failure}")
                 raise NotReady("the server is not accepting requests (starting or shutting down)")
             if len(self._queue) >= self.config.max_queue:
                 self.metrics.rejected.labels("queue_full").inc()
                 raise Overloaded(f"request queue is full ({self.config.max_queue} waiting)")
+            if not (self._queue or self._encoding or self._loop.active):
+                # The scheduler had nothing to do: its stall clock starts now.
+                self._progress = time.monotonic()
             self._queue.append(job)
             self.metrics.queue_depth.set(len(self._queue))
             self._cond.notify()
@@ -206,6 +290,8 @@ class Engine:
     def _run(self) -> None:
         try:
             self._schedule()
+        except BaseException as exc:  # noqa: BLE001 - a bug: fail everything, stay dead
+            self._crash(exc)
         finally:
             with self._cond:  # the encoder thread ends with the scheduler
                 self._scheduler_done = True
@@ -216,6 +302,8 @@ class Engine:
             with self._cond:
                 while not self._has_work():
                     self._cond.wait()
+                if self._fatal is not None:
+                    raise EncoderThreadFailed("the encoder thread failed") from self._fatal
                 if (
                     self._stopping
                     and not self._queue
@@ -224,6 +312,8 @@ class Engine:
                 ):
                     return
                 admitted = self._admit() if not self._encoding and self._admit_now() else []
+                if admitted:
+                    self._unjoined = admitted
                 if admitted and self._encoder_thread is not None:
                     self._to_encode, self._encoding = admitted, True
                     self._encoder_cond.notify()
@@ -247,34 +337,73 @@ class Engine:
                     joined = {a.handle for a in self._loop.active}
                     waiting = [h for h in ready.admitted if h not in joined]
                     self._fail_jobs({job for job, _ in ready.admitted}, exc, pending=waiting)
+                self._unjoined = []
             if self._loop.active:
                 try:
                     self._step()
                 except Exception as exc:  # noqa: BLE001
                     log.exception("decoder failure; failing the requests in flight")
                     self._fail_jobs({a.handle[0] for a in self._loop.active}, exc)
+            self._progress = time.monotonic()
+
+    def _crash(self, exc: BaseException) -> None:
+        """An exception escaped the scheduler (or ended the encoder thread): fail every
+        queued, admitted and live request, refuse new ones, and let the thread end."""
+        if isinstance(exc, EncoderThreadFailed) and exc.__cause__ is not None:
+            cause, where = exc.__cause__, "encoder"  # logged by the encoder thread
+        else:
+            cause, where = exc, "scheduler"
+            log.critical(
+                "the scheduler thread failed; failing every request, the engine is dead",
+                exc_info=exc,
+            )
+        try:
+            with self._cond:
+                self._failure = f"the {where} thread failed: {one_line(cause)}"
+                self._accepting = False
+                jobs = list(self._queue)
+                self._queue.clear()
+                for batch in (self._unjoined, self._to_encode or []):
+                    jobs += [job for job, _ in batch]
+                if self._encoded is not None:
+                    jobs += [job for job, _ in self._encoded.admitted]
+                self.metrics.queue_depth.set(0)
+            jobs += [a.handle[0] for a in self._loop.active]
+            for job in dict.fromkeys(jobs):
+                self._finish_error(job, internal_failure("in the translation engine", cause))
+        except BaseException:  # noqa: BLE001 - health() still reports the dead thread
+            log.exception("failure failing the requests of a dead scheduler")
 
     def _has_work(self) -> bool:
         """Whether the scheduler can make progress now (lock held). While a batch is
         with the encoder and nothing decodes, it waits for that batch."""
-        if self._loop.active or self._encoded is not None:
+        if self._loop.active or self._encoded is not None or self._fatal is not None:
             return True
         if self._encoding:
             return False
         return bool(self._queue) or self._stopping
 
     def _run_encoder(self) -> None:
-        while True:
-            with self._encoder_cond:
-                while self._to_encode is None and not self._scheduler_done:
-                    self._encoder_cond.wait()
-                admitted, self._to_encode = self._to_encode, None
-                if admitted is None:
-                    return
-            outcome = self._encode_batch(admitted)
+        try:
+            while True:
+                with self._encoder_cond:
+                    while self._to_encode is None and not self._scheduler_done:
+                        self._encoder_cond.wait()
+                    admitted, self._to_encode = self._to_encode, None
+                    if admitted is None:
+                        return
+                outcome = self._encode_batch(admitted)
+                with self._cond:
+                    self._encoded = outcome
+                    self._cond.notify()
+        except BaseException as exc:  # noqa: BLE001 - a bug: the scheduler fails everything
+            log.critical(
+                "the encoder thread failed; failing every request, the engine is dead",
+                exc_info=exc,
+            )
             with self._cond:
-                self._encoded = outcome
-                self._cond.notify()
+                self._fatal = exc
+                self._cond.notify_all()
 
     def _admit_now(self) -> bool:
         """Admit now, or let the queue fill a little while the loop is busy (lock held)."""
@@ -318,37 +447,81 @@ class Engine:
 
     def _encode_batch(self, admitted: list[tuple[Job, int]]) -> EncodeOutcome:
         """Encode admitted sentences in length groups (in the encoder thread, or in the
-        scheduler's without one). Never raises: a failure is part of the outcome."""
+        scheduler's without one). Never raises: a failure is part of the outcome, and a
+        group whose encoder call raises is bisected so that only the sentences that
+        fail on their own fail."""
         try:
             sources = [job.sources[i] for job, i in admitted]
             groups = length_groups([len(s) for s in sources], self.config.encode_max_padding)
             start = time.monotonic()
-            encoded = []
+            encoded: list[tuple[list[int], Encoded]] = []
+            failed: list[int] = []
+            error = None
             for group in groups:
-                ids, lengths = pad_batch([sources[i] for i in group], self.bundle.special.pad)
-                encoded.append((group, self.bundle.model.encode(ids, lengths)))
+                exc = self._encode_group(sources, group, encoded, failed)
+                if error is None:
+                    error = exc
             seconds = time.monotonic() - start
             self.metrics.encoder_latency.observe(seconds)
             self.metrics.source_tokens.inc(sum(len(s) for s in sources))
             for job in {job for job, _ in admitted}:
                 job.timing.encode_seconds += seconds
-            return EncodeOutcome(admitted, encoded, None)
+            if error is not None:
+                log.error(
+                    "encoder failure: %d of %d sentences fail to encode on their own; "
+                    "failing their requests",
+                    len(failed),
+                    len(admitted),
+                    exc_info=error,
+                )
+            return EncodeOutcome(admitted, encoded, tuple(failed), error)
         except Exception as exc:  # noqa: BLE001 - the scheduler fails these requests
             log.exception("encoder failure; failing the requests being admitted")
-            return EncodeOutcome(admitted, [], exc)
+            return EncodeOutcome(admitted, [], tuple(range(len(admitted))), exc)
+
+    def _encode_group(
+        self,
+        sources: list[list[int]],
+        group: list[int],
+        encoded: list[tuple[list[int], Encoded]],
+        failed: list[int],
+    ) -> Exception | None:
+        """Encode sentences ``group`` (indices into ``sources``) in one call; when it
+        raises, encode each half on its own, and so on down to the sentences that fail
+        alone (appended to ``failed``; at most ``2 len(group) - 1`` calls). Encoded
+        parts go to ``encoded``. Returns the first exception, if any."""
+        pad, model = self.bundle.special.pad, self.bundle.model
+        first = None
+        todo = [group]
+        while todo:
+            part = todo.pop()
+            try:
+                ids, lengths = pad_batch([sources[i] for i in part], pad)
+                encoded.append((part, model.encode(ids, lengths)))
+            except Exception as exc:  # noqa: BLE001 - bisected below
+                if first is None:
+                    first = exc
+                if len(part) == 1:
+                    failed.append(part[0])
+                else:
+                    half = len(part) // 2
+                    todo += [part[half:], part[:half]]
+        return first
 
     def _join(self, outcome: EncodeOutcome) -> None:
-        """Add an encoded batch to the decode loop: all its groups or, when its encoding
-        failed, none (and only its requests fail; rows already decoding carry on)."""
+        """Add an encoded batch to the decode loop; the requests of sentences that could
+        not be encoded fail (rows already decoding carry on)."""
         admitted = outcome.admitted
-        if outcome.error is not None:
-            self._fail_jobs({job for job, _ in admitted}, outcome.error, pending=admitted)
-            return
         special = self.bundle.special
         for group, enc in outcome.encoded:
             handles = [admitted[i] for i in group]
             searches = [make_search(len(j.sources[i]), j.options, special) for j, i in handles]
             self._loop.add_encoded(enc, searches, handles)
+        if outcome.failed:
+            # Their sentences that did encode have just joined and leave again here.
+            failure = internal_failure("encoding this request", outcome.error)
+            pending = [admitted[i] for i in outcome.failed]
+            self._fail_jobs({job for job, _ in pending}, failure, pending=pending)
         # A request cancelled, expired or failed while its sentences were being encoded
         # leaves the loop at the next dead-sentence scan; a scan during the encoding
         # did not see its deadline.
@@ -361,10 +534,21 @@ class Engine:
     def _step(self) -> None:
         rows = self._loop.live_rows
         start = time.monotonic()
-        finished = self._loop.step()
+        failed: list[tuple[tuple[Job, int], Exception]] = []
+        try:
+            finished = self._loop.step(failed)
+        except Exception as exc:  # noqa: BLE001 - the loop is as it was: isolate the fault
+            self._isolate(exc)
+            return
+        self._step_retried = False
         self.metrics.decoder_step_latency.observe(time.monotonic() - start)
         self.metrics.rows_per_step.observe(rows)
         self.metrics.generated_tokens.inc(rows)
+        for (job, _), exc in failed:
+            # This sentence's search raised taking its result and left the loop.
+            log.error("failure advancing a sentence's search; failing its request", exc_info=exc)
+            self._rows_reserved -= job.rows_per_sentence
+            self._fail_jobs({job}, internal_failure("decoding this request", exc))
         for active in list(self._loop.active):
             job, _ = active.handle
             if job.on_prefix is not None and not job.future.done():
@@ -383,6 +567,36 @@ class Engine:
                 log.exception("failure finishing a sentence; failing its request")
                 self._fail_jobs({job}, exc)
         self.metrics.live_rows.set(self._loop.live_rows)
+
+    def _isolate(self, exc: Exception) -> None:
+        """The decoder step over every live row raised ``exc`` and changed nothing: fail
+        only the requests whose rows make it fail on their own (found by bisecting the
+        requests in flight, see :func:`isolate_failures`); the others take the step at
+        the next iteration, exactly as it would have been. Logged once."""
+        groups: dict[Job, list] = {}
+        for active in self._loop.active:
+            groups.setdefault(active.handle[0], []).append(active)
+
+        def fails(jobs: list[Job]) -> bool:
+            try:
+                self._loop.probe([a for job in jobs for a in groups[job]])
+            except Exception:  # noqa: BLE001 - the probe's answer
+                return True
+            return False
+
+        bad = isolate_failures(list(groups), fails, confirm=not self._step_retried)
+        if not bad:
+            self._step_retried = True
+            log.warning("a decoder step failed but passed when retried; carrying on", exc_info=exc)
+            return
+        log.error(
+            "decoder step failure: failing %d of %d requests in flight (their rows make "
+            "the step fail)",
+            len(bad),
+            len(groups),
+            exc_info=exc,
+        )
+        self._fail_jobs(set(bad), internal_failure("decoding this request", exc))
 
     def _finish_sentence(self, job: Job, i: int, search: SentenceSearch) -> None:
         job.results[i] = search.results()

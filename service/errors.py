@@ -34,3 +34,14 @@ class DeadlineExpired(ServiceError):
 
 class Cancelled(ServiceError):
     """The client went away; nobody reads the result (maps to CANCELLED)."""
+
+
+class TooLarge(ServiceError):
+    """A request or reply over the message size limit (maps to RESOURCE_EXHAUSTED, with
+    no retry hint: sending the same again fails the same way)."""
+
+
+class EngineFailure(ServiceError):
+    """An internal failure decoding or encoding a request, or of the engine itself. The
+    message is for the client (maps to INTERNAL); the server logged the details, and
+    ``__cause__`` holds the exception."""

@@ -35,6 +35,10 @@ class EngineConfig:
     # stepping the decoder: an encoder call then no longer stalls every live row, and
     # the two ONNX Runtime calls run on two cores at once.
     background_encoder: bool = True
+    # Engine.health() reports a stall once the scheduler has completed no iteration for
+    # this many seconds while requests are queued or decoding. A CPU decoder step takes
+    # milliseconds; warm-up and the longest encodes take far less than this.
+    stall_timeout: float = 30.0
 
     def __post_init__(self) -> None:
         for name in (
@@ -54,6 +58,8 @@ class EngineConfig:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.admit_batch < 1:
             raise ValueError(f"admit_batch must be >= 1, got {self.admit_batch}")
+        if not self.stall_timeout > 0:
+            raise ValueError(f"stall_timeout must be > 0 seconds, got {self.stall_timeout}")
         if self.max_beam_size > self.max_live_rows:
             raise ValueError("max_beam_size cannot exceed max_live_rows")
 

@@ -11,7 +11,10 @@ own Python then only records the result. The numbers are exactly those of runnin
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -32,6 +35,8 @@ from service.decoding import (
     pad_batch,
 )
 from service.pool import MemoryPool
+
+T = TypeVar("T")
 
 # Rebuild the pool when the longest live sentence needs at most this share of its width.
 NARROW_FRACTION = 0.75
@@ -96,10 +101,78 @@ class DecodeLoop:
             )
             self._live_rows += _rows_of(search)
 
-    def step(self) -> list[tuple[object, SentenceSearch]]:
-        """Run one decoder step for all active sentences; return those that finished."""
+    def step(self, failed: list | None = None) -> list[tuple[object, SentenceSearch]]:
+        """Run one decoder step for all active sentences; return those that finished.
+
+        The step is all or nothing up to the point where each sentence takes its
+        result: when the decoder call (or anything before it) raises, the loop is left
+        exactly as it was, so the same step can be run again (see :meth:`probe`).
+
+        ``failed``: when given, a sentence whose own search raises while taking its
+        result leaves the loop and is appended as ``(handle, exception)`` while every
+        other sentence takes its step; without it the first such exception is raised,
+        once the others have taken theirs.
+        """
         if not self.active:
             return []
+        out, counts, top_k, values, ids, tokens, log_probs = self._run(self.active)
+        self._states = out.states
+        finished, still, errors = [], [], []
+        offset = g = 0
+        rows = 0
+        for a, n in zip(self.active, counts, strict=True):
+            s = a.search
+            try:
+                if type(s) is GreedySearch:
+                    s.push(tokens[g], log_probs[g], out.attention[offset])
+                    g += 1
+                elif type(s) is BeamSearch:
+                    cols = slice(None) if s.top_k == top_k else [*range(s.top_k), top_k]
+                    end = offset + n
+                    s.select(
+                        values[offset:end, cols], ids[offset:end, cols], out.attention[offset:end]
+                    )
+                else:
+                    k, end = s.top_k, offset + n
+                    s.advance(
+                        StepSlice(
+                            out.topk_values[offset:end, :k],
+                            out.topk_ids[offset:end, :k],
+                            out.eos_values[offset:end],
+                            out.attention[offset:end],
+                        )
+                    )
+            except Exception as exc:  # noqa: BLE001 - this sentence's own failure
+                errors.append((a.handle, exc))
+                g += type(s) is GreedySearch
+                offset += n
+                continue
+            a.base = offset
+            offset += n
+            if s.done:
+                finished.append(a)
+            else:
+                still.append(a)
+                rows += _rows_of(s)
+        self.active = still
+        self._live_rows = rows
+        self._maybe_compact()
+        if errors:
+            if failed is None:
+                raise errors[0][1]
+            failed.extend(errors)
+        return [(a.handle, a.search) for a in finished]
+
+    def probe(self, entries: list[_Active]) -> None:
+        """Run this step's decoder call for ``entries`` (some of :attr:`active`) alone and
+        throw the result away; raises what the step raises for them. Changes nothing:
+        the engine uses it to find the sentences that make a failing step fail."""
+        if entries:
+            self._run(entries)
+
+    def _run(self, entries: list[_Active]) -> tuple:
+        """The decoder call over ``entries`` and the candidates of every row; reads the
+        loop's state but changes nothing (:meth:`step` commits the result)."""
         prev: list[int] = []
         parents: list[int] = []
         sentences: list[int] = []
@@ -108,7 +181,7 @@ class DecodeLoop:
         banned: list[bool] = []
         greedy_rows: list[int] = []
         top_k = 0
-        for a in self.active:
+        for a in entries:
             s = a.search
             if type(s) is GreedySearch:
                 greedy_rows.append(len(prev))
@@ -141,42 +214,9 @@ class DecodeLoop:
             states=self._states,
             top_k=top_k,
         )
-        self._states = out.states
         values, ids = self._candidates(out, top_k, counts, forced, banned)
         tokens, log_probs = self._greedy_choice(values, ids, greedy_rows, top_k)
-        finished, still = [], []
-        offset = g = 0
-        rows = 0
-        for a, n in zip(self.active, counts, strict=True):
-            s = a.search
-            if type(s) is GreedySearch:
-                s.push(tokens[g], log_probs[g], out.attention[offset])
-                g += 1
-            elif type(s) is BeamSearch:
-                cols = slice(None) if s.top_k == top_k else [*range(s.top_k), top_k]
-                end = offset + n
-                s.select(values[offset:end, cols], ids[offset:end, cols], out.attention[offset:end])
-            else:
-                k, end = s.top_k, offset + n
-                s.advance(
-                    StepSlice(
-                        out.topk_values[offset:end, :k],
-                        out.topk_ids[offset:end, :k],
-                        out.eos_values[offset:end],
-                        out.attention[offset:end],
-                    )
-                )
-            a.base = offset
-            offset += n
-            if s.done:
-                finished.append(a)
-            else:
-                still.append(a)
-                rows += _rows_of(s)
-        self.active = still
-        self._live_rows = rows
-        self._maybe_compact()
-        return [(a.handle, a.search) for a in finished]
+        return out, counts, top_k, values, ids, tokens, log_probs
 
     def _candidates(
         self,
@@ -242,6 +282,50 @@ class DecodeLoop:
         self.pool.compact([a.slot for a in self.active], needed)
         for i, a in enumerate(self.active):
             a.slot = i
+
+
+def isolate_failures(
+    items: Sequence[T],
+    fails: Callable[[list[T]], bool],
+    *,
+    confirm: bool = True,
+    max_probes: int | None = None,
+) -> list[T]:
+    """The items of a batch whose step failed that make it fail on their own.
+
+    ``fails(subset)`` probes the step for ``subset`` alone (True: it fails). The batch
+    is bisected and only halves that fail are searched further, so ``k`` bad items
+    among ``n`` cost about ``2 k log2 n`` probes. A set whose halves both pass fails
+    only as a whole (the failure needs several of its items at once): all of it is
+    returned. At the top, with ``confirm``, such a batch is probed once more and
+    nothing is returned when it passes: the failure did not repeat, and no item makes
+    it fail on its own. (A batch of one is its own probe: it is returned.)
+    After ``max_probes`` probes (default ``8 * (log2 n + 1)``, room for a few bad
+    items) every set still under suspicion is returned whole, so a step that fails for
+    every row costs O(log n) probes, not O(n).
+    """
+    n = len(items)
+    budget = 8 * (math.ceil(math.log2(max(n, 1))) + 1) if max_probes is None else max_probes
+    probes = 0
+
+    def search(group: list[T], top: bool) -> list[T]:
+        nonlocal probes
+        if len(group) == 1 or probes + 2 > budget:
+            return group
+        half = len(group) // 2
+        left, right = group[:half], group[half:]
+        probes += 2
+        bad_left, bad_right = fails(left), fails(right)
+        if not bad_left and not bad_right:
+            if top and confirm:
+                probes += 1
+                return group if fails(group) else []
+            return group
+        return (search(left, False) if bad_left else []) + (
+            search(right, False) if bad_right else []
+        )
+
+    return search(list(items), True) if items else []
 
 
 def decode(

@@ -1,8 +1,18 @@
-"""``nmt-serve``: the gRPC translation server, its health service and metrics endpoint."""
+"""``nmt-serve``: the gRPC translation server, its health service and metrics endpoint.
+
+gRPC runs on ``grpc.aio``, on an event loop of its own thread: a call waiting for its
+request message, for the engine or for its client costs a coroutine, not a thread, so no
+number of slow or half-open calls can starve health checks (see ``service/servicer.py``
+for the limits that bound them). The engines' scheduler threads do the decoding; a
+watchdog thread turns health NOT_SERVING and stops the server when one of them dies or
+stalls, for the orchestrator to restart it.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -10,20 +20,20 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
 
 from export import spec
 from service.bundle import BundleError, load_bundle
 from service.engine import Engine, EngineConfig
+from service.listen import ListenError, bind, enable_reflection, server_credentials
 from service.metrics import create_metrics
-from service.proto.nmt.v1 import translator_pb2, translator_pb2_grpc
+from service.proto.nmt.v1 import translator_pb2
 from service.runtime import (
     GRAPH_OPTIMIZATION_LEVELS,
     IO_BINDING_MODES,
@@ -31,16 +41,61 @@ from service.runtime import (
     RuntimeConfig,
     usable_providers,
 )
-from service.servicer import TranslatorServicer
+from service.servicer import SERVICE_NAME, RpcConfig, TranslatorServicer
 
 log = logging.getLogger(__name__)
 
 DEFAULT_REPOSITORY = Path(__file__).resolve().parent.parent / "model_repository"
-SERVICE_NAME = "nmt.v1.Translator"
+WATCHDOG_SECONDS = 1.0
 
 
 class ServerError(RuntimeError):
     """The server cannot start as configured; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class TransportConfig:
+    """HTTP/2 connection settings: find dead peers, bound what one connection may hold."""
+
+    # Ping a connection idle this long; close it if no answer within keepalive_timeout.
+    keepalive_time: float = 60.0
+    keepalive_timeout: float = 20.0
+    # Close a connection without calls for this long (0: never).
+    max_connection_idle: float = 300.0
+    # Close every connection after this long, letting calls finish within the grace (0:
+    # never); with --reuse-port it spreads long-lived clients over the processes again.
+    max_connection_age: float = 0.0
+    max_connection_age_grace: float = 30.0
+    # Concurrent calls one connection may have open; more wait in the client.
+    max_streams_per_connection: int = 256
+
+    def __post_init__(self) -> None:
+        for name in ("keepalive_time", "keepalive_timeout"):
+            if not getattr(self, name) > 0:  # NaN fails too
+                raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
+        for name in ("max_connection_idle", "max_connection_age", "max_connection_age_grace"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be >= 0 seconds, got {getattr(self, name)}")
+        if self.max_streams_per_connection < 1:
+            raise ValueError("max_streams_per_connection must be >= 1")
+
+    def options(self) -> list[tuple[str, int]]:
+        """As gRPC channel arguments."""
+
+        def ms(seconds: float) -> int:
+            return int(seconds * 1000)
+
+        out = [
+            ("grpc.keepalive_time_ms", ms(self.keepalive_time)),
+            ("grpc.keepalive_timeout_ms", ms(self.keepalive_timeout)),
+            ("grpc.max_concurrent_streams", self.max_streams_per_connection),
+        ]
+        if self.max_connection_idle:
+            out.append(("grpc.max_connection_idle_ms", ms(self.max_connection_idle)))
+        if self.max_connection_age:
+            out.append(("grpc.max_connection_age_ms", ms(self.max_connection_age)))
+            out.append(("grpc.max_connection_age_grace_ms", ms(self.max_connection_age_grace)))
+        return out
 
 
 @dataclass(frozen=True)
@@ -51,10 +106,11 @@ class ServerConfig:
     port: int = 50051
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 9464
-    workers: int = 128
     reflection: bool = False
     tls_cert: Path | None = None
     tls_key: Path | None = None
+    # With a CA: mutual TLS, every client must present a certificate it signed.
+    tls_client_ca: Path | None = None
     shutdown_grace: float = 10.0
     # Seconds of the grace spent announcing NOT_SERVING while still serving new calls, so
     # health-checking load balancers move traffic away before the port closes.
@@ -63,6 +119,8 @@ class ServerConfig:
     # over them. Off by default so that starting a second server on a port already in use
     # fails at start instead of silently taking half the traffic.
     reuse_port: bool = False
+    rpc: RpcConfig = field(default_factory=RpcConfig)
+    transport: TransportConfig = field(default_factory=TransportConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
 
@@ -71,8 +129,8 @@ class ServerConfig:
             raise ValueError("ports must be in 0..65535 (metrics: -1 disables the endpoint)")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("--tls-cert and --tls-key must be given together")
-        if self.workers < 10:
-            raise ValueError("workers must be >= 10 (8 stay free for health checks)")
+        if self.tls_client_ca is not None and self.tls_cert is None:
+            raise ValueError("--tls-client-ca needs --tls-cert and --tls-key")
         if self.shutdown_grace < 0:
             raise ValueError("shutdown grace must be >= 0 seconds")
         if self.drain_announce < 0:
@@ -132,7 +190,8 @@ def _load(path: Path, runtime: RuntimeConfig):
 
 
 class TranslationServer:
-    """The gRPC server, engines, health and metrics of one process."""
+    """The gRPC server, engines, health, watchdog and metrics of one process. Its methods
+    are called from ordinary threads; gRPC itself runs on the event loop of ``grpc-loop``."""
 
     def __init__(self, config: ServerConfig, registry: CollectorRegistry) -> None:
         self.config = config
@@ -170,52 +229,64 @@ class TranslationServer:
             # Labelled by the name clients use (the repository directory), as in ListModels.
             version = str(bundle.manifest.get("version", ""))
             self.metrics.model.labels(name, version, bundle.model.provider).set(1)
-        self.servicer = TranslatorServicer(
-            self.engines, default, self.metrics, max_inflight=max(1, config.workers - 8)
-        )
-        self.health = health.HealthServicer()
-        self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
-        self.grpc_server = grpc.server(
-            ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="grpc"),
-            maximum_concurrent_rpcs=config.workers + config.engine.max_queue,
-            # grpc turns SO_REUSEPORT on by default on Linux.
-            options=[("grpc.so_reuseport", 1 if config.reuse_port else 0)],
-        )
-        translator_pb2_grpc.add_TranslatorServicer_to_server(self.servicer, self.grpc_server)
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc_server)
-        if config.reflection:
-            from grpc_reflection.v1alpha import reflection
-
-            names = (
-                translator_pb2.DESCRIPTOR.services_by_name["Translator"].full_name,
-                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-                reflection.SERVICE_NAME,
-            )
-            reflection.enable_server_reflection(names, self.grpc_server)
-        address = f"{config.host}:{config.port}"
-        creds = None
-        if config.tls_cert is not None:
-            creds = grpc.ssl_server_credentials([_read_tls(config.tls_key, config.tls_cert)])
-        # Older grpcio returns 0 for a port it cannot bind, newer raises RuntimeError.
-        try:
-            if creds is not None:
-                self.port = self.grpc_server.add_secure_port(address, creds)
-            else:
-                self.port = self.grpc_server.add_insecure_port(address)
-        except RuntimeError:
-            self.port = 0
-        if self.port == 0:
-            raise ServerError(f"could not bind gRPC to {address} (port in use?)")
+        self.servicer = TranslatorServicer(self.engines, default, self.metrics, config.rpc)
         self.metrics_port: int | None = None
         self._metrics_httpd = None
         self._stopped = threading.Event()
+        # Set when the watchdog finds an engine dead or stalled; ``failure`` says why.
+        self.failed = threading.Event()
+        self.failure: str | None = None
+        self._loop = asyncio.new_event_loop()
+        self._loop_thread = threading.Thread(
+            target=self._loop.run_forever, name="grpc-loop", daemon=True
+        )
+        self._loop_thread.start()
+        try:
+            self.port = self._on_loop(self._build())
+        except BaseException:
+            self._close_loop()
+            raise
 
-    def _set_health(self, status) -> None:
+    def _on_loop(self, coro: Coroutine, timeout: float | None = None):
+        """Run ``coro`` on the gRPC event loop and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    async def _build(self) -> int:
+        config = self.config
+        self.health = health.aio.HealthServicer()
+        await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        self.grpc_server = grpc.aio.server(
+            options=[
+                # grpc turns SO_REUSEPORT on by default on Linux.
+                ("grpc.so_reuseport", 1 if config.reuse_port else 0),
+                ("grpc.max_receive_message_length", config.rpc.max_message_bytes),
+                *config.transport.options(),
+            ],
+        )
+        self.grpc_server.add_generic_rpc_handlers([self.servicer.handler()])
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc_server)
+        if config.reflection:
+            enable_reflection(
+                self.grpc_server,
+                (
+                    translator_pb2.DESCRIPTOR.services_by_name["Translator"].full_name,
+                    health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                ),
+            )
+        try:
+            creds = None
+            if config.tls_cert is not None:
+                creds = server_credentials(config.tls_cert, config.tls_key, config.tls_client_ca)
+            return bind(self.grpc_server, config.host, config.port, creds)
+        except ListenError as exc:
+            raise ServerError(str(exc)) from None
+
+    async def _set_health(self, status) -> None:
         for service in ("", SERVICE_NAME):
-            self.health.set(service, status)
+            await self.health.set(service, status)
 
     def start(self) -> None:
-        """Start serving health (NOT_SERVING), metrics and the engines."""
+        """Start serving health (NOT_SERVING), metrics, the engines and the watchdog."""
         if self.config.metrics_port >= 0:
             host, port = self.config.metrics_host, self.config.metrics_port
             try:
@@ -228,8 +299,24 @@ class TranslationServer:
             self.metrics_port = self._metrics_httpd.server_port
         for engine in self.engines.values():
             engine.start()
-        self.grpc_server.start()
+        self._on_loop(self.grpc_server.start())
+        threading.Thread(target=self._watch, name="nmt-watchdog", daemon=True).start()
         log.info("gRPC on port %d, metrics on port %s", self.port, self.metrics_port)
+
+    def _watch(self) -> None:
+        """Every second: is every engine alive and making progress? If not: health
+        NOT_SERVING, new calls refused, :attr:`failed` set (``nmt-serve`` exits 1)."""
+        while not self._stopped.wait(WATCHDOG_SECONDS):
+            for name, engine in self.engines.items():
+                reason = engine.health()
+                if reason is None:
+                    continue
+                self.failure = f"model {name}: {reason}"
+                log.error("watchdog: %s; health NOT_SERVING", self.failure)
+                self.servicer.ready = False
+                self._on_loop(self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING))
+                self.failed.set()
+                return
 
     def warm_up(self) -> None:
         """A real translation per model, then SERVING."""
@@ -237,7 +324,7 @@ class TranslationServer:
             engine.warmup()
             log.info("model %s warmed up on %s", name, engine.bundle.model.provider)
         self.servicer.ready = True
-        self._set_health(health_pb2.HealthCheckResponse.SERVING)
+        self._on_loop(self._set_health(health_pb2.HealthCheckResponse.SERVING))
 
     def stop(self, grace: float | None = None) -> None:
         """Shut down within ``grace`` seconds: announce NOT_SERVING while still serving
@@ -247,48 +334,42 @@ class TranslationServer:
             return
         grace = self.config.shutdown_grace if grace is None else grace
         deadline = time.monotonic() + grace
-        self.health.enter_graceful_shutdown()
+        self._on_loop(self.health.enter_graceful_shutdown())
         # Health checks answer NOT_SERVING now, and new calls are still served: a load
         # balancer that polls health moves away, one that does not (nginx OSS) sees no
         # errors. Once the port closes, nginx's grpc_next_upstream retries elsewhere;
         # an UNAVAILABLE status from an open port it would pass to the client instead.
         time.sleep(min(self.config.drain_announce, grace))
         self.servicer.ready = False
-        self.grpc_server.stop(max(0.0, deadline - time.monotonic())).wait()
+        self._on_loop(self.grpc_server.stop(max(0.0, deadline - time.monotonic())))
         for engine in self.engines.values():
             engine.stop(timeout=max(0.0, deadline - time.monotonic()))
         if self._metrics_httpd is not None:
             self._metrics_httpd.shutdown()
             self._metrics_httpd.server_close()
         self._stopped.set()
+        self._close_loop()
+
+    def _close_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._loop_thread.join(5)
+        if not self._loop.is_running():
+            self._loop.close()
 
     def wait(self) -> None:
         self._stopped.wait()
 
 
-def _read_tls(key: Path, cert: Path) -> tuple[bytes, bytes]:
-    """``(key, certificate)`` PEM bytes, checked enough to blame the right file: gRPC
-    itself reports a bad certificate only as a port it could not bind."""
-    pems = []
-    for flag, path, marker, noun in (
-        ("--tls-key", key, b"PRIVATE KEY-----", "private key"),
-        ("--tls-cert", cert, b"-----BEGIN CERTIFICATE-----", "certificate"),
-    ):
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise ServerError(f"{flag} {path}: {exc.strerror}") from None
-        if marker not in data:
-            raise ServerError(f"{flag} {path} is not a PEM {noun}")
-        pems.append(data)
-    return pems[0], pems[1]
-
-
 def create_server(
     config: ServerConfig, *, registry: CollectorRegistry | None = None
 ) -> tuple[TranslationServer, int]:
-    """Build the server (models loaded, port bound, nothing started): ``(server, port)``."""
-    server = TranslationServer(config, registry or CollectorRegistry())
+    """Build the server (models loaded, port bound, nothing started): ``(server, port)``.
+    Without a ``registry``, a new one that also carries the process's own metrics
+    (``process_resident_memory_bytes``, CPU seconds, open files)."""
+    if registry is None:
+        registry = CollectorRegistry()
+        ProcessCollector(registry=registry)
+    server = TranslationServer(config, registry)
     return server, server.port
 
 
@@ -349,6 +430,47 @@ def _check_choices(p: argparse.ArgumentParser, args: argparse.Namespace) -> None
             )
 
 
+# Flags derived from a config dataclass: ``--field-name``, its type and default taken
+# from the field, so a default is written once. field -> help.
+RPC_FLAGS = {
+    "max_inflight": "translation calls decoding or queued at once; more are refused "
+    "(RESOURCE_EXHAUSTED, retry with backoff); health checks never count",
+    "default_timeout": "deadline, in seconds, of a translation call that sets none",
+    "receive_timeout": "seconds a call may take, from its headers, to send its request message",
+    "max_message_bytes": "largest request accepted and reply sent; gRPC clients receive 4 MiB "
+    "by default, so raise it on both sides together",
+}
+TRANSPORT_FLAGS = {
+    "keepalive_time": "seconds of silence on a connection before the server pings it",
+    "keepalive_timeout": "seconds to wait for the ping's answer before closing the connection",
+    "max_connection_idle": "close a connection without calls after this many seconds (0: never)",
+    "max_connection_age": "close every connection after this many seconds, calls allowed to "
+    "finish in --max-connection-age-grace (0: never)",
+    "max_connection_age_grace": "seconds calls may run on after --max-connection-age",
+    "max_streams_per_connection": "concurrent calls one connection may have open",
+}
+ENGINE_FLAGS = {
+    "stall_timeout": "seconds an engine may go without a scheduler iteration while it has "
+    "work before the watchdog reports NOT_SERVING and nmt-serve exits 1",
+}
+
+
+def _add_config_flags(p: argparse.ArgumentParser, cls: type, flags: dict[str, str]) -> None:
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    for name, text in flags.items():
+        default = defaults[name]
+        p.add_argument(
+            "--" + name.replace("_", "-"),
+            type=type(default),
+            default=_env_number(name, default),
+            help=f"{text} (default {default})",
+        )
+
+
+def _config_from(args: argparse.Namespace, cls: type, flags: dict[str, str]):
+    return cls(**{name: getattr(args, name) for name in flags})
+
+
 def parse_args(argv: Sequence[str] | None) -> ServerConfig:
     p = argparse.ArgumentParser(
         prog="nmt-serve",
@@ -403,7 +525,6 @@ def parse_args(argv: Sequence[str] | None) -> ServerConfig:
     )
     p.add_argument("--intra-op-threads", type=int, default=_env_number("intra_op_threads", 0))
     p.add_argument("--inter-op-threads", type=int, default=_env_number("inter_op_threads", 1))
-    p.add_argument("--workers", type=int, default=_env_number("workers", 128))
     p.add_argument("--max-live-rows", type=int, default=_env_number("max_live_rows", 256))
     p.add_argument("--max-queue", type=int, default=_env_number("max_queue", 128))
     p.add_argument("--max-sentences", type=int, default=_env_number("max_sentences", 64))
@@ -412,6 +533,15 @@ def parse_args(argv: Sequence[str] | None) -> ServerConfig:
     p.add_argument("--max-n-best", type=int, default=_env_number("max_n_best", 16))
     p.add_argument("--tls-cert", type=Path, default=_env("tls_cert", None))
     p.add_argument("--tls-key", type=Path, default=_env("tls_key", None))
+    p.add_argument(
+        "--tls-client-ca",
+        type=Path,
+        default=_env("tls_client_ca", None),
+        help="CA certificate (PEM): mutual TLS, every client must present a certificate it signed",
+    )
+    _add_config_flags(p, RpcConfig, RPC_FLAGS)
+    _add_config_flags(p, TransportConfig, TRANSPORT_FLAGS)
+    _add_config_flags(p, EngineConfig, ENGINE_FLAGS)
     p.add_argument("--reflection", action="store_true", default=_env_flag("reflection"))
     p.add_argument("--shutdown-grace", type=float, default=_env_number("shutdown_grace", 10.0))
     p.add_argument(
@@ -441,13 +571,15 @@ def parse_args(argv: Sequence[str] | None) -> ServerConfig:
         port=args.port,
         metrics_host=args.metrics_host,
         metrics_port=args.metrics_port,
-        workers=args.workers,
         reflection=args.reflection,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
+        tls_client_ca=args.tls_client_ca,
         shutdown_grace=args.shutdown_grace,
         drain_announce=args.drain_announce,
         reuse_port=args.reuse_port,
+        rpc=_config_from(args, RpcConfig, RPC_FLAGS),
+        transport=_config_from(args, TransportConfig, TRANSPORT_FLAGS),
         runtime=RuntimeConfig(
             providers=tuple(x.strip() for x in args.providers.split(",") if x.strip()),
             intra_op_threads=args.intra_op_threads,
@@ -464,6 +596,7 @@ def parse_args(argv: Sequence[str] | None) -> ServerConfig:
             max_beam_size=args.max_beam_size,
             max_n_best=args.max_n_best,
             background_encoder=args.encoder_thread == "on",
+            stall_timeout=args.stall_timeout,
         ),
     )
 
@@ -478,6 +611,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    # The watchdog's verdict wakes the main thread too.
+    threading.Thread(
+        target=lambda: server.failed.wait() and stop.set(), name="nmt-failed", daemon=True
+    ).start()
     try:
         server.start()
     except ServerError as exc:
@@ -492,6 +629,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     log.info("serving on port %d (SERVING)", port)
     stop.wait()
+    if server.failed.is_set():
+        log.error("exiting for a restart: %s", server.failure)
+        server.stop(0)
+        return 1
     log.info(
         "shutting down: NOT_SERVING, still serving for %.1f s, then draining; %.1f s in all",
         min(config.drain_announce, config.shutdown_grace),

@@ -1,46 +1,103 @@
-"""The gRPC servicer: proto <-> domain only, and domain errors -> status codes."""
+"""The gRPC servicer (``grpc.aio``): how a call enters, is counted and ends.
+
+Every method is registered with a *streaming* request side and raw bytes, whatever the
+proto says (the wire format is the same), so the handler runs as soon as a call's headers
+arrive. That lets the server bound the time a call may take to send its request message
+(a client that opens calls and never sends them parks nothing but a coroutine, and only
+for ``receive_timeout``), and parse the bytes itself: a body that is not a valid message
+(a string field that is not UTF-8...) is INVALID_ARGUMENT with a reason, counted, and
+logged at most once a minute, instead of gRPC's INTERNAL plus a traceback per call.
+
+Each RPC ends in exactly one ``nmt_requests_total`` increment and one latency observation
+with its real status code: OK, a domain error mapped here (and only here) to its code,
+or CANCELLED / DEADLINE_EXCEEDED when the client leaves or its deadline passes while the
+handler waits (asyncio cancels the handler; no path escapes the count).
+"""
 
 from __future__ import annotations
 
-import json
+import asyncio
+import contextlib
 import logging
-import queue
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 
 import grpc
+from google.protobuf.message import DecodeError, Message
 
-from models.options import DecodeOptions
-from service.engine import Engine, Job, TranslationResult, decode_options
+from models.options import DecodeOptions, Hypothesis
+from service.engine import DEADLINE_MESSAGE, Engine, Job
 from service.errors import (
     Cancelled,
     DeadlineExpired,
+    EngineFailure,
     InvalidRequest,
     NotReady,
     Overloaded,
     ServiceError,
+    TooLarge,
 )
+from service.messages import model_info, strategy_label, to_options, to_timing, to_translation
 from service.metrics import Metrics
 from service.proto.nmt.v1 import translator_pb2 as pb
-from service.proto.nmt.v1 import translator_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
 
+SERVICE_NAME = "nmt.v1.Translator"
 STATUS = {
     InvalidRequest: grpc.StatusCode.INVALID_ARGUMENT,
     Overloaded: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    TooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,
     NotReady: grpc.StatusCode.UNAVAILABLE,
     DeadlineExpired: grpc.StatusCode.DEADLINE_EXCEEDED,
     Cancelled: grpc.StatusCode.CANCELLED,
+    EngineFailure: grpc.StatusCode.INTERNAL,
 }
-DEFAULT_BEAM = 5
-# grpc reports "no deadline" as a remaining time of ~9e18 s, which overflows
-# Future.result(); anything beyond a day is treated as no deadline at all.
+# grpc reports "no deadline" as None or a remaining time of ~9e18 s; beyond a day is none.
 NO_DEADLINE_SECONDS = 86400.0
+BAD_BODY_LOG_SECONDS = 60.0
+CLIENT_DEADLINE_SLACK = 1.0
+DEADLINE_SKEW = 0.25
 
 
-def remaining_seconds(context: grpc.ServicerContext) -> float | None:
+@dataclass(frozen=True)
+class RpcConfig:
+    """What a call may ask of the server before the engine sees it."""
+
+    # Translation calls decoding or queued at once; more are refused at once
+    # (RESOURCE_EXHAUSTED, "retry with backoff"). Health and ListModels never count.
+    max_inflight: int = 120
+    # The deadline of a translation call that sets none: nothing waits without limit.
+    default_timeout: float = 60.0
+    # Seconds from a call's headers to its request message; then DEADLINE_EXCEEDED.
+    receive_timeout: float = 10.0
+    # Largest request accepted and reply sent. gRPC clients receive at most 4 MiB by
+    # default: a bigger reply would be counted OK here and fail there, so it is refused
+    # up front (INVALID_ARGUMENT naming the limit) unless the limit is raised on both sides.
+    max_message_bytes: int = 4 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.max_inflight < 1:
+            raise ValueError(f"max_inflight must be >= 1, got {self.max_inflight}")
+        for name in ("default_timeout", "receive_timeout"):
+            if not getattr(self, name) > 0:  # NaN fails too
+                raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
+        if self.max_message_bytes < 1024:
+            raise ValueError(f"max_message_bytes must be >= 1024, got {self.max_message_bytes}")
+
+
+@dataclass
+class Call:
+    """One RPC as the metrics see it; counted by :meth:`TranslatorServicer._count` once."""
+
+    method: str
+    start: float
+    options: DecodeOptions | None = None
+    counted: bool = False
+
+
+def remaining_seconds(context: grpc.aio.ServicerContext) -> float | None:
     """Seconds until the client's deadline, or ``None`` when it set none."""
     remaining = context.time_remaining()
     if remaining is None or remaining > NO_DEADLINE_SECONDS:
@@ -48,128 +105,177 @@ def remaining_seconds(context: grpc.ServicerContext) -> float | None:
     return max(0.0, remaining)
 
 
-def to_options(
-    msg: pb.DecodeOptions, *, default_max_length: int, defaults: DecodeOptions | None = None
-) -> DecodeOptions:
-    """Proto options -> domain options: what the request sets, else the model's decoding
-    defaults (``defaults``, from its manifest), else the documented ones."""
-    defaults = defaults or DecodeOptions()
-    beam = msg.beam_size
-    if msg.strategy == pb.STRATEGY_GREEDY:
-        if beam > 1:
-            raise InvalidRequest(
-                f"strategy GREEDY with beam_size {beam}: use STRATEGY_BEAM or beam_size 0/1"
-            )
-        beam = 1
-    elif msg.strategy == pb.STRATEGY_BEAM:
-        beam = beam or DEFAULT_BEAM
-    elif msg.strategy == pb.STRATEGY_UNSPECIFIED:
-        beam = beam or 1
-    else:  # a client built against a newer proto: refuse rather than guess
-        raise InvalidRequest(
-            f"unknown strategy {msg.strategy}: use STRATEGY_GREEDY (1), STRATEGY_BEAM (2) "
-            "or leave it unset"
-        )
-    return decode_options(
-        defaults,
-        beam_size=beam,
-        n_best=msg.n_best or 1,
-        length_penalty=(
-            msg.length_penalty if msg.HasField("length_penalty") else defaults.length_penalty
-        ),
-        max_length=msg.max_length or min(default_max_length, defaults.max_length),
-        max_length_ratio=(
-            msg.max_length_ratio if msg.HasField("max_length_ratio") else defaults.max_length_ratio
-        ),
-        return_attention=msg.return_attention,
-    )
+def _call_soon(loop: asyncio.AbstractEventLoop, callback, *args) -> None:
+    """``callback(*args)`` on ``loop`` from another thread; nothing once the loop has
+    closed (the server stopped: nobody is listening any more)."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(callback, *args)
 
 
-class _Once:
-    """Calls ``count(options, code)`` the first time it is called; later calls do nothing."""
+class _RateLimitedLog:
+    """Logs the first event and then at most one line per ``period`` with a count, so a
+    client sending garbage cannot flood the log."""
 
-    def __init__(self, count) -> None:
-        self._count = count
-        self._lock = threading.Lock()
-        self._done = False
-        self.options: DecodeOptions | None = None
+    def __init__(self, period: float) -> None:
+        self.period = period
+        self._next = 0.0
+        self._suppressed = 0
 
-    def __call__(self, code: grpc.StatusCode) -> None:
-        with self._lock:
-            if self._done:
-                return
-            self._done = True
-        self._count(self.options, code)
-
-
-def strategy_label(options: DecodeOptions | None) -> str:
-    if options is None:
-        return "unknown"
-    return "greedy" if options.beam_size == 1 else "beam"
+    def warning(self, message: str, *args) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            self._suppressed += 1
+            return
+        more = f" (and {self._suppressed} more since the last report)" if self._suppressed else ""
+        log.warning(message + more, *args)
+        self._next, self._suppressed = now + self.period, 0
 
 
-def to_translation(result: TranslationResult, *, scores: bool) -> pb.Translation:
-    out = pb.Translation(source_tokens=len(result.source_pieces))
-    for text, pieces, hyp in result.hypotheses:
-        h = out.hypotheses.add(text=text, tokens=pieces)
-        if scores:
-            h.score, h.log_prob = hyp.score, hyp.log_prob
-        if hyp.attention is not None:
-            rows, cols = hyp.attention.shape
-            h.attention.rows, h.attention.cols = rows, cols
-            h.attention.values.extend(hyp.attention.astype(float).ravel().tolist())
-            h.attention.source_tokens.extend(result.source_pieces)
-            h.attention.target_tokens.extend([*pieces, "</s>"])
-    return out
+class TranslatorServicer:
+    """``nmt.v1.Translator`` over the engines; register it with :meth:`handler`."""
 
-
-def to_timing(job: Job) -> pb.Timing:
-    t = job.timing
-    return pb.Timing(
-        queue_ms=t.queue_ms, encode_ms=t.encode_ms, decode_ms=t.decode_ms, total_ms=t.total_ms
-    )
-
-
-class TranslatorServicer(pb_grpc.TranslatorServicer):
     def __init__(
         self,
         engines: dict[str, Engine],
         default_model: str,
         metrics: Metrics,
-        *,
-        max_inflight: int = 1 << 30,
+        config: RpcConfig | None = None,
     ) -> None:
         self.engines = engines
         self.default_model = default_model
         self.metrics = metrics
+        self.config = config or RpcConfig()
         self.ready = False
-        # Translation RPCs beyond this are refused at once, so some server threads always
-        # stay free for health checks and ListModels under overload.
-        self.max_inflight = max_inflight
-        self._inflight = 0
-        self._lock = threading.Lock()
+        self._inflight = 0  # touched on the event loop's thread only
+        self._bad_bodies = _RateLimitedLog(BAD_BODY_LOG_SECONDS)
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        """The service's methods, request side streaming and raw (see the module doc)."""
+        unary, stream = grpc.stream_unary_rpc_method_handler, grpc.stream_stream_rpc_method_handler
+        return grpc.method_handlers_generic_handler(
+            SERVICE_NAME,
+            {
+                "Translate": unary(self._unary_call("Translate", pb.TranslateRequest)),
+                "TranslateStream": stream(self._stream_call),
+                "ListModels": unary(self._unary_call("ListModels", pb.ListModelsRequest)),
+            },
+        )
+
+    # -- the edge: receive, parse, count, map errors -------------------------------
+
+    def _unary_call(self, method: str, request_type: type[Message]):
+        handle: Callable[[Message, grpc.aio.ServicerContext, Call], Awaitable[Message]] = {
+            "Translate": self.translate,
+            "ListModels": self.list_models,
+        }[method]
+
+        async def call(requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext):
+            record = Call(method, time.monotonic())
+            try:
+                request = await self._receive(requests, request_type)
+                reply = self._serialize(await handle(request, context, record))
+            except BaseException as exc:  # every path is counted, then goes on as it would
+                await self._fail(context, record, exc)
+                raise
+            self._count(record, grpc.StatusCode.OK)
+            return reply
+
+        return call
+
+    async def _stream_call(self, requests: AsyncIterator[bytes], context):
+        record = Call("TranslateStream", time.monotonic())
+        try:
+            request = await self._receive(requests, pb.TranslateStreamRequest)
+            async for reply in self.translate_stream(request, context, record):
+                yield self._serialize(reply)
+        except BaseException as exc:  # GeneratorExit and CancelledError included
+            await self._fail(context, record, exc)
+            raise
+        self._count(record, grpc.StatusCode.OK)
+
+    async def _receive(self, requests: AsyncIterator[bytes], request_type: type[Message]):
+        try:
+            raw = await asyncio.wait_for(anext(requests), self.config.receive_timeout)
+        except TimeoutError:
+            raise DeadlineExpired(
+                f"no request message within {self.config.receive_timeout:g} s of the call "
+                "starting (--receive-timeout)"
+            ) from None
+        except StopAsyncIteration:
+            # A unary client always sends its message: none arriving means gRPC refused
+            # one over the size limit (the client already has gRPC's own status).
+            raise TooLarge(
+                f"no request message: larger than {self.config.max_message_bytes} bytes "
+                "(--max-message-bytes) or none sent"
+            ) from None
+        try:
+            return request_type.FromString(raw)
+        except DecodeError:
+            name = request_type.DESCRIPTOR.full_name
+            self._bad_bodies.warning("refused a request body that is not a valid %s", name)
+            raise InvalidRequest(
+                f"the request body is not a valid {name}: string fields must be UTF-8 and "
+                "the bytes a protobuf encoding of the message"
+            ) from None
+
+    def _serialize(self, reply: Message) -> bytes:
+        data = reply.SerializeToString()
+        if len(data) > self.config.max_message_bytes:
+            raise InvalidRequest(
+                f"the reply would be {len(data)} bytes, over the {self.config.max_message_bytes}"
+                "-byte limit (--max-message-bytes; gRPC clients accept 4 MiB by default): "
+                "send fewer sentences, ask for fewer n-best or no attention, or raise the "
+                "limit on the server and the client"
+            )
+        return data
+
+    async def _fail(self, context, record: Call, exc: BaseException) -> None:
+        """Count a call that did not end OK; answer it with its status where it still can
+        be (an exception that is not ours: logged, INTERNAL)."""
+        if isinstance(exc, (asyncio.CancelledError, GeneratorExit)):
+            # A client whose deadline passes resets the stream itself, a moment before the
+            # server's copy of the deadline (it started later) passes: a cancel that
+            # close to the deadline is the deadline.
+            left = context.time_remaining()
+            late = left is not None and left <= DEADLINE_SKEW
+            gone = grpc.StatusCode.DEADLINE_EXCEEDED if late else grpc.StatusCode.CANCELLED
+            self._count(record, gone)
+            return
+        if not isinstance(exc, Exception):
+            self._count(record, grpc.StatusCode.INTERNAL)
+            return
+        if isinstance(exc, ServiceError):
+            code, message = STATUS.get(type(exc), grpc.StatusCode.INTERNAL), str(exc)
+        else:
+            log.error("unexpected error in %s", record.method, exc_info=exc)
+            code = grpc.StatusCode.INTERNAL
+            message = f"internal error ({type(exc).__name__}); the server logged the details"
+        self._count(record, code)
+        await context.abort(code, message)  # raises; the caller's `raise` is not reached
+
+    def _count(self, record: Call, code: grpc.StatusCode) -> None:
+        if record.counted:
+            return
+        record.counted = True
+        self.metrics.requests.labels(record.method, code.name).inc()
+        self.metrics.request_latency.labels(
+            record.method, strategy_label(record.options), code.name
+        ).observe(time.monotonic() - record.start)
+
+    # -- admission -----------------------------------------------------------------------
 
     def _enter(self) -> None:
-        with self._lock:
-            if self._inflight >= self.max_inflight:
-                self.metrics.rejected.labels("too_many_inflight").inc()
-                raise Overloaded(
-                    f"{self._inflight} translations in flight (limit {self.max_inflight})"
-                )
-            self._inflight += 1
+        if self._inflight >= self.config.max_inflight:
+            self.metrics.rejected.labels("too_many_inflight").inc()
+            raise Overloaded(
+                f"{self._inflight} translations in flight (limit {self.config.max_inflight})"
+            )
+        self._inflight += 1
         self.metrics.inflight.inc()
 
     def _leave(self) -> None:
-        with self._lock:
-            self._inflight -= 1
+        self._inflight -= 1
         self.metrics.inflight.dec()
-
-    @staticmethod
-    def _cancel_with_client(context: grpc.ServicerContext, job: Job) -> None:
-        # add_callback returns False when the RPC has already ended (the client left
-        # between submit and here): the callback would never run, so cancel now.
-        if not context.add_callback(job.cancel):
-            job.cancel()
 
     def _engine(self, name: str) -> Engine:
         if not self.ready:
@@ -182,57 +288,46 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
             )
         return engine
 
-    def _finish_once(self, method: str, start: float, context) -> _Once:
-        """Counts a streaming call exactly once. A stream the client cancels (or whose
-        deadline passes) while its handler is suspended at a ``yield`` is closed by gRPC
-        whenever the generator is collected, maybe never; the RPC's termination callback
-        counts it instead, unless the handler already did."""
-        once = _Once(lambda options, code: self._finish(method, options, start, code))
+    def _timeout(self, context) -> float:
+        """How long the engine may take: the default for a call without a deadline; for
+        one with a deadline a little longer, as a backstop only. gRPC ends such a call at
+        its deadline itself (the handler is cancelled, which cancels the job at the next
+        step); ending it here at the same instant would race gRPC's own status."""
+        remaining = remaining_seconds(context)
+        if remaining is None:
+            return self.config.default_timeout
+        return remaining + CLIENT_DEADLINE_SLACK
 
-        def terminated() -> None:
-            left = context.time_remaining()
-            late = left is not None and left <= 0
-            once(grpc.StatusCode.DEADLINE_EXCEEDED if late else grpc.StatusCode.CANCELLED)
-
-        if not context.add_callback(terminated):
-            terminated()
-        return once
-
-    def _finish(self, method: str, options, start: float, code: grpc.StatusCode) -> None:
-        label = code.name
-        self.metrics.requests.labels(method, label).inc()
-        self.metrics.request_latency.labels(method, strategy_label(options), label).observe(
-            time.monotonic() - start
-        )
-
-    def _abort(self, context: grpc.ServicerContext, exc: Exception) -> grpc.StatusCode:
-        if isinstance(exc, ServiceError):
-            code = STATUS.get(type(exc), grpc.StatusCode.INTERNAL)
-            message = str(exc)
-        else:
-            log.exception("unexpected error")
-            code = grpc.StatusCode.INTERNAL
-            message = f"internal error ({type(exc).__name__}); the server logged the details"
-        context.set_code(code)
-        context.set_details(message)
-        return code
-
-    def Translate(self, request: pb.TranslateRequest, context) -> pb.TranslateResponse:
-        start, options, entered = time.monotonic(), None, False
+    @staticmethod
+    async def _result(job: Job, timeout: float) -> list[list[Hypothesis]]:
+        """The job's n-best lists; its error raised; :class:`DeadlineExpired` after
+        ``timeout``. The engine's future is shielded: only ``job.cancel()`` stops a job."""
+        result = asyncio.wrap_future(job.future)
         try:
-            self._enter()
-            entered = True
+            return await asyncio.wait_for(asyncio.shield(result), timeout)
+        except TimeoutError:
+            raise DeadlineExpired(DEADLINE_MESSAGE) from None
+        finally:
+            # Left behind (cancelled or timed out): its error is expected, not "never
+            # retrieved".
+            result.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+    # -- methods ---------------------------------------------------------------------------
+
+    async def translate(self, request: pb.TranslateRequest, context, record: Call):
+        self._enter()
+        job = None
+        try:
             engine = self._engine(request.model)
-            options = to_options(
+            record.options = to_options(
                 request.options,
                 default_max_length=min(256, engine.config.max_target_length),
                 defaults=engine.bundle.decoding,
             )
-            timeout = remaining_seconds(context)
-            job = engine.submit(list(request.texts), options, timeout=timeout)
-            self._cancel_with_client(context, job)
-            results = engine.render(job, engine.wait(job, timeout))
-            response = pb.TranslateResponse(
+            timeout = self._timeout(context)
+            job = engine.submit(list(request.texts), record.options, timeout=timeout)
+            results = engine.render(job, await self._result(job, timeout))
+            return pb.TranslateResponse(
                 translations=[
                     to_translation(r, scores=request.options.return_scores) for r in results
                 ],
@@ -240,69 +335,48 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
                 model_version=str(engine.bundle.manifest.get("version", "")),
                 timing=to_timing(job),
             )
-            self._finish("Translate", options, start, grpc.StatusCode.OK)
-            return response
-        except Exception as exc:  # noqa: BLE001 - every failure becomes a status code
-            code = self._abort(context, exc)
-            self._finish("Translate", options, start, code)
-            return pb.TranslateResponse()
         finally:
-            if entered:
-                self._leave()
+            if job is not None and not job.future.done():
+                job.cancel()  # the client left, or the deadline passed: free its rows
+            self._leave()
 
-    def TranslateStream(
-        self, request: pb.TranslateStreamRequest, context
-    ) -> Iterator[pb.TranslateStreamResponse]:
-        start, options, entered = time.monotonic(), None, False
-        finish = self._finish_once("TranslateStream", start, context)
+    async def translate_stream(self, request: pb.TranslateStreamRequest, context, record: Call):
+        """Yields a message per change of the stable prefix's text, then the final one."""
+        self._enter()
+        job = None
         try:
-            self._enter()
-            entered = True
             engine = self._engine(request.model)
-            options = to_options(
+            record.options = to_options(
                 request.options,
                 default_max_length=min(256, engine.config.max_target_length),
                 defaults=engine.bundle.decoding,
             )
-            finish.options = options
-            # One update per new prefix length (prefixes only grow) plus the final one:
-            # at most max_length + 1 puts, so this bound never makes the scheduler wait.
-            updates: queue.Queue[tuple[tuple[int, ...], bool]] = queue.Queue(
-                maxsize=options.max_length + 2
-            )
-            last: list[int] = [-1]
+            loop = asyncio.get_running_loop()
+            # Prefixes from the scheduler thread, then None once the job resolves: both go
+            # through call_soon_threadsafe from that one thread, so None comes last.
+            updates: asyncio.Queue[tuple[int, ...] | None] = asyncio.Queue()
+            last = [-1]
 
             def on_prefix(tokens: tuple[int, ...], final: bool) -> None:
                 # Runs in the scheduler thread: hand over real changes, never block.
-                if final or len(tokens) != last[0]:
+                if not final and len(tokens) != last[0]:
                     last[0] = len(tokens)
-                    try:
-                        updates.put_nowait((tokens, final))
-                    except queue.Full:  # the bound above rules it out; drop, don't stall
-                        log.warning("stream update dropped: queue full")
+                    _call_soon(loop, updates.put_nowait, tokens)
 
-            timeout = remaining_seconds(context)
-            job = engine.submit([request.text], options, timeout=timeout, on_prefix=on_prefix)
-            self._cancel_with_client(context, job)
+            timeout = self._timeout(context)
+            job = engine.submit(
+                [request.text], record.options, timeout=timeout, on_prefix=on_prefix
+            )
+            job.future.add_done_callback(lambda _: _call_soon(loop, updates.put_nowait, None))
             text = ""
-            while True:
-                try:
-                    tokens, final = updates.get(timeout=0.1)
-                except queue.Empty:
-                    if job.future.done():
-                        engine.wait(job, 0)  # raises the job's error
-                        # Every update is put before the job resolves: none is coming.
-                        if updates.empty():
-                            break
-                    continue
-                if final:
-                    break
-                new = engine.bundle.tgt_tokenizer.decode(tokens)
-                if new != text:
-                    delta = new[len(text) :] if new.startswith(text) else new
-                    text = new
-                    yield pb.TranslateStreamResponse(text=text, delta=delta)
-            results = engine.render(job, engine.wait(job, timeout))
+            async with asyncio.timeout(timeout):
+                while (tokens := await updates.get()) is not None:
+                    new = engine.bundle.tgt_tokenizer.decode(tokens)
+                    if new != text:
+                        delta = new[len(text) :] if new.startswith(text) else new
+                        text = new
+                        yield pb.TranslateStreamResponse(text=text, delta=delta)
+            results = engine.render(job, job.future.result())  # done: raises its error
             best = results[0].hypotheses[0][0]
             yield pb.TranslateStreamResponse(
                 text=best,
@@ -311,38 +385,20 @@ class TranslatorServicer(pb_grpc.TranslatorServicer):
                 translation=to_translation(results[0], scores=request.options.return_scores),
                 timing=to_timing(job),
             )
-            finish(grpc.StatusCode.OK)
-        except Exception as exc:  # noqa: BLE001
-            finish(self._abort(context, exc))
+        except TimeoutError:
+            raise DeadlineExpired(DEADLINE_MESSAGE) from None
         finally:
-            if entered:
-                self._leave()
+            if job is not None and not job.future.done():
+                job.cancel()
+            self._leave()
 
-    def ListModels(self, request: pb.ListModelsRequest, context) -> pb.ListModelsResponse:
-        start = time.monotonic()
-        out = pb.ListModelsResponse()
-        for name, engine in sorted(self.engines.items()):
-            m = engine.bundle.manifest
-            summary = {
-                "parity": m.get("parity", {}),
-                "versions": m.get("versions", {}),
-                "created": m.get("created"),
-                "checkpoint": m.get("checkpoint", {}).get("meta", {}),
-                "source_model": m.get("source_model"),
-                "tokenizers": m.get("tokenizers"),
-            }
-            out.models.add(
-                name=name,
-                version=str(m.get("version", "")),
-                precision=m.get("precision", "fp32"),
-                execution_provider=engine.bundle.model.provider,
-                config_json=json.dumps(m.get("model_config", {}), sort_keys=True),
-                parameters=int(m.get("parameters", 0)),
-                src_vocab_size=int(m.get("src_vocab_size", 0)),
-                tgt_vocab_size=int(m.get("tgt_vocab_size", 0)),
-                max_source_tokens=engine.max_source_tokens,
-                manifest_summary_json=json.dumps(summary, sort_keys=True, default=str),
-                is_default=name == self.default_model,
-            )
-        self._finish("ListModels", None, start, grpc.StatusCode.OK)
-        return out
+    def models(self) -> pb.ListModelsResponse:
+        return pb.ListModelsResponse(
+            models=[
+                model_info(name, engine, default=name == self.default_model)
+                for name, engine in sorted(self.engines.items())
+            ]
+        )
+
+    async def list_models(self, request: pb.ListModelsRequest, context, record: Call):
+        return self.models()

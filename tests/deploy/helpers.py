@@ -292,8 +292,6 @@ def start_serve(processes: Processes, name: str, repo: Path, *extra: str) -> tup
         "cpu",
         "--intra-op-threads",
         "1",
-        "--workers",
-        "16",
         "--shutdown-grace",
         "1",
         *extra,

@@ -87,7 +87,7 @@ def test_locust_smoke_run_passes_its_slo(server_factory, tmp_path):
 
 def test_locust_reports_overload_under_its_own_name(server_factory, tmp_path):
     server = server_factory()
-    server.servicer.max_inflight = 0  # every translation is refused: RESOURCE_EXHAUSTED
+    server.servicer._inflight = 1 << 30  # every translation is refused: RESOURCE_EXHAUSTED
     sentences = tmp_path / "sentences.txt"
     sentences.write_text("A small house.\nThe dog barked at the man in the garden.\n")
     result, stats, failures = locust(

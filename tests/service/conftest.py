@@ -12,3 +12,4 @@ from tests.service.server_fixtures import (  # noqa: E402, F401 - fixtures of th
     tiny_bundle,
     tiny_checkpoint,
 )
+from tests.service.tls_fixtures import pki  # noqa: E402, F401 - certificates of the TLS tests

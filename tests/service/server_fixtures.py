@@ -113,7 +113,6 @@ class ServerFactory:
             "port": 0,
             "metrics_host": "127.0.0.1",
             "metrics_port": 0,
-            "workers": 64,
             "shutdown_grace": 2.0,
             "runtime": RuntimeConfig(providers=("cpu",), intra_op_threads=1),
             "engine": EngineConfig(**engine),

@@ -191,7 +191,7 @@ def test_short_request_overtakes_long_one(server, stub, tiny_bundle):
         responses[name] = stub.Translate(request, timeout=TIMEOUT)
         done[name] = time.monotonic()
 
-    assert reg.get_sample_value("nmt_live_rows") == 0
+    assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") == 0, timeout=5)
     long_thread = threading.Thread(target=run, args=("long", long_request))
     long_thread.start()
     assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") >= 80), "long never started"

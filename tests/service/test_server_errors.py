@@ -160,7 +160,7 @@ def test_deadline_mid_decode_frees_the_rows(server, stub, tiny_bundle):
     f2 = stub.Translate.future(more, timeout=10)
     assert len(f1.result().translations) == 6
     assert len(f2.result().translations) == 4
-    assert reg.get_sample_value("nmt_live_rows") == 0
+    assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") == 0, timeout=5)
     assert reg.get_sample_value("nmt_queue_depth") == 0
 
 
@@ -339,7 +339,7 @@ def test_decoder_step_failure_is_internal_and_server_recovers(server_factory, mo
         assert "injected" not in exc.details()  # no internals leak to the client
         assert len(stub.Translate(_request(), timeout=10).translations) == 1
         assert len(calls) > 1
-        assert server.registry.get_sample_value("nmt_live_rows") == 0
+        assert wait_until(lambda: server.registry.get_sample_value("nmt_live_rows") == 0, timeout=5)
     finally:
         channel.close()
 
@@ -362,7 +362,7 @@ def test_server_recovers_after_encoder_failure(server_factory, monkeypatch):
     try:
         rpc_error(lambda: stub.Translate(_request(), timeout=3))
         assert len(stub.Translate(_request(), timeout=10).translations) == 1
-        assert server.registry.get_sample_value("nmt_live_rows") == 0
+        assert wait_until(lambda: server.registry.get_sample_value("nmt_live_rows") == 0, timeout=5)
     finally:
         channel.close()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
@@ -45,7 +46,8 @@ def _check(channel: grpc.Channel, service: str, timeout: float = 5.0):
 
 def _direct_check(server, service: str):
     """Ask the health servicer itself (the gRPC port refuses calls once it has closed)."""
-    return server.health.Check(health_pb2.HealthCheckRequest(service=service), None).status
+    request = health_pb2.HealthCheckRequest(service=service)
+    return asyncio.run(server.health.Check(request, None)).status
 
 
 def _long_request(sentence: str, copies: int) -> pb.TranslateRequest:

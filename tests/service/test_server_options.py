@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import time
 
 import grpc
 import pytest
@@ -14,8 +13,9 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
 
 from service.proto.nmt.v1 import translator_pb2 as pb
 from service.proto.nmt.v1 import translator_pb2_grpc as pb_grpc
-from service.server import SERVICE_NAME, main
+from service.server import SERVICE_NAME, ServerError, main
 from tests.service.server_helpers import TIMEOUT, rpc_error
+from tests.service.tls_fixtures import TLS_OPTIONS, channel_credentials
 
 
 def _self_signed(tmp_path) -> tuple:
@@ -115,44 +115,68 @@ def test_every_loaded_model_has_its_info_series(tiny_bundle, tmp_path):
         for name in ("alpha", "beta"):
             labels = {"model": name, "version": "1", "provider": "CPUExecutionProvider"}
             assert reg.get_sample_value("nmt_model_info", labels) == 1
-        listed = server.servicer.ListModels(pb.ListModelsRequest(), None)
+        listed = server.servicer.models()
         assert [m.name for m in listed.models] == ["alpha", "beta"]
     finally:
         factory.close()
 
 
-class _GoneClient:
-    """A servicer context whose RPC already ended: add_callback refuses the callback."""
-
-    def __init__(self) -> None:
-        self.code = self.details = None
-
-    def add_callback(self, callback) -> bool:
-        return False
-
-    def time_remaining(self):
-        return 30.0
-
-    def set_code(self, code) -> None:
-        self.code = code
-
-    def set_details(self, details) -> None:
-        self.details = details
-
-
-def test_job_of_a_client_gone_before_add_callback_is_cancelled(server_factory, tiny_bundle):
-    server = server_factory(max_live_rows=40, max_beam_size=6, max_target_length=4000)
-    context = _GoneClient()
-    request = pb.TranslateRequest(
-        texts=[tiny_bundle.sentences[0]],
-        options=pb.DecodeOptions(
-            strategy=pb.STRATEGY_BEAM, beam_size=5, max_length=4000, max_length_ratio=100.0
-        ),
+def test_mutual_tls_through_the_server(server_factory, pki):
+    server = server_factory(
+        server={
+            "tls_cert": pki / "server.crt",
+            "tls_key": pki / "server.key",
+            "tls_client_ca": pki / "ca.crt",
+        }
     )
-    start = time.monotonic()
-    server.servicer.Translate(request, context)
-    assert context.code == grpc.StatusCode.CANCELLED
-    assert time.monotonic() - start < 20  # not decoded to its 4,000-token limit
-    reg = server.registry
-    labels = {"method": "Translate", "code": "CANCELLED"}
-    assert reg.get_sample_value("nmt_requests_total", labels) == 1
+    request = pb.TranslateRequest(texts=["A short sentence."])
+
+    def call(client: str | None):
+        credentials = channel_credentials(pki, client)
+        address = f"127.0.0.1:{server.port}"
+        with grpc.secure_channel(address, credentials, TLS_OPTIONS) as channel:
+            return pb_grpc.TranslatorStub(channel).Translate(request, timeout=TIMEOUT)
+
+    assert len(call("client").translations) == 1
+    for stranger in (None, "rogue"):  # no certificate, or one another CA signed
+        assert rpc_error(lambda c=stranger: call(c)).code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_cli_key_that_does_not_match_the_certificate_is_one_line(tiny_bundle, pki, capsys):
+    args = ["--model-repository", str(tiny_bundle.repo), "--port", "0", "--metrics-port", "-1"]
+    tls = ["--tls-cert", str(pki / "server.crt"), "--tls-key", str(pki / "other.key")]
+    assert main([*args, "--providers", "cpu", *tls]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "does not match the certificate" in err[0], err
+    ca = ["--tls-client-ca", str(pki / "ca.crt")]
+    assert main([*args, "--providers", "cpu", *ca]) == 2
+    assert "--tls-client-ca needs --tls-cert" in capsys.readouterr().err
+
+
+def test_localhost_takes_every_loopback_or_nothing(server_factory):
+    import socket
+
+    server = server_factory(warm=False, start=False, server={"host": "localhost"})
+    for family, address in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        with socket.socket(family) as probe:
+            try:
+                probe.bind((address, server.port))
+            except OSError:
+                continue  # taken by the server: good
+            if family == socket.AF_INET6 and not _has_ipv6_loopback():
+                continue
+            raise AssertionError(f"{address}:{server.port} is free: the server did not bind it")
+    # The same port again: refused with the address named, not half bound.
+    with pytest.raises(ServerError, match=r"could not bind gRPC to 127\.0\.0\.1:\d+"):
+        server_factory(warm=False, start=False, server={"host": "localhost", "port": server.port})
+
+
+def _has_ipv6_loopback() -> bool:
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False

@@ -1,0 +1,105 @@
+"""Protobuf messages <-> domain objects: request options in, translations and timings out.
+Torch-free, no gRPC calls; the servicer uses these at the edge of every RPC."""
+
+from __future__ import annotations
+
+import json
+
+from models.options import DecodeOptions
+from service.engine import Job, TranslationResult, decode_options
+from service.errors import InvalidRequest
+from service.proto.nmt.v1 import translator_pb2 as pb
+
+DEFAULT_BEAM = 5
+
+
+def to_options(
+    msg: pb.DecodeOptions, *, default_max_length: int, defaults: DecodeOptions | None = None
+) -> DecodeOptions:
+    """Proto options -> domain options: what the request sets, else the model's decoding
+    defaults (``defaults``, from its manifest), else the documented ones."""
+    defaults = defaults or DecodeOptions()
+    beam = msg.beam_size
+    if msg.strategy == pb.STRATEGY_GREEDY:
+        if beam > 1:
+            raise InvalidRequest(
+                f"strategy GREEDY with beam_size {beam}: use STRATEGY_BEAM or beam_size 0/1"
+            )
+        beam = 1
+    elif msg.strategy == pb.STRATEGY_BEAM:
+        beam = beam or DEFAULT_BEAM
+    elif msg.strategy == pb.STRATEGY_UNSPECIFIED:
+        beam = beam or 1
+    else:  # a client built against a newer proto: refuse rather than guess
+        raise InvalidRequest(
+            f"unknown strategy {msg.strategy}: use STRATEGY_GREEDY (1), STRATEGY_BEAM (2) "
+            "or leave it unset"
+        )
+    return decode_options(
+        defaults,
+        beam_size=beam,
+        n_best=msg.n_best or 1,
+        length_penalty=(
+            msg.length_penalty if msg.HasField("length_penalty") else defaults.length_penalty
+        ),
+        max_length=msg.max_length or min(default_max_length, defaults.max_length),
+        max_length_ratio=(
+            msg.max_length_ratio if msg.HasField("max_length_ratio") else defaults.max_length_ratio
+        ),
+        return_attention=msg.return_attention,
+    )
+
+
+def strategy_label(options: DecodeOptions | None) -> str:
+    """The ``strategy`` label of the latency histogram."""
+    if options is None:
+        return "unknown"
+    return "greedy" if options.beam_size == 1 else "beam"
+
+
+def to_translation(result: TranslationResult, *, scores: bool) -> pb.Translation:
+    out = pb.Translation(source_tokens=len(result.source_pieces))
+    for text, pieces, hyp in result.hypotheses:
+        h = out.hypotheses.add(text=text, tokens=pieces)
+        if scores:
+            h.score, h.log_prob = hyp.score, hyp.log_prob
+        if hyp.attention is not None:
+            rows, cols = hyp.attention.shape
+            h.attention.rows, h.attention.cols = rows, cols
+            h.attention.values.extend(hyp.attention.astype(float).ravel().tolist())
+            h.attention.source_tokens.extend(result.source_pieces)
+            h.attention.target_tokens.extend([*pieces, "</s>"])
+    return out
+
+
+def to_timing(job: Job) -> pb.Timing:
+    t = job.timing
+    return pb.Timing(
+        queue_ms=t.queue_ms, encode_ms=t.encode_ms, decode_ms=t.decode_ms, total_ms=t.total_ms
+    )
+
+
+def model_info(name: str, engine, *, default: bool) -> pb.ModelInfo:
+    """One model's ListModels entry; ``engine`` is its :class:`service.engine.Engine`."""
+    m = engine.bundle.manifest
+    summary = {
+        "parity": m.get("parity", {}),
+        "versions": m.get("versions", {}),
+        "created": m.get("created"),
+        "checkpoint": m.get("checkpoint", {}).get("meta", {}),
+        "source_model": m.get("source_model"),
+        "tokenizers": m.get("tokenizers"),
+    }
+    return pb.ModelInfo(
+        name=name,
+        version=str(m.get("version", "")),
+        precision=m.get("precision", "fp32"),
+        execution_provider=engine.bundle.model.provider,
+        config_json=json.dumps(m.get("model_config", {}), sort_keys=True),
+        parameters=int(m.get("parameters", 0)),
+        src_vocab_size=int(m.get("src_vocab_size", 0)),
+        tgt_vocab_size=int(m.get("tgt_vocab_size", 0)),
+        max_source_tokens=engine.max_source_tokens,
+        manifest_summary_json=json.dumps(summary, sort_keys=True, default=str),
+        is_default=default,
+    )

@@ -1,0 +1,134 @@
+"""Engine.health(): what a watchdog reads to tell a working engine from a zombie (a dead
+scheduler or encoder thread, or a scheduler that stopped making progress)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from service.engine import EngineConfig, EngineFailure
+from service.errors import NotReady
+from tests.service.server_helpers import wait_until
+from tests.service.test_fault_isolation import (
+    BEAM,
+    GREEDY,
+    TIMEOUT,
+    engine_factory,
+    innocent_texts,
+    load_tiny_bundle,
+)
+
+DEAD = r"^internal error \((RuntimeError|MemoryError)\) in the translation engine;"
+
+
+@pytest.fixture(scope="module")
+def bundle(tiny_bundle):
+    return load_tiny_bundle(tiny_bundle)
+
+
+@pytest.fixture
+def make_engine(bundle):
+    yield from engine_factory(bundle)
+
+
+def test_healthy_engine_idle_and_under_load(make_engine, tiny_bundle):
+    engine, _ = make_engine()
+    assert engine.health() is None
+    texts = innocent_texts(tiny_bundle)
+    jobs = [engine.submit(texts, options, timeout=TIMEOUT) for options in (GREEDY, BEAM) * 4]
+    reports = set()
+    while not all(job.future.done() for job in jobs):
+        reports.add(engine.health())
+        time.sleep(0.001)
+    assert reports <= {None}
+    for job in jobs:
+        assert len(job.future.result(TIMEOUT)) == len(texts)
+    assert engine.health() is None
+    engine.stop(TIMEOUT)
+    assert engine.health() is None
+
+
+def test_health_before_start_and_after_stop(make_engine):
+    engine, _ = make_engine()
+    engine.stop(TIMEOUT)
+    assert not engine._thread.is_alive()
+    assert engine.health() is None  # stopped on purpose: not a fault
+
+
+def test_stall_timeout_must_be_positive():
+    with pytest.raises(ValueError, match="stall_timeout must be > 0"):
+        EngineConfig(stall_timeout=0)
+
+
+def test_scheduler_crash_fails_live_and_queued_requests(make_engine, tiny_bundle, monkeypatch):
+    texts = innocent_texts(tiny_bundle)
+    engine, model = make_engine()
+    model.hold_steps()
+    live = engine.submit(texts[:2], BEAM, timeout=TIMEOUT)
+    assert model.entered.wait(TIMEOUT), "the request never reached the decoder"
+    queued = [engine.submit([t], GREEDY, timeout=TIMEOUT) for t in texts[2:5]]
+
+    def admit_now():
+        raise RuntimeError("injected scheduler bug")
+
+    monkeypatch.setattr(engine, "_admit_now", admit_now)  # escapes _schedule
+    model.release()
+    for job in [live, *queued]:
+        with pytest.raises(EngineFailure, match=DEAD):
+            job.future.result(TIMEOUT)
+    assert wait_until(lambda: not engine._thread.is_alive(), TIMEOUT)
+    assert engine.health() == "the scheduler thread failed: RuntimeError: injected scheduler bug"
+    with pytest.raises(NotReady, match="the translation engine failed: the scheduler thread"):
+        engine.submit(texts[:1], GREEDY, timeout=TIMEOUT)
+
+
+def test_encoder_thread_crash_fails_requests(make_engine, tiny_bundle, monkeypatch):
+    texts = innocent_texts(tiny_bundle)
+    engine, _ = make_engine()
+    assert engine._encoder_thread is not None
+    entered, release = threading.Event(), threading.Event()
+
+    def encode_batch(admitted):
+        entered.set()
+        assert release.wait(TIMEOUT)
+        raise MemoryError("injected encoder thread bug")
+
+    monkeypatch.setattr(engine, "_encode_batch", encode_batch)
+    jobs = [engine.submit([texts[0]], GREEDY, timeout=TIMEOUT)]
+    assert entered.wait(TIMEOUT)
+    jobs += [engine.submit([t], GREEDY, timeout=TIMEOUT) for t in texts[1:3]]  # queued
+    release.set()
+    for job in jobs:
+        with pytest.raises(EngineFailure, match=DEAD):
+            job.future.result(TIMEOUT)
+    assert wait_until(lambda: not engine._encoder_thread.is_alive(), TIMEOUT)
+    assert wait_until(lambda: not engine._thread.is_alive(), TIMEOUT)
+    assert engine.health() == "the encoder thread failed: MemoryError: injected encoder thread bug"
+    with pytest.raises(NotReady, match="the translation engine failed: the encoder thread"):
+        engine.submit(texts[:1], GREEDY, timeout=TIMEOUT)
+
+
+@pytest.mark.parametrize("where", ["step", "encoder"])
+def test_stall_is_reported_and_clears(make_engine, tiny_bundle, where):
+    texts = innocent_texts(tiny_bundle)
+    engine, model = make_engine(stall_timeout=0.2)
+    model.hold_steps() if where == "step" else model.hold_encoder()
+    job = engine.submit(texts[:2], GREEDY, timeout=TIMEOUT)
+    assert model.entered.wait(TIMEOUT)
+    assert wait_until(lambda: engine.health() is not None, TIMEOUT)
+    assert engine.health().startswith("the scheduler has made no progress for ")
+    assert "stall_timeout 0.2 s" in engine.health()
+    model.release()
+    assert len(job.future.result(TIMEOUT)) == 2
+    assert wait_until(lambda: engine.health() is None, TIMEOUT)
+
+
+def test_idle_engine_is_not_stalled(make_engine, tiny_bundle):
+    """Nothing to do for longer than stall_timeout, then a request: no stall."""
+    engine, _ = make_engine(stall_timeout=0.05)
+    job = engine.submit(innocent_texts(tiny_bundle)[:1], GREEDY, timeout=TIMEOUT)
+    job.future.result(TIMEOUT)
+    assert wait_until(lambda: False, 0.1) is False  # idle past stall_timeout
+    assert engine.health() is None
