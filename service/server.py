@@ -66,8 +66,10 @@ class TransportConfig:
     # never); with --reuse-port it spreads long-lived clients over the processes again.
     max_connection_age: float = 0.0
     max_connection_age_grace: float = 30.0
-    # Concurrent calls one connection may have open; more wait in the client.
-    max_streams_per_connection: int = 256
+    # Concurrent calls one connection may open; HTTP/2 refuses more (REFUSED_STREAM, the
+    # client sees UNAVAILABLE before any call starts). Half-open calls cost a coroutine
+    # for --receive-timeout, so this only bounds what one connection can hold at once.
+    max_streams_per_connection: int = 1024
 
     def __post_init__(self) -> None:
         for name in ("keepalive_time", "keepalive_timeout"):
