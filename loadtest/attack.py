@@ -12,7 +12,10 @@ with the demo model committed in that tree and the tree's default flags, waits f
    message (one client, one connection), plus one ordinary translation;
 3. ``overload``: ``--overload`` times 120 closed-loop greedy clients (120 = the
    translations the server keeps in flight by default, before and after grpc.aio) on
-   grpc.aio in a child process.
+   grpc.aio in a child process at low priority;
+4. ``overload_bare_health``: the same overload again, health sampled from a separate
+   process that only answers health checks: the latency floor a saturated machine sets
+   for any server, to read the server's own figures against.
 
 Health ``Check`` is sampled every 20 ms on a connection of its own with a 2 s deadline;
 each phase reports p50/p99/max and every failed check by status. Writes ``<out>.json``
@@ -45,6 +48,19 @@ from tests.reliability.hostile import HalfOpenCalls, health_latencies, own_chann
 ROOT = Path(__file__).resolve().parent.parent
 CAPACITY = 120
 SENTENCES = ROOT / "models" / "sample" / "sample.en"
+
+
+BARE_HEALTH_SERVER = """
+import sys, threading
+from concurrent.futures import ThreadPoolExecutor
+import grpc
+from grpc_health.v1 import health, health_pb2_grpc
+server = grpc.server(ThreadPoolExecutor(2))
+health_pb2_grpc.add_HealthServicer_to_server(health.HealthServicer(), server)
+server.add_insecure_port("127.0.0.1:" + sys.argv[1])
+server.start()
+threading.Event().wait()
+"""
 
 
 def _free_port() -> int:
@@ -170,6 +186,18 @@ def run(tree: Path, half_open: int, overload: int, seconds: float) -> dict:
                 port, seconds, lambda: pool.submit(_overload_child, port, clients, seconds).result()
             )
         phases["overload"] |= {"clients": clients, "translate_codes": tally}
+        # The floor the machine sets: the same overload, health sampled from a process
+        # that does nothing but answer health checks (no GIL or loop shared with anyone).
+        bare_port = _free_port()
+        bare = subprocess.Popen([sys.executable, "-c", BARE_HEALTH_SERVER, str(bare_port)])
+        try:
+            wait_serving(bare_port)
+            with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+                future = pool.submit(_overload_child, port, clients, seconds)
+                phases["overload_bare_health"], _ = sampled(bare_port, seconds, future.result)
+        finally:
+            bare.kill()
+            bare.wait()
         return phases
     finally:
         server.terminate()

@@ -37,8 +37,8 @@ class Cancelled(ServiceError):
 
 
 class TooLarge(ServiceError):
-    """A request or reply over the message size limit (maps to RESOURCE_EXHAUSTED, with
-    no retry hint: sending the same again fails the same way)."""
+    """No request message arrived, gRPC having refused one over the size limit (maps to
+    RESOURCE_EXHAUSTED, with no retry hint: sending the same again fails the same way)."""
 
 
 class EngineFailure(ServiceError):

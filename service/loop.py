@@ -11,6 +11,7 @@ own Python then only records the result. The numbers are exactly those of runnin
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from service.decoding import (
 )
 from service.pool import MemoryPool
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 # Rebuild the pool when the longest live sentence needs at most this share of its width.
@@ -156,7 +158,12 @@ class DecodeLoop:
                 rows += _rows_of(s)
         self.active = still
         self._live_rows = rows
-        self._maybe_compact()
+        try:
+            self._maybe_compact()
+        except Exception:  # noqa: BLE001 - the step is committed: never report it failed
+            # compact() swaps in the new buffers only once they are built, so the pool is
+            # still whole; the next step tries again.
+            log.exception("compacting the memory pool failed; keeping it as it is")
         if errors:
             if failed is None:
                 raise errors[0][1]

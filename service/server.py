@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_REPOSITORY = Path(__file__).resolve().parent.parent / "model_repository"
 WATCHDOG_SECONDS = 1.0
+SHUTDOWN_TASKS_SECONDS = 1.0
 
 
 class ServerError(RuntimeError):
@@ -313,11 +314,17 @@ class TranslationServer:
                 reason = engine.health()
                 if reason is None:
                     continue
+                if self._stopped.is_set() or not self._loop.is_running():
+                    return  # stopping on purpose: the engines' threads end with it
                 self.failure = f"model {name}: {reason}"
                 log.error("watchdog: %s; health NOT_SERVING", self.failure)
                 self.servicer.ready = False
-                self._on_loop(self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING))
                 self.failed.set()
+                try:
+                    not_serving = health_pb2.HealthCheckResponse.NOT_SERVING
+                    self._on_loop(self._set_health(not_serving), timeout=5)
+                except (RuntimeError, TimeoutError):  # the loop closed under us: stopping
+                    pass
                 return
 
     def warm_up(self) -> None:
@@ -343,7 +350,7 @@ class TranslationServer:
         # an UNAVAILABLE status from an open port it would pass to the client instead.
         time.sleep(min(self.config.drain_announce, grace))
         self.servicer.ready = False
-        self._on_loop(self.grpc_server.stop(max(0.0, deadline - time.monotonic())))
+        self._on_loop(self._shutdown(max(0.0, deadline - time.monotonic())))
         for engine in self.engines.values():
             engine.stop(timeout=max(0.0, deadline - time.monotonic()))
         if self._metrics_httpd is not None:
@@ -351,6 +358,16 @@ class TranslationServer:
             self._metrics_httpd.server_close()
         self._stopped.set()
         self._close_loop()
+
+    async def _shutdown(self, grace: float) -> None:
+        """Close the port, then let the handlers gRPC cancelled when the grace ran out run
+        their own ending (each call counted, its job cancelled) before the loop closes."""
+        await self.grpc_server.stop(grace)
+        current = asyncio.current_task()
+        pending = [t for t in asyncio.all_tasks() if t is not current]
+        if pending:
+            await asyncio.wait(pending, timeout=SHUTDOWN_TASKS_SECONDS)
+        await asyncio.get_running_loop().shutdown_asyncgens()
 
     def _close_loop(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)

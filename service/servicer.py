@@ -21,6 +21,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import grpc
@@ -58,6 +59,8 @@ STATUS = {
 NO_DEADLINE_SECONDS = 86400.0
 BAD_BODY_LOG_SECONDS = 60.0
 CLIENT_DEADLINE_SLACK = 1.0
+# Threads that render and serialize replies, off the event loop.
+REPLY_THREADS = 2
 DEADLINE_SKEW = 0.25
 
 
@@ -112,6 +115,10 @@ def _call_soon(loop: asyncio.AbstractEventLoop, callback, *args) -> None:
         loop.call_soon_threadsafe(callback, *args)
 
 
+class _ClientGone(Exception):
+    """A write failed: the call ended under us (the client left, or its deadline)."""
+
+
 class _RateLimitedLog:
     """Logs the first event and then at most one line per ``period`` with a count, so a
     client sending garbage cannot flood the log."""
@@ -148,6 +155,7 @@ class TranslatorServicer:
         self.ready = False
         self._inflight = 0  # touched on the event loop's thread only
         self._bad_bodies = _RateLimitedLog(BAD_BODY_LOG_SECONDS)
+        self._reply_pool = ThreadPoolExecutor(REPLY_THREADS, thread_name_prefix="nmt-reply")
 
     def handler(self) -> grpc.GenericRpcHandler:
         """The service's methods, request side streaming and raw (see the module doc)."""
@@ -164,7 +172,7 @@ class TranslatorServicer:
     # -- the edge: receive, parse, count, map errors -------------------------------
 
     def _unary_call(self, method: str, request_type: type[Message]):
-        handle: Callable[[Message, grpc.aio.ServicerContext, Call], Awaitable[Message]] = {
+        handle: Callable[[Message, grpc.aio.ServicerContext, Call], Awaitable[bytes]] = {
             "Translate": self.translate,
             "ListModels": self.list_models,
         }[method]
@@ -173,7 +181,7 @@ class TranslatorServicer:
             record = Call(method, time.monotonic())
             try:
                 request = await self._receive(requests, request_type)
-                reply = self._serialize(await handle(request, context, record))
+                reply = await handle(request, context, record)
             except BaseException as exc:  # every path is counted, then goes on as it would
                 await self._fail(context, record, exc)
                 raise
@@ -182,13 +190,15 @@ class TranslatorServicer:
 
         return call
 
-    async def _stream_call(self, requests: AsyncIterator[bytes], context):
+    async def _stream_call(self, requests: AsyncIterator[bytes], context) -> None:
+        # A coroutine writing with context.write, not an async generator: a deadline or a
+        # cancel then lands in our own await, never in gRPC's send between two yields
+        # (where it would end the call without a status).
         record = Call("TranslateStream", time.monotonic())
         try:
             request = await self._receive(requests, pb.TranslateStreamRequest)
-            async for reply in self.translate_stream(request, context, record):
-                yield self._serialize(reply)
-        except BaseException as exc:  # GeneratorExit and CancelledError included
+            await self.translate_stream(request, context, record)
+        except BaseException as exc:  # CancelledError included
             await self._fail(context, record, exc)
             raise
         self._count(record, grpc.StatusCode.OK)
@@ -218,21 +228,45 @@ class TranslatorServicer:
                 "the bytes a protobuf encoding of the message"
             ) from None
 
-    def _serialize(self, reply: Message) -> bytes:
-        data = reply.SerializeToString()
-        if len(data) > self.config.max_message_bytes:
+    def _check_size(self, size: int) -> None:
+        if size > self.config.max_message_bytes:
             raise InvalidRequest(
-                f"the reply would be {len(data)} bytes, over the {self.config.max_message_bytes}"
+                f"the reply would be {size} bytes, over the {self.config.max_message_bytes}"
                 "-byte limit (--max-message-bytes; gRPC clients accept 4 MiB by default): "
                 "send fewer sentences, ask for fewer n-best or no attention, or raise the "
                 "limit on the server and the client"
             )
+
+    def _serialize(self, reply: Message) -> bytes:
+        data = reply.SerializeToString()
+        self._check_size(len(data))
         return data
+
+    def _build(self, make: Callable[[], Message], nbest: list[list[Hypothesis]]) -> bytes:
+        """``make()`` serialized; refused before it is built when its attention maps alone
+        (4 bytes a value) exceed the limit: a reply of 67 MB costs a second to build."""
+        self._check_size(
+            sum(4 * h.attention.size for hyps in nbest for h in hyps if h.attention is not None)
+        )
+        return self._serialize(make())
+
+    async def _off_loop(self, fn: Callable[[], bytes]) -> bytes:
+        """``fn()`` on a reply thread: rendering and serializing a large reply must not
+        hold up the event loop (health checks, other calls)."""
+        return await asyncio.get_running_loop().run_in_executor(self._reply_pool, fn)
+
+    async def _send(self, context, data: bytes) -> None:
+        try:
+            await context.write(data)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a write fails only once the call is over
+            raise _ClientGone() from exc
 
     async def _fail(self, context, record: Call, exc: BaseException) -> None:
         """Count a call that did not end OK; answer it with its status where it still can
         be (an exception that is not ours: logged, INTERNAL)."""
-        if isinstance(exc, (asyncio.CancelledError, GeneratorExit)):
+        if isinstance(exc, (asyncio.CancelledError, GeneratorExit, _ClientGone)):
             # A client whose deadline passes resets the stream itself, a moment before the
             # server's copy of the deadline (it started later) passes: a cancel that
             # close to the deadline is the deadline.
@@ -326,22 +360,29 @@ class TranslatorServicer:
             )
             timeout = self._timeout(context)
             job = engine.submit(list(request.texts), record.options, timeout=timeout)
-            results = engine.render(job, await self._result(job, timeout))
-            return pb.TranslateResponse(
-                translations=[
-                    to_translation(r, scores=request.options.return_scores) for r in results
-                ],
-                model=engine.bundle.manifest.get("name", ""),
-                model_version=str(engine.bundle.manifest.get("version", "")),
-                timing=to_timing(job),
-            )
+            nbest = await self._result(job, timeout)
+
+            def reply() -> pb.TranslateResponse:
+                return pb.TranslateResponse(
+                    translations=[
+                        to_translation(r, scores=request.options.return_scores)
+                        for r in engine.render(job, nbest)
+                    ],
+                    model=engine.bundle.manifest.get("name", ""),
+                    model_version=str(engine.bundle.manifest.get("version", "")),
+                    timing=to_timing(job),
+                )
+
+            return await self._off_loop(lambda: self._build(reply, nbest))
         finally:
             if job is not None and not job.future.done():
                 job.cancel()  # the client left, or the deadline passed: free its rows
             self._leave()
 
-    async def translate_stream(self, request: pb.TranslateStreamRequest, context, record: Call):
-        """Yields a message per change of the stable prefix's text, then the final one."""
+    async def translate_stream(
+        self, request: pb.TranslateStreamRequest, context, record: Call
+    ) -> None:
+        """Writes a message per change of the stable prefix's text, then the final one."""
         self._enter()
         job = None
         try:
@@ -369,22 +410,28 @@ class TranslatorServicer:
             )
             job.future.add_done_callback(lambda _: _call_soon(loop, updates.put_nowait, None))
             text = ""
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(timeout):  # writes to a slow reader included
                 while (tokens := await updates.get()) is not None:
                     new = engine.bundle.tgt_tokenizer.decode(tokens)
                     if new != text:
                         delta = new[len(text) :] if new.startswith(text) else new
                         text = new
-                        yield pb.TranslateStreamResponse(text=text, delta=delta)
-            results = engine.render(job, job.future.result())  # done: raises its error
-            best = results[0].hypotheses[0][0]
-            yield pb.TranslateStreamResponse(
-                text=best,
-                delta=best[len(text) :] if best.startswith(text) else best,
-                final=True,
-                translation=to_translation(results[0], scores=request.options.return_scores),
-                timing=to_timing(job),
-            )
+                        update = pb.TranslateStreamResponse(text=text, delta=delta)
+                        await self._send(context, self._serialize(update))
+                nbest = job.future.result()  # done: raises its error
+
+                def final() -> pb.TranslateStreamResponse:
+                    result = engine.render(job, nbest)[0]
+                    best = result.hypotheses[0][0]
+                    return pb.TranslateStreamResponse(
+                        text=best,
+                        delta=best[len(text) :] if best.startswith(text) else best,
+                        final=True,
+                        translation=to_translation(result, scores=request.options.return_scores),
+                        timing=to_timing(job),
+                    )
+
+                await self._send(context, await self._off_loop(lambda: self._build(final, nbest)))
         except TimeoutError:
             raise DeadlineExpired(DEADLINE_MESSAGE) from None
         finally:
@@ -400,5 +447,5 @@ class TranslatorServicer:
             ]
         )
 
-    async def list_models(self, request: pb.ListModelsRequest, context, record: Call):
-        return self.models()
+    async def list_models(self, request: pb.ListModelsRequest, context, record: Call) -> bytes:
+        return self._serialize(self.models())

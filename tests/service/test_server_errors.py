@@ -220,7 +220,14 @@ def test_a_stream_cancelled_while_streaming_is_counted(server, stub, tiny_bundle
     )
     next(stream)  # greedy streams every step: the handler is yielding
     stream.cancel()
-    assert wait_until(lambda: reg.get_sample_value("nmt_requests_total", labels) == before + 1)
+    ok = wait_until(lambda: reg.get_sample_value("nmt_requests_total", labels) == before + 1)
+    counted = {
+        s.labels["code"]: s.value
+        for f in reg.collect()
+        for s in f.samples
+        if s.name == "nmt_requests_total" and s.labels["method"] == "TranslateStream"
+    }
+    assert ok, counted
 
 
 def test_list_models_is_timed(server, stub):

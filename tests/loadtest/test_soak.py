@@ -1,0 +1,146 @@
+"""``python -m loadtest.soak``: a short real soak of ``nmt-serve`` started by the script,
+the refusal to run against nothing, and gates that fail on no data."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from loadtest import soak
+
+
+def test_short_soak_of_a_started_server(tmp_path, capsys):
+    """The committed en-es model, not the tiny one: a client can cancel a stream after its
+    first message and be sure the server is still decoding only when the translation is
+    long, and the tiny model's greedy translations end after a few tokens."""
+    out = tmp_path / "soak"
+    argv = [
+        "--start",
+        "--minutes", "0.4",
+        "--clients", "4",
+        "--warmup", "6",
+        "--sample-every", "2",
+        "--progress-every", "10",
+        "--overload", "2",
+        "--overload-first", "4",
+        "--overload-period", "9",
+        "--overload-burst", "3",
+        "--half-open", "2",
+        "--max-slope", "1000",
+        "--out", str(out),
+        "--",
+        "--max-inflight", "4",
+        "--receive-timeout", "2",
+        "--intra-op-threads", "1",
+        "--drain-announce", "0.5",
+        "--shutdown-grace", "5",
+    ]  # fmt: skip
+    rc = soak.main(argv)
+    printed = capsys.readouterr().out
+    result = json.loads(out.with_name("soak.json").read_text())
+    assert out.with_name("soak.md").read_text() == printed.removesuffix("\n")
+    assert rc == 0, result["verdict"]
+
+    assert result["passed"] and result["verdicts"] == {
+        "health_never_failed": True,
+        "counts_match": True,
+        "server_exit_0": True,
+        "slope_within_limit": True,
+    }
+    verdict = "\n".join(result["verdict"])
+    assert "health never failed" in verdict and "counts match" in verdict
+    assert "memory slope last half" in verdict and "nmt-serve exited 0" in verdict
+
+    # Every (method, code) the clients saw, the server counted as often.
+    counts = {(c["method"], c["code"]): (c["client"], c["server"]) for c in result["counts"]}
+    assert all(client == server for client, server in counts.values()), counts
+    for key in [
+        ("Translate", "OK"),
+        ("TranslateStream", "OK"),
+        ("ListModels", "OK"),
+        ("Translate", "INVALID_ARGUMENT"),  # bad body, unknown model, beam over the limit
+        ("Translate", "RESOURCE_EXHAUSTED"),  # the overload bursts
+        ("Translate", "DEADLINE_EXCEEDED"),  # half-open calls and short deadlines
+    ]:
+        assert counts.get(key, (0, 0))[0] > 0, (key, counts)
+    assert result["kinds"]["half_open"]["codes"] == {
+        "DEADLINE_EXCEEDED": result["kinds"]["half_open"]["codes"].get("DEADLINE_EXCEEDED", -1)
+    }
+    assert result["rejected"]["too_many_inflight"] > 0
+    assert result["settings"]["overload_bursts_s"], "no overload burst ran"
+
+    health = result["health"]
+    assert health["checks"] > 50 and health["failures"] == 0
+    assert 0 < health["p50_ms"] <= health["p99_ms"] <= health["max_ms"]
+
+    memory = result["memory"]
+    assert memory["source"] == "/proc/<pid>/status VmRSS"
+    assert memory["samples"] >= 10 and memory["samples_last_half"] >= 4
+    assert 0 < memory["rss_start_mb"] <= memory["rss_max_mb"]
+    assert 0 < memory["rss_end_mb"] <= memory["rss_max_mb"]
+    assert math.isfinite(memory["slope_after_warmup_mb_per_min"])
+    assert math.isfinite(memory["slope_last_half_mb_per_min"])
+    assert "quiet_slope_last_half_mb_per_min" in memory  # between bursts: few samples here
+
+    settings = result["settings"]
+    assert settings["started_server"] and settings["server_pid"] > 0
+    assert isinstance(settings["server_allocator_env"], dict)
+    assert {"python", "grpcio", "onnxruntime"} <= set(settings["versions"])
+    assert settings["nproc"] >= 1 and settings["date"] and "--start" in settings["command"]
+    assert result["throughput"]["ok_sentences_per_s"] > 0
+    assert result["server_log"]["errors"] == 0, result["server_log"]["error_lines"]
+    for s in result["samples"]:
+        assert {"t_s", "rss_mb", "client_calls", "server_calls", "health_p99_ms"} <= set(s)
+
+
+def test_unreachable_server_is_a_one_line_error():
+    ports = [str(soak.free_port()), str(soak.free_port())]
+    argv = ["--port", ports[0], "--metrics-port", ports[1], "--connect-timeout", "1"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "loadtest.soak", *argv],
+        cwd=soak.ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("nmt-soak: error: no SERVING server"), lines
+
+
+@pytest.mark.parametrize(
+    "points",
+    [[], [(10.0, 100.0)], [(10.0, 100.0), (10.0, 101.0)], [(0.0, 1.0), (10.0, float("nan"))]],
+)
+def test_slope_is_nan_without_two_finite_points_and_the_gate_fails(points):
+    slope = soak.slope_per_minute(points)
+    assert math.isnan(slope)
+    assert not soak.slope_ok(slope, 1000.0)
+
+
+def test_gates_fail_on_empty_input_and_nan():
+    assert soak.slope_per_minute([(0.0, 100.0), (60.0, 101.0), (120.0, 102.0)]) == pytest.approx(1)
+    assert soak.slope_ok(0.5, 1.0) and soak.slope_ok(-3.0, 1.0)
+    assert not soak.slope_ok(1.5, 1.0)
+    assert not soak.slope_ok(float("inf"), 1.0) and not soak.slope_ok(0.0, float("nan"))
+    assert not soak.health_ok({}) and not soak.health_ok({"checks": 0, "failures": 0})
+    assert not soak.health_ok({"checks": 10, "failures": 1}) and soak.health_ok(
+        {"checks": 10, "failures": 0}
+    )
+    assert not soak.counts_match({}, {})
+    assert not soak.counts_match({"Translate OK": 3}, {"Translate OK": 3, "Translate CANCELLED": 1})
+    assert soak.counts_match({"Translate OK": 3}, {"Translate OK": 3})
+    memory = soak.memory([], warmup=60, wall=0.0)
+    assert memory["slope_last_half_mb_per_min"] is None and memory["rss_start_mb"] is None
+    assert math.isnan(soak.quantile([], 0.99))
+
+
+def test_max_slope_must_be_a_number():
+    with pytest.raises(SystemExit) as exc:
+        soak.parse_args(["--max-slope", "nan"])
+    assert exc.value.code == 2
