@@ -3,8 +3,9 @@
 Linux only (``/proc/self/task/<tid>/schedstat``, nanosecond resolution); elsewhere every
 snapshot is empty. Groups follow the service's thread names: the engine's
 ``nmt-scheduler`` thread (its Python plus every decoder call it makes), the
-``nmt-encoder`` thread (encoder calls), the gRPC
-server's ``grpc_N`` handler threads, and everything else (gRPC's own C threads, ORT
+``nmt-encoder`` thread (encoder calls), the gRPC side (the ``grpc-loop`` event loop
+thread and the ``nmt-reply`` threads that build replies; ``grpc_N`` handler threads of
+a thread-pool server), and everything else (gRPC's own C threads, ORT
 pool threads, the server's polling thread). Threads that exit between two snapshots
 (closed-loop client threads do) are not in the second one: :func:`breakdown` reports
 them as ``exited`` from the process's CPU time.
@@ -27,7 +28,7 @@ def group_of(name: str | None) -> str:
         return "scheduler"
     if name.startswith("nmt-encoder"):
         return "encoder"
-    if name.startswith("grpc_"):
+    if name.startswith(("grpc-loop", "nmt-reply", "grpc_")):
         return "grpc_handlers"
     return "other"
 

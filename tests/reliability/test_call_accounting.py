@@ -11,9 +11,9 @@ from collections import Counter
 
 import grpc
 
+from loadtest.hostile import HalfOpenCalls, invalid_utf8_request, raw_translate
 from service.proto.nmt.v1 import translator_pb2 as pb
 from service.servicer import RpcConfig
-from tests.reliability.hostile import HalfOpenCalls, invalid_utf8_request, raw_translate
 from tests.service.server_helpers import TIMEOUT, proto_options, stub_for, wait_until
 
 LONG = dict(beam=5, max_length=4000, max_length_ratio=100.0)

@@ -10,9 +10,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from service.proto.nmt.v1 import translator_pb2 as pb
-from service.servicer import RpcConfig
-from tests.reliability.hostile import (
+from loadtest.hostile import (
     HalfOpenCalls,
     closed_loop,
     health_latencies,
@@ -21,6 +19,8 @@ from tests.reliability.hostile import (
     percentile,
     raw_translate,
 )
+from service.proto.nmt.v1 import translator_pb2 as pb
+from service.servicer import RpcConfig
 from tests.service.server_helpers import TIMEOUT, proto_options, rpc_error, stub_for, wait_until
 
 # More than the 128 handler threads the server had before it moved to grpc.aio.

@@ -1,5 +1,6 @@
-"""Clients that misbehave, for the reliability tests: calls that never send their request
-message, raw bodies that are not valid messages, closed-loop overload."""
+"""Clients that misbehave, for the reliability tests and the attack and soak harnesses:
+calls that never send their request message, raw bodies that are not valid messages,
+health latency sampling, closed-loop overload."""
 
 from __future__ import annotations
 
