@@ -31,9 +31,16 @@ def _counted(registry, method: str) -> dict[str, float]:
 
 
 def test_a_stream_whose_reader_stalls_still_ends_at_the_default_deadline(
-    server_factory, tiny_bundle
+    server_factory, tiny_bundle, monkeypatch
 ):
     server = server_factory(server={"rpc": RpcConfig(default_timeout=1.5)}, max_target_length=4000)
+    model, real = server.engines["tiny"].bundle.model, server.engines["tiny"].bundle.model.step
+
+    def slow_step(*args, **kwargs):  # the decode outlasts the deadline on any machine
+        time.sleep(0.005)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(model, "step", slow_step)
     channel, stub = stub_for(server.port)
     request = pb.TranslateStreamRequest(
         text=tiny_bundle.sentences[LOOP_SENTENCE], options=proto_options(beam=5, **LONG)
