@@ -96,7 +96,11 @@ def test_roofline_numbers(result, tiny_bundle):
             assert "achieved_gflops" not in r
             continue
         assert r["decoder_rows"] > 0 and r["decoder_calls"] > 0
-        assert r["achieved_gflops"] > 0 and r["pct_of_peak"] > 0
+        assert r["achieved_gflops"] > 0
+        # pct_of_peak is rounded: a slow run on a busy machine may round it to 0.0
+        assert r["pct_of_peak"] == pytest.approx(
+            100 * r["achieved_gflops"] / data["peak"]["peak_gflops"], rel=0.2, abs=0.1
+        )
         assert r["in_ort_gflops"] >= r["achieved_gflops"]
         assert r["cpu_ms_per_sentence"] > 0
 
