@@ -39,9 +39,10 @@ from service.errors import (
     ServiceError,
     TooLarge,
 )
+from service.logs import REQUEST_ID_HEADER, bind_request_id, request_id_from
 from service.messages import model_info, strategy_label, to_options, to_timing, to_translation
 from service.metrics import Metrics
-from service.proto.nmt.v1 import translator_pb2 as pb
+from nmt_api.nmt.v1 import translator_pb2 as pb
 
 log = logging.getLogger(__name__)
 
@@ -96,8 +97,19 @@ class Call:
 
     method: str
     start: float
+    request_id: str = ""
     options: DecodeOptions | None = None
+    sentences: int = 0
     counted: bool = False
+
+    @classmethod
+    def begin(cls, method: str, context: grpc.aio.ServicerContext) -> Call:
+        """The call's record; its request id bound to the handler's task (every log line
+        it writes carries it) and returned to the client in the trailing metadata."""
+        request_id = request_id_from(context.invocation_metadata())
+        bind_request_id(request_id)
+        context.set_trailing_metadata(((REQUEST_ID_HEADER, request_id),))
+        return cls(method, time.monotonic(), request_id)
 
 
 def remaining_seconds(context: grpc.aio.ServicerContext) -> float | None:
@@ -147,8 +159,11 @@ class TranslatorServicer:
         default_model: str,
         metrics: Metrics,
         config: RpcConfig | None = None,
+        *,
+        access_log: bool = False,
     ) -> None:
         self.engines = engines
+        self.access_log = access_log
         self.default_model = default_model
         self.metrics = metrics
         self.config = config or RpcConfig()
@@ -178,7 +193,7 @@ class TranslatorServicer:
         }[method]
 
         async def call(requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext):
-            record = Call(method, time.monotonic())
+            record = Call.begin(method, context)
             try:
                 request = await self._receive(requests, request_type)
                 reply = await handle(request, context, record)
@@ -194,7 +209,7 @@ class TranslatorServicer:
         # A coroutine writing with context.write, not an async generator: a deadline or a
         # cancel then lands in our own await, never in gRPC's send between two yields
         # (where it would end the call without a status).
-        record = Call("TranslateStream", time.monotonic())
+        record = Call.begin("TranslateStream", context)
         try:
             request = await self._receive(requests, pb.TranslateStreamRequest)
             await self.translate_stream(request, context, record)
@@ -284,17 +299,39 @@ class TranslatorServicer:
             log.error("unexpected error in %s", record.method, exc_info=exc)
             code = grpc.StatusCode.INTERNAL
             message = f"internal error ({type(exc).__name__}); the server logged the details"
+        if code == grpc.StatusCode.INTERNAL and not self.access_log:
+            # The engine logged the incident once; this line ties it to the call's id.
+            log.warning("%s failed: %s", record.method, message)
         self._count(record, code)
-        await context.abort(code, message)  # raises; the caller's `raise` is not reached
+        # abort() sends its own trailing metadata: the request id goes with it.
+        await context.abort(
+            code, message, trailing_metadata=((REQUEST_ID_HEADER, record.request_id),)
+        )  # raises; the caller's `raise` is not reached
 
     def _count(self, record: Call, code: grpc.StatusCode) -> None:
         if record.counted:
             return
         record.counted = True
+        seconds = time.monotonic() - record.start
+        strategy = strategy_label(record.options)
         self.metrics.requests.labels(record.method, code.name).inc()
-        self.metrics.request_latency.labels(
-            record.method, strategy_label(record.options), code.name
-        ).observe(time.monotonic() - record.start)
+        self.metrics.request_latency.labels(record.method, strategy, code.name).observe(seconds)
+        if self.access_log:
+            log.info(
+                "%s %s %.3f s sentences=%d strategy=%s",
+                record.method,
+                code.name,
+                seconds,
+                record.sentences,
+                strategy,
+                extra={
+                    "method": record.method,
+                    "code": code.name,
+                    "seconds": round(seconds, 6),
+                    "sentences": record.sentences,
+                    "strategy": strategy,
+                },
+            )
 
     # -- admission -----------------------------------------------------------------------
 
@@ -352,6 +389,7 @@ class TranslatorServicer:
         self._enter()
         job = None
         try:
+            record.sentences = len(request.texts)
             engine = self._engine(request.model)
             record.options = to_options(
                 request.options,
@@ -386,6 +424,7 @@ class TranslatorServicer:
         self._enter()
         job = None
         try:
+            record.sentences = 1
             engine = self._engine(request.model)
             record.options = to_options(
                 request.options,

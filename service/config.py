@@ -1,0 +1,386 @@
+"""``nmt-serve``'s configuration: frozen dataclasses, and every command-line flag and
+``NMT_<FLAG>`` variable derived from their fields, so that a default is written once.
+
+:data:`FLAGS` lists each flag once: the config section and field it sets, and its help.
+Its type and default come from the field; the help shows the default; the README's
+configuration table is checked against this list by ``tests/service/test_config.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from service.limits import EngineConfig
+from service.logs import LOG_FORMATS, LogConfig
+from service.runtime import GRAPH_OPTIMIZATION_LEVELS, IO_BINDING_MODES, RuntimeConfig
+from service.servicer import RpcConfig
+
+DEFAULT_REPOSITORY = Path(__file__).resolve().parent.parent / "model_repository"
+
+
+@dataclass(frozen=True)
+class TransportConfig:
+    """HTTP/2 connection settings: find dead peers, bound what one connection may hold."""
+
+    # Ping a connection idle this long; close it if no answer within keepalive_timeout.
+    keepalive_time: float = 60.0
+    keepalive_timeout: float = 20.0
+    # Close a connection without calls for this long (0: never).
+    max_connection_idle: float = 300.0
+    # Close every connection after this long, letting calls finish within the grace (0:
+    # never); with --reuse-port it spreads long-lived clients over the processes again.
+    max_connection_age: float = 0.0
+    max_connection_age_grace: float = 30.0
+    # Concurrent calls one connection may open; HTTP/2 refuses more (REFUSED_STREAM, the
+    # client sees UNAVAILABLE before any call starts). Half-open calls cost a coroutine
+    # for --receive-timeout, so this only bounds what one connection can hold at once.
+    max_streams_per_connection: int = 1024
+
+    def __post_init__(self) -> None:
+        for name in ("keepalive_time", "keepalive_timeout"):
+            if not getattr(self, name) > 0:  # NaN fails too
+                raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
+        for name in ("max_connection_idle", "max_connection_age", "max_connection_age_grace"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"{name} must be >= 0 seconds, got {getattr(self, name)}")
+        if self.max_streams_per_connection < 1:
+            raise ValueError("max_streams_per_connection must be >= 1")
+
+    def options(self) -> list[tuple[str, int]]:
+        """As gRPC channel arguments."""
+
+        def ms(seconds: float) -> int:
+            return int(seconds * 1000)
+
+        out = [
+            ("grpc.keepalive_time_ms", ms(self.keepalive_time)),
+            ("grpc.keepalive_timeout_ms", ms(self.keepalive_timeout)),
+            ("grpc.max_concurrent_streams", self.max_streams_per_connection),
+        ]
+        if self.max_connection_idle:
+            out.append(("grpc.max_connection_idle_ms", ms(self.max_connection_idle)))
+        if self.max_connection_age:
+            out.append(("grpc.max_connection_age_ms", ms(self.max_connection_age)))
+            out.append(("grpc.max_connection_age_grace_ms", ms(self.max_connection_age_grace)))
+        return out
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    model_repository: Path = DEFAULT_REPOSITORY
+    default_model: str | None = None
+    host: str = "0.0.0.0"
+    port: int = 50051
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int = 9464
+    reflection: bool = False
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    # With a CA: mutual TLS, every client must present a certificate it signed.
+    tls_client_ca: Path | None = None
+    shutdown_grace: float = 10.0
+    # Seconds of the grace spent announcing NOT_SERVING while still serving new calls, so
+    # health-checking load balancers move traffic away before the port closes.
+    drain_announce: float = 2.0
+    # SO_REUSEPORT: several server processes on one port, the kernel spreading connections
+    # over them. Off by default so that starting a second server on a port already in use
+    # fails at start instead of silently taking half the traffic.
+    reuse_port: bool = False
+    rpc: RpcConfig = field(default_factory=RpcConfig)
+    transport: TransportConfig = field(default_factory=TransportConfig)
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535 or not -1 <= self.metrics_port <= 65535:
+            raise ValueError("ports must be in 0..65535 (metrics: -1 disables the endpoint)")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("--tls-cert and --tls-key must be given together")
+        if self.tls_client_ca is not None and self.tls_cert is None:
+            raise ValueError("--tls-client-ca needs --tls-cert and --tls-key")
+        if not self.shutdown_grace >= 0:
+            raise ValueError("shutdown grace must be >= 0 seconds")
+        if not self.drain_announce >= 0:
+            raise ValueError("drain announce must be >= 0 seconds")
+
+
+# The nested sections of ServerConfig ("" is ServerConfig itself).
+SECTIONS: dict[str, type] = {
+    "": ServerConfig,
+    "rpc": RpcConfig,
+    "transport": TransportConfig,
+    "runtime": RuntimeConfig,
+    "engine": EngineConfig,
+    "log": LogConfig,
+}
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One ``--flag`` (and its ``NMT_FLAG`` variable) setting ``section.name``."""
+
+    section: str
+    name: str
+    help: str
+    flag: str = ""  # when it differs from the field's name
+    choices: tuple[str, ...] | None = None
+    # Text -> value, for fields whose type is not int/float/str/bool (paths, lists).
+    parse: Callable[[str], Any] | None = None
+    # Value -> text, as the flag spells it (the default shown in --help).
+    show: Callable[[Any], str] = str
+    none: str = "none"  # what a default of None means
+
+    @property
+    def option(self) -> str:
+        return "--" + (self.flag or self.name).replace("_", "-")
+
+    @property
+    def variable(self) -> str:
+        return variable(self.option)
+
+    @property
+    def default(self) -> Any:
+        (f,) = [f for f in dataclasses.fields(SECTIONS[self.section]) if f.name == self.name]
+        return f.default_factory() if f.default is dataclasses.MISSING else f.default
+
+
+def _optional_path(text: str) -> Path | None:
+    return Path(text) if text else None
+
+
+def _providers(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def _on_off(text: str) -> bool:
+    return text == "on"
+
+
+FLAGS: tuple[Flag, ...] = (
+    Flag("", "model_repository", "<name>/<version>/ bundles to serve", parse=Path),
+    Flag("", "default_model", "model used when a request names none", none="the first model"),
+    Flag("", "host", "address(es) the gRPC server binds (a name binds all it resolves to)"),
+    Flag("", "port", "gRPC port (0: any free port)"),
+    Flag("", "metrics_host", "address of the /metrics endpoint (127.0.0.1 keeps it local)"),
+    Flag("", "metrics_port", "Prometheus /metrics port; -1 disables it"),
+    Flag(
+        "runtime",
+        "providers",
+        "ONNX Runtime execution providers in preference order (cuda, cpu)",
+        parse=_providers,
+        show=",".join,
+    ),
+    Flag("runtime", "require_gpu", "fail at start instead of falling back to the CPU"),
+    Flag(
+        "runtime",
+        "io_binding",
+        "decoder steps through ORT IO binding, states kept on the device (auto: on CUDA)",
+        choices=IO_BINDING_MODES,
+    ),
+    Flag(
+        "engine",
+        "background_encoder",
+        "encode admitted sentences on a thread of their own while the decoder steps "
+        "(off: between decoder steps, on the scheduler thread)",
+        flag="encoder_thread",
+        choices=("on", "off"),
+        parse=_on_off,
+        show=lambda on: "on" if on else "off",
+    ),
+    Flag(
+        "runtime",
+        "optimization",
+        "ONNX Runtime graph optimization level of every session",
+        flag="graph_optimization",
+        choices=GRAPH_OPTIMIZATION_LEVELS,
+    ),
+    Flag("runtime", "intra_op_threads", "ONNX Runtime intra-op threads (0: ORT picks)"),
+    Flag("runtime", "inter_op_threads", "ONNX Runtime inter-op threads"),
+    Flag("engine", "max_live_rows", "hypothesis rows decoded together in one step"),
+    Flag("engine", "max_queue", "requests waiting to start; more are refused"),
+    Flag("engine", "max_sentences_per_request", "sentences per request", flag="max_sentences"),
+    Flag("engine", "max_source_tokens", "source pieces per sentence"),
+    Flag("engine", "max_beam_size", "largest beam a request may ask for"),
+    Flag("engine", "max_n_best", "most hypotheses a request may ask for"),
+    Flag("", "tls_cert", "serve TLS with this certificate (PEM)", parse=_optional_path),
+    Flag("", "tls_key", "private key (PEM) of --tls-cert", parse=_optional_path),
+    Flag(
+        "",
+        "tls_client_ca",
+        "CA certificate (PEM): mutual TLS, every client must present a certificate it signed",
+        parse=_optional_path,
+    ),
+    Flag(
+        "rpc",
+        "max_inflight",
+        "translation calls decoding or queued at once; more are refused "
+        "(RESOURCE_EXHAUSTED, retry with backoff); health checks never count",
+    ),
+    Flag("rpc", "default_timeout", "deadline, in seconds, of a translation call that sets none"),
+    Flag(
+        "rpc",
+        "receive_timeout",
+        "seconds a call may take, from its headers, to send its request message",
+    ),
+    Flag(
+        "rpc",
+        "max_message_bytes",
+        "largest request accepted and reply sent; gRPC clients receive 4 MiB by default, "
+        "so raise it on both sides together",
+    ),
+    Flag("transport", "keepalive_time", "seconds of silence before the server pings a peer"),
+    Flag("transport", "keepalive_timeout", "seconds to wait for the ping's answer"),
+    Flag("transport", "max_connection_idle", "close a connection without calls (0: never)"),
+    Flag(
+        "transport",
+        "max_connection_age",
+        "close every connection after this many seconds, calls allowed to finish in "
+        "--max-connection-age-grace (0: never)",
+    ),
+    Flag("transport", "max_connection_age_grace", "seconds calls may run on after the age"),
+    Flag("transport", "max_streams_per_connection", "concurrent calls one connection may open"),
+    Flag(
+        "engine",
+        "stall_timeout",
+        "seconds an engine may go without a scheduler iteration while it has work before "
+        "the watchdog reports NOT_SERVING and nmt-serve exits 1",
+    ),
+    Flag("", "reflection", "gRPC server reflection (grpc.reflection.v1 and v1alpha)"),
+    Flag("", "shutdown_grace", "seconds to drain on SIGTERM"),
+    Flag(
+        "",
+        "drain_announce",
+        "seconds of the shutdown grace spent answering health checks NOT_SERVING while "
+        "still serving, before new calls are refused",
+    ),
+    Flag(
+        "",
+        "reuse_port",
+        "let several nmt-serve processes share --port (SO_REUSEPORT; the kernel spreads "
+        "connections over them); without it a port in use is an error at start",
+    ),
+    Flag("log", "level", "Python logging level", flag="log_level"),
+    Flag(
+        "log",
+        "format",
+        "text, or json: one JSON object a line with the call's request id",
+        flag="log_format",
+        choices=LOG_FORMATS,
+    ),
+    Flag(
+        "log",
+        "access_log",
+        "one log line per call: method, status, seconds, sentences, request id",
+    ),
+)
+
+
+# -- NMT_ variables ----------------------------------------------------------------
+
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off", "")
+
+
+def variable(option: str) -> str:
+    """The environment variable of a flag: ``--max-live-rows`` -> ``NMT_MAX_LIVE_ROWS``."""
+    return "NMT_" + option.lstrip("-").replace("-", "_").upper()
+
+
+def _from_text(flag: Flag, text: str, source: str) -> Any:
+    """The value of ``text`` (from the command line or ``NMT_*``) for ``flag``; a
+    :class:`ValueError` naming ``source`` when it is none."""
+    default = flag.default
+    # From NMT_*: "NMT_PORT='x' ..."; from the command line argparse names the flag itself.
+    given = f"{text!r}" if source.startswith("-") else f"{source}={text!r}"
+    if flag.choices is not None and text not in flag.choices:
+        raise ValueError(f"{given}: {flag.option} must be one of {', '.join(flag.choices)}")
+    if flag.parse is not None:
+        return flag.parse(text)
+    if isinstance(default, bool):
+        word = text.strip().lower()
+        if word in TRUE_WORDS or word in FALSE_WORDS:
+            return word in TRUE_WORDS
+        raise ValueError(
+            f"{given}: use one of {', '.join(TRUE_WORDS)} "
+            f"or {', '.join(w for w in FALSE_WORDS if w)}"
+        )
+    if isinstance(default, (int, float)):
+        try:
+            return type(default)(text)
+        except ValueError:
+            noun = "an integer" if isinstance(default, int) else "a number"
+            raise ValueError(f"{given} is not {noun}") from None
+    return text
+
+
+def _default(flag: Flag, environ: dict[str, str]) -> Any:
+    raw = environ.get(flag.variable)
+    return flag.default if raw is None else _from_text(flag, raw, flag.variable)
+
+
+def _shown(flag: Flag) -> str:
+    default = flag.default
+    if isinstance(default, bool) and flag.parse is None:
+        return "on" if default else "off"
+    if default is None:
+        return flag.none
+    if isinstance(default, Path) and default == DEFAULT_REPOSITORY:
+        return "model_repository/ of the checkout"
+    return flag.show(default)
+
+
+def build_parser(environ: dict[str, str] | None = None) -> argparse.ArgumentParser:
+    """The ``nmt-serve`` parser; defaults from the dataclasses, overridden by ``NMT_*``
+    variables of ``environ`` (``os.environ`` when None)."""
+    environ = dict(os.environ if environ is None else environ)
+    p = argparse.ArgumentParser(
+        prog="nmt-serve",
+        description="Serve translation models over gRPC. Every flag has an NMT_<FLAG> "
+        "environment variable (e.g. NMT_PORT, NMT_MAX_LIVE_ROWS); on/off flags take "
+        "1/true/yes/on or 0/false/no/off.",
+    )
+    for flag in FLAGS:
+        value = _default(flag, environ)
+        dest = f"{flag.section}.{flag.name}"
+        text = f"{flag.help} (default: {_shown(flag)}; {flag.variable})"
+        if isinstance(flag.default, bool) and flag.parse is None:
+            p.add_argument(flag.option, dest=dest, action="store_true", default=value, help=text)
+            continue
+
+        def convert(s: str, flag: Flag = flag) -> Any:
+            try:
+                return _from_text(flag, s, flag.option)
+            except ValueError as exc:
+                raise argparse.ArgumentTypeError(str(exc)) from None
+
+        p.add_argument(
+            flag.option,
+            dest=dest,
+            type=convert,
+            default=value,
+            metavar="{" + ",".join(flag.choices) + "}"
+            if flag.choices
+            else flag.option.lstrip("-").replace("-", "_").upper(),
+            help=text,
+        )
+    return p
+
+
+def parse_args(
+    argv: Sequence[str] | None = None, environ: dict[str, str] | None = None
+) -> ServerConfig:
+    """``nmt-serve``'s command line (and ``NMT_*`` variables) as a :class:`ServerConfig`;
+    :class:`ValueError` with one line naming the flag or variable when a value is wrong."""
+    args = vars(build_parser(environ).parse_args(argv))
+    values: dict[str, dict[str, Any]] = {section: {} for section in SECTIONS}
+    for flag in FLAGS:
+        values[flag.section][flag.name] = args[f"{flag.section}.{flag.name}"]
+    nested = {section: SECTIONS[section](**kw) for section, kw in values.items() if section}
+    return ServerConfig(**values[""], **nested)

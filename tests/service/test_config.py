@@ -1,0 +1,71 @@
+"""nmt-serve's flags are derived from the config dataclasses once: defaults, NMT_
+variables, --help and the README's configuration table agree."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from service.config import FLAGS, SECTIONS, ServerConfig, build_parser, parse_args
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _readme_flags() -> set[str]:
+    text = README.read_text()
+    section = text.split("## Configuration (`nmt-serve --help`)", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `--")]
+    return {flag for row in rows for flag in re.findall(r"`(--[a-z-]+)`", row.split("|")[1])}
+
+
+def test_readme_table_lists_exactly_the_flags():
+    assert _readme_flags() == {flag.option for flag in FLAGS}
+
+
+def test_every_flag_sets_a_real_field_once():
+    targets = [(f.section, f.name) for f in FLAGS]
+    assert len(targets) == len(set(targets))
+    for section, name in targets:
+        assert name in {f.name for f in dataclasses.fields(SECTIONS[section])}
+
+
+def test_no_flags_give_the_dataclass_defaults():
+    assert parse_args([], environ={}) == ServerConfig()
+
+
+def test_help_shows_each_default_and_variable():
+    text = " ".join(build_parser({}).format_help().split())
+    for flag in FLAGS:
+        assert flag.variable in text, flag.option
+    assert "(default: 50051; NMT_PORT)" in text
+    assert "(default: 120; NMT_MAX_INFLIGHT)" in text
+    assert "(default: on; NMT_ENCODER_THREAD)" in text
+    assert "(default: cuda,cpu; NMT_PROVIDERS)" in text
+
+
+def test_variables_override_defaults_and_flags_override_variables():
+    env = {"NMT_MAX_LIVE_ROWS": "64", "NMT_LOG_FORMAT": "json", "NMT_ACCESS_LOG": "yes"}
+    config = parse_args([], environ=env)
+    assert config.engine.max_live_rows == 64
+    assert config.log.format == "json" and config.log.access_log is True
+    assert parse_args(["--max-live-rows", "32"], environ=env).engine.max_live_rows == 32
+    assert parse_args(["--providers", "cpu"], environ={}).runtime.providers == ("cpu",)
+    assert parse_args(["--tls-client-ca", ""], environ={}).tls_client_ca is None
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--log-format", "xml"], "--log-format: 'xml': --log-format must be one of text, json"),
+        (["--port", "x"], "--port: 'x' is not an integer"),
+        (["--shutdown-grace", "nan"], "shutdown grace must be >= 0"),
+    ],
+)
+def test_bad_values_are_one_line_errors(argv, message, capsys):
+    with pytest.raises((SystemExit, ValueError)) as err:
+        parse_args(argv, environ={})
+    shown = str(err.value) if err.type is ValueError else capsys.readouterr().err
+    assert message in shown
