@@ -1,47 +1,56 @@
-# Two commands for a fresh Debian machine (run as root, or with sudo for apt-get):
-#   make serve  installs the serving package (no torch) and serves the committed demo model
-#   make test   installs everything the tests need and runs the whole suite
-PYTHON ?= python3
-APT_PACKAGES = apertium apertium-eng-spa wordnet-base prometheus nginx
+# Two commands for a fresh Debian/Ubuntu machine (root, or sudo for apt-get):
+#   make serve  installs the serving package (no torch) into .venv and serves the demo model
+#   make test   installs everything the tests need (Debian packages + .venv) and runs them
+# Both install into the virtualenv .venv of this checkout (VENV=... picks another), never
+# into the system Python. Afterwards `. .venv/bin/activate` puts nmt-translate, nmt-serve
+# and the other commands on PATH (or call them as .venv/bin/nmt-translate).
+SYSTEM_PYTHON ?= python3
+VENV ?= .venv
+PYTHON := $(VENV)/bin/python
+BIN := $(abspath $(VENV))/bin
+# What `make test` installs with apt-get (--no-install-recommends): Apertium and WordNet
+# (the corpus tests), nginx and Prometheus (run by the tests on free ports; on a systemd
+# host the packages also start their own services on :80 and :9090), docker.io and
+# debootstrap (the deployment tests build and run the image on a real Docker engine).
+APT_PACKAGES = apertium apertium-eng-spa wordnet-base prometheus nginx docker.io debootstrap
 SENTENCE ?= The cat sat on the mat.
-# Debian 12 and Ubuntu 24.04 mark their system Python "externally managed" (PEP 668) and
-# pip refuses to install into it; these commands install into whichever python3 runs
-# them, on purpose (a dedicated machine or image). For isolation run them with
-# PYTHON=.venv/bin/python after `python3 -m venv .venv`.
-export PIP_BREAK_SYSTEM_PACKAGES = 1
 
-.PHONY: serve demo test apt pip install-dev lint
+.PHONY: serve demo test apt venv install-dev lint
+
+define apt_install
+	SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	$$SUDO apt-get install -y -qq --no-install-recommends $(1) >/dev/null
+endef
 
 apt:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-	  echo "apt-get install$$missing"; \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
-	fi
+	if [ -n "$$missing" ]; then echo "apt-get install$$missing"; $(call apt_install,$$missing); fi
 
-# A Debian/Ubuntu system Python comes without pip until python3-pip is installed.
-pip:
-	@$(PYTHON) -m pip --version >/dev/null 2>&1 || { \
-	  echo "apt-get install python3-pip"; \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq python3-pip >/dev/null; }
+# Debian and Ubuntu ship venv's ensurepip in a package of its own (python3-venv).
+$(PYTHON):
+	@$(SYSTEM_PYTHON) -c "import ensurepip" 2>/dev/null || { \
+	  echo "apt-get install python3-venv"; $(call apt_install,python3-venv); }
+	$(SYSTEM_PYTHON) -m venv $(VENV)
 
-install-dev: pip
+venv: $(PYTHON)
+
+install-dev: $(PYTHON)
 	$(PYTHON) -m pip install -q -e '.[dev]'
 
-serve: pip
+serve: $(PYTHON)
 	$(PYTHON) -m pip install -q -e '.[viz]'
-	nmt-serve --providers cpu
+	@echo "serving on :50051; in another terminal: . $(VENV)/bin/activate && nmt-translate 'Good morning.'"
+	$(BIN)/nmt-serve --providers cpu
 
 # Translate with the PyTorch checkpoint (no server, needs torch).
-demo:
+demo: $(PYTHON)
 	$(PYTHON) -m pip install -q -e '.[train]'
 	$(PYTHON) -m models.translate --beam 5 "$(SENTENCE)"
 
 test: apt install-dev
 	$(PYTHON) -m ruff check .
-	$(PYTHON) -m pytest -q -p no:cacheprovider
+	PATH="$(BIN):$$PATH" $(PYTHON) -m pytest -q -p no:cacheprovider
 
-lint:
+lint: $(PYTHON)
 	$(PYTHON) -m ruff check . && $(PYTHON) -m ruff format --check .

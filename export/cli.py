@@ -20,6 +20,7 @@ from export.spec import ContractError
 from export.variants import VariantError
 from export.writer import MAX_SOURCE_TOKENS, ExportError, bundle_config, write_bundle
 from models.checkpoint import CheckpointError, load_checkpoint
+from models.commands import show_defaults
 from models.tokenizer import TokenizerError
 
 
@@ -210,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(README: Serve your own model)",
     )
     add_bundle_arguments(parser)
-    args = parser.parse_args(argv)
+    args = show_defaults(parser).parse_args(argv)
     problem = check_bundle_arguments(args)
     if problem is None and (args.checkpoint is None) == (args.from_modules is None):
         problem = "give a CHECKPOINT or --from-modules (one of the two)"

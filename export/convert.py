@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from export.cli import add_bundle_arguments, bundle_options, check_bundle_arguments, run_export
 from export.modules import Signature
 from export.user import UserModel, export_modules
+from models.commands import show_defaults
 from models.words import WordTokenizer
 
 # ``eole predict``'s defaults (Eole 0.6.4, eole/config/inference.py): at most
@@ -148,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     text.add_argument("--fold-accents", action="store_true", help="strip accents (é -> e)")
     add_bundle_arguments(eole)
-    args = parser.parse_args(argv)
+    args = show_defaults(parser).parse_args(argv)
     problem = check_bundle_arguments(args)
     if problem:
         print(f"nmt-convert: error: {problem}", file=sys.stderr)

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from models.commands import show_defaults
+
 WORDNET_DIR = Path("/usr/share/wordnet")
 WORDNET_FILES = ("data.noun", "data.verb", "data.adj", "data.adv")
 APERTIUM_MODE = "eng-spa"
@@ -211,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     s.add_argument("--data", type=Path, required=True)
     s.add_argument("--vocab-size", type=int, default=4000)
     s.add_argument("--model-type", choices=("unigram", "bpe"), default="unigram")
-    args = parser.parse_args(argv)
+    args = show_defaults(parser).parse_args(argv)
     try:
         if args.command == "build":
             stats = build(

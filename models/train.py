@@ -22,6 +22,7 @@ from torch import nn
 
 from models.batching import ParallelData, bucket_batches
 from models.checkpoint import CheckpointError, read_payload, save_checkpoint
+from models.commands import show_defaults
 from models.config import ConfigError, ModelConfig
 from models.options import DecodeOptions
 from models.seq2seq import Seq2Seq
@@ -232,7 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         skip=("src_vocab_size", "tgt_vocab_size", "pad_id", "unk_id", "bos_id", "eos_id"),
     )
     _add_dataclass_args(parser, TrainConfig)
-    args = parser.parse_args(argv)
+    args = show_defaults(parser).parse_args(argv)
     try:
         for name in ("spm.en.model", "spm.es.model", "train.en", "valid.en"):
             if not (args.data / name).is_file():

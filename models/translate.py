@@ -15,6 +15,7 @@ import torch
 
 from models.batching import pad
 from models.checkpoint import CheckpointError, load_checkpoint
+from models.commands import show_defaults
 from models.options import DecodeOptions, Hypothesis
 from models.search import beam_search, greedy_search
 from models.seq2seq import Seq2Seq
@@ -76,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("text", nargs="+")
     parser.add_argument("--checkpoint", type=Path, default=DEMO_CHECKPOINT)
     parser.add_argument("--beam", type=int, default=5)
-    args = parser.parse_args(argv)
+    args = show_defaults(parser).parse_args(argv)
     try:
         ckpt = load_checkpoint(args.checkpoint)
         options = DecodeOptions(beam_size=args.beam)
