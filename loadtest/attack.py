@@ -42,8 +42,8 @@ from pathlib import Path
 import grpc
 
 from loadtest.hostile import HalfOpenCalls, health_latencies, own_channel, percentile
-from service.proto.nmt.v1 import translator_pb2 as pb
-from service.proto.nmt.v1 import translator_pb2_grpc as pb_grpc
+from nmt_api.nmt.v1 import translator_pb2 as pb
+from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPACITY = 120

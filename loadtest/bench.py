@@ -42,6 +42,7 @@ from loadtest.clients import ClientProcess, start_noop_server
 from loadtest.roofline import measure_peak, model_flops
 from models.config import ModelConfig
 from models.options import DecodeOptions
+from nmt_client import DecodeOptions as ClientOptions
 from service.runtime import IO_BINDING_MODES
 
 log = logging.getLogger("loadtest.bench")
@@ -150,22 +151,18 @@ def bench_onnx(args, bundle_dir, sentences, options, flops, src_len, peak) -> li
     return rows
 
 
-def proto_options(opts: DecodeOptions):
-    from service.proto.nmt.v1 import translator_pb2 as pb
-
-    return pb.DecodeOptions(
-        strategy=pb.STRATEGY_BEAM if opts.beam_size > 1 else pb.STRATEGY_GREEDY,
-        beam_size=opts.beam_size,
-    )
+def client_options(opts: DecodeOptions) -> ClientOptions:
+    """The request options of the service's clients for the baselines' ``opts``."""
+    return ClientOptions(beam_size=opts.beam_size, return_scores=False)
 
 
 def measured_level(
-    clients: ClientProcess, target: str, sentences: list[str], n: int, proto
+    clients: ClientProcess, target: str, sentences: list[str], n: int, request: ClientOptions
 ) -> tuple[dict, list[str]]:
     """One client level with the CPU it cost: this process's by thread group, and the
     client process's (``clients``), in ms per sentence."""
     cpu_before = threadcpu.snapshot()
-    level, texts = clients.run_level(target, sentences, n, proto)
+    level, texts = clients.run_level(target, sentences, n, request)
     cpu = threadcpu.breakdown(cpu_before, threadcpu.snapshot(), len(sentences))
     cpu["clients"] = round(1000 * level.pop("client_cpu_s") / len(sentences), 3)
     level.pop("strategy")
@@ -190,13 +187,13 @@ def bench_service(
     rows = []
     try:
         for strategy, opts in options.items():
-            proto = proto_options(opts)
+            request = client_options(opts)
             # warm-up, not measured (it also starts the client process)
-            clients.run_level(target, sentences[:16], 4, proto)
+            clients.run_level(target, sentences[:16], 4, request)
             for n in args.clients:
                 log.info("service %s, %d clients, %d sentences", strategy, n, len(sentences))
                 before, start = runtime_snapshot(model), time.perf_counter()
-                level, texts = measured_level(clients, target, sentences, n, proto)
+                level, texts = measured_level(clients, target, sentences, n, request)
                 wall = time.perf_counter() - start
                 used = delta(runtime_snapshot(model), before)
                 rows.append(
@@ -213,13 +210,13 @@ def bench_service(
 def bench_noop(args, sentences, clients: ClientProcess) -> list[dict]:
     """The service's greedy requests against a server with no model."""
     server, target = start_noop_server()
-    proto = proto_options(DecodeOptions())
+    request = client_options(DecodeOptions())
     rows = []
     try:
-        clients.run_level(target, sentences[:16], 4, proto)  # warm-up, not measured
+        clients.run_level(target, sentences[:16], 4, request)  # warm-up, not measured
         for n in args.clients:
             log.info("no-model gRPC server, %d clients, %d sentences", n, len(sentences))
-            level, _ = measured_level(clients, target, sentences, n, proto)
+            level, _ = measured_level(clients, target, sentences, n, request)
             rows.append({"system": report.NOOP, "strategy": "greedy"} | level)
     finally:
         server.stop(0)

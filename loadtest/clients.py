@@ -20,20 +20,19 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 import grpc
 
 from loadtest.concurrency import run_level
-from service.proto.nmt.v1 import translator_pb2 as pb
-from service.proto.nmt.v1 import translator_pb2_grpc as pb_grpc
+from nmt_api.nmt.v1 import translator_pb2 as pb
+from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
+from nmt_client import DecodeOptions
 
 
 def _run_level_child(
-    target: str, sentences: list[str], clients: int, options: bytes
+    target: str, sentences: list[str], clients: int, options: DecodeOptions
 ) -> tuple[dict, list[str]]:
     """:func:`run_level` in the child: the level's numbers, each sentence's best text, and
     the child's CPU time (``client_cpu_s``)."""
     texts = [""] * len(sentences)
     cpu = time.process_time()
-    level = run_level(
-        target, sentences, clients, pb.DecodeOptions.FromString(options), outputs=texts
-    )
+    level = run_level(target, sentences, clients, options, outputs=texts)
     level["client_cpu_s"] = round(time.process_time() - cpu, 4)
     return level, texts
 
@@ -46,13 +45,11 @@ class ClientProcess:
         self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
 
     def run_level(
-        self, target: str, sentences: list[str], clients: int, options: pb.DecodeOptions
+        self, target: str, sentences: list[str], clients: int, options: DecodeOptions
     ) -> tuple[dict, list[str]]:
         """Like :func:`loadtest.concurrency.run_level`, in the child; returns the level
         (with ``client_cpu_s``) and the best translation of every sentence."""
-        future = self._pool.submit(
-            _run_level_child, target, list(sentences), clients, options.SerializeToString()
-        )
+        future = self._pool.submit(_run_level_child, target, list(sentences), clients, options)
         return future.result()
 
     def close(self) -> None:

@@ -21,10 +21,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import grpc
-
-from service.proto.nmt.v1 import translator_pb2 as pb
-from service.proto.nmt.v1 import translator_pb2_grpc as pb_grpc
+from nmt_client import DecodeOptions, Translator, TranslatorError
 
 DEFAULT_SENTENCES = (
     Path(__file__).resolve().parent.parent / "models" / "pretrained" / "en-es" / "test.en"
@@ -43,11 +40,13 @@ def run_level(
     target: str,
     sentences: list[str],
     clients: int,
-    options: pb.DecodeOptions,
+    options: DecodeOptions,
     *,
     outputs: list[str] | None = None,
 ) -> dict:
-    """All ``sentences`` through ``clients`` concurrent closed-loop clients.
+    """All ``sentences`` through ``clients`` concurrent closed-loop clients, each a
+    :class:`nmt_client.Translator` of its own that never retries (a failed call counts
+    as an error).
 
     With ``outputs`` (a list as long as ``sentences``) the best translation of sentence
     ``i`` is stored at ``outputs[i]``.
@@ -59,8 +58,7 @@ def run_level(
     next_index = [0]
 
     def worker() -> None:
-        with grpc.insecure_channel(target) as channel:
-            stub = pb_grpc.TranslatorStub(channel)
+        with Translator(target, timeout=60, retries=0) as translator:
             while True:
                 with lock:
                     i = next_index[0]
@@ -69,15 +67,13 @@ def run_level(
                     return
                 start = time.perf_counter()
                 try:
-                    reply = stub.Translate(
-                        pb.TranslateRequest(texts=[sentences[i]], options=options), timeout=60
-                    )
-                except grpc.RpcError:
+                    (result,) = translator.translate([sentences[i]], options=options)
+                except TranslatorError:
                     with lock:
                         errors[0] += 1
                     continue
                 elapsed = time.perf_counter() - start
-                best = reply.translations[0].hypotheses[0]
+                best = result.best
                 with lock:
                     latencies.append(elapsed)
                     tokens[0] += len(best.tokens) + 1
@@ -93,7 +89,7 @@ def run_level(
     wall = time.perf_counter() - start
     return {
         "clients": clients,
-        "strategy": "greedy" if options.beam_size <= 1 else f"beam{options.beam_size}",
+        "strategy": "greedy" if (beam := options.beam_size or 1) == 1 else f"beam{beam}",
         "sentences": len(latencies),
         "errors": errors[0],
         "seconds": round(wall, 2),
@@ -162,10 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with ClientProcess() as client_process:
             for beam in (int(b) for b in args.beams.split(",")):
-                options = pb.DecodeOptions(
-                    strategy=pb.STRATEGY_BEAM if beam > 1 else pb.STRATEGY_GREEDY,
-                    beam_size=beam,
-                )
+                options = DecodeOptions(beam_size=beam, return_scores=False)
                 for clients in (int(c) for c in args.clients.split(",")):
                     level, _ = client_process.run_level(target, sentences, clients, options)
                     rows.append(level)

@@ -50,8 +50,7 @@ from locust import User, events, task
 from locust.env import Environment
 from locust.runners import WorkerRunner
 
-from service.proto.nmt.v1 import translator_pb2 as pb
-from service.proto.nmt.v1 import translator_pb2_grpc as pb_grpc
+from nmt_client import DecodeOptions, Translator, TranslatorError
 
 # Locust users are greenlets: gRPC must yield to gevent instead of blocking the process.
 grpc_gevent.init_gevent()
@@ -65,6 +64,15 @@ NAME_KEY = "x-locust-name"  # metadata the interceptor consumes; never sent to t
 OVERLOAD = grpc.StatusCode.RESOURCE_EXHAUSTED
 OVERLOAD_SUFFIX = f" [{OVERLOAD.name}]"
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # attention matrices of long sentences are large
+GREEDY_SHORT = "Translate greedy short"
+BEAM_LONG = "Translate beam5 long"
+BEAM_ATTENTION = "Translate beam5 attention"
+# Each task's request options, by the name Locust reports it under.
+TASKS = {
+    GREEDY_SHORT: DecodeOptions(beam_size=1, return_scores=False),
+    BEAM_LONG: DecodeOptions(beam_size=5),
+    BEAM_ATTENTION: DecodeOptions(beam_size=5, return_attention=True),
+}
 
 
 def default_sentences() -> Path:
@@ -236,7 +244,7 @@ class TranslatorUser(User):
         self.timeout = float(_option(environment, "rpc_timeout", 30.0))
         self.think_time = float(_option(environment, "think_time", 0.0))
         self.channel: grpc.Channel | None = None
-        self.stub: pb_grpc.TranslatorStub | None = None
+        self.translators: dict[str, Translator] = {}
 
     def wait_time(self) -> float:
         return self.think_time
@@ -251,36 +259,39 @@ class TranslatorUser(User):
         intercepted = grpc.intercept_channel(
             self.channel, LocustInterceptor(self.environment.events)
         )
-        self.stub = pb_grpc.TranslatorStub(intercepted)
+        # One translator per task on the user's channel: the task's name goes with every
+        # call for the interceptor; a failed call is reported, never sent again.
+        self.translators = {
+            name: Translator(
+                target,
+                channel=intercepted,
+                metadata=((NAME_KEY, name),),
+                retries=0,
+                timeout=self.timeout,
+                model=self.model or None,
+            )
+            for name in TASKS
+        }
 
     def on_stop(self) -> None:
         if self.channel is not None:
             self.channel.close()
 
-    def _translate(self, name: str, pool: Sequence[str], options: pb.DecodeOptions) -> None:
-        assert self.stub is not None
-        request = pb.TranslateRequest(texts=[self.rng.choice(pool)], options=options)
-        if self.model:
-            request.model = self.model
-        with contextlib.suppress(grpc.RpcError):  # the interceptor reported it
-            self.stub.Translate(request, timeout=self.timeout, metadata=((NAME_KEY, name),))
+    def _translate(self, name: str, pool: Sequence[str]) -> None:
+        with contextlib.suppress(TranslatorError):  # the interceptor reported it
+            self.translators[name].translate([self.rng.choice(pool)], options=TASKS[name])
 
     @task(6)
     def greedy_short(self) -> None:
-        options = pb.DecodeOptions(strategy=pb.STRATEGY_GREEDY)
-        self._translate("Translate greedy short", self.corpus.short, options)
+        self._translate(GREEDY_SHORT, self.corpus.short)
 
     @task(3)
     def beam_long(self) -> None:
-        options = pb.DecodeOptions(strategy=pb.STRATEGY_BEAM, beam_size=5, return_scores=True)
-        self._translate("Translate beam5 long", self.corpus.long, options)
+        self._translate(BEAM_LONG, self.corpus.long)
 
     @task(1)
     def beam_attention(self) -> None:
-        options = pb.DecodeOptions(
-            strategy=pb.STRATEGY_BEAM, beam_size=5, return_scores=True, return_attention=True
-        )
-        self._translate("Translate beam5 attention", self.corpus.all, options)
+        self._translate(BEAM_ATTENTION, self.corpus.all)
 
 
 @events.quitting.add_listener

@@ -85,8 +85,9 @@ from types import ModuleType
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from service.proto.nmt.v1 import translator_pb2 as pb
-from service.proto.nmt.v1 import translator_pb2_grpc as pb_grpc
+from nmt_api.nmt.v1 import translator_pb2 as pb
+from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
+from nmt_client import DecodeOptions, Translator, TranslatorError, stream_request, translate_request
 
 log = logging.getLogger("loadtest.soak")
 
@@ -377,9 +378,16 @@ class Tally:
             return sum(self.calls.values())
 
 
-def _code(exc: grpc.RpcError) -> str:
-    code = exc.code()
+def _code(exc: grpc.RpcError | TranslatorError) -> str:
+    code = exc.code if isinstance(exc, TranslatorError) else exc.code()
     return code.name if code is not None else "UNKNOWN"
+
+
+GREEDY = DecodeOptions(beam_size=1, return_scores=False)
+BEAM_NBEST3 = DecodeOptions(beam_size=5, n_best=3, return_scores=False)
+# 16 long sentences, beam 5, 3-best: 100 ms and more even on an idle server (8 took
+# 50-60 ms there: a cancel 50 ms in could arrive after the reply).
+LONG = DecodeOptions(beam_size=5, n_best=3, max_length_ratio=3.0, return_scores=False)
 
 
 class LoadClient(threading.Thread):
@@ -412,7 +420,11 @@ class LoadClient(threading.Thread):
     def run(self) -> None:
         channel = hostile().own_channel(self.port)
         self.channel = channel
-        self.stub = pb_grpc.TranslatorStub(channel)
+        self.stub = pb_grpc.TranslatorStub(channel)  # for the calls it cancels
+        # every call is sent once and counted with the code it ended in: no retries
+        self.translator = Translator(
+            f"127.0.0.1:{self.port}", channel=channel, retries=0, timeout=CALL_TIMEOUT
+        )
         try:
             while not self.stop.is_set():
                 kind = self.rng.choices(self.kinds, self.weights)[0]
@@ -433,72 +445,46 @@ class LoadClient(threading.Thread):
         return " ".join(words[:PARAGRAPH_WORDS])
 
     def _long_request(self) -> pb.TranslateRequest:
-        """16 long sentences, beam 5, 3-best: 100 ms and more even on an idle server
-        (8 took 50-60 ms there: a cancel 50 ms in could arrive after the reply)."""
-        return pb.TranslateRequest(
-            texts=self._texts(16, long=True),
-            options=pb.DecodeOptions(
-                strategy=pb.STRATEGY_BEAM, beam_size=5, n_best=3, max_length_ratio=3.0
-            ),
-        )
+        """The raw message (its call is cancelled): 16 long sentences, :data:`LONG`."""
+        return translate_request(self._texts(16, long=True), LONG)
 
     def call(self, kind: str) -> None:
         start = time.monotonic()
         method, sentences = "Translate", 1
-        greedy = pb.DecodeOptions(strategy=pb.STRATEGY_GREEDY)
-        beam = pb.DecodeOptions(strategy=pb.STRATEGY_BEAM, beam_size=5, n_best=3)
-        stub = self.stub
+        stub, translator = self.stub, self.translator
         try:
             if kind == "greedy":
-                stub.Translate(
-                    pb.TranslateRequest(texts=self._texts(1), options=greedy),
-                    timeout=CALL_TIMEOUT,
-                )
+                translator.translate(self._texts(1), options=GREEDY)
             elif kind == "greedy_batch_attention":
                 sentences = self.rng.randint(2, 4)
-                options = pb.DecodeOptions(
-                    strategy=pb.STRATEGY_GREEDY, return_attention=True, return_scores=True
-                )
-                stub.Translate(
-                    pb.TranslateRequest(texts=self._texts(sentences), options=options),
-                    timeout=CALL_TIMEOUT,
+                translator.translate(
+                    self._texts(sentences),
+                    options=GREEDY,
+                    return_attention=True,
+                    return_scores=True,
                 )
             elif kind in ("beam5_nbest3", "beam5_attention"):
-                options = pb.DecodeOptions(
-                    strategy=pb.STRATEGY_BEAM,
-                    beam_size=5,
-                    n_best=3,
+                translator.translate(
+                    self._texts(1),
+                    options=BEAM_NBEST3,
                     return_scores=True,
                     return_attention=kind == "beam5_attention",
                 )
-                stub.Translate(
-                    pb.TranslateRequest(texts=self._texts(1), options=options),
-                    timeout=CALL_TIMEOUT,
-                )
             elif kind in ("stream_greedy", "stream_beam5"):
                 method = "TranslateStream"
-                request = pb.TranslateStreamRequest(
-                    text=self._texts(1)[0], options=greedy if kind == "stream_greedy" else beam
-                )
-                for _ in stub.TranslateStream(request, timeout=CALL_TIMEOUT):
+                options = GREEDY if kind == "stream_greedy" else BEAM_NBEST3
+                for _ in translator.stream(self._texts(1)[0], options=options):
                     pass
             elif kind == "list_models":
                 method, sentences = "ListModels", 0
-                stub.ListModels(pb.ListModelsRequest(), timeout=CALL_TIMEOUT)
+                translator.list_models()
             elif kind == "bad_utf8_body":
                 h = hostile()
                 h.raw_translate(self.channel, h.invalid_utf8_request(), timeout=CALL_TIMEOUT)
             elif kind == "unknown_model":
-                stub.Translate(
-                    pb.TranslateRequest(texts=self._texts(1), model=UNKNOWN_MODEL),
-                    timeout=CALL_TIMEOUT,
-                )
+                translator.translate(self._texts(1), model=UNKNOWN_MODEL, return_scores=False)
             elif kind == "beam_over_limit":
-                options = pb.DecodeOptions(strategy=pb.STRATEGY_BEAM, beam_size=OVER_LIMIT_BEAM)
-                stub.Translate(
-                    pb.TranslateRequest(texts=self._texts(1), options=options),
-                    timeout=CALL_TIMEOUT,
-                )
+                translator.translate(self._texts(1), beam_size=OVER_LIMIT_BEAM, return_scores=False)
             elif kind == "cancel_unary":
                 sentences = 16
                 future = stub.Translate.future(self._long_request(), timeout=CALL_TIMEOUT)
@@ -514,7 +500,7 @@ class LoadClient(threading.Thread):
                 # dozens of steps remain (22 ms and more on an idle server, against 5 ms
                 # for the longest single sentence), so the cancel lands while the server
                 # still decodes unless this thread waits that long for the GIL.
-                request = pb.TranslateStreamRequest(text=self._paragraph(), options=greedy)
+                request = stream_request(self._paragraph(), GREEDY)
                 call = stub.TranslateStream(request, timeout=CALL_TIMEOUT)
                 first = next(call, None)
                 if first is not None and not first.final and call.cancel():
@@ -524,11 +510,13 @@ class LoadClient(threading.Thread):
                     pass
             elif kind == "short_deadline":
                 sentences = 16
-                stub.Translate(self._long_request(), timeout=SHORT_DEADLINE)
+                translator.translate(
+                    self._texts(16, long=True), options=LONG, timeout=SHORT_DEADLINE
+                )
             else:
                 raise ValueError(f"unknown request kind {kind!r}")
             code = "OK"
-        except grpc.RpcError as exc:
+        except (grpc.RpcError, TranslatorError) as exc:
             code = _code(exc)
         self.tally.add(kind, method, code, time.monotonic() - start, sentences)
 

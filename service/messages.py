@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 from models.options import DecodeOptions
+from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.engine import Job, TranslationResult, decode_options
 from service.errors import InvalidRequest
-from service.proto.nmt.v1 import translator_pb2 as pb
 
 DEFAULT_BEAM = 5
 

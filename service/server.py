@@ -25,13 +25,13 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
 
 from export import spec
+from nmt_api.nmt.v1 import translator_pb2
 from service import logs
 from service.bundle import BundleError, load_bundle
 from service.config import ServerConfig, parse_args
 from service.engine import Engine
 from service.listen import ListenError, bind, enable_reflection, server_credentials
 from service.metrics import create_metrics
-from nmt_api.nmt.v1 import translator_pb2
 from service.runtime import BundleRuntimeError, RuntimeConfig, usable_providers
 from service.servicer import SERVICE_NAME, TranslatorServicer
 

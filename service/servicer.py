@@ -28,6 +28,7 @@ import grpc
 from google.protobuf.message import DecodeError, Message
 
 from models.options import DecodeOptions, Hypothesis
+from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.engine import DEADLINE_MESSAGE, Engine, Job
 from service.errors import (
     Cancelled,
@@ -42,7 +43,6 @@ from service.errors import (
 from service.logs import REQUEST_ID_HEADER, bind_request_id, request_id_from
 from service.messages import model_info, strategy_label, to_options, to_timing, to_translation
 from service.metrics import Metrics
-from nmt_api.nmt.v1 import translator_pb2 as pb
 
 log = logging.getLogger(__name__)
 

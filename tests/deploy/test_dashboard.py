@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from service.proto.nmt.v1 import translator_pb2 as pb
+from nmt_api.nmt.v1 import translator_pb2 as pb
 from tests.deploy.helpers import (
     DASHBOARD,
     TARGET_LABELS,

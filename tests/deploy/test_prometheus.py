@@ -7,7 +7,7 @@ import shutil
 
 import yaml
 
-from service.proto.nmt.v1 import translator_pb2 as pb
+from nmt_api.nmt.v1 import translator_pb2 as pb
 from tests.deploy.helpers import (
     PROMETHEUS_YML,
     free_port,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shutil
 
-from service.proto.nmt.v1 import translator_pb2 as pb
+from nmt_api.nmt.v1 import translator_pb2 as pb
 from tests.deploy.helpers import (
     NGINX_CONF,
     free_port,

@@ -142,7 +142,7 @@ def test_served_with_attention(tmp_path_factory):
     try:
         server = factory()
         channel, stub = stub_for(server.port)
-        from service.proto.nmt.v1 import translator_pb2 as pb
+        from nmt_api.nmt.v1 import translator_pb2 as pb
 
         texts = SOURCES[:8]
         reply = stub.Translate(

@@ -88,7 +88,7 @@ def test_readme_example_serves_a_tutorial_model(tmp_path, monkeypatch):
         deadline = time.monotonic() + 60
         while True:
             try:
-                from service.proto.nmt.v1 import translator_pb2 as pb
+                from nmt_api.nmt.v1 import translator_pb2 as pb
 
                 reply = stub.Translate(
                     pb.TranslateRequest(texts=[sample.splitlines()[3]], options=proto_options()),

@@ -34,7 +34,7 @@ from export.modules import AdapterError, Signature
 from export.parity import ParityError
 from export.user import UserModel, export_modules
 from models.words import WordTokenizer
-from service.proto.nmt.v1 import translator_pb2 as pb
+from nmt_api.nmt.v1 import translator_pb2 as pb
 from tests.service.server_fixtures import ServerFactory
 from tests.service.server_helpers import TIMEOUT, proto_options, stub_for
 

@@ -12,7 +12,7 @@ from collections import Counter
 import grpc
 
 from loadtest.hostile import HalfOpenCalls, invalid_utf8_request, raw_translate
-from service.proto.nmt.v1 import translator_pb2 as pb
+from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.servicer import RpcConfig
 from tests.service.server_helpers import TIMEOUT, proto_options, stub_for, wait_until
 

@@ -19,7 +19,7 @@ from loadtest.hostile import (
     percentile,
     raw_translate,
 )
-from service.proto.nmt.v1 import translator_pb2 as pb
+from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.servicer import RpcConfig
 from tests.service.server_helpers import TIMEOUT, proto_options, rpc_error, stub_for, wait_until
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from models.options import Hypothesis
+from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.errors import InvalidRequest
-from service.proto.nmt.v1 import translator_pb2 as pb
 from service.servicer import RpcConfig
 from tests.service.server_helpers import LOOP_SENTENCE, TIMEOUT, proto_options, stub_for, wait_until
 

@@ -8,7 +8,7 @@ import threading
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from service.proto.nmt.v1 import translator_pb2 as pb
+from nmt_api.nmt.v1 import translator_pb2 as pb
 from tests.service.server_helpers import TIMEOUT, rpc_error, stub_for, wait_until
 
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING

@@ -12,8 +12,9 @@ import grpc
 import numpy as np
 
 from models.options import DecodeOptions
-from service.proto.nmt.v1 import translator_pb2 as pb
-from service.proto.nmt.v1 import translator_pb2_grpc as pb_grpc
+from nmt_api.nmt.v1 import translator_pb2 as pb
+from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
+from nmt_client import DecodeOptions as ClientOptions
 
 TIMEOUT = 60.0  # every call carries a deadline (see the no-deadline bug test)
 LOOP_SENTENCE = 0  # sample.en line whose beam-5 hypotheses never end before the limit
@@ -25,10 +26,9 @@ def stub_for(port: int) -> tuple[grpc.Channel, pb_grpc.TranslatorStub]:
 
 
 def proto_options(beam: int = 1, n_best: int = 1, **extra) -> pb.DecodeOptions:
-    """Proto options for ``beam`` (1: greedy) that map to ``domain_options`` exactly."""
-    strategy = pb.STRATEGY_GREEDY if beam == 1 else pb.STRATEGY_BEAM
-    extra.setdefault("return_scores", True)
-    return pb.DecodeOptions(strategy=strategy, beam_size=beam, n_best=n_best, **extra)
+    """Proto options for ``beam`` (1: greedy) that map to ``domain_options`` exactly,
+    built by the client library (``extra``: its other ``DecodeOptions`` fields)."""
+    return ClientOptions(beam_size=beam, n_best=n_best, **extra).to_proto()
 
 
 def domain_options(options: pb.DecodeOptions) -> DecodeOptions:

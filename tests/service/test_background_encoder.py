@@ -8,7 +8,7 @@ import threading
 import grpc
 import pytest
 
-from service.proto.nmt.v1 import translator_pb2 as pb
+from nmt_api.nmt.v1 import translator_pb2 as pb
 from tests.service.server_helpers import (
     LOOP_SENTENCE,
     TIMEOUT,

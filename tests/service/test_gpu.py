@@ -14,10 +14,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from models.options import DecodeOptions
+from nmt_api.nmt.v1 import translator_pb2 as pb
+from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
 from service.bundle import BundleError, load_bundle
 from service.loop import decode
-from service.proto.nmt.v1 import translator_pb2 as pb
-from service.proto.nmt.v1 import translator_pb2_grpc as pb_grpc
 from service.runtime import RuntimeConfig
 from service.server import ServerConfig, create_server
 

@@ -90,7 +90,7 @@ def _access_lines(stream: io.StringIO) -> list[dict]:
 
 
 def test_request_id_round_trip_and_access_log(logged_server, captured, tiny_bundle):
-    from service.proto.nmt.v1 import translator_pb2 as pb
+    from nmt_api.nmt.v1 import translator_pb2 as pb
 
     channel, stub = stub_for(logged_server.port)
     with channel:
@@ -116,7 +116,7 @@ def test_request_id_round_trip_and_access_log(logged_server, captured, tiny_bund
 
 
 def test_stream_calls_return_their_request_id(logged_server, captured, tiny_bundle):
-    from service.proto.nmt.v1 import translator_pb2 as pb
+    from nmt_api.nmt.v1 import translator_pb2 as pb
 
     channel, stub = stub_for(logged_server.port)
     with channel:

@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from service.proto.nmt.v1 import translator_pb2 as pb
+from nmt_api.nmt.v1 import translator_pb2 as pb
 from tests.service.server_helpers import (
     LOOP_SENTENCE,
     TIMEOUT,

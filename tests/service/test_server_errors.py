@@ -7,8 +7,8 @@ import threading
 import grpc
 import pytest
 
-from service.decoding import GreedySearch
-from service.proto.nmt.v1 import translator_pb2 as pb
+from nmt_api.nmt.v1 import translator_pb2 as pb
+from service.decoding import SentenceSearch
 from tests.service.server_helpers import (
     LOOP_SENTENCE,
     TIMEOUT,
@@ -390,9 +390,9 @@ FAILURES = {
     "encoder": (lambda server: (server.engines["tiny"].bundle.model, "encode"), _unary),
     # a sentence that has left the loop, while its result is built: it must fail its
     # own request (not hang it, not fail the others) and give back its rows
-    "finishing": (lambda server: (GreedySearch, "results"), _unary),
+    "finishing": (lambda server: (SentenceSearch, "results"), _unary),
     # handing a decoded prefix to a stream: only that stream fails
-    "streaming": (lambda server: (GreedySearch, "stable_prefix"), _stream),
+    "streaming": (lambda server: (SentenceSearch, "stable_prefix"), _stream),
 }
 
 

@@ -19,8 +19,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
-from service.proto.nmt.v1 import translator_pb2 as pb
-from service.proto.nmt.v1 import translator_pb2_grpc as pb_grpc
+from nmt_api.nmt.v1 import translator_pb2 as pb
+from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
 from service.server import SERVICE_NAME
 from tests.service.server_helpers import (
     LOOP_SENTENCE,

@@ -11,8 +11,8 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
 
-from service.proto.nmt.v1 import translator_pb2 as pb
-from service.proto.nmt.v1 import translator_pb2_grpc as pb_grpc
+from nmt_api.nmt.v1 import translator_pb2 as pb
+from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
 from service.server import SERVICE_NAME, ServerError, main
 from tests.service.server_helpers import TIMEOUT, rpc_error
 from tests.service.tls_fixtures import TLS_OPTIONS, channel_credentials

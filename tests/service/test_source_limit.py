@@ -11,7 +11,7 @@ import pytest
 
 from export import spec
 from models.tokenizer import Tokenizer
-from service.proto.nmt.v1 import translator_pb2 as pb
+from nmt_api.nmt.v1 import translator_pb2 as pb
 from tests.service.server_fixtures import TINY_MODEL, ServerFactory
 from tests.service.server_helpers import TIMEOUT, proto_options, rpc_error, stub_for
 

@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from service.proto.nmt.v1 import translator_pb2 as service_dot_proto_dot_nmt_dot_v1_dot_translator__pb2
+from nmt_api.nmt.v1 import translator_pb2 as nmt__api_dot_nmt_dot_v1_dot_translator__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -18,7 +18,7 @@ except ImportError:
 if _version_not_supported:
     raise RuntimeError(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in service/proto/nmt/v1/translator_pb2_grpc.py depends on'
+        + ' but the generated code in nmt_api/nmt/v1/translator_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
@@ -36,18 +36,18 @@ class TranslatorStub:
         """
         self.Translate = channel.unary_unary(
                 '/nmt.v1.Translator/Translate',
-                request_serializer=service_dot_proto_dot_nmt_dot_v1_dot_translator__pb2.TranslateRequest.SerializeToString,
-                response_deserializer=service_dot_proto_dot_nmt_dot_v1_dot_translator__pb2.TranslateResponse.FromString,
+                request_serializer=nmt__api_dot_nmt_dot_v1_dot_translator__pb2.TranslateRequest.SerializeToString,
+                response_deserializer=nmt__api_dot_nmt_dot_v1_dot_translator__pb2.TranslateResponse.FromString,
                 _registered_method=True)
         self.TranslateStream = channel.unary_stream(
                 '/nmt.v1.Translator/TranslateStream',
-                request_serializer=service_dot_proto_dot_nmt_dot_v1_dot_translator__pb2.TranslateStreamRequest.SerializeToString,
-                response_deserializer=service_dot_proto_dot_nmt_dot_v1_dot_translator__pb2.TranslateStreamResponse.FromString,
+                request_serializer=nmt__api_dot_nmt_dot_v1_dot_translator__pb2.TranslateStreamRequest.SerializeToString,
+                response_deserializer=nmt__api_dot_nmt_dot_v1_dot_translator__pb2.TranslateStreamResponse.FromString,
                 _registered_method=True)
         self.ListModels = channel.unary_unary(
                 '/nmt.v1.Translator/ListModels',
-                request_serializer=service_dot_proto_dot_nmt_dot_v1_dot_translator__pb2.ListModelsRequest.SerializeToString,
-                response_deserializer=service_dot_proto_dot_nmt_dot_v1_dot_translator__pb2.ListModelsResponse.FromString,
+                request_serializer=nmt__api_dot_nmt_dot_v1_dot_translator__pb2.ListModelsRequest.SerializeToString,
+                response_deserializer=nmt__api_dot_nmt_dot_v1_dot_translator__pb2.ListModelsResponse.FromString,
                 _registered_method=True)
 
 
@@ -81,18 +81,18 @@ def add_TranslatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
             'Translate': grpc.unary_unary_rpc_method_handler(
                     servicer.Translate,
-                    request_deserializer=service_dot_proto_dot_nmt_dot_v1_dot_translator__pb2.TranslateRequest.FromString,
-                    response_serializer=service_dot_proto_dot_nmt_dot_v1_dot_translator__pb2.TranslateResponse.SerializeToString,
+                    request_deserializer=nmt__api_dot_nmt_dot_v1_dot_translator__pb2.TranslateRequest.FromString,
+                    response_serializer=nmt__api_dot_nmt_dot_v1_dot_translator__pb2.TranslateResponse.SerializeToString,
             ),
             'TranslateStream': grpc.unary_stream_rpc_method_handler(
                     servicer.TranslateStream,
-                    request_deserializer=service_dot_proto_dot_nmt_dot_v1_dot_translator__pb2.TranslateStreamRequest.FromString,
-                    response_serializer=service_dot_proto_dot_nmt_dot_v1_dot_translator__pb2.TranslateStreamResponse.SerializeToString,
+                    request_deserializer=nmt__api_dot_nmt_dot_v1_dot_translator__pb2.TranslateStreamRequest.FromString,
+                    response_serializer=nmt__api_dot_nmt_dot_v1_dot_translator__pb2.TranslateStreamResponse.SerializeToString,
             ),
             'ListModels': grpc.unary_unary_rpc_method_handler(
                     servicer.ListModels,
-                    request_deserializer=service_dot_proto_dot_nmt_dot_v1_dot_translator__pb2.ListModelsRequest.FromString,
-                    response_serializer=service_dot_proto_dot_nmt_dot_v1_dot_translator__pb2.ListModelsResponse.SerializeToString,
+                    request_deserializer=nmt__api_dot_nmt_dot_v1_dot_translator__pb2.ListModelsRequest.FromString,
+                    response_serializer=nmt__api_dot_nmt_dot_v1_dot_translator__pb2.ListModelsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -120,8 +120,8 @@ class Translator:
             request,
             target,
             '/nmt.v1.Translator/Translate',
-            service_dot_proto_dot_nmt_dot_v1_dot_translator__pb2.TranslateRequest.SerializeToString,
-            service_dot_proto_dot_nmt_dot_v1_dot_translator__pb2.TranslateResponse.FromString,
+            nmt__api_dot_nmt_dot_v1_dot_translator__pb2.TranslateRequest.SerializeToString,
+            nmt__api_dot_nmt_dot_v1_dot_translator__pb2.TranslateResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -147,8 +147,8 @@ class Translator:
             request,
             target,
             '/nmt.v1.Translator/TranslateStream',
-            service_dot_proto_dot_nmt_dot_v1_dot_translator__pb2.TranslateStreamRequest.SerializeToString,
-            service_dot_proto_dot_nmt_dot_v1_dot_translator__pb2.TranslateStreamResponse.FromString,
+            nmt__api_dot_nmt_dot_v1_dot_translator__pb2.TranslateStreamRequest.SerializeToString,
+            nmt__api_dot_nmt_dot_v1_dot_translator__pb2.TranslateStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -174,8 +174,8 @@ class Translator:
             request,
             target,
             '/nmt.v1.Translator/ListModels',
-            service_dot_proto_dot_nmt_dot_v1_dot_translator__pb2.ListModelsRequest.SerializeToString,
-            service_dot_proto_dot_nmt_dot_v1_dot_translator__pb2.ListModelsResponse.FromString,
+            nmt__api_dot_nmt_dot_v1_dot_translator__pb2.ListModelsRequest.SerializeToString,
+            nmt__api_dot_nmt_dot_v1_dot_translator__pb2.ListModelsResponse.FromString,
             options,
             channel_credentials,
             insecure,

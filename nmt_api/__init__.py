@@ -1,0 +1,18 @@
+"""The ``nmt.v1`` wire API: generated stubs (``nmt_api.nmt.v1.translator_pb2`` and
+``translator_pb2_grpc``, see ``nmt_api/README.md``) and the conventions of the protocol
+that the ``.proto`` cannot express. Imported by the server and by the client library;
+imports neither."""
+
+from __future__ import annotations
+
+# The gRPC service name of ``nmt.v1.Translator`` (also its health-check service name).
+SERVICE_NAME = "nmt.v1.Translator"
+# Ends the message of every RESOURCE_EXHAUSTED that the server sends because it is busy
+# (queue full, too many translations in flight). gRPC's own RESOURCE_EXHAUSTED for a
+# message over the size limit does not carry it: sending that again fails the same way.
+RETRY_HINT = "retry with backoff"
+# Metadata key of a call's request id: sent by a client that wants to name its call,
+# returned by the server in the trailing metadata of every call (errors included).
+REQUEST_ID_HEADER = "x-request-id"
+
+__all__ = ["REQUEST_ID_HEADER", "RETRY_HINT", "SERVICE_NAME"]

@@ -1,0 +1,334 @@
+"""``nmt-translate``: translate text with a running ``nmt-serve``; optional attention
+heatmap.
+
+Sentences come from the command line, or from stdin (one a line, blank lines kept
+blank) when none is given; each prints one line (``--n-best N``: N lines, ranked)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+from nmt_client.errors import TranslatorError
+from nmt_client.heatmap import MATPLOTLIB_HINT, have_matplotlib, plot_attention
+from nmt_client.options import DecodeOptions
+from nmt_client.results import Result
+from nmt_client.translator import DEFAULT_TARGET, Translator
+
+PROG = "nmt-translate"
+
+
+def add_connection_args(p: argparse.ArgumentParser, *, server_default: str | None) -> None:
+    """``--server``, ``--model``, ``--timeout``, ``--retries`` and the TLS flags."""
+    g = p.add_argument_group("connection")
+    if server_default is not None:
+        g.add_argument(
+            "--server",
+            metavar="HOST:PORT",
+            default=server_default,
+            help="the server (default: %(default)s)",
+        )
+    g.add_argument(
+        "--model", metavar="NAME", default=None, help="model name (default: the server's default)"
+    )
+    g.add_argument(
+        "--timeout",
+        metavar="S",
+        type=float,
+        default=30.0,
+        help="deadline of a call in seconds, retries included (default: %(default)s)",
+    )
+    g.add_argument(
+        "--retries",
+        metavar="N",
+        type=int,
+        default=3,
+        help="times a call is sent again while the server "
+        "is busy or unreachable, with backoff (default: %(default)s)",
+    )
+    g.add_argument("--tls", action="store_true", help="TLS with the system's CA certificates")
+    g.add_argument(
+        "--tls-ca",
+        metavar="PEM",
+        type=Path,
+        default=None,
+        help="CA certificate (PEM) that signed the server's certificate; implies TLS",
+    )
+    g.add_argument(
+        "--tls-cert",
+        metavar="PEM",
+        type=Path,
+        default=None,
+        help="client certificate (PEM), for "
+        "a server started with --tls-client-ca (mTLS); needs --tls-key",
+    )
+    g.add_argument(
+        "--tls-key", metavar="PEM", type=Path, default=None, help="the client certificate's key"
+    )
+    g.add_argument(
+        "--tls-server-name",
+        metavar="NAME",
+        default=None,
+        help="name the server's certificate is checked against (default: the host of --server)",
+    )
+
+
+def check_connection_args(args: argparse.Namespace) -> str | None:
+    if not args.timeout > 0:
+        return f"--timeout {args.timeout} must be a positive number of seconds"
+    if args.retries < 0:
+        return f"--retries {args.retries} must be >= 0"
+    if (args.tls_cert is None) != (args.tls_key is None):
+        return "--tls-cert and --tls-key go together: give both or neither"
+    for flag in ("tls_ca", "tls_cert", "tls_key"):
+        path = getattr(args, flag)
+        if path is not None and not path.is_file():
+            return f"--{flag.replace('_', '-')} {path}: no such file"
+    return None
+
+
+def translator_from_args(args: argparse.Namespace, server: str, **kwargs) -> Translator:
+    tls = bool(args.tls or args.tls_ca or args.tls_cert)
+    return Translator(
+        server,
+        tls=tls,
+        root_certificates=args.tls_ca,
+        certificate_chain=args.tls_cert,
+        private_key=args.tls_key,
+        server_name=args.tls_server_name,
+        timeout=args.timeout,
+        retries=args.retries,
+        model=args.model,
+        **kwargs,
+    )
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description=__doc__.split("\n\n")[0].replace("\n", " ").replace("``", ""),
+        epilog=__doc__.split("\n\n", 1)[1].replace("\n", " ").replace("``", ""),
+    )
+    p.add_argument("text", nargs="*", help="sentences to translate (none: read stdin)")
+    add_connection_args(p, server_default=DEFAULT_TARGET)
+    d = p.add_argument_group("decoding")
+    d.add_argument(
+        "--beam",
+        metavar="N",
+        type=int,
+        default=1,
+        help="beam size, 1: greedy (default: %(default)s)",
+    )
+    d.add_argument(
+        "--n-best",
+        metavar="N",
+        type=int,
+        default=1,
+        help="hypotheses per sentence, at most --beam (default: %(default)s)",
+    )
+    d.add_argument(
+        "--length-penalty",
+        metavar="LP",
+        type=float,
+        default=None,
+        help="score = log-prob / length^LP (default: the model's, else 1.0)",
+    )
+    d.add_argument(
+        "--max-length",
+        metavar="N",
+        type=int,
+        default=None,
+        help="cap on target tokens (default: the server's)",
+    )
+    o = p.add_argument_group("output")
+    o.add_argument("--scores", action="store_true", help="print each hypothesis's score")
+    o.add_argument(
+        "--stream",
+        action="store_true",
+        help="print the translation as the server decodes it (one sentence)",
+    )
+    o.add_argument(
+        "--batch-size",
+        metavar="N",
+        type=int,
+        default=32,
+        help="sentences per request when reading stdin (default: %(default)s)",
+    )
+    o.add_argument(
+        "--attention-png",
+        metavar="PNG",
+        type=Path,
+        default=None,
+        help="write the attention heatmap "
+        "of the first sentence's best hypothesis to this PNG (needs matplotlib)",
+    )
+    o.add_argument(
+        "--words",
+        action="store_true",
+        help="heatmap of words instead of "
+        "SentencePiece pieces: a source word's weight is the sum over its pieces, a "
+        "target word's row the mean of its pieces' rows",
+    )
+    o.add_argument("--list-models", action="store_true", help="list the server's models and exit")
+    return p
+
+
+def check_args(args: argparse.Namespace) -> str | None:
+    """What is wrong with the arguments, found before anything is sent (``None``: fine)."""
+    if args.beam < 1 or args.n_best < 1:
+        return "--beam and --n-best must be >= 1"
+    if args.n_best > args.beam:
+        return f"--n-best {args.n_best} needs --beam {args.n_best} or more"
+    if args.batch_size < 1:
+        return "--batch-size must be >= 1"
+    if args.stream and (len(args.text) != 1 or args.n_best > 1):
+        return "--stream translates one sentence to its best hypothesis: give exactly one"
+    png = args.attention_png
+    if png is not None:
+        if not have_matplotlib():
+            return f"--attention-png {MATPLOTLIB_HINT}"
+        if not png.parent.is_dir():
+            return f"--attention-png {png}: directory {png.parent} does not exist"
+    elif args.words:
+        return "--words goes with --attention-png"
+    return check_connection_args(args)
+
+
+def _stdin_lines() -> Iterator[str]:
+    if sys.stdin.isatty():
+        print(f"{PROG}: reading sentences from stdin, one a line (Ctrl-D ends)", file=sys.stderr)
+    for line in sys.stdin:
+        yield line.rstrip("\r\n")
+
+
+def translate_lines(
+    translator: Translator, lines: Iterable[str], **kwargs
+) -> Iterator[Result | None]:
+    """:meth:`Translator.translate_many` of ``lines``, read as far as needed; ``None``
+    for a blank line (not sent: the server refuses empty text). ``kwargs``: those of
+    ``translate_many``."""
+    sent: deque[bool] = deque()  # per line read so far and not yet answered: sent?
+
+    def non_blank() -> Iterator[str]:
+        for line in lines:
+            sent.append(bool(line.strip()))
+            if sent[-1]:
+                yield line
+
+    for result in translator.translate_many(non_blank(), **kwargs):
+        while not sent.popleft():
+            yield None
+        yield result
+    yield from (None for _ in sent)
+
+
+def _stream(
+    translator: Translator, text: str, options: DecodeOptions, *, scores: bool
+) -> Result | None:
+    """Print the translation as it is decoded; the final :class:`Result`."""
+    shown, result = "", None
+    for update in translator.stream(text, options=options):
+        if update.final:
+            result = update.result
+        if update.text.startswith(shown):
+            print(update.text[len(shown) :], end="", flush=True)
+        else:  # the best hypothesis left the stable prefix: start the line again
+            print("\n" + update.text, end="", flush=True)
+        shown = update.text
+    score = result.best.score if result is not None else None
+    print(f"\t{score:.4f}" if scores and score is not None else "")
+    return result
+
+
+def _print_result(result: Result | None, args: argparse.Namespace) -> None:
+    if result is None:
+        print()
+        return
+    for rank, hyp in enumerate(result.hypotheses):
+        prefix = f"{rank + 1}\t" if args.n_best > 1 else ""
+        suffix = f"\t{hyp.score:.4f}" if args.scores and hyp.score is not None else ""
+        print(f"{prefix}{hyp.text}{suffix}")
+
+
+def _list_models(translator: Translator) -> None:
+    for m in translator.list_models():
+        default = "\tdefault" if m.is_default else ""
+        print(f"{m.name}\t{m.version}\t{m.precision}\t{m.execution_provider}{default}")
+
+
+def run(args: argparse.Namespace) -> int:
+    options = DecodeOptions(
+        beam_size=args.beam,
+        n_best=args.n_best,
+        length_penalty=args.length_penalty,
+        max_length=args.max_length,
+        return_attention=args.attention_png is not None,
+        return_scores=args.scores,
+    )
+    first: Result | None = None
+    with translator_from_args(args, args.server) as translator:
+        if args.list_models:
+            _list_models(translator)
+            return 0
+        if args.stream:
+            first = _stream(translator, args.text[0], options, scores=args.scores)
+        else:
+            interactive = not args.text and sys.stdin.isatty()
+            for result in translate_lines(
+                translator,
+                args.text or _stdin_lines(),
+                batch_size=1 if interactive else args.batch_size,
+                concurrency=1 if interactive else 4,
+                options=options,
+            ):
+                first = first or result
+                _print_result(result, args)
+                sys.stdout.flush()
+    if args.attention_png is not None and first is not None:
+        best = first.best
+        if best.attention is None:
+            return 0
+        try:
+            plot_attention(
+                best.attention,
+                args.attention_png,
+                words=args.words,
+                title=f"{first.source}\n{best.text}",
+            )
+        except OSError as exc:
+            print(
+                f"{PROG}: error: could not write {args.attention_png}: {exc.strerror}",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"attention heatmap: {args.attention_png}", file=sys.stderr)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_intermixed_args(argv)
+    problem = check_args(args)
+    if problem:
+        print(f"{PROG}: error: {problem}", file=sys.stderr)
+        return 2
+    try:
+        return run(args)
+    except TranslatorError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # | head: the reader has all it wants
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error
+        return 0
+    except OSError as exc:  # a certificate that cannot be read
+        print(f"{PROG}: error: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""``nmt-eval``: translate a file with a running server (or a local bundle) and score it.
+
+Prints sacreBLEU's signature line (``BLEU = ...``) and chrF.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from nmt_client.cli import add_connection_args, check_connection_args, translator_from_args
+from nmt_client.errors import TranslatorError
+from nmt_client.translator import Translator
+
+PROG = "nmt-eval"
+SACREBLEU_HINT = "nmt-eval needs sacrebleu: pip install 'rnn-nmt-serving[train]' (or sacrebleu)"
+# Requests nmt-eval keeps in flight: enough to fill the server's batches, few enough to
+# stay far below its in-flight and queue limits.
+EVAL_WINDOW = 8
+# A request of batch x beam rows must fit in the server's --max-live-rows (its default).
+EVAL_ROWS = 256
+# A busy server is waited out: up to 20 retries, backoff capped at 2 s.
+OVERLOAD_RETRIES = 20
+
+
+def read_lines(path: Path) -> list[str]:
+    with open(path, encoding="utf-8") as fh:
+        return [line.rstrip("\n") for line in fh]
+
+
+def skip_blank(translate: Callable[[list[str]], list[str]], lines: list[str]) -> list[str]:
+    """Translate the non-blank lines; a blank source line gets an empty translation
+    (the service rejects empty texts, and a blank line has nothing to translate)."""
+    keep = [i for i, line in enumerate(lines) if line.strip()]
+    out = [""] * len(lines)
+    for i, hyp in zip(keep, translate([lines[i] for i in keep]) if keep else [], strict=True):
+        out[i] = hyp
+    return out
+
+
+def translate_with_server(
+    translator: Translator, lines: list[str], beam: int, *, batch: int = 32
+) -> list[str]:
+    """Best translations of ``lines`` from the server: requests of at most ``batch``
+    sentences (fewer for wide beams), :data:`EVAL_WINDOW` in flight; the translator
+    retries while the server is busy."""
+    batch = max(1, min(batch, EVAL_ROWS // max(1, beam)))
+    results = translator.translate_many(
+        lines, batch_size=batch, concurrency=EVAL_WINDOW, beam_size=beam, return_scores=False
+    )
+    return [r.text for r in results]
+
+
+def translate_with_bundle(bundle_dir: Path, lines: list[str], beam: int) -> list[str]:
+    """Best translations decoded in this process. The one part of ``nmt-eval`` that
+    needs the serving package (ONNX Runtime and all): imported here, only for
+    ``--bundle``, so that the client library never depends on the server."""
+    offline = importlib.import_module("service.offline")
+    return offline.translate_with_bundle(bundle_dir, lines, beam)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0].replace("``", ""))
+    p.add_argument(
+        "--src", metavar="PATH", type=Path, required=True, help="source sentences, one a line"
+    )
+    p.add_argument(
+        "--ref", metavar="PATH", type=Path, required=True, help="reference translations, one a line"
+    )
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--server", metavar="HOST:PORT", help="HOST:PORT of a running nmt-serve")
+    where.add_argument(
+        "--bundle", metavar="DIR", type=Path, help="bundle directory (decode in this process)"
+    )
+    p.add_argument(
+        "--beam",
+        metavar="N",
+        type=int,
+        default=1,
+        help="beam size, 1: greedy (default: %(default)s)",
+    )
+    p.add_argument(
+        "--batch-size",
+        metavar="N",
+        type=int,
+        default=32,
+        help=f"sentences a request, at most {EVAL_ROWS} / beam (default: %(default)s)",
+    )
+    p.add_argument("--limit", metavar="N", type=int, default=None, help="first N lines only")
+    p.add_argument(
+        "--out", metavar="PATH", type=Path, default=None, help="write the translations here"
+    )
+    add_connection_args(p, server_default=None)
+    p.set_defaults(retries=OVERLOAD_RETRIES, timeout=300.0)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    try:
+        import sacrebleu
+    except ImportError:
+        print(f"{PROG}: error: {SACREBLEU_HINT}", file=sys.stderr)
+        return 2
+    problem = check_connection_args(args)
+    if args.beam < 1 or args.batch_size < 1:
+        problem = "--beam and --batch-size must be >= 1"
+    if problem:
+        print(f"{PROG}: error: {problem}", file=sys.stderr)
+        return 2
+    try:
+        src, ref = read_lines(args.src), read_lines(args.ref)
+    except OSError as exc:
+        which = "--src" if exc.filename == str(args.src) else "--ref"
+        print(f"{PROG}: error: cannot read {which} {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 2
+    if len(src) != len(ref):
+        print(f"{PROG}: error: {len(src)} source lines but {len(ref)} references", file=sys.stderr)
+        return 2
+    if args.limit:
+        src, ref = src[: args.limit], ref[: args.limit]
+    start = time.monotonic()
+    try:
+        if args.server:
+            # --timeout bounds each request, retries included (not the whole file)
+            with translator_from_args(args, args.server) as translator:
+                hyps = skip_blank(
+                    lambda ls: translate_with_server(
+                        translator, ls, args.beam, batch=args.batch_size
+                    ),
+                    src,
+                )
+        else:
+            hyps = skip_blank(lambda ls: translate_with_bundle(args.bundle, ls, args.beam), src)
+    except TranslatorError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # noqa: BLE001 - a CLI reports one line, not a traceback
+        print(f"{PROG}: error: {type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 1
+    seconds = time.monotonic() - start
+    if args.out:
+        args.out.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+    print(sacrebleu.corpus_bleu(hyps, [ref]))
+    print(sacrebleu.corpus_chrf(hyps, [ref]))
+    print(f"{len(src)} sentences in {seconds:.1f} s ({len(src) / seconds:.1f} sentences/s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

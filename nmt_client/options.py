@@ -1,0 +1,135 @@
+"""Decoding options of a request, and the request messages built from them.
+
+:class:`DecodeOptions` holds every field of ``nmt.v1.DecodeOptions``; a field left
+``None`` is left to the server (the model's own default, else the documented one).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal
+
+from nmt_api.nmt.v1 import translator_pb2 as pb
+
+Strategy = Literal["greedy", "beam"]
+_STRATEGIES = {"greedy": pb.STRATEGY_GREEDY, "beam": pb.STRATEGY_BEAM}
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """How to decode. ``strategy`` ``None``: beam search when ``beam_size > 1``, else
+    greedy. ``beam_size`` ``None``: 1 for greedy, the server's default (5) for beam.
+    ``n_best``: hypotheses per sentence, best first (at most ``beam_size``).
+    ``length_penalty``: score = log-prob / length**lp (server default 1.0).
+    ``max_length``: cap on target tokens; ``max_length_ratio``: cap = ratio x source
+    tokens + 10 (server default 2.0). ``return_attention``: each hypothesis's attention
+    matrix. ``return_scores``: each hypothesis's score and log-prob (unlike the proto's
+    default, on unless turned off).
+
+    Values the server could never accept (a beam of 0, a negative length) raise
+    ``ValueError`` here; upper limits are the server's to check (INVALID_ARGUMENT)."""
+
+    strategy: Strategy | None = None
+    beam_size: int | None = None
+    n_best: int | None = None
+    length_penalty: float | None = None
+    max_length: int | None = None
+    max_length_ratio: float | None = None
+    return_attention: bool = False
+    return_scores: bool = True
+
+    def __post_init__(self) -> None:
+        if self.strategy is not None and self.strategy not in _STRATEGIES:
+            raise ValueError(f"strategy must be 'greedy', 'beam' or None, got {self.strategy!r}")
+        for name in ("beam_size", "n_best", "max_length"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be an integer >= 1 (or None), got {value!r}")
+        if self.strategy == "greedy" and (self.beam_size or 1) > 1:
+            raise ValueError(f"strategy 'greedy' with beam_size {self.beam_size}: use 'beam'")
+        beam = self.beam_size or (1 if self.resolved_strategy == "greedy" else None)
+        if self.n_best is not None and beam is not None and self.n_best > beam:
+            raise ValueError(f"n_best {self.n_best} needs beam_size {self.n_best} or more")
+        for name in ("length_penalty", "max_length_ratio"):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0 (or None), got {value!r}")
+
+    @property
+    def resolved_strategy(self) -> Strategy:
+        """The strategy the server will use."""
+        if self.strategy is not None:
+            return self.strategy
+        return "beam" if (self.beam_size or 1) > 1 else "greedy"
+
+    def with_(self, **changes: Any) -> DecodeOptions:
+        """A copy with the fields in ``changes`` that are not ``None`` replaced."""
+        given = {k: v for k, v in changes.items() if v is not None}
+        unknown = set(given) - {f.name for f in fields(self)}
+        if unknown:
+            raise TypeError(f"unknown decode options: {', '.join(sorted(unknown))}")
+        return replace(self, **given) if given else self
+
+    def to_proto(self) -> pb.DecodeOptions:
+        """The ``nmt.v1.DecodeOptions`` message."""
+        msg = pb.DecodeOptions(
+            strategy=_STRATEGIES[self.resolved_strategy],
+            beam_size=self.beam_size or 0,
+            n_best=self.n_best or 0,
+            max_length=self.max_length or 0,
+            return_attention=self.return_attention,
+            return_scores=self.return_scores,
+        )
+        if self.length_penalty is not None:
+            msg.length_penalty = self.length_penalty
+        if self.max_length_ratio is not None:
+            msg.max_length_ratio = self.max_length_ratio
+        return msg
+
+    @classmethod
+    def from_proto(cls, msg: pb.DecodeOptions) -> DecodeOptions:
+        """The options a ``nmt.v1.DecodeOptions`` message asks for."""
+        strategy = {v: k for k, v in _STRATEGIES.items()}.get(msg.strategy)
+        return cls(
+            strategy=strategy,
+            beam_size=msg.beam_size or None,
+            n_best=msg.n_best or None,
+            length_penalty=msg.length_penalty if msg.HasField("length_penalty") else None,
+            max_length=msg.max_length or None,
+            max_length_ratio=msg.max_length_ratio if msg.HasField("max_length_ratio") else None,
+            return_attention=msg.return_attention,
+            return_scores=msg.return_scores,
+        )
+
+
+def check_texts(texts: Sequence[str]) -> list[str]:
+    """``texts`` as a list; a bare string is refused (it would be sent letter by letter)."""
+    if isinstance(texts, (str, bytes)):
+        raise TypeError("texts must be a sequence of sentences, not one string: pass [text]")
+    out = list(texts)
+    for i, text in enumerate(out):
+        if not isinstance(text, str):
+            raise TypeError(f"texts[{i}] is {type(text).__name__}, not str")
+    return out
+
+
+def translate_request(
+    texts: Sequence[str], options: DecodeOptions | None = None, *, model: str | None = None
+) -> pb.TranslateRequest:
+    """The ``nmt.v1.TranslateRequest`` for ``texts`` (for callers that need the raw message)."""
+    return pb.TranslateRequest(
+        texts=check_texts(texts), model=model or "", options=(options or DecodeOptions()).to_proto()
+    )
+
+
+def stream_request(
+    text: str, options: DecodeOptions | None = None, *, model: str | None = None
+) -> pb.TranslateStreamRequest:
+    """The ``nmt.v1.TranslateStreamRequest`` for one sentence."""
+    if not isinstance(text, str):
+        raise TypeError(f"text is {type(text).__name__}, not str")
+    return pb.TranslateStreamRequest(
+        text=text, model=model or "", options=(options or DecodeOptions()).to_proto()
+    )

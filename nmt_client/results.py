@@ -1,0 +1,217 @@
+"""What the server answers, as small frozen dataclasses (no protobuf in callers' code)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from nmt_api.nmt.v1 import translator_pb2 as pb
+
+EOS = "</s>"
+
+
+@dataclass(frozen=True)
+class Attention:
+    """One hypothesis's attention: ``rows`` target tokens (its pieces, then ``</s>``) by
+    ``cols`` source pieces; ``values`` row-major; every row sums to 1."""
+
+    rows: int
+    cols: int
+    values: tuple[float, ...]
+    source_tokens: tuple[str, ...]
+    target_tokens: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.values) != self.rows * self.cols:
+            raise ValueError(f"{len(self.values)} values for a {self.rows}x{self.cols} matrix")
+        if len(self.source_tokens) != self.cols or len(self.target_tokens) != self.rows:
+            raise ValueError(
+                f"{len(self.target_tokens)} target / {len(self.source_tokens)} source labels "
+                f"for a {self.rows}x{self.cols} matrix"
+            )
+
+    @property
+    def matrix(self) -> list[list[float]]:
+        """Nested lists, ``matrix[target][source]``."""
+        c = self.cols
+        return [list(self.values[r * c : (r + 1) * c]) for r in range(self.rows)]
+
+    def weight(self, target: int, source: int) -> float:
+        return self.values[target * self.cols + source]
+
+    def to_numpy(self):
+        """A ``(rows, cols)`` float32 array (needs numpy)."""
+        import numpy as np
+
+        return np.asarray(self.values, dtype=np.float32).reshape(self.rows, self.cols)
+
+    @classmethod
+    def from_proto(cls, msg: pb.AttentionMatrix) -> Attention | None:
+        if not msg.rows:
+            return None
+        return cls(
+            msg.rows,
+            msg.cols,
+            tuple(msg.values),
+            tuple(msg.source_tokens),
+            tuple(msg.target_tokens),
+        )
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One translation of a sentence: ``text``, its target pieces (``tokens``, no
+    ``</s>``), ``score`` (log-prob / length**length_penalty) and ``log_prob`` (``None``
+    unless scores were asked for), ``attention`` (``None`` unless asked for)."""
+
+    text: str
+    tokens: tuple[str, ...]
+    score: float | None = None
+    log_prob: float | None = None
+    attention: Attention | None = None
+
+    @classmethod
+    def from_proto(cls, msg: pb.Hypothesis, *, scores: bool) -> Hypothesis:
+        return cls(
+            msg.text,
+            tuple(msg.tokens),
+            msg.score if scores else None,
+            msg.log_prob if scores else None,
+            Attention.from_proto(msg.attention) if msg.HasField("attention") else None,
+        )
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Server-side milliseconds of one request (all its sentences together)."""
+
+    queue_ms: float = 0.0
+    encode_ms: float = 0.0
+    decode_ms: float = 0.0
+    total_ms: float = 0.0
+
+    @classmethod
+    def from_proto(cls, msg: pb.Timing) -> Timing:
+        return cls(msg.queue_ms, msg.encode_ms, msg.decode_ms, msg.total_ms)
+
+
+@dataclass(frozen=True)
+class Result:
+    """The translation of one sentence: ``hypotheses`` best first, ``source_tokens``
+    the number of source pieces. ``model``, ``model_version``, ``timing`` and
+    ``request_id`` belong to the request it was part of."""
+
+    source: str
+    hypotheses: tuple[Hypothesis, ...]
+    source_tokens: int = 0
+    model: str = ""
+    model_version: str = ""
+    timing: Timing | None = None
+    request_id: str | None = None
+
+    @property
+    def best(self) -> Hypothesis:
+        return self.hypotheses[0]
+
+    @property
+    def text(self) -> str:
+        """The best hypothesis's text."""
+        return self.hypotheses[0].text
+
+
+@dataclass(frozen=True)
+class StreamUpdate:
+    """One message of :meth:`Translator.stream`: the stable target ``text`` so far and
+    what this message added (``delta``); the ``final`` one carries the whole ``result``."""
+
+    text: str
+    delta: str
+    final: bool = False
+    result: Result | None = None
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """A model the server has loaded (``ListModels``). ``config``: the model's
+    architecture; ``summary``: its manifest's parity, versions and provenance."""
+
+    name: str
+    version: str
+    precision: str
+    execution_provider: str
+    parameters: int
+    src_vocab_size: int
+    tgt_vocab_size: int
+    max_source_tokens: int
+    is_default: bool
+    config: dict[str, Any]
+    summary: dict[str, Any]
+
+    @classmethod
+    def from_proto(cls, msg: pb.ModelInfo) -> ModelInfo:
+        return cls(
+            name=msg.name,
+            version=msg.version,
+            precision=msg.precision,
+            execution_provider=msg.execution_provider,
+            parameters=msg.parameters,
+            src_vocab_size=msg.src_vocab_size,
+            tgt_vocab_size=msg.tgt_vocab_size,
+            max_source_tokens=msg.max_source_tokens,
+            is_default=msg.is_default,
+            config=_json(msg.config_json),
+            summary=_json(msg.manifest_summary_json),
+        )
+
+
+def _json(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def results_from_proto(
+    sources: list[str],
+    reply: pb.TranslateResponse,
+    *,
+    scores: bool,
+    request_id: str | None = None,
+) -> list[Result]:
+    """One :class:`Result` per sentence of a ``TranslateResponse``."""
+    timing = Timing.from_proto(reply.timing)
+    return [
+        result_from_proto(
+            source,
+            t,
+            scores=scores,
+            model=reply.model,
+            version=reply.model_version,
+            timing=timing,
+            request_id=request_id,
+        )
+        for source, t in zip(sources, reply.translations, strict=True)
+    ]
+
+
+def result_from_proto(
+    source: str,
+    msg: pb.Translation,
+    *,
+    scores: bool,
+    model: str = "",
+    version: str = "",
+    timing: Timing | None = None,
+    request_id: str | None = None,
+) -> Result:
+    return Result(
+        source=source,
+        hypotheses=tuple(Hypothesis.from_proto(h, scores=scores) for h in msg.hypotheses),
+        source_tokens=msg.source_tokens,
+        model=model,
+        model_version=version,
+        timing=timing,
+        request_id=request_id,
+    )

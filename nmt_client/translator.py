@@ -1,0 +1,368 @@
+"""The :class:`Translator`: a connection to ``nmt-serve`` and its calls."""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from nmt_api import REQUEST_ID_HEADER, SERVICE_NAME
+from nmt_api.nmt.v1 import translator_pb2 as pb
+from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
+from nmt_client.errors import (
+    DeadlineExceeded,
+    TranslatorError,
+    from_rpc_error,
+    retryable,
+)
+from nmt_client.options import (
+    DecodeOptions,
+    Strategy,
+    check_texts,
+    stream_request,
+    translate_request,
+)
+from nmt_client.results import (
+    ModelInfo,
+    Result,
+    StreamUpdate,
+    result_from_proto,
+    results_from_proto,
+)
+from nmt_client.results import Timing as _Timing
+
+DEFAULT_TARGET = "127.0.0.1:50051"
+T = TypeVar("T")
+Pem = bytes | str | os.PathLike
+
+
+def read_pem(value: Pem | None, what: str) -> bytes | None:
+    """PEM bytes from bytes, PEM text or a file path (``what`` names it in errors)."""
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str) and value.lstrip().startswith("-----BEGIN"):
+        return value.encode()
+    try:
+        return Path(value).read_bytes()
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot read the {what} {value}: {exc.strerror}") from None
+
+
+class Translator:
+    """A client of an ``nmt.v1.Translator`` server; thread-safe, one channel.
+
+    ``target``: ``HOST:PORT``. TLS when ``tls`` is true, or when it is ``None`` and any
+    certificate is given: ``root_certificates`` (the CA that signed the server's
+    certificate; system roots if ``None``), ``certificate_chain`` and ``private_key``
+    (a client certificate, for servers that require one: mTLS) - each PEM bytes, PEM
+    text or a file path. ``server_name`` overrides the name the server's certificate
+    is checked against. ``timeout``: seconds a call may take, retries included.
+    ``retries``: how many times a call is sent again when the server was busy
+    (RESOURCE_EXHAUSTED "retry with backoff") or the call was never served (no
+    connection, server not ready), with exponential backoff from ``backoff`` s up to
+    ``max_backoff`` s and jitter; never past the deadline. ``model``: the model calls
+    use unless they name one (``None``: the server's default). ``metadata``: pairs sent
+    with every call. ``channel``: an existing channel to use instead (not closed here).
+
+    Use as a context manager, or call :meth:`close`."""
+
+    def __init__(
+        self,
+        target: str = DEFAULT_TARGET,
+        *,
+        tls: bool | None = None,
+        root_certificates: Pem | None = None,
+        certificate_chain: Pem | None = None,
+        private_key: Pem | None = None,
+        server_name: str | None = None,
+        timeout: float = 30.0,
+        retries: int = 3,
+        backoff: float = 0.05,
+        max_backoff: float = 2.0,
+        model: str | None = None,
+        metadata: Sequence[tuple[str, str]] = (),
+        max_message_bytes: int | None = None,
+        channel_options: Sequence[tuple[str, Any]] = (),
+        channel: grpc.Channel | None = None,
+    ) -> None:
+        if not timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        if retries < 0:
+            raise ValueError(f"retries must be >= 0, got {retries}")
+        if (certificate_chain is None) != (private_key is None):
+            raise ValueError("a client certificate needs its key: give both or neither")
+        self.target = target
+        self.timeout, self.retries, self.model = float(timeout), retries, model
+        self.backoff, self.max_backoff = backoff, max_backoff
+        self.metadata = tuple(metadata)
+        self._random = random.Random()
+        self._own_channel = channel is None
+        self.tls = False  # of a channel given: unknown, reported as plaintext
+        if channel is None:
+            options = list(channel_options)
+            if max_message_bytes is not None:
+                options += [
+                    ("grpc.max_receive_message_length", max_message_bytes),
+                    ("grpc.max_send_message_length", max_message_bytes),
+                ]
+            if server_name:
+                options.append(("grpc.ssl_target_name_override", server_name))
+            certs = (root_certificates, certificate_chain, private_key)
+            self.tls = bool(tls or (tls is None and any(c is not None for c in certs)))
+            if self.tls:
+                creds = grpc.ssl_channel_credentials(
+                    read_pem(root_certificates, "CA certificate"),
+                    read_pem(private_key, "client key"),
+                    read_pem(certificate_chain, "client certificate"),
+                )
+                channel = grpc.secure_channel(target, creds, options)
+            else:
+                channel = grpc.insecure_channel(target, options)
+        self.channel = channel
+        self._stub = pb_grpc.TranslatorStub(channel)
+        self._health = health_pb2_grpc.HealthStub(channel)
+        self._closed = threading.Event()
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the channel (when this translator opened it). Idempotent."""
+        if not self._closed.is_set():
+            self._closed.set()
+            if self._own_channel:
+                self.channel.close()
+
+    def __enter__(self) -> Translator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Translator({self.target!r}, model={self.model!r}, timeout={self.timeout})"
+
+    # -- calls -------------------------------------------------------------------------
+
+    def translate(
+        self,
+        texts: Sequence[str],
+        *,
+        beam_size: int | None = None,
+        n_best: int | None = None,
+        length_penalty: float | None = None,
+        max_length: int | None = None,
+        max_length_ratio: float | None = None,
+        return_attention: bool | None = None,
+        return_scores: bool | None = None,
+        strategy: Strategy | None = None,
+        options: DecodeOptions | None = None,
+        model: str | None = None,
+        timeout: float | None = None,
+        request_id: str | None = None,
+    ) -> list[Result]:
+        """Translate ``texts`` (one request, one :class:`Result` per sentence, in order).
+
+        Decode options are :class:`DecodeOptions` fields; given ones override
+        ``options``. ``timeout`` overrides the translator's; ``request_id`` names the
+        call in the server's logs. Raises :class:`TranslatorError` (a subclass by code)."""
+        sources = check_texts(texts)
+        if not sources:
+            return []
+        opts = (options or DecodeOptions()).with_(
+            beam_size=beam_size,
+            n_best=n_best,
+            length_penalty=length_penalty,
+            max_length=max_length,
+            max_length_ratio=max_length_ratio,
+            return_attention=return_attention,
+            return_scores=return_scores,
+            strategy=strategy,
+        )
+        request = translate_request(sources, opts, model=self._model(model))
+
+        def attempt(remaining: float, metadata) -> list[Result]:
+            reply, call = self._stub.Translate.with_call(
+                request, timeout=remaining, metadata=metadata
+            )
+            rid = _request_id(call.trailing_metadata())
+            return results_from_proto(sources, reply, scores=opts.return_scores, request_id=rid)
+
+        return self._retrying(attempt, timeout, request_id)
+
+    def translate_one(self, text: str, **kwargs: Any) -> Result:
+        """:meth:`translate` of one sentence."""
+        return self.translate([text], **kwargs)[0]
+
+    def translate_many(
+        self,
+        texts: Iterable[str],
+        *,
+        batch_size: int = 32,
+        concurrency: int = 4,
+        **kwargs: Any,
+    ) -> Iterator[Result]:
+        """Translate any number of sentences, ``batch_size`` a request, up to
+        ``concurrency`` requests in flight; results come in input order, as soon as
+        they are ready, and ``texts`` is read only as far as needed (a stream such as
+        stdin works). ``kwargs``: those of :meth:`translate`."""
+        if batch_size < 1 or concurrency < 1:
+            raise ValueError("batch_size and concurrency must be >= 1")
+        source = iter(texts)
+        pending: deque[Future[list[Result]]] = deque()
+        with ThreadPoolExecutor(concurrency, thread_name_prefix="nmt-client") as pool:
+            try:
+                while True:
+                    while len(pending) < concurrency:
+                        batch = [t for _, t in zip(range(batch_size), source, strict=False)]
+                        if not batch:
+                            break
+                        pending.append(pool.submit(self.translate, batch, **kwargs))
+                    if not pending:
+                        return
+                    yield from pending.popleft().result()
+            finally:
+                for future in pending:
+                    future.cancel()
+
+    def stream(
+        self,
+        text: str,
+        *,
+        options: DecodeOptions | None = None,
+        model: str | None = None,
+        timeout: float | None = None,
+        request_id: str | None = None,
+        **decode: Any,
+    ) -> Iterator[StreamUpdate]:
+        """Translate one sentence, yielding the target text as the server decodes it
+        (greedy: every step; beam: the prefix all beams share); the last update is
+        ``final`` and carries the whole :class:`Result`. Retried like
+        :meth:`translate` only until the first update arrives. Closing the iterator
+        early cancels the call. ``decode``: :class:`DecodeOptions` fields."""
+        opts = (options or DecodeOptions()).with_(**decode)
+        request = stream_request(text, opts, model=self._model(model))
+
+        def attempt(remaining: float, metadata):
+            call = self._stub.TranslateStream(request, timeout=remaining, metadata=metadata)
+            try:
+                first = next(call, None)
+            except BaseException:
+                call.cancel()
+                raise
+            return call, first
+
+        call, first = self._retrying(attempt, timeout, request_id)
+        try:
+            message = first
+            while message is not None:
+                result = None
+                if message.final:
+                    result = result_from_proto(
+                        text,
+                        message.translation,
+                        scores=opts.return_scores,
+                        timing=_Timing.from_proto(message.timing),
+                        request_id=_request_id(call.trailing_metadata()),
+                    )
+                yield StreamUpdate(message.text, message.delta, message.final, result)
+                message = next(call, None)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, target=self.target, tls=self.tls) from None
+        finally:
+            call.cancel()  # the consumer stopped early; a no-op once the call has ended
+
+    def list_models(self, *, timeout: float | None = None) -> list[ModelInfo]:
+        """The models the server has loaded (its default one has ``is_default``)."""
+
+        def attempt(remaining: float, metadata) -> list[ModelInfo]:
+            reply = self._stub.ListModels(
+                pb.ListModelsRequest(), timeout=remaining, metadata=metadata
+            )
+            return [ModelInfo.from_proto(m) for m in reply.models]
+
+        return self._retrying(attempt, timeout, None)
+
+    def health(self, service: str = "", *, timeout: float | None = None) -> str:
+        """The server's ``grpc.health.v1`` status for ``service`` (``""``: the whole
+        server; ``"nmt.v1.Translator"``: the translator) as a name: ``"SERVING"``,
+        ``"NOT_SERVING"``... Not retried: a health check reports what it finds."""
+        request = health_pb2.HealthCheckRequest(service=service)
+        try:
+            reply = self._health.Check(
+                request, timeout=timeout or self.timeout, metadata=self.metadata or None
+            )
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc, target=self.target, tls=self.tls) from None
+        return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+
+    def wait_ready(self, timeout: float = 60.0, *, service: str = SERVICE_NAME) -> None:
+        """Wait until health says SERVING (the model loaded and warmed up); raises the
+        last :class:`TranslatorError`, or :class:`DeadlineExceeded`, after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            error: TranslatorError | None = None
+            try:
+                status = self.health(service, timeout=max(0.05, min(2.0, left)))
+            except TranslatorError as exc:
+                status, error = exc.code.name, exc
+            if status == "SERVING":
+                return
+            if time.monotonic() + 0.1 >= deadline:
+                if error is not None:
+                    raise error
+                raise DeadlineExceeded(
+                    grpc.StatusCode.DEADLINE_EXCEEDED,
+                    f"{self.target} still {status} after {timeout:g} s",
+                )
+            time.sleep(0.1)
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _model(self, model: str | None) -> str | None:
+        return model if model is not None else self.model
+
+    def _retrying(
+        self,
+        attempt: Callable[[float, tuple[tuple[str, str], ...] | None], T],
+        timeout: float | None,
+        request_id: str | None,
+    ) -> T:
+        """``attempt(seconds left, metadata)`` until it succeeds, fails for good, the
+        retries are spent or the deadline is near; gRPC errors become TranslatorErrors."""
+        if self._closed.is_set():
+            raise ValueError("this Translator is closed")
+        total = timeout or self.timeout
+        deadline = time.monotonic() + total
+        metadata = self.metadata + (((REQUEST_ID_HEADER, request_id),) if request_id else ())
+        tries = 0
+        while True:
+            tries += 1
+            remaining = deadline - time.monotonic()
+            try:
+                return attempt(max(remaining, 0.001), metadata or None)
+            except grpc.RpcError as exc:
+                error = from_rpc_error(exc, target=self.target, tls=self.tls, attempts=tries)
+            if tries > self.retries or not retryable(error.code, error.details):
+                raise error
+            cap = min(self.max_backoff, self.backoff * 2 ** (tries - 1))
+            delay = cap / 2 + self._random.uniform(0, cap / 2)  # "equal jitter"
+            if time.monotonic() + delay >= deadline:
+                raise error  # no time for another attempt: the last answer stands
+            time.sleep(delay)
+
+
+def _request_id(pairs) -> str | None:
+    for key, value in pairs or ():
+        if key == REQUEST_ID_HEADER:
+            return value
+    return None

@@ -1,0 +1,205 @@
+"""``nmt-translate`` against a real server: arguments, stdin, --list-models, --stream,
+heatmaps, and one line (no traceback) for every failure."""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nmt_client import Translator, cli
+from tests.service.server_helpers import TIMEOUT
+
+ROOT = Path(__file__).resolve().parents[2]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def server(server_factory):
+    return server_factory()
+
+
+@pytest.fixture(scope="module")
+def address(server) -> str:
+    return f"127.0.0.1:{server.port}"
+
+
+@pytest.fixture(scope="module")
+def translator(address):
+    with Translator(address, timeout=TIMEOUT) as t:
+        yield t
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_scores_and_heatmap(translator, address, tmp_path, capsys):
+    png = tmp_path / "a.png"
+    text = "The visiting team swept the series"
+    argv = ["--server", address, text, "--attention-png", str(png), "--beam", "2", "--scores"]
+    assert cli.main(argv) == 0
+    out, err = capsys.readouterr()
+    best = translator.translate_one(text, beam_size=2).best
+    assert out.splitlines() == [f"{best.text}\t{best.score:.4f}"]
+    assert png.read_bytes()[:8] == PNG_MAGIC
+    assert f"attention heatmap: {png}" in err
+
+
+def test_heatmap_of_words(address, tmp_path, capsys):
+    pieces, words = tmp_path / "pieces.png", tmp_path / "words.png"
+    text = "The visiting team swept the series"
+    assert cli.main(["--server", address, text, "--attention-png", str(pieces)]) == 0
+    assert cli.main(["--server", address, text, "--attention-png", str(words), "--words"]) == 0
+    capsys.readouterr()
+    assert pieces.read_bytes()[:8] == PNG_MAGIC and words.read_bytes()[:8] == PNG_MAGIC
+    assert pieces.read_bytes() != words.read_bytes()
+
+
+def test_n_best(translator, address, capsys):
+    text = "A public utility that provides gas"
+    argv = ["--server", address, text, "Another one", "--beam", "3", "--n-best", "3"]
+    assert cli.main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 6
+    assert [line.split("\t")[0] for line in lines] == ["1", "2", "3"] * 2
+    hyps = translator.translate_one(text, beam_size=3, n_best=3).hypotheses
+    assert [line.split("\t", 1)[1] for line in lines[:3]] == [h.text for h in hyps]
+
+
+def test_stdin_one_line_each_blank_lines_kept(
+    translator, address, tiny_bundle, monkeypatch, capsys
+):
+    lines = list(tiny_bundle.sentences[1:8])
+    lines.insert(2, "")
+    lines.insert(5, "   ")
+    lines.append("")
+    monkeypatch.setattr(sys, "stdin", io.StringIO("".join(line + "\n" for line in lines)))
+    assert cli.main(["--server", address, "--batch-size", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == len(lines)
+    want = {r.source: r.text for r in translator.translate([x for x in lines if x.strip()])}
+    assert out == [want[line] if line.strip() else "" for line in lines]
+
+
+def test_stdin_through_the_installed_command(address, tiny_bundle):
+    """The console script itself, in a subprocess: stdin in, one line out each."""
+    lines = list(tiny_bundle.sentences[1:4])
+    done = subprocess.run(
+        [sys.executable, "-m", "nmt_client.cli", "--server", address],
+        input="".join(line + "\n" for line in lines),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) == 3 and done.stderr == ""
+
+
+def test_list_models(address, capsys):
+    assert cli.main(["--server", address, "--list-models"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["tiny\t1\tfp32\tCPUExecutionProvider\tdefault"]
+
+
+def test_stream_prints_the_best_translation(translator, address, capsys):
+    text = "The visiting team swept the series"
+    assert cli.main(["--server", address, "--stream", "--scores", text]) == 0
+    best = translator.translate_one(text).best
+    assert capsys.readouterr().out == f"{best.text}\t{best.score:.4f}\n"
+
+
+def test_server_errors_are_one_line(address, capsys):
+    assert cli.main(["--server", address, "--model", "nope", "A house."]) == 1
+    captured = capsys.readouterr()
+    want = "INVALID_ARGUMENT: unknown model 'nope'; loaded models: tiny"
+    assert captured.out == "" and captured.err.splitlines() == [f"nmt-translate: error: {want}"]
+
+
+def test_a_blank_sentence_is_a_blank_line(address, capsys):
+    assert cli.main(["--server", address, "A house.", "   ", "A dog."]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3 and lines[0] and lines[1] == "" and lines[2]
+
+
+def test_server_not_running_is_one_line_with_a_hint():
+    """The installed entry point in a subprocess: exit 1, nothing on stdout, one line on
+    stderr asking whether nmt-serve runs there, no traceback."""
+    target = f"127.0.0.1:{closed_port()}"
+    done = subprocess.run(
+        [sys.executable, "-m", "nmt_client.cli", "--server", target, "--retries", "1", "hello"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env=os.environ | {"PYTHONWARNINGS": "ignore"},
+    )
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"nmt-translate: error: UNAVAILABLE: cannot connect to {target} (Connection refused); "
+        f"is nmt-serve running on {target}?"
+    ]
+
+
+def test_rejects_bad_beam(capsys):
+    assert cli.main(["--beam", "0", "hello"]) == 2
+    assert "--beam and --n-best must be >= 1" in capsys.readouterr().err
+
+
+def test_n_best_needs_a_beam(capsys):
+    assert cli.main(["--n-best", "3", "hello"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == ["nmt-translate: error: --n-best 3 needs --beam 3 or more"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--timeout", "0"], "--timeout 0.0 must be a positive number of seconds"),
+        (["--timeout", "-1"], "--timeout -1.0 must be a positive number of seconds"),
+        (["--retries", "-1"], "--retries -1 must be >= 0"),
+        (["--attention-png", "/nonexistent/dir/a.png"], "directory /nonexistent/dir does not"),
+        (["--words"], "--words goes with --attention-png"),
+        (["--stream", "another sentence"], "--stream translates one sentence"),
+        (["--batch-size", "0"], "--batch-size must be >= 1"),
+    ],
+)
+def test_arguments_are_checked_before_sending(argv, message, capsys):
+    # Nothing listens at this address: an argument error must come first, in one line.
+    assert cli.main(["--server", "127.0.0.1:1", "hello", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.splitlines()) == 1
+    assert captured.err.startswith("nmt-translate: error: ") and message in captured.err
+
+
+def test_attention_png_without_matplotlib(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(cli, "have_matplotlib", lambda: False)
+    argv = ["--server", "127.0.0.1:1", "hello", "--attention-png", str(tmp_path / "a.png")]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "nmt-translate: error: --attention-png needs matplotlib: pip install 'rnn-nmt-serving[viz]'"
+    ]
+
+
+def test_help_shows_the_defaults(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for shown in (
+        "(default: 127.0.0.1:50051)",
+        "(default: 30.0)",
+        "beam size, 1: greedy (default: 1)",
+        "sum over its pieces",
+        "mean of its pieces' rows",
+        "none: read stdin",
+    ):
+        assert shown in out

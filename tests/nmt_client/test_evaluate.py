@@ -1,0 +1,119 @@
+"""``nmt-eval`` against a real server and a real bundle."""
+
+from __future__ import annotations
+
+import builtins
+import socket
+from pathlib import Path
+
+import pytest
+
+from nmt_client import Translator, evaluate
+
+SAMPLE = Path(__file__).resolve().parents[2] / "models" / "sample"
+SAMPLE_EN, SAMPLE_ES = SAMPLE / "sample.en", SAMPLE / "sample.es"
+
+
+@pytest.fixture(scope="module")
+def server(server_factory):
+    return server_factory()
+
+
+@pytest.fixture(scope="module")
+def address(server) -> str:
+    return f"127.0.0.1:{server.port}"
+
+
+@pytest.fixture(scope="module")
+def subset(tmp_path_factory):
+    root = tmp_path_factory.mktemp("eval")
+    src, ref = root / "src.en", root / "ref.es"
+    src.write_text("".join(SAMPLE_EN.read_text().splitlines(keepends=True)[:12]))
+    ref.write_text("".join(SAMPLE_ES.read_text().splitlines(keepends=True)[:12]))
+    return src, ref
+
+
+def _eval_lines(out: str) -> tuple[str, str]:
+    lines = out.splitlines()
+    assert len(lines) == 3
+    assert lines[0].startswith("BLEU = ")
+    assert "chrF" in lines[1]
+    assert lines[2].startswith("10 sentences in ")
+    return lines[0], lines[1]
+
+
+def test_bundle_and_server_agree(tiny_bundle, address, subset, tmp_path, capsys):
+    src, ref = subset
+    local, remote = tmp_path / "local.txt", tmp_path / "remote.txt"
+    args = ["--src", str(src), "--ref", str(ref), "--limit", "10"]
+    assert evaluate.main([*args, "--bundle", str(tiny_bundle.bundle_dir), "--out", str(local)]) == 0
+    bundle_scores = _eval_lines(capsys.readouterr().out)
+    assert evaluate.main([*args, "--server", address, "--out", str(remote)]) == 0
+    server_scores = _eval_lines(capsys.readouterr().out)
+    assert len(local.read_text().splitlines()) == 10
+    assert local.read_text() == remote.read_text()
+    assert bundle_scores == server_scores
+
+
+def test_input_errors(subset, tmp_path, capsys):
+    src, ref = subset
+    short = tmp_path / "short.es"
+    short.write_text("uno\n")
+    assert evaluate.main(["--src", str(src), "--ref", str(short), "--bundle", "x"]) == 2
+    assert "12 source lines but 1 references" in capsys.readouterr().err
+    missing = tmp_path / "missing.es"
+    assert evaluate.main(["--src", str(src), "--ref", str(missing), "--bundle", "x"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"nmt-eval: error: cannot read --ref {missing}: No such file or directory\n"
+
+
+def test_server_down_is_one_line(subset, capsys):
+    src, ref = subset
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        target = f"127.0.0.1:{sock.getsockname()[1]}"
+    argv = ["--src", str(src), "--ref", str(ref), "--server", target, "--retries", "1"]
+    assert evaluate.main(argv) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("nmt-eval: error: UNAVAILABLE")
+    assert err[0].endswith(f"is nmt-serve running on {target}?")
+
+
+def test_without_sacrebleu_one_line(subset, monkeypatch, capsys):
+    real_import = builtins.__import__
+
+    def no_sacrebleu(name, *args, **kwargs):
+        if name == "sacrebleu":
+            raise ImportError("No module named 'sacrebleu'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_sacrebleu)
+    src, ref = subset
+    assert evaluate.main(["--src", str(src), "--ref", str(ref), "--server", "127.0.0.1:1"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "nmt-eval: error: nmt-eval needs sacrebleu: pip install 'rnn-nmt-serving[train]' "
+        "(or sacrebleu)"
+    ]
+
+
+def test_empty_source_line_works_with_server_too(tiny_bundle, address, subset, tmp_path, capsys):
+    src, ref = subset
+    lines = src.read_text().splitlines()
+    lines[3] = ""
+    holes = tmp_path / "holes.en"
+    holes.write_text("".join(line + "\n" for line in lines))
+    args = ["--src", str(holes), "--ref", str(ref), "--limit", "10"]
+    local, remote = tmp_path / "local.txt", tmp_path / "remote.txt"
+    assert evaluate.main([*args, "--bundle", str(tiny_bundle.bundle_dir), "--out", str(local)]) == 0
+    assert evaluate.main([*args, "--server", address, "--out", str(remote)]) == 0
+    assert local.read_text() == remote.read_text()
+    assert local.read_text().splitlines()[3] == ""
+
+
+def test_requests_are_sized_to_the_beam(address, tiny_bundle):
+    """32 sentences x beam 12 would exceed the server's 256 rows: nmt-eval sends fewer."""
+    lines = list(tiny_bundle.sentences[1:41])
+    with Translator(address) as translator:
+        got = evaluate.translate_with_server(translator, lines, 12)
+    assert len(got) == len(lines) and all(got)

@@ -1,0 +1,210 @@
+"""``nmt_client.Translator`` against a real in-process server over the tiny model."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import grpc
+import pytest
+
+from nmt_api import SERVICE_NAME
+from nmt_api.nmt.v1 import translator_pb2 as pb
+from nmt_client import (
+    Attention,
+    DecodeOptions,
+    InvalidRequest,
+    Result,
+    Translator,
+    TranslatorError,
+)
+from tests.service.server_helpers import LOOP_SENTENCE, TIMEOUT, stub_for, wait_until
+
+
+@pytest.fixture(scope="module")
+def server(server_factory):
+    return server_factory()
+
+
+@pytest.fixture(scope="module")
+def translator(server):
+    with Translator(f"127.0.0.1:{server.port}", timeout=TIMEOUT) as t:
+        yield t
+
+
+@pytest.fixture(scope="module")
+def texts(tiny_bundle) -> list[str]:
+    return list(tiny_bundle.sentences[1:4])
+
+
+def _raw(server, request: pb.TranslateRequest) -> pb.TranslateResponse:
+    channel, stub = stub_for(server.port)
+    with channel:
+        return stub.Translate(request, timeout=TIMEOUT)
+
+
+def test_results_are_the_servers_reply_without_protobuf(server, translator, texts):
+    results = translator.translate(texts, beam_size=3, n_best=2, return_attention=True)
+    options = pb.DecodeOptions(
+        strategy=pb.STRATEGY_BEAM, beam_size=3, n_best=2, return_attention=True, return_scores=True
+    )
+    raw = _raw(server, pb.TranslateRequest(texts=texts, options=options))
+    assert [r.source for r in results] == texts
+    assert all(isinstance(r, Result) and r.model == raw.model for r in results)
+    for result, translation in zip(results, raw.translations, strict=True):
+        assert result.source_tokens == translation.source_tokens
+        assert result.text == translation.hypotheses[0].text
+        assert len(result.hypotheses) == 2
+        for hyp, want in zip(result.hypotheses, translation.hypotheses, strict=True):
+            assert (hyp.text, hyp.tokens) == (want.text, tuple(want.tokens))
+            assert hyp.score == pytest.approx(want.score) and hyp.log_prob == pytest.approx(
+                want.log_prob
+            )
+            att = hyp.attention
+            assert isinstance(att, Attention)
+            assert (att.rows, att.cols) == (len(hyp.tokens) + 1, result.source_tokens)
+            assert att.target_tokens == (*hyp.tokens, "</s>")
+            assert att.values == pytest.approx(list(want.attention.values))
+            assert all(math.isclose(sum(row), 1.0, abs_tol=1e-4) for row in att.matrix)
+            assert att.weight(1, 0) == att.matrix[1][0]
+        assert result.timing is not None and result.timing.total_ms > 0
+
+
+def test_defaults_greedy_with_scores_without_attention(translator, texts):
+    (result,) = translator.translate(texts[:1])
+    assert len(result.hypotheses) == 1
+    assert result.best.score is not None and result.best.attention is None
+    (quiet,) = translator.translate(texts[:1], return_scores=False)
+    assert quiet.best.score is None and quiet.text == result.text
+
+
+def test_options_object_and_keywords_combine(translator, texts):
+    options = DecodeOptions(beam_size=3, n_best=3)
+    by_object = translator.translate(texts[:2], options=options)
+    overridden = translator.translate(texts[:2], options=options, n_best=1)
+    assert [len(r.hypotheses) for r in by_object] == [3, 3]
+    assert [r.text for r in overridden] == [r.text for r in by_object]
+    assert [len(r.hypotheses) for r in overridden] == [1, 1]
+
+
+def test_translate_one_and_many(translator, tiny_bundle):
+    lines = list(tiny_bundle.sentences[1:12])
+    each = [translator.translate_one(line).text for line in lines]
+    many = list(translator.translate_many(iter(lines), batch_size=3, concurrency=2))
+    assert [r.source for r in many] == lines
+    assert [r.text for r in many] == each
+
+
+def test_request_id_goes_both_ways(translator, texts):
+    (result,) = translator.translate(texts[:1], request_id="client-chosen-42")
+    assert result.request_id == "client-chosen-42"
+    (other,) = translator.translate(texts[:1])
+    assert other.request_id and other.request_id != "client-chosen-42"
+
+
+def test_server_errors_are_translator_errors_with_the_servers_message(translator):
+    with pytest.raises(InvalidRequest) as info:
+        translator.translate(["   "], request_id="bad-one")
+    exc = info.value
+    assert exc.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert exc.details == "texts[0] is empty or whitespace only: send non-empty text"
+    assert str(exc) == f"INVALID_ARGUMENT: {exc.details}"
+    assert exc.attempts == 1  # never retried
+    assert exc.request_id == "bad-one"
+    with pytest.raises(InvalidRequest, match="unknown model 'nope'"):
+        translator.translate(["A house."], model="nope")
+
+
+def test_mistakes_are_caught_before_sending(translator):
+    with pytest.raises(TypeError, match="not one string"):
+        translator.translate("A whole sentence sent letter by letter")
+    with pytest.raises(ValueError, match="n_best 3 needs beam_size 3"):
+        translator.translate(["A house."], beam_size=2, n_best=3)
+    with pytest.raises(ValueError, match="beam_size must be an integer >= 1"):
+        translator.translate(["A house."], beam_size=0)
+    with pytest.raises(TypeError, match="unknown decode options: beam"):
+        list(translator.stream("A house.", beam=3))
+    assert translator.translate([]) == []
+
+
+def test_upper_limits_are_the_servers_to_check(translator):
+    with pytest.raises(InvalidRequest, match="beam"):
+        translator.translate(["A house."], beam_size=1000)
+
+
+def test_stream_yields_prefixes_then_the_whole_result(translator, texts):
+    updates = list(translator.stream(texts[0], beam_size=2, return_attention=True))
+    *partial, final = updates
+    assert final.final and not any(u.final for u in partial)
+    assert final.result is not None and final.result.source == texts[0]
+    assert final.text == final.result.text
+    (unary,) = translator.translate(texts[:1], beam_size=2, return_attention=True)
+    assert final.result.hypotheses == unary.hypotheses
+    shown = ""
+    for u in updates[:-1]:
+        assert u.text == shown + u.delta
+        shown = u.text
+
+
+def test_stream_closed_early_cancels_the_call(server, translator, tiny_bundle):
+    reg = server.registry
+    labels = {"method": "TranslateStream", "code": "CANCELLED"}
+    before = reg.get_sample_value("nmt_requests_total", labels) or 0.0
+    # greedy streams every step, and this sentence decodes to the length limit
+    stream = translator.stream(tiny_bundle.sentences[LOOP_SENTENCE], max_length_ratio=10.0)
+    assert not next(stream).final
+    stream.close()
+    assert wait_until(lambda: reg.get_sample_value("nmt_requests_total", labels) == before + 1)
+    assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") == 0)
+
+
+def test_list_models_and_health(translator):
+    (model,) = translator.list_models()
+    assert model.name == "tiny" and model.is_default and model.version == "1"
+    assert model.execution_provider == "CPUExecutionProvider"
+    assert model.max_source_tokens > 0 and model.parameters > 0
+    assert model.config["encoder_hidden"] == 16
+    assert "parity" in model.summary
+    assert translator.health() == "SERVING"
+    assert translator.health(SERVICE_NAME) == "SERVING"
+    translator.wait_ready(timeout=5)
+
+
+def test_health_of_a_server_not_warmed_up(server_factory):
+    server = server_factory(warm=False)
+    with Translator(f"127.0.0.1:{server.port}", timeout=5) as t:
+        assert t.health(SERVICE_NAME) == "NOT_SERVING"
+        with pytest.raises(TranslatorError) as info:
+            t.wait_ready(timeout=0.3)
+        assert info.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert "still NOT_SERVING" in str(info.value)
+
+
+def test_a_closed_translator_refuses_calls(server):
+    t = Translator(f"127.0.0.1:{server.port}")
+    t.close()
+    t.close()
+    with pytest.raises(ValueError, match="closed"):
+        t.translate(["A house."])
+
+
+def test_decode_options_round_trip_through_the_proto():
+    options = DecodeOptions(
+        beam_size=4,
+        n_best=2,
+        length_penalty=0.5,
+        max_length=40,
+        max_length_ratio=1.5,
+        return_attention=True,
+        return_scores=False,
+    )
+    msg = options.to_proto()
+    assert msg.strategy == pb.STRATEGY_BEAM and msg.beam_size == 4 and msg.n_best == 2
+    assert msg.HasField("length_penalty") and msg.length_penalty == 0.5
+    assert DecodeOptions.from_proto(msg) == dataclasses.replace(options, strategy="beam")
+    plain = DecodeOptions().to_proto()
+    assert plain.strategy == pb.STRATEGY_GREEDY and plain.beam_size == 0
+    assert not plain.HasField("length_penalty") and not plain.HasField("max_length_ratio")
+    assert DecodeOptions(strategy="beam").to_proto().beam_size == 0  # the server's default
+    with pytest.raises(ValueError, match="strategy 'greedy' with beam_size 3"):
+        DecodeOptions(strategy="greedy", beam_size=3)
