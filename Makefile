@@ -39,7 +39,7 @@ install-dev: $(PYTHON)
 	$(PYTHON) -m pip install -q -e '.[dev]'
 
 serve: $(PYTHON)
-	$(PYTHON) -m pip install -q -e '.[viz]'
+	$(PYTHON) -m pip install -q -e '.[viz,eval]'
 	@echo "serving on :50051; in another terminal: . $(VENV)/bin/activate && nmt-translate 'Good morning.'"
 	$(BIN)/nmt-serve --providers cpu
 

@@ -11,8 +11,11 @@ SERVICE_NAME = "nmt.v1.Translator"
 # (queue full, too many translations in flight). gRPC's own RESOURCE_EXHAUSTED for a
 # message over the size limit does not carry it: sending that again fails the same way.
 RETRY_HINT = "retry with backoff"
+# Ends the message of the UNAVAILABLE the server sends while it warms up or drains: the
+# same call succeeds shortly (on this replica or, behind a balancer, another).
+NOT_READY_HINT = "retry shortly"
 # Metadata key of a call's request id: sent by a client that wants to name its call,
 # returned by the server in the trailing metadata of every call (errors included).
 REQUEST_ID_HEADER = "x-request-id"
 
-__all__ = ["REQUEST_ID_HEADER", "RETRY_HINT", "SERVICE_NAME"]
+__all__ = ["NOT_READY_HINT", "REQUEST_ID_HEADER", "RETRY_HINT", "SERVICE_NAME"]

@@ -10,11 +10,8 @@ import re
 
 import grpc
 
-from nmt_api import REQUEST_ID_HEADER, RETRY_HINT
+from nmt_api import NOT_READY_HINT, REQUEST_ID_HEADER, RETRY_HINT
 
-# What the server says when it refuses a call because it is not ready (warming up or
-# shutting down): nothing was done, so the call may be sent again.
-NOT_READY_HINT = "retry shortly"
 # gRPC's own messages for a call that never left the client: no connection could be made.
 _NOT_CONNECTED = ("failed to connect to all addresses", "errors resolving", "dns resolution failed")
 

@@ -17,7 +17,7 @@ from nmt_client.errors import TranslatorError
 from nmt_client.translator import Translator
 
 PROG = "nmt-eval"
-SACREBLEU_HINT = "nmt-eval needs sacrebleu: pip install 'rnn-nmt-serving[train]' (or sacrebleu)"
+SACREBLEU_HINT = "nmt-eval needs sacrebleu: pip install 'rnn-nmt-serving[eval]'"
 # Requests nmt-eval keeps in flight: enough to fill the server's batches, few enough to
 # stay far below its in-flight and queue limits.
 EVAL_WINDOW = 8

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+# Ends every Overloaded message: clients (nmt_client) tell the server's own "busy" apart
+# from gRPC's RESOURCE_EXHAUSTED for an oversized message, which no retry fixes.
+from nmt_api import RETRY_HINT
+
 
 class ServiceError(Exception):
     """Base class; ``str(exc)`` is the message the client sees."""
@@ -9,11 +13,6 @@ class ServiceError(Exception):
 
 class InvalidRequest(ServiceError):
     """The request cannot be served as sent (maps to INVALID_ARGUMENT)."""
-
-
-# Ends every Overloaded message: clients (nmt-eval) tell the server's own "busy" apart
-# from gRPC's RESOURCE_EXHAUSTED for an oversized message, which no retry fixes.
-RETRY_HINT = "retry with backoff"
 
 
 class Overloaded(ServiceError):

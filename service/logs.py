@@ -17,8 +17,9 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from nmt_api import REQUEST_ID_HEADER
+
 LOG_FORMATS = ("text", "json")
-REQUEST_ID_HEADER = "x-request-id"
 # Ids are copied into every log line and echoed to the client: a bounded, printable set.
 _USABLE_ID = re.compile(r"[A-Za-z0-9._:/+=@-]{1,128}")
 

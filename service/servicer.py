@@ -28,6 +28,7 @@ import grpc
 from google.protobuf.message import DecodeError, Message
 
 from models.options import DecodeOptions, Hypothesis
+from nmt_api import NOT_READY_HINT, SERVICE_NAME
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.engine import DEADLINE_MESSAGE, Engine, Job
 from service.errors import (
@@ -46,7 +47,6 @@ from service.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
-SERVICE_NAME = "nmt.v1.Translator"
 STATUS = {
     InvalidRequest: grpc.StatusCode.INVALID_ARGUMENT,
     Overloaded: grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -350,7 +350,7 @@ class TranslatorServicer:
 
     def _engine(self, name: str) -> Engine:
         if not self.ready:
-            raise NotReady("the server is warming up or shutting down; retry shortly")
+            raise NotReady(f"the server is warming up or shutting down; {NOT_READY_HINT}")
         engine = self.engines.get(name or self.default_model)
         if engine is None:
             shown = name if len(name) <= 64 else name[:64] + "..."  # never echo 16 KB back

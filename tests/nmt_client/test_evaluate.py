@@ -92,8 +92,7 @@ def test_without_sacrebleu_one_line(subset, monkeypatch, capsys):
     src, ref = subset
     assert evaluate.main(["--src", str(src), "--ref", str(ref), "--server", "127.0.0.1:1"]) == 2
     assert capsys.readouterr().err.splitlines() == [
-        "nmt-eval: error: nmt-eval needs sacrebleu: pip install 'rnn-nmt-serving[train]' "
-        "(or sacrebleu)"
+        "nmt-eval: error: nmt-eval needs sacrebleu: pip install 'rnn-nmt-serving[eval]'"
     ]
 
 
