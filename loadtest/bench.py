@@ -40,6 +40,7 @@ from pathlib import Path
 from loadtest import report, threadcpu
 from loadtest.clients import ClientProcess, start_noop_server
 from loadtest.roofline import measure_peak, model_flops
+from models.commands import show_defaults
 from models.config import ModelConfig
 from models.options import DecodeOptions
 from nmt_client import DecodeOptions as ClientOptions
@@ -276,7 +277,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "round (a shared machine is noisy)",
     )
     p.add_argument("--peak-seconds", type=float, default=0.3, help="time per peak trial")
-    args = p.parse_args(argv)
+    args = show_defaults(p).parse_args(argv)
     args.clients = [int(c) for c in args.clients.split(",") if c.strip()]
     if args.parts is None:
         args.parts = ",".join(

@@ -85,6 +85,7 @@ from types import ModuleType
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from models.commands import show_defaults
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
 from nmt_client import DecodeOptions, Translator, TranslatorError, stream_request, translate_request
@@ -884,7 +885,7 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="write OUT.json and OUT.md")
-    args = p.parse_args(argv)
+    args = show_defaults(p).parse_args(argv)
     if server_args and not args.start:
         p.error("server flags after -- need --start")
     if args.host not in ("127.0.0.1", "localhost"):
