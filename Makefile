@@ -37,6 +37,9 @@ venv: $(PYTHON)
 
 install-dev: $(PYTHON)
 	$(PYTHON) -m pip install -q -e '.[dev]'
+	@# tests/deploy/test_k8s.py renders deploy/k8s with kustomize (kubectl kustomize)
+	@command -v kubectl >/dev/null || command -v kustomize >/dev/null || test -x $(BIN)/kubectl || \
+	  $(PYTHON) deploy/k8s/get_kubectl.py $(BIN)
 
 serve: $(PYTHON)
 	$(PYTHON) -m pip install -q -e '.[viz,eval]'
