@@ -21,10 +21,8 @@ class DecodeOptionsError(ValueError):
 class DecodeOptions:
     """How to decode one sentence.
 
-    ``beam_size == 1`` is greedy search. The target length limit (tokens including
-    EOS) is ``min(max_length, ceil(max_length_ratio * src_len) + max_length_offset)``;
-    at the last allowed step EOS is forced. Hypotheses are ranked by
-    ``log_prob / length ** length_penalty`` with length counting EOS.
+    ``beam_size == 1`` is greedy search. The length limit, the EOS rules and the score
+    these fields set are :class:`models.scoring.ScoringRules` (``ScoringRules.of``).
     """
 
     beam_size: int = 1
@@ -35,8 +33,8 @@ class DecodeOptions:
     max_length_offset: int = 10
     min_length: int = 1
     return_attention: bool = False
-    # "standard": this project's beam (see service.decoding.BeamSearch); "eole": Eole's /
-    # OpenNMT-py's (EoleBeamSearch), whose scores also count BOS in the length.
+    # "standard": this project's beam (service.decoding.BEAM); "eole": Eole's /
+    # OpenNMT-py's (service.decoding.EOLE_BEAM), whose scores also count BOS in the length.
     search: str = "standard"
 
     def __post_init__(self) -> None:
@@ -60,17 +58,6 @@ class DecodeOptions:
             raise DecodeOptionsError(f"min_length must be >= 0, got {self.min_length}")
         if self.search not in SEARCHES:
             raise DecodeOptionsError(f"search must be one of {SEARCHES}, got {self.search!r}")
-
-    def length_limit(self, src_len: int) -> int:
-        """Most target tokens (EOS included) for a source of ``src_len`` tokens; >= 1."""
-        by_ratio = math.ceil(self.max_length_ratio * src_len) + self.max_length_offset
-        return max(1, min(self.max_length, by_ratio))
-
-    def normalized(self, log_prob: float, length: int) -> float:
-        """Length-normalised score of a hypothesis with ``length`` tokens (EOS included;
-        Eole's search also counts BOS)."""
-        length = max(length, 1) + (1 if self.search == "eole" else 0)
-        return log_prob / (length**self.length_penalty)
 
 
 @dataclass(frozen=True)

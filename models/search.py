@@ -2,15 +2,21 @@
 
 These are deliberately plain: they define the ground truth that the ONNX decode
 loop and the service must reproduce token for token, and they are the "plain
-PyTorch" baseline of the benchmarks.
+PyTorch" baseline of the benchmarks. Their selection is their own (the service's
+strategies are independent numpy code); the length limit, the EOS rules and the
+scores are the shared :class:`models.scoring.ScoringRules`. They implement the
+standard search (``DecodeOptions.search == "standard"``) only.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
 
 from models.options import DecodeOptions, Hypothesis
+from models.scoring import Eos, ScoringRules, restrict
 from models.seq2seq import Seq2Seq
 
 NEG_INF = float("-inf")
@@ -22,29 +28,12 @@ def block_specials(log_probs: Tensor, *, pad_id: int, bos_id: int) -> None:
     log_probs[:, bos_id] = NEG_INF
 
 
-def apply_length_rules(
-    log_probs: Tensor, *, step: Tensor | int, limit: Tensor | int, min_length: int, eos_id: int
-) -> None:
-    """EOS is banned before ``min_length`` tokens and forced at the last allowed step.
-
-    A forced EOS wins over ``min_length`` and keeps the model's own EOS log-prob (the
-    service's :func:`service.decoding.candidates` follows the same rule).
-
-    Args:
-        log_probs: ``(rows, vocab)``, edited in place.
-        step: number of tokens generated so far, scalar or ``(rows,)``.
-        limit: length limit (EOS included), scalar or ``(rows,)``.
-    """
-    rows = log_probs.size(0)
-    device = log_probs.device
-    step_t = torch.as_tensor(step, device=device).expand(rows)
-    limit_t = torch.as_tensor(limit, device=device).expand(rows)
-    forced = step_t >= limit_t - 1
-    log_probs[(step_t < min_length) & ~forced, eos_id] = NEG_INF
-    if bool(forced.any()):
-        eos_col = log_probs[forced, eos_id].clone()
-        log_probs[forced] = NEG_INF
-        log_probs[forced, eos_id] = eos_col
+def restrict_candidates(values: Tensor, eos: Sequence[Eos]) -> Tensor:
+    """:func:`models.scoring.restrict` (the EOS rules, shared with the service) on a
+    tensor of candidates ``(rows, k + 1)``, EOS last; ``eos``: each row's rule."""
+    host = values.cpu()
+    restrict(host.numpy(), eos)
+    return host.to(values.device)
 
 
 def step_candidates(log_probs: Tensor, *, k: int, eos_id: int) -> tuple[Tensor, Tensor]:
@@ -92,31 +81,32 @@ def greedy_search(
         One hypothesis per sentence, in input order.
     """
     cfg = model.config
+    rules = ScoringRules.of(options)
     enc = model.encode(src, lengths)
     batch = src.size(0)
     device = src.device
-    limits = torch.tensor([options.length_limit(int(n)) for n in lengths], device=device)
+    limits = [rules.length_limit(int(n)) for n in lengths]
     prev = torch.full((batch,), cfg.bos_id, dtype=torch.long, device=device)
     state = enc.state
     done = torch.zeros(batch, dtype=torch.bool)
     log_prob = torch.zeros(batch, dtype=torch.float64)
     tokens: list[list[int]] = [[] for _ in range(batch)]
     attn: list[list[Tensor]] = [[] for _ in range(batch)]
-    for step in range(int(limits.max())):
+    for step in range(max(limits)):
         log_probs, state, weights = _next_log_probs(
             model, prev, state, enc.keys, enc.memory, enc.mask
         )
-        apply_length_rules(
-            log_probs, step=step, limit=limits, min_length=options.min_length, eos_id=cfg.eos_id
-        )
         values, ids = step_candidates(log_probs, k=1, eos_id=cfg.eos_id)
+        values = restrict_candidates(values, [rules.eos_rule(step, limit) for limit in limits])
         # argmax keeps the first of equal values: the non-EOS candidate, as in the service.
-        best = ids.gather(1, values.argmax(-1, keepdim=True)).squeeze(1)
+        pick = values.argmax(-1, keepdim=True)
+        best = ids.gather(1, pick).squeeze(1)
+        best_log_prob = values.gather(1, pick).squeeze(1)
         for b in range(batch):
             if done[b]:
                 continue
             tok = int(best[b])
-            log_prob[b] += float(log_probs[b, tok])
+            log_prob[b] += float(best_log_prob[b])
             attn[b].append(weights[b, : int(lengths[b])])
             if tok == cfg.eos_id:
                 done[b] = True
@@ -128,7 +118,7 @@ def greedy_search(
     return [
         Hypothesis(
             tokens=tuple(tokens[b]),
-            score=options.normalized(float(log_prob[b]), len(tokens[b]) + 1),
+            score=rules.score(float(log_prob[b]), len(tokens[b])),
             log_prob=float(log_prob[b]),
             attention=torch.stack(attn[b]).cpu().numpy() if options.return_attention else None,
         )
@@ -161,10 +151,11 @@ def beam_search(
 
 def _beam_one(model: Seq2Seq, src: Tensor, length: int, options: DecodeOptions) -> list[Hypothesis]:
     cfg = model.config
+    rules = ScoringRules.of(options)
     k = options.beam_size
     device = src.device
     enc = model.encode(src, torch.tensor([length], device=device))
-    limit = options.length_limit(length)
+    limit = rules.length_limit(length)
     live_tokens: list[list[int]] = [[]]
     live_attn: list[list[Tensor]] = [[]]
     live_scores = torch.zeros(1, dtype=torch.float32, device=device)
@@ -177,10 +168,8 @@ def _beam_one(model: Seq2Seq, src: Tensor, length: int, options: DecodeOptions) 
         log_probs, state, weights = _next_log_probs(
             model, prev, state, enc.keys[rep], enc.memory[rep], enc.mask[rep]
         )
-        apply_length_rules(
-            log_probs, step=step, limit=limit, min_length=options.min_length, eos_id=cfg.eos_id
-        )
         values, ids = step_candidates(log_probs, k=2 * k, eos_id=cfg.eos_id)
+        values = restrict_candidates(values, [rules.eos_rule(step, limit)] * rows)
         width = values.size(1)
         cand = (live_scores.unsqueeze(1) + values).view(-1)
         top_scores, top_idx = torch.sort(cand, descending=True, stable=True)
@@ -197,7 +186,7 @@ def _beam_one(model: Seq2Seq, src: Tensor, length: int, options: DecodeOptions) 
                     finished.append(
                         Hypothesis(
                             tokens=tuple(toks),
-                            score=options.normalized(score, len(toks) + 1),
+                            score=rules.score(score, len(toks)),
                             log_prob=score,
                             attention=torch.stack(live_attn[beam] + [weights[beam]]).cpu().numpy()
                             if options.return_attention

@@ -1,22 +1,29 @@
-"""Step-wise greedy and beam search in plain numpy over a one-step decoder.
+"""Search strategies in plain numpy over a one-step decoder.
 
-No ONNX Runtime and no gRPC here: the searches consume the arrays of one decoder
-step (see :mod:`export.spec`) and say which rows continue. Greedy and beam share
-one interface (:class:`SentenceSearch`); the driver loop that batches them over one
-decoder call per step is :class:`service.loop.DecodeLoop` (also importable from here),
-which the export parity gate and the service scheduler both use.
+No ONNX Runtime and no gRPC here. Each decoder step (see :mod:`export.spec`) gives every
+live row its candidates (:func:`candidates`: the graph's top-k, then EOS); the shared
+rules of :mod:`models.scoring` restrict them (EOS banned before ``min_length``, forced at
+the length limit); then each search strategy (:data:`GREEDY`, :data:`BEAM`,
+:data:`EOLE_BEAM`) chooses, for all its sentences of the step at once, what every
+sentence takes (:class:`Selection`), and each sentence's :class:`SentenceSearch` records
+it. The driver loop that batches them over one decoder call per step is
+:class:`service.loop.DecodeLoop` (also importable from here), which the export parity
+gate and the service scheduler both use.
+
+A new strategy (say, one that forces a target prefix) is one more object with the
+:class:`Strategy` methods; the loop needs no change.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from models.options import DecodeOptions, Hypothesis
-
-NEG_INF = np.float32(-np.inf)
+from models.scoring import NEG_INF, Eos, ScoringRules
 
 
 @dataclass(frozen=True)
@@ -26,95 +33,52 @@ class SpecialIds:
     eos: int
 
 
-# -- decoding rules ---------------------------------------------------------------
-
-
-def eos_allowed(step: int, min_length: int) -> bool:
-    """EOS may end a hypothesis only after ``min_length`` real tokens."""
-    return step >= min_length
-
-
-def eos_forced(step: int, limit: int) -> bool:
-    """At the last allowed position (``limit`` counts EOS) only EOS may follow."""
-    return step >= limit - 1
-
-
-def block_tokens(values: np.ndarray, ids: np.ndarray, banned: tuple[int, ...]) -> np.ndarray:
-    """Return ``values`` with -inf wherever ``ids`` is a banned id (pad, bos): the graph
-    already excludes them; this keeps a bundle that does not from ever emitting them.
-
-    Args:
-        values: ``(rows, k)`` candidate log-probs.
-        ids: ``(rows, k)`` candidate token ids.
-    """
-    hit = np.zeros(ids.shape, dtype=bool)
-    for token in banned:
-        hit |= ids == token
-    return np.where(hit, NEG_INF, values)
-
-
 def candidates(
     topk_values: np.ndarray,
     topk_ids: np.ndarray,
     eos_values: np.ndarray,
-    *,
-    step: int,
-    limit: int,
-    options: DecodeOptions,
     special: SpecialIds,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Merge a step's top-k with EOS and apply the length rules.
+    """A step's candidates for every row: the graph's top-k, then EOS in the last column.
+
+    A pad or bos id among the top-k gets -inf: the graph already excludes them; this
+    keeps a bundle whose graph does not from ever emitting them.
 
     Args:
-        topk_values: ``(rows, k)`` best non-special log-probs.
+        topk_values: ``(rows, k)`` best non-EOS log-probs.
         topk_ids: ``(rows, k)`` their token ids.
         eos_values: ``(rows,)`` EOS log-probs.
 
     Returns:
-        values ``(rows, k + 1)`` and ids ``(rows, k + 1)``; the last column is EOS.
+        values ``(rows, k + 1)`` float32 and ids ``(rows, k + 1)`` int64 (new arrays).
     """
-    rows = topk_values.shape[0]
-    values = np.empty((rows, topk_values.shape[1] + 1), dtype=np.float32)
-    values[:, :-1] = block_tokens(topk_values, topk_ids, (special.pad, special.bos))
-    values[:, -1] = eos_values
-    ids = np.empty(values.shape, dtype=np.int64)
-    ids[:, :-1] = topk_ids
-    ids[:, -1] = special.eos
-    if eos_forced(step, limit):
-        values[:, :-1] = NEG_INF
-    elif not eos_allowed(step, min_length=options.min_length):
-        values[:, -1] = NEG_INF
+    rows, k = topk_values.shape
+    values = np.empty((rows, k + 1), dtype=np.float32)
+    ids = np.empty((rows, k + 1), dtype=np.int64)
+    banned = (topk_ids == special.pad) | (topk_ids == special.bos)
+    values[:, :k] = np.where(banned, NEG_INF, topk_values)
+    values[:, k] = eos_values
+    ids[:, :k] = topk_ids
+    ids[:, k] = special.eos
     return values, ids
 
 
-# -- searches -----------------------------------------------------------------------
+# -- what a strategy chooses, and the sentence that records it ---------------------
 
 
-@dataclass
-class StepSlice:
-    """One sentence's rows of a decoder step; shapes ``(rows, ...)``."""
+class Selection(NamedTuple):
+    """What one sentence takes from a step. Rows are the sentence's own rows of the step.
 
-    topk_values: np.ndarray
-    topk_ids: np.ndarray
-    eos_values: np.ndarray
-    attention: np.ndarray
+    ``parents[i]`` continues with ``tokens[i]`` at cumulative log-prob ``scores[i]``; each
+    ``(row, log_prob)`` of ``finished`` ends that row with EOS (``log_prob`` includes the
+    EOS); ``done``: the search ends with this step.
+    """
 
-
-class SentenceSearch(Protocol):
-    """What the driver loop needs from a search over one sentence."""
-
+    parents: list[int]
+    tokens: list[int]
+    scores: list[float]
+    finished: list[tuple[int, float]]
     done: bool
-    top_k: int
-
-    def inputs(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(prev_tokens, parents)``, each ``(rows,)``; parents index this sentence's rows
-        of the previous step (or of its initial state at step 0)."""
-
-    def advance(self, out: StepSlice) -> None: ...
-
-    def results(self) -> list[Hypothesis]: ...
-
-    def stable_prefix(self) -> tuple[int, ...]: ...
 
 
 @dataclass
@@ -123,160 +87,91 @@ class _Partial:
     attention: list[np.ndarray] = field(default_factory=list)
 
 
-class GreedySearch:
-    """Argmax decoding of one sentence (one row)."""
+class SentenceSearch:
+    """One sentence's hypotheses under its :class:`Strategy`: the rows the next step
+    feeds (:attr:`prev_tokens`, :attr:`parents`), and what the search has found."""
 
-    # Three candidates, not one: should a bundle's graph leak pad and bos into its top-k
-    # (ours blocks them), a real token still remains once they are blocked here.
-    top_k = 3
-
-    def __init__(self, src_len: int, options: DecodeOptions, special: SpecialIds) -> None:
-        self.options, self.special, self.src_len = options, special, src_len
-        self.limit = options.length_limit(src_len)
+    def __init__(
+        self, strategy: Strategy, src_len: int, options: DecodeOptions, special: SpecialIds
+    ) -> None:
+        self.strategy = strategy
+        self.options = options
+        self.rules = ScoringRules.of(options)
+        self.src_len = src_len
+        self.eos = special.eos
+        self.limit = self.rules.length_limit(src_len)
+        self.top_k = strategy.top_k(options)
         self.step = 0
         self.done = False
-        self._hyp = _Partial([])
-        self._log_prob = 0.0
-        self.prev_token = special.bos
-        self._result: Hypothesis | None = None
-
-    def inputs(self) -> tuple[np.ndarray, np.ndarray]:
-        return np.array([self.prev_token], dtype=np.int64), np.zeros(1, dtype=np.int64)
-
-    def advance(self, out: StepSlice) -> None:
-        values, ids = candidates(
-            out.topk_values,
-            out.topk_ids,
-            out.eos_values,
-            step=self.step,
-            limit=self.limit,
-            options=self.options,
-            special=self.special,
-        )
-        best = int(np.argmax(values[0]))
-        self.push(int(ids[0, best]), float(values[0, best]), out.attention[0])
-
-    def push(self, token: int, log_prob: float, attention: np.ndarray) -> None:
-        """Take ``token`` (chosen with ``log_prob``); ``attention`` ``(src_len_padded,)``
-        is this row's attention of the step."""
-        capped = token == self.special.eos and eos_forced(self.step, self.limit)
-        if not (capped and self.options.search == "eole"):
-            self._log_prob += log_prob
-        if self.options.return_attention:
-            self._hyp.attention.append(attention[: self.src_len])
-        self.step += 1
-        if token == self.special.eos:
-            self.done = True
-            self._result = _finish(self._hyp, self._log_prob, self.options, capped=capped)
-        else:
-            self._hyp.tokens.append(token)
-            self.prev_token = token
-
-    def results(self) -> list[Hypothesis]:
-        assert self._result is not None, "search not finished"
-        return [self._result]
-
-    def stable_prefix(self) -> tuple[int, ...]:
-        """Tokens that no later step can change: everything emitted so far."""
-        return tuple(self._hyp.tokens)
-
-
-class BeamSearch:
-    """Beam search of one sentence; same rules as :func:`models.search.beam_search`:
-    best ``2 * beam`` continuations, an EOS among the first ``beam`` finishes a
-    hypothesis, stop once ``beam`` hypotheses have finished."""
-
-    def __init__(self, src_len: int, options: DecodeOptions, special: SpecialIds) -> None:
-        self.options, self.special, self.src_len = options, special, src_len
-        self.beam = options.beam_size
-        self.top_k = 2 * self.beam
-        self.limit = options.length_limit(src_len)
-        self.step = 0
-        self.done = False
+        # One entry per live row: the token its next step is fed, the row of the previous
+        # step (or of the initial state, at step 0) it continues, its cumulative log-prob.
+        self.prev_tokens: list[int] = [special.bos]
+        self.parents: list[int] = [0]
+        self.scores: list[float] = [0.0]
+        self.rows = 1  # live rows: decoded by the next step
+        self._keep_attn = options.return_attention
         self._live = [_Partial([])]
-        self._scores = np.zeros(1, dtype=np.float32)
-        self._prev = np.array([special.bos], dtype=np.int64)
-        self._parents = np.zeros(1, dtype=np.int64)
         self._finished: list[Hypothesis] = []
 
-    def inputs(self) -> tuple[np.ndarray, np.ndarray]:
-        return self._prev, self._parents
+    @property
+    def finished(self) -> int:
+        """Hypotheses finished so far."""
+        return len(self._finished)
 
-    def advance(self, out: StepSlice) -> None:
-        values, ids = candidates(
-            out.topk_values,
-            out.topk_ids,
-            out.eos_values,
-            step=self.step,
-            limit=self.limit,
-            options=self.options,
-            special=self.special,
-        )
-        self.select(values, ids, out.attention)
+    def eos_rule(self) -> Eos:
+        """The EOS rule of the next step."""
+        return self.rules.eos_rule(self.step, self.limit)
 
-    def select(self, values: np.ndarray, ids: np.ndarray, attention: np.ndarray) -> None:
-        """One step from this sentence's candidates (see :func:`candidates`).
-
-        Args:
-            values: ``(rows, k + 1)`` log-probs, EOS last, length rules applied.
-            ids: ``(rows, k + 1)`` their token ids.
-            attention: ``(rows, src_len_padded)`` attention of the step.
-        """
-        total = (self._scores[:, None] + values).ravel()
-        order = np.argsort(-total, kind="stable")[: self.top_k]
-        width = values.shape[1]
-        keep_attn = self.options.return_attention
-        eos = self.special.eos
-        flat = order.tolist()
-        ranked = total[order].tolist()
-        tokens_ranked = ids.ravel()[order].tolist()
-        parents, tokens, scores = [], [], []
-        for rank, score in enumerate(ranked):
-            if score == NEG_INF:
-                break
-            row = flat[rank] // width
-            tok = tokens_ranked[rank]
-            if tok == eos:
-                if rank < self.beam:
-                    hyp = self._live[row]
-                    attn = hyp.attention + [attention[row, : self.src_len]] if keep_attn else []
-                    self._finished.append(_finish(_Partial(hyp.tokens, attn), score, self.options))
-                continue
-            parents.append(row)
-            tokens.append(tok)
-            scores.append(score)
-            if len(parents) == self.beam:
-                break
+    def take(self, selection: Selection, attention: np.ndarray) -> None:
+        """Record this step's ``selection``; ``attention`` ``(rows, src_len_padded)`` is
+        the attention of this sentence's rows of the step."""
+        keep_attn = self._keep_attn
+        if selection.finished:
+            scored = self.rules.eos_scored(self.eos_rule() is Eos.FORCED)
+            for row, log_prob in selection.finished:
+                hyp = self._live[row]
+                if not scored:  # ended without EOS: its log-prob is the row's so far
+                    log_prob = self.scores[row]
+                attn = hyp.attention + [attention[row, : self.src_len]] if keep_attn else None
+                self._finished.append(
+                    Hypothesis(
+                        tokens=tuple(hyp.tokens),
+                        score=self.rules.score(log_prob, len(hyp.tokens), eos=scored),
+                        log_prob=log_prob,
+                        attention=np.stack(attn) if keep_attn else None,
+                    )
+                )
         self.step += 1
-        if len(self._finished) >= self.beam or not parents:
+        if selection.done:
             self.done = True
             return
-        self._continue(parents, tokens, scores, attention)
-
-    def _continue(
-        self, parents: list[int], tokens: list[int], scores: list[float], attention: np.ndarray
-    ) -> None:
-        """The live hypotheses of the next step: row ``parents[i]`` extended by
-        ``tokens[i]`` with cumulative log-prob ``scores[i]``."""
-        keep_attn = self.options.return_attention
-        self._live = [
-            _Partial(
-                self._live[p].tokens + [t],
-                self._live[p].attention + [attention[p, : self.src_len]] if keep_attn else [],
-            )
-            for p, t in zip(parents, tokens, strict=True)
-        ]
-        self._scores = np.array(scores, dtype=np.float32)
-        self._prev = np.array(tokens, dtype=np.int64)
-        self._parents = np.array(parents, dtype=np.int64)
+        live = self._live
+        if len(live) == 1 and len(selection.parents) == 1:  # greedy: extend in place
+            hyp = live[0]
+            hyp.tokens.append(selection.tokens[0])
+            if keep_attn:
+                hyp.attention.append(attention[0, : self.src_len])
+        else:
+            self._live = [
+                _Partial(
+                    live[p].tokens + [t],
+                    live[p].attention + [attention[p, : self.src_len]] if keep_attn else [],
+                )
+                for p, t in zip(selection.parents, selection.tokens, strict=True)
+            ]
+        self.rows = len(selection.tokens)
+        self.prev_tokens = selection.tokens
+        self.parents = selection.parents
+        self.scores = selection.scores
 
     def results(self) -> list[Hypothesis]:
+        """The ``n_best`` finished hypotheses, best score first."""
         ranked = sorted(self._finished, key=lambda h: h.score, reverse=True)
         return ranked[: self.options.n_best]
 
     def stable_prefix(self) -> tuple[int, ...]:
         """The prefix every live and finished hypothesis shares (all of the best one once
-        done): streaming it never has to take text back."""
+        done): streaming it never has to take text back. Greedy: everything so far."""
         if self.done:
             best = self.results()
             return best[0].tokens if best else ()
@@ -289,76 +184,175 @@ class BeamSearch:
         return tuple(prefix)
 
 
-class EoleBeamSearch(BeamSearch):
+# -- strategies ---------------------------------------------------------------------
+
+
+class Strategy(Protocol):
+    """How one kind of search chooses a step, for all its sentences of the step at once."""
+
+    def top_k(self, options: DecodeOptions) -> int:
+        """Non-EOS candidates per row the strategy ranks (the decoder returns the most any
+        live sentence asks for; a sentence sees its own ``top_k`` and EOS)."""
+
+    def select(
+        self,
+        searches: Sequence[SentenceSearch],
+        first_rows: Sequence[int],
+        values: np.ndarray,
+        ids: np.ndarray,
+    ) -> list[Selection]:
+        """The :class:`Selection` of each of ``searches`` (all of this strategy).
+
+        Args:
+            first_rows: where each sentence's rows start in ``values`` (it has
+                ``searches[i].rows`` of them).
+            values: ``(step rows, K + 1)`` candidate log-probs of the whole step, EOS
+                last, the EOS rules applied; ``K`` is at least every sentence's ``top_k``.
+            ids: ``(step rows, K + 1)`` their token ids.
+
+        Reads the searches and changes nothing: each then takes its selection
+        (:meth:`SentenceSearch.take`).
+        """
+
+
+def _own_columns(values: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """A sentence's candidates: its first ``k`` top-k columns and EOS. Ranking exactly
+    these (not the wider step's) keeps its result independent of its batch mates."""
+    if values.shape[1] == k + 1:
+        return values, ids
+    cols = [*range(k), values.shape[1] - 1]
+    return values[:, cols], ids[:, cols]
+
+
+class Greedy:
+    """Argmax decoding, one row per sentence: the best candidate, the first of equal ones
+    (a token before EOS), as in :func:`models.search.greedy_search`. Log-probs add up in
+    float64."""
+
+    # Three candidates, not one: should a bundle's graph leak pad and bos into its top-k
+    # (ours blocks them), a real token still remains once they are blocked.
+    K = 3
+
+    def top_k(self, options: DecodeOptions) -> int:
+        return self.K
+
+    def select(self, searches, first_rows, values, ids) -> list[Selection]:
+        k = self.K
+        if values.shape[1] == k + 1 and len(searches) == values.shape[0]:
+            v, i = values, ids  # every row of the step is greedy: nothing to pick out
+        else:
+            index = np.asarray(first_rows, dtype=np.int64)[:, None]
+            cols = np.array([*range(k), values.shape[1] - 1], dtype=np.int64)
+            v, i = values[index, cols], ids[index, cols]
+        best = v.argmax(axis=1)
+        pick = np.arange(len(searches))
+        chosen = []
+        for s, tok, log_prob in zip(
+            searches, i[pick, best].tolist(), v[pick, best].tolist(), strict=True
+        ):
+            total = s.scores[0] + log_prob
+            if tok == s.eos:
+                chosen.append(Selection([], [], [], [(0, total)], True))
+            else:
+                chosen.append(Selection([0], [tok], [total], [], False))
+        return chosen
+
+
+class Beam:
+    """Beam search, the rules of :func:`models.search.beam_search`: rank the best
+    ``2 * beam`` continuations by cumulative log-prob (float32); an EOS among the first
+    ``beam`` finishes a hypothesis, the best ``beam`` non-EOS ones stay live; done once
+    ``beam`` hypotheses have finished."""
+
+    def top_k(self, options: DecodeOptions) -> int:
+        return 2 * options.beam_size
+
+    def select(self, searches, first_rows, values, ids) -> list[Selection]:
+        chosen = []
+        for s, first in zip(searches, first_rows, strict=True):
+            rows = slice(first, first + s.rows)
+            v, i = _own_columns(values[rows], ids[rows], s.top_k)
+            total = (np.array(s.scores, dtype=np.float32)[:, None] + v).ravel()
+            order = np.argsort(-total, kind="stable")[: s.top_k]
+            chosen.append(
+                self._choose(
+                    s, order.tolist(), total[order].tolist(), i.ravel()[order].tolist(), v.shape[1]
+                )
+            )
+        return chosen
+
+    def _choose(self, s: SentenceSearch, flat, ranked, tokens_ranked, width) -> Selection:
+        """``flat``: the ranked candidates' indices into the flattened ``(rows, width)``
+        candidates, ``ranked`` their cumulative log-probs, ``tokens_ranked`` their ids."""
+        beam = s.options.beam_size
+        parents, tokens, scores, finished = [], [], [], []
+        for rank, score in enumerate(ranked):
+            if score == NEG_INF:
+                break
+            row = flat[rank] // width
+            tok = tokens_ranked[rank]
+            if tok == s.eos:
+                if rank < beam:
+                    finished.append((row, score))
+                continue
+            parents.append(row)
+            tokens.append(tok)
+            scores.append(score)
+            if len(parents) == beam:
+                break
+        done = s.finished + len(finished) >= beam or not parents
+        return Selection(parents, tokens, scores, finished, done)
+
+
+class EoleBeam(Beam):
     """Eole's (OpenNMT-py's) beam search, for models converted from Eole that must give
     Eole's n-best lists (``DecodeOptions(search="eole")``).
 
     Each step keeps the best ``beam`` continuations of the live hypotheses; those that
     are EOS finish (so fewer stay live), the rest continue. The sentence is done at a
-    step whose best continuation is EOS once ``n_best`` hypotheses have finished.
-    Scores count BOS in the length (:meth:`DecodeOptions.normalized`).
+    step whose best continuation is EOS once ``n_best`` hypotheses have finished. Its
+    scoring rules (BOS in the length, no EOS at the length limit) are
+    ``ScoringRules.of(options)``'s for ``search="eole"``.
     """
 
-    def __init__(self, src_len: int, options: DecodeOptions, special: SpecialIds) -> None:
-        super().__init__(src_len, options, special)
-        self.top_k = self.beam
+    def top_k(self, options: DecodeOptions) -> int:
+        return options.beam_size
 
-    def select(self, values: np.ndarray, ids: np.ndarray, attention: np.ndarray) -> None:
-        total = (self._scores[:, None] + values).ravel()
-        order = np.argsort(-total, kind="stable")[: self.beam]
-        width = values.shape[1]
-        keep_attn = self.options.return_attention
-        parents, tokens, scores = [], [], []
+    def _choose(self, s: SentenceSearch, flat, ranked, tokens_ranked, width) -> Selection:
+        parents, tokens, scores, finished = [], [], [], []
         top_finished = False
-        capped = eos_forced(self.step, self.limit)
-        for rank, flat in enumerate(order.tolist()):
-            score = float(total[flat])
+        for rank, score in enumerate(ranked):
             if score == NEG_INF:
                 break
-            row, tok = flat // width, int(ids.ravel()[flat])
-            if tok == self.special.eos:
+            row, tok = flat[rank] // width, tokens_ranked[rank]
+            if tok == s.eos:
                 top_finished = top_finished or rank == 0
-                hyp = self._live[row]
-                attn = hyp.attention + [attention[row, : self.src_len]] if keep_attn else []
-                if capped:  # Eole ends it without EOS: no EOS log-prob (see _finish)
-                    score = float(self._scores[row])
-                finish = _finish(_Partial(hyp.tokens, attn), score, self.options, capped=capped)
-                self._finished.append(finish)
+                finished.append((row, score))
                 continue
             parents.append(row)
             tokens.append(tok)
             scores.append(score)
-        self.step += 1
         # Eole's end: this step's best continuation is EOS and n_best have finished
-        enough = top_finished and len(self._finished) >= self.options.n_best
-        if enough or not parents:
-            self.done = True
-            return
-        self._continue(parents, tokens, scores, attention)
+        enough = top_finished and s.finished + len(finished) >= s.options.n_best
+        return Selection(parents, tokens, scores, finished, enough or not parents)
 
 
-def _finish(
-    hyp: _Partial, log_prob: float, options: DecodeOptions, *, capped: bool = False
-) -> Hypothesis:
-    """``capped``: ended by the EOS forced at the length limit. Eole ends such a
-    hypothesis without EOS, so with ``search="eole"`` it counts neither EOS's log-prob
-    (the caller leaves it out) nor its length."""
-    length = len(hyp.tokens) + (0 if capped and options.search == "eole" else 1)
-    return Hypothesis(
-        tokens=tuple(hyp.tokens),
-        score=options.normalized(log_prob, length),
-        log_prob=log_prob,
-        attention=np.stack(hyp.attention) if options.return_attention else None,
-    )
+GREEDY: Strategy = Greedy()
+BEAM: Strategy = Beam()
+EOLE_BEAM: Strategy = EoleBeam()
 
 
-def make_search(src_len: int, options: DecodeOptions, special: SpecialIds) -> SentenceSearch:
+def strategy_for(options: DecodeOptions) -> Strategy:
     """Greedy for ``beam_size == 1`` (cheaper bookkeeping, same results), else the beam
     search ``options.search`` names."""
     if options.beam_size == 1:
-        return GreedySearch(src_len, options, special)
-    cls = EoleBeamSearch if options.search == "eole" else BeamSearch
-    return cls(src_len, options, special)
+        return GREEDY
+    return EOLE_BEAM if options.search == "eole" else BEAM
+
+
+def make_search(src_len: int, options: DecodeOptions, special: SpecialIds) -> SentenceSearch:
+    """A sentence of ``src_len`` source tokens, decoded as ``options`` say."""
+    return SentenceSearch(strategy_for(options), src_len, options, special)
 
 
 # -- the step model contract --------------------------------------------------------

@@ -3,10 +3,11 @@ the export parity gate share).
 
 Every :meth:`DecodeLoop.step` runs *one* decoder call over the live rows of all active
 sentences, greedy and beam together. The host-side work around that call is vectorised
-over rows: the length rules and special-token blocking of :func:`candidates` run once
-for the whole step, and greedy rows pick their token with one ``argmax``; a sentence's
-own Python then only records the result. The numbers are exactly those of running
-:meth:`GreedySearch.advance` / :meth:`BeamSearch.advance` per sentence.
+over rows: the candidates (:func:`service.decoding.candidates`) and the EOS rules
+(:func:`models.scoring.restrict`) are built once for the whole step, then each search
+strategy chooses for all its sentences at once (greedy: one ``argmax``); a sentence's own
+Python then only records its :class:`~service.decoding.Selection`. The loop knows no
+strategy by name: it groups sentences by ``search.strategy`` and calls ``select``.
 """
 
 from __future__ import annotations
@@ -20,18 +21,15 @@ from typing import TypeVar
 import numpy as np
 
 from models.options import DecodeOptions, Hypothesis
+from models.scoring import restrict
 from service.decoding import (
-    NEG_INF,
-    BeamSearch,
     Encoded,
-    GreedySearch,
+    Selection,
     SentenceSearch,
     SpecialIds,
     StepModel,
-    StepOutput,
-    StepSlice,
-    eos_allowed,
-    eos_forced,
+    Strategy,
+    candidates,
     make_search,
     pad_batch,
 )
@@ -42,10 +40,6 @@ T = TypeVar("T")
 
 # Rebuild the pool when the longest live sentence needs at most this share of its width.
 NARROW_FRACTION = 0.75
-
-
-def _rows_of(search: SentenceSearch) -> int:
-    return 1 if type(search) is GreedySearch else len(search.inputs()[0])
 
 
 @dataclass(eq=False)
@@ -101,52 +95,33 @@ class DecodeLoop:
             self.active.append(
                 _Active(handle, search, first_slot + i, first_row + i, int(lengths[i]))
             )
-            self._live_rows += _rows_of(search)
+            self._live_rows += search.rows
 
     def step(self, failed: list | None = None) -> list[tuple[object, SentenceSearch]]:
         """Run one decoder step for all active sentences; return those that finished.
 
         The step is all or nothing up to the point where each sentence takes its
-        result: when the decoder call (or anything before it) raises, the loop is left
-        exactly as it was, so the same step can be run again (see :meth:`probe`).
+        selection: when the decoder call or a strategy's ``select`` (or anything before
+        them) raises, the loop is left exactly as it was, so the same step can be run
+        again (see :meth:`probe`).
 
         ``failed``: when given, a sentence whose own search raises while taking its
-        result leaves the loop and is appended as ``(handle, exception)`` while every
+        selection leaves the loop and is appended as ``(handle, exception)`` while every
         other sentence takes its step; without it the first such exception is raised,
         once the others have taken theirs.
         """
         if not self.active:
             return []
-        out, counts, top_k, values, ids, tokens, log_probs = self._run(self.active)
+        out, counts, selections = self._run(self.active)
         self._states = out.states
         finished, still, errors = [], [], []
-        offset = g = 0
-        rows = 0
-        for a, n in zip(self.active, counts, strict=True):
+        offset = rows = 0
+        for a, n, selection in zip(self.active, counts, selections, strict=True):
             s = a.search
             try:
-                if type(s) is GreedySearch:
-                    s.push(tokens[g], log_probs[g], out.attention[offset])
-                    g += 1
-                elif type(s) is BeamSearch:
-                    cols = slice(None) if s.top_k == top_k else [*range(s.top_k), top_k]
-                    end = offset + n
-                    s.select(
-                        values[offset:end, cols], ids[offset:end, cols], out.attention[offset:end]
-                    )
-                else:
-                    k, end = s.top_k, offset + n
-                    s.advance(
-                        StepSlice(
-                            out.topk_values[offset:end, :k],
-                            out.topk_ids[offset:end, :k],
-                            out.eos_values[offset:end],
-                            out.attention[offset:end],
-                        )
-                    )
+                s.take(selection, out.attention[offset : offset + n])
             except Exception as exc:  # noqa: BLE001 - this sentence's own failure
                 errors.append((a.handle, exc))
-                g += type(s) is GreedySearch
                 offset += n
                 continue
             a.base = offset
@@ -155,7 +130,7 @@ class DecodeLoop:
                 finished.append(a)
             else:
                 still.append(a)
-                rows += _rows_of(s)
+                rows += s.rows
         self.active = still
         self._live_rows = rows
         try:
@@ -171,46 +146,44 @@ class DecodeLoop:
         return [(a.handle, a.search) for a in finished]
 
     def probe(self, entries: list[_Active]) -> None:
-        """Run this step's decoder call for ``entries`` (some of :attr:`active`) alone and
-        throw the result away; raises what the step raises for them. Changes nothing:
-        the engine uses it to find the sentences that make a failing step fail."""
+        """Run this step's decoder call and selections for ``entries`` (some of
+        :attr:`active`) alone and throw the result away; raises what the step raises for
+        them. Changes nothing: the engine uses it to find the sentences that make a
+        failing step fail."""
         if entries:
             self._run(entries)
 
     def _run(self, entries: list[_Active]) -> tuple:
-        """The decoder call over ``entries`` and the candidates of every row; reads the
+        """The decoder call over ``entries`` and every sentence's selection; reads the
         loop's state but changes nothing (:meth:`step` commits the result)."""
         prev: list[int] = []
         parents: list[int] = []
         sentences: list[int] = []
         counts: list[int] = []
-        forced: list[bool] = []
-        banned: list[bool] = []
-        greedy_rows: list[int] = []
+        eos: list[int] = []
+        # the entries of each strategy, and where each one's rows start
+        groups: dict[Strategy, tuple[list[SentenceSearch], list[int], list[int]]] = {}
         top_k = 0
-        for a in entries:
+        for i, a in enumerate(entries):
             s = a.search
-            if type(s) is GreedySearch:
-                greedy_rows.append(len(prev))
-                prev.append(s.prev_token)
-                parents.append(a.base)
+            n = s.rows
+            group = groups.get(s.strategy)
+            if group is None:
+                group = groups[s.strategy] = ([], [], [])
+            group[0].append(s)
+            group[1].append(len(prev))
+            group[2].append(i)
+            prev.extend(s.prev_tokens)
+            if n == 1:
+                parents.append(s.parents[0] + a.base)
                 sentences.append(a.slot)
-                n = 1
             else:
-                p, par = s.inputs()
-                n = len(p)
-                prev.extend(p.tolist())
-                parents.extend((par + a.base).tolist())
+                parents.extend([p + a.base for p in s.parents])
                 sentences.extend([a.slot] * n)
             counts.append(n)
-            top_k = max(top_k, s.top_k)
-            if type(s) is GreedySearch or type(s) is BeamSearch:
-                f = eos_forced(s.step, s.limit)
-                forced.append(f)
-                banned.append(not f and not eos_allowed(s.step, s.options.min_length))
-            else:
-                forced.append(False)
-                banned.append(False)
+            eos.append(s.eos_rule())
+            if s.top_k > top_k:
+                top_k = s.top_k
         out = self.model.step(
             prev_tokens=np.array(prev, dtype=np.int64),
             parent_rows=np.array(parents, dtype=np.int64),
@@ -221,59 +194,22 @@ class DecodeLoop:
             states=self._states,
             top_k=top_k,
         )
-        values, ids = self._candidates(out, top_k, counts, forced, banned)
-        tokens, log_probs = self._greedy_choice(values, ids, greedy_rows, top_k)
-        return out, counts, top_k, values, ids, tokens, log_probs
-
-    def _candidates(
-        self,
-        out: StepOutput,
-        top_k: int,
-        counts: list[int],
-        forced: list[bool],
-        banned: list[bool],
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """:func:`candidates` for every row at once: values and ids ``(rows, top_k + 1)``,
-        EOS last; ``forced``/``banned`` are per sentence, ``counts`` its rows."""
-        rows = out.topk_values.shape[0]
-        values = np.empty((rows, top_k + 1), dtype=np.float32)
-        ids = np.empty((rows, top_k + 1), dtype=np.int64)
-        topk_ids = out.topk_ids
-        blocked = (topk_ids == self.special.pad) | (topk_ids == self.special.bos)
-        values[:, :top_k] = np.where(blocked, NEG_INF, out.topk_values)
-        values[:, top_k] = out.eos_values
-        ids[:, :top_k] = topk_ids
-        ids[:, top_k] = self.special.eos
-        for flags, cols in ((forced, slice(0, top_k)), (banned, top_k)):
-            if any(flags):
-                per_row = np.repeat(np.array(flags), counts) if rows != len(flags) else flags
-                values[np.asarray(per_row, dtype=bool), cols] = NEG_INF
-        return values, ids
-
-    @staticmethod
-    def _greedy_choice(
-        values: np.ndarray, ids: np.ndarray, rows: list[int], top_k: int
-    ) -> tuple[list[int], list[float]]:
-        """Argmax over each greedy row's ``GreedySearch.top_k`` candidates plus EOS (the
-        first of equal values wins, as in :meth:`GreedySearch.advance`)."""
-        if not rows:
-            return [], []
-        k = GreedySearch.top_k
-        if top_k == k and len(rows) == values.shape[0]:
-            v, i = values, ids  # every row is greedy: nothing to select
-        else:
-            index = np.array(rows, dtype=np.int64)[:, None]
-            cols = np.array([*range(k), top_k], dtype=np.int64)
-            v, i = values[index, cols], ids[index, cols]
-        best = v.argmax(axis=1)
-        pick = np.arange(len(rows))
-        return i[pick, best].tolist(), v[pick, best].tolist()
+        values, ids = candidates(out.topk_values, out.topk_ids, out.eos_values, self.special)
+        if any(eos):  # some sentence's EOS is banned or forced this step
+            restrict(values, np.repeat(np.array(eos, dtype=np.int64), counts))
+        # one select per strategy, over all its sentences of the step
+        selections: list[Selection | None] = [None] * len(entries)
+        for strategy, (searches, firsts, members) in groups.items():
+            chosen = strategy.select(searches, firsts, values, ids)
+            for i, selection in zip(members, chosen, strict=True):
+                selections[i] = selection
+        return out, counts, selections
 
     def drop(self, handles: set) -> None:
         """Stop decoding the given sentences now (cancelled or past their deadline); their
         rows are simply not gathered by the next step."""
         self.active = [a for a in self.active if a.handle not in handles]
-        self._live_rows = sum(_rows_of(a.search) for a in self.active)
+        self._live_rows = sum(a.search.rows for a in self.active)
         self._maybe_compact()
 
     def _maybe_compact(self) -> None:

@@ -1,4 +1,5 @@
-"""Reference greedy and beam search, their length/special-token rules, and DecodeOptions."""
+"""Reference greedy and beam search, how they apply the scoring rules and block special
+tokens, and DecodeOptions."""
 
 from __future__ import annotations
 
@@ -9,7 +10,15 @@ import torch
 
 from models.config import BOS_ID, EOS_ID, PAD_ID
 from models.options import DecodeOptions, DecodeOptionsError
-from models.search import NEG_INF, apply_length_rules, beam_search, block_specials, greedy_search
+from models.scoring import Eos, ScoringRules
+from models.search import (
+    NEG_INF,
+    beam_search,
+    block_specials,
+    greedy_search,
+    restrict_candidates,
+    step_candidates,
+)
 
 SEARCH_VOCAB = 20
 MODEL_VARIANTS = [
@@ -81,7 +90,7 @@ def test_beam_nbest_sorted_finite_distinct(search_model, sources, overrides, bea
         assert len({h.tokens for h in nbest}) == beam_size
         for h in nbest:
             assert h.log_prob <= 0.0
-            assert h.score == pytest.approx(options.normalized(h.log_prob, len(h.tokens) + 1))
+            assert h.score == ScoringRules.of(options).score(h.log_prob, len(h.tokens))
             assert h.attention is None
 
 
@@ -138,7 +147,7 @@ def test_max_length_forces_eos(search_model, sources, beam_size) -> None:
         max_length_ratio=1.0,
         max_length_offset=1,
     )
-    limits = [options.length_limit(n) for n in lengths.tolist()]
+    limits = [ScoringRules.of(options).length_limit(n) for n in lengths.tolist()]
     assert limits == [6, 4, 8]
     greedy = greedy_search(model, src, lengths, options=options)
     assert [len(h.tokens) for h in greedy] == [5, 3, 7]
@@ -197,43 +206,42 @@ def test_block_specials_exact() -> None:
     ]
 
 
-def _rows() -> torch.Tensor:
-    return torch.tensor([[-1.0, -2.0, -3.0, -4.0, -5.0]] * 3)
-
-
-def test_apply_length_rules_scalar_step() -> None:
-    inf = NEG_INF
-    lp = _rows()
-    apply_length_rules(lp, step=0, limit=10, min_length=1, eos_id=3)
-    assert lp.tolist() == [[-1.0, -2.0, -3.0, inf, -5.0]] * 3
-
-    lp = _rows()
-    apply_length_rules(lp, step=1, limit=10, min_length=1, eos_id=3)
-    assert lp.tolist() == _rows().tolist()
-
-    lp = _rows()
-    apply_length_rules(lp, step=4, limit=5, min_length=1, eos_id=3)
-    assert lp.tolist() == [[inf, inf, inf, -4.0, inf]] * 3
-
-
-def test_apply_length_rules_per_row() -> None:
-    inf = NEG_INF
-    lp = _rows()
-    apply_length_rules(
-        lp, step=torch.tensor([0, 4, 2]), limit=torch.tensor([10, 5, 3]), min_length=3, eos_id=3
+@pytest.mark.parametrize("beam_size", [1, 3])
+@pytest.mark.parametrize("penalty", [0.0, 0.6, 1.0, 2.0])
+def test_scores_follow_the_length_penalty(search_model, sources, beam_size, penalty) -> None:
+    """Every hypothesis is scored by the shared rule, whatever the search."""
+    model = search_model()
+    src, lengths = sources
+    options = DecodeOptions(beam_size=beam_size, n_best=beam_size, length_penalty=penalty)
+    rules = ScoringRules.of(options)
+    hyps = (
+        greedy_search(model, src, lengths, options=options)
+        if beam_size == 1
+        else [h for nbest in beam_search(model, src, lengths, options=options) for h in nbest]
     )
-    assert lp.tolist() == [
-        [-1.0, -2.0, -3.0, inf, -5.0],  # too early: EOS banned
-        [inf, inf, inf, -4.0, inf],  # last step: EOS forced with its own log-prob
-        [inf, inf, inf, -4.0, inf],  # both: forcing wins, EOS keeps its own log-prob
-    ]
+    assert len(hyps) == 3 * beam_size
+    for h in hyps:
+        assert h.score == rules.score(h.log_prob, len(h.tokens))
+        assert h.score == pytest.approx(h.log_prob / (len(h.tokens) + 1) ** penalty)
 
-    lp = _rows()
-    apply_length_rules(lp, step=2, limit=torch.tensor([10, 3, 4]), min_length=0, eos_id=3)
-    assert lp.tolist() == [
-        [-1.0, -2.0, -3.0, -4.0, -5.0],
-        [inf, inf, inf, -4.0, inf],
-        [-1.0, -2.0, -3.0, -4.0, -5.0],
+
+def test_step_candidates_rank_like_the_graph() -> None:
+    """Top-k non-EOS tokens (ties: lower id first), then EOS's own log-prob."""
+    log_probs = torch.tensor([[-9.0, -1.0, -2.0, -0.5, -1.0, -3.0]])
+    values, ids = step_candidates(log_probs, k=3, eos_id=3)
+    assert ids.tolist() == [[1, 4, 2, 3]]
+    assert values.tolist() == [[-1.0, -1.0, -2.0, -0.5]]
+
+
+def test_restrict_candidates_applies_the_shared_rules() -> None:
+    inf = NEG_INF
+    values = torch.tensor([[-1.0, -2.0, -0.5]] * 3)
+    out = restrict_candidates(values, [Eos.ALLOWED, Eos.BLOCKED, Eos.FORCED])
+    assert out.dtype == torch.float32
+    assert out.tolist() == [
+        [-1.0, -2.0, -0.5],
+        [-1.0, -2.0, inf],  # too early: EOS banned
+        [inf, inf, -0.5],  # last step: EOS forced with its own log-prob
     ]
 
 
@@ -266,21 +274,3 @@ def test_decode_options_boundaries_accepted() -> None:
     DecodeOptions(beam_size=5, n_best=5, length_penalty=0.0, max_length=1, min_length=0)
     DecodeOptions(length_penalty=5.0, max_length_ratio=0.0, max_length_offset=0)
     assert issubclass(DecodeOptionsError, ValueError)
-
-
-def test_length_limit_arithmetic() -> None:
-    default = DecodeOptions()
-    assert default.length_limit(5) == 2 * 5 + 10
-    assert default.length_limit(1) == 12
-    assert default.length_limit(200) == 256  # capped by max_length
-    assert DecodeOptions(max_length_ratio=1.5, max_length_offset=0).length_limit(3) == 5
-    assert DecodeOptions(max_length_ratio=1.5, max_length_offset=2).length_limit(4) == 8
-    assert DecodeOptions(max_length=1).length_limit(30) == 1
-    assert DecodeOptions(max_length_ratio=0.0, max_length_offset=0).length_limit(7) == 1
-
-
-def test_normalized_score() -> None:
-    assert DecodeOptions(length_penalty=1.0).normalized(-6.0, 3) == -2.0
-    assert DecodeOptions(length_penalty=0.0).normalized(-6.0, 3) == -6.0
-    assert DecodeOptions(length_penalty=2.0).normalized(-8.0, 2) == -2.0
-    assert DecodeOptions(length_penalty=1.0).normalized(-6.0, 0) == -6.0

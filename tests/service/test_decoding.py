@@ -11,27 +11,29 @@ be worked out by hand. The fake checks that the loop gathers the right state row
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable
 
 import numpy as np
 import pytest
 
 from models.options import DecodeOptions, Hypothesis
+from models.scoring import ScoringRules, restrict
 from service.decoding import (
+    BEAM,
+    EOLE_BEAM,
+    GREEDY,
     NEG_INF,
-    BeamSearch,
     DecodeLoop,
     Encoded,
-    GreedySearch,
     SpecialIds,
     StepOutput,
-    block_tokens,
     candidates,
     decode,
-    eos_allowed,
-    eos_forced,
     make_search,
     pad_batch,
+    strategy_for,
 )
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
@@ -191,25 +193,43 @@ def toks(hyps: list[Hypothesis]) -> list[tuple[int, ...]]:
     return [h.tokens for h in hyps]
 
 
+def length_limit(options: DecodeOptions, src_len: int) -> int:
+    """The documented limit, EOS included (written out here, not taken from the code)."""
+    by_ratio = math.ceil(options.max_length_ratio * src_len) + options.max_length_offset
+    return max(1, min(options.max_length, by_ratio))
+
+
+def step_log_probs(
+    table: Table, src: tuple[int, ...], prefix: Prefix, step: int, limit: int, min_length: int
+) -> np.ndarray:
+    """Full-vocabulary log-probs of a step with the documented rules applied: no pad or
+    bos; EOS alone (with its own log-prob) at the last allowed step, else none before
+    ``min_length`` tokens."""
+    lp = vector(table(src, prefix))
+    lp[PAD] = lp[BOS] = NEG_INF
+    if step >= limit - 1:
+        keep = lp[EOS]
+        lp[:] = NEG_INF
+        lp[EOS] = keep
+    elif step < min_length:
+        lp[EOS] = NEG_INF
+    return lp
+
+
 def reference(table: Table, src: tuple[int, ...], options: DecodeOptions) -> list[Hypothesis]:
     """The documented search rules over the *full* vocabulary, one sentence, no batching:
     best ``2 * beam`` continuations, EOS among the first ``beam`` finishes a hypothesis,
     stop when ``beam`` have finished (beam 1 is greedy)."""
+    if options.search == "eole":
+        return eole_reference(table, src, options)
     beam = options.beam_size
-    limit = options.length_limit(len(src))
+    limit = length_limit(options, len(src))
     live: list[tuple[Prefix, np.float32]] = [((), np.float32(0.0))]
     finished: list[tuple[Prefix, float]] = []
     for step in range(limit):
         scored = []
         for row, (prefix, score) in enumerate(live):
-            lp = vector(table(src, prefix))
-            lp[PAD] = lp[BOS] = NEG_INF
-            if step >= limit - 1:
-                keep = lp[EOS]
-                lp[:] = NEG_INF
-                lp[EOS] = keep
-            elif step < options.min_length:
-                lp[EOS] = NEG_INF
+            lp = step_log_probs(table, src, prefix, step, limit, options.min_length)
             for tok in range(VOCAB):
                 scored.append((np.float32(score + lp[tok]), row, tok))
         scored.sort(key=lambda c: -c[0])
@@ -227,7 +247,49 @@ def reference(table: Table, src: tuple[int, ...], options: DecodeOptions) -> lis
         if len(finished) >= beam or not new_live:
             break
         live = new_live
-    hyps = [Hypothesis(p, options.normalized(lp, len(p) + 1), lp) for p, lp in finished]
+    penalty = options.length_penalty
+    hyps = [Hypothesis(p, lp / (len(p) + 1) ** penalty, lp) for p, lp in finished]
+    hyps.sort(key=lambda h: h.score, reverse=True)
+    return hyps[: options.n_best]
+
+
+def eole_reference(table: Table, src: tuple[int, ...], options: DecodeOptions) -> list[Hypothesis]:
+    """Eole's search (``search="eole"``) by its documented rules, full vocabulary, one
+    sentence. Greedy: argmax. Beam: the best ``beam`` continuations; the EOS ones finish,
+    the rest stay live; done at a step whose best continuation is EOS once ``n_best``
+    have finished. Either way a hypothesis ended at the length limit has no EOS (its
+    log-prob and length leave it out) and lengths count BOS."""
+    beam = options.beam_size
+    limit = length_limit(options, len(src))
+    live: list[tuple[Prefix, np.float32 | float]] = [((), np.float32(0.0) if beam > 1 else 0.0)]
+    finished: list[tuple[Prefix, float, int]] = []  # prefix, log-prob, scored length
+    for step in range(limit):
+        forced = step >= limit - 1
+        scored = []
+        for row, (prefix, score) in enumerate(live):
+            lp = step_log_probs(table, src, prefix, step, limit, options.min_length)
+            for tok in range(VOCAB):
+                total = np.float32(score + lp[tok]) if beam > 1 else score + float(lp[tok])
+                scored.append((total, row, tok))
+        scored.sort(key=lambda c: -c[0])
+        new_live, top_eos = [], False
+        for rank, (total, row, tok) in enumerate(scored[:beam]):
+            if total == NEG_INF:
+                break
+            prefix, before = live[row]
+            if tok == EOS:
+                top_eos = top_eos or rank == 0
+                if forced:  # ends without EOS (a length never counts less than 1)
+                    finished.append((prefix, float(before), max(len(prefix), 1) + 1))
+                else:
+                    finished.append((prefix, float(total), len(prefix) + 2))
+                continue
+            new_live.append((prefix + (tok,), total))
+        if (top_eos and len(finished) >= options.n_best) or not new_live:
+            break
+        live = new_live
+    penalty = options.length_penalty
+    hyps = [Hypothesis(p, lp / n**penalty, lp) for p, lp, n in finished]
     hyps.sort(key=lambda h: h.score, reverse=True)
     return hyps[: options.n_best]
 
@@ -242,70 +304,35 @@ def assert_same(got: list[Hypothesis], want: list[Hypothesis]) -> None:
 # -- the named rules ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("step", "min_length", "allowed"),
-    [(0, 0, True), (0, 1, False), (1, 1, True), (2, 3, False), (3, 3, True), (9, 3, True)],
-)
-def test_eos_allowed(step, min_length, allowed):
-    assert eos_allowed(step, min_length) is allowed
-
-
-@pytest.mark.parametrize(
-    ("step", "limit", "forced"),
-    [(0, 1, True), (0, 2, False), (1, 2, True), (0, 3, False), (1, 3, False), (2, 3, True)],
-)
-def test_eos_forced(step, limit, forced):
-    assert eos_forced(step, limit) is forced
-
-
-def test_block_tokens():
-    values = np.array([[-0.1, -0.2, -0.3], [-1.0, -2.0, -3.0]], dtype=np.float32)
-    ids = np.array([[0, 5, 2], [6, 2, 7]], dtype=np.int64)
-    out = block_tokens(values, ids, (PAD, BOS))
-    expected = np.array([[NEG_INF, -0.2, NEG_INF], [-1.0, NEG_INF, -3.0]], dtype=np.float32)
-    np.testing.assert_array_equal(out, expected)
-    assert out.dtype == np.float32
-    assert values[0, 0] == np.float32(-0.1), "input must not be modified"
-    np.testing.assert_array_equal(block_tokens(values, ids, ()), values)
-
-
-def _cands(step, limit, min_length=1, ids=((5, 4), (0, 6))):
-    values = np.array([[-0.5, -0.7], [-0.1, -0.9]], dtype=np.float32)
-    return candidates(
-        values,
-        np.array(ids, dtype=np.int64),
-        np.array([-0.2, -0.3], dtype=np.float32),
-        step=step,
-        limit=limit,
-        options=DecodeOptions(min_length=min_length),
-        special=SPECIAL,
-    )
-
-
 def test_candidates_merge_eos_last_and_block_specials():
-    values, ids = _cands(step=1, limit=10)
+    topk_values = np.float32([[-0.5, -0.7], [-0.1, -0.9]])
+    topk_ids = np.array([[5, 4], [0, 2]], dtype=np.int64)
+    values, ids = candidates(topk_values, topk_ids, np.float32([-0.2, -0.3]), SPECIAL)
     assert values.shape == ids.shape == (2, 3)
     assert values.dtype == np.float32 and ids.dtype == np.int64
-    np.testing.assert_array_equal(ids, [[5, 4, EOS], [0, 6, EOS]])
-    np.testing.assert_array_equal(values, np.float32([[-0.5, -0.7, -0.2], [NEG_INF, -0.9, -0.3]]))
+    np.testing.assert_array_equal(ids, [[5, 4, EOS], [0, 2, EOS]])
+    np.testing.assert_array_equal(
+        values, np.float32([[-0.5, -0.7, -0.2], [NEG_INF, NEG_INF, -0.3]])
+    )
+    assert topk_values[1, 0] == np.float32(-0.1), "inputs must not be modified"
 
 
-def test_candidates_ban_eos_before_min_length():
-    values, _ = _cands(step=1, limit=10, min_length=2)
-    np.testing.assert_array_equal(values[:, -1], [NEG_INF, NEG_INF])
-    np.testing.assert_array_equal(values[0, :-1], np.float32([-0.5, -0.7]))
-    values, _ = _cands(step=2, limit=10, min_length=2)
-    np.testing.assert_array_equal(values[:, -1], np.float32([-0.2, -0.3]))
-
-
-@pytest.mark.parametrize("min_length", [0, 1, 50])
-def test_candidates_force_eos_at_last_step(min_length):
-    values, ids = _cands(step=4, limit=5, min_length=min_length)
-    assert (values[:, :-1] == NEG_INF).all()
-    np.testing.assert_array_equal(values[:, -1], np.float32([-0.2, -0.3]))
-    assert (ids[:, -1] == EOS).all()
-    values, _ = _cands(step=3, limit=5, min_length=min_length)
-    assert np.isfinite(values[0, :-1]).all()
+@pytest.mark.parametrize("min_length", [0, 1, 2, 50])
+@pytest.mark.parametrize("step", [0, 1, 2, 3, 4])
+def test_candidates_under_the_rules(step, min_length):
+    """The loop's pipeline for one row: candidates, then the row's EOS rule."""
+    limit = 5
+    values, _ = candidates(
+        np.float32([[-0.5, -0.7]]), np.array([[5, 4]]), np.float32([-0.2]), SPECIAL
+    )
+    rule = ScoringRules(min_length=min_length).eos_rule(step, limit)
+    restrict(values, [rule])
+    if step == limit - 1:  # forced, whatever min_length says
+        np.testing.assert_array_equal(values, np.float32([[NEG_INF, NEG_INF, -0.2]]))
+    elif step < min_length:
+        np.testing.assert_array_equal(values, np.float32([[-0.5, -0.7, NEG_INF]]))
+    else:
+        np.testing.assert_array_equal(values, np.float32([[-0.5, -0.7, -0.2]]))
 
 
 def test_pad_batch():
@@ -315,10 +342,22 @@ def test_pad_batch():
     assert ids.dtype == lengths.dtype == np.int64
 
 
-def test_make_search_picks_strategy():
-    assert isinstance(make_search(3, DecodeOptions(), SPECIAL), GreedySearch)
-    beam = make_search(3, DecodeOptions(beam_size=3), SPECIAL)
-    assert isinstance(beam, BeamSearch) and beam.top_k == 6
+@pytest.mark.parametrize(
+    ("options", "strategy", "top_k"),
+    [
+        (DecodeOptions(), GREEDY, 3),
+        (DecodeOptions(search="eole"), GREEDY, 3),
+        (DecodeOptions(beam_size=3), BEAM, 6),
+        (DecodeOptions(beam_size=3, search="eole"), EOLE_BEAM, 3),
+    ],
+)
+def test_make_search_picks_strategy(options, strategy, top_k):
+    assert strategy_for(options) is strategy
+    search = make_search(4, options, SPECIAL)
+    assert search.strategy is strategy and search.top_k == top_k
+    assert search.rules == ScoringRules.of(options)
+    assert search.limit == length_limit(options, 4)
+    assert (search.rows, search.prev_tokens, search.parents, search.step) == (1, [BOS], [0], 0)
 
 
 # -- scripted searches --------------------------------------------------------------
@@ -452,7 +491,7 @@ def test_eos_forced_at_length_limit(src_len, ratio, offset, max_length, beam):
         max_length_ratio=ratio,
         max_length_offset=offset,
     )
-    limit = options.length_limit(src_len)
+    limit = length_limit(options, src_len)
     table = always({4: -0.1, 5: -0.2, 6: -0.3, EOS: -5.0})
     (hyps,) = run(table, [tuple([4] * src_len)], options)
     assert hyps[0].tokens == (4,) * (limit - 1)
@@ -466,6 +505,67 @@ def test_beam_eos_forced_at_length_limit_exact():
     assert toks(hyps) == [(4, 4), (4, 5)]
     assert [h.log_prob for h in hyps] == [approx(-5.2), approx(-5.3)]
     assert [h.score for h in hyps] == [approx(-5.2 / 3), approx(-5.3 / 3)]
+
+
+# -- the scoring rules through every strategy ---------------------------------------
+
+STRATEGIES = {
+    "greedy": DecodeOptions(),
+    "beam": DecodeOptions(beam_size=3, n_best=3),
+    "eole-greedy": DecodeOptions(search="eole"),
+    "eole-beam": DecodeOptions(beam_size=3, n_best=3, search="eole"),
+}
+
+
+@pytest.mark.parametrize("min_length", [0, 2, 4])
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_every_strategy_blocks_eos_before_min_length(strategy, min_length):
+    # EOS is by far the likeliest token: hypotheses end as soon as the rule lets them
+    table = always({EOS: -0.01, 4: -2.0, 5: -2.5, 6: -3.0})
+    options = dataclasses.replace(STRATEGIES[strategy], min_length=min_length)
+    (hyps,) = run(table, [SRC], options)
+    assert len(hyps) == options.n_best
+    assert all(len(h.tokens) >= min_length for h in hyps)
+    assert hyps[0].tokens == (4,) * min_length
+    assert hyps[0].log_prob == approx(-2.0 * min_length - 0.01)
+
+
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_every_strategy_forces_eos_at_the_length_limit(strategy):
+    table = always({4: -0.1, 5: -0.2, 6: -0.3, EOS: -5.0})
+    # forcing wins over min_length
+    options = dataclasses.replace(STRATEGIES[strategy], max_length=5, min_length=50)
+    rules = ScoringRules.of(options)
+    (hyps,) = run(table, [SRC], options)
+    assert len(hyps) == options.n_best
+    assert all(len(h.tokens) == 4 for h in hyps)
+    assert hyps[0].tokens == (4,) * 4
+    eos = rules.eos_scored(True)  # Eole ends it without EOS
+    assert eos is (options.search == "standard")
+    assert hyps[0].log_prob == approx(-0.4 + (-5.0 if eos else 0.0))
+    for h in hyps:
+        assert h.score == rules.score(h.log_prob, 4, eos=eos)
+
+
+@pytest.mark.parametrize("penalty", [0.0, 0.6, 1.0, 2.0])
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_every_strategy_scores_by_the_length_penalty(strategy, penalty):
+    options = dataclasses.replace(STRATEGIES[strategy], length_penalty=penalty, max_length=7)
+    rules = ScoringRules.of(options)
+    bos = 1 if options.search == "eole" else 0
+    forced_ends = 0
+    sources = random_sources(4, 8)
+    for src, hyps in zip(sources, run(random_table(3), sources, options), strict=True):
+        limit = rules.length_limit(len(src))
+        assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
+        for h in hyps:
+            forced = len(h.tokens) == limit - 1  # only the forced EOS ends one there
+            forced_ends += forced
+            eos = rules.eos_scored(forced)
+            assert h.score == rules.score(h.log_prob, len(h.tokens), eos=eos)
+            length = max(len(h.tokens) + eos, 1) + bos
+            assert h.score == approx(h.log_prob / length**penalty)
+    assert forced_ends, "no hypothesis reached the length limit: the test lost its point"
 
 
 # At step 1 the ranking is: EOS after 4 (rank 0), 4 6 (rank 1), EOS after 5 (rank 2, beyond
@@ -555,6 +655,19 @@ OPTION_SETS = [
         beam_size=2, n_best=1, length_penalty=2.0, max_length_ratio=1.0, max_length_offset=2
     ),
 ]
+EOLE_OPTION_SETS = [
+    DecodeOptions(search="eole", max_length=6, min_length=0),
+    DecodeOptions(beam_size=2, n_best=2, search="eole", max_length=6, min_length=0),
+    DecodeOptions(beam_size=3, n_best=2, search="eole", max_length=9, min_length=2),
+    DecodeOptions(
+        beam_size=3,
+        n_best=1,
+        search="eole",
+        length_penalty=0.5,
+        max_length_ratio=1.0,
+        max_length_offset=1,
+    ),
+]
 
 
 def random_sources(seed: int, n: int, max_len: int = 8) -> list[tuple[int, ...]]:
@@ -565,7 +678,9 @@ def random_sources(seed: int, n: int, max_len: int = 8) -> list[tuple[int, ...]]
     ]
 
 
-@pytest.mark.parametrize("options", OPTION_SETS, ids=lambda o: f"beam{o.beam_size}")
+@pytest.mark.parametrize(
+    "options", OPTION_SETS + EOLE_OPTION_SETS, ids=lambda o: f"{o.search}-beam{o.beam_size}"
+)
 def test_random_tables_match_reference(options):
     for seed in range(3):
         table = random_table(seed)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from models.options import DecodeOptions
-from service.decoding import BeamSearch, GreedySearch
+from service.decoding import SentenceSearch, strategy_for
 from service.engine import Engine, EngineConfig, EngineFailure
 from service.loop import isolate_failures
 from tests.service.server_helpers import wait_until
@@ -206,26 +206,42 @@ def test_poisoned_decoder_step_fails_only_its_request(
     assert nbest(again.future.result(TIMEOUT))[1:] == [w[0] for w in want[:2]]
 
 
+@pytest.mark.parametrize("where", ["select", "take"])
 @pytest.mark.parametrize("options", [GREEDY, BEAM], ids=["greedy", "beam"])
 def test_failing_search_fails_only_its_request(
-    make_engine, tiny_bundle, bundle, options, monkeypatch
+    make_engine, tiny_bundle, bundle, options, where, monkeypatch
 ):
-    """A sentence's own search raising while it takes the step's result leaves the
-    other sentences' step applied exactly once."""
+    """A sentence's search raising fails only its request: choosing its step (its
+    strategy's ``select``, batched over the strategy's sentences: the step changes
+    nothing and the engine isolates the sentence by probing) or recording it
+    (``take``: the other sentences' step is applied exactly once)."""
     texts = innocent_texts(tiny_bundle)
     want = reference(make_engine, texts, options)
     poison, length = poison_text(tiny_bundle, bundle)
     engine, model = make_engine()
-    name = "push" if options.beam_size == 1 else "select"
-    cls = GreedySearch if options.beam_size == 1 else BeamSearch
-    real = getattr(cls, name)
 
-    def take(self, *args):
-        if self.src_len == length and self.step == 1:
-            raise RuntimeError("injected search failure")
-        return real(self, *args)
+    def poisoned(search) -> bool:
+        return search.src_len == length and search.step == 1
 
-    monkeypatch.setattr(cls, name, take)
+    if where == "take":
+        real_take = SentenceSearch.take
+
+        def take(self, *args):
+            if poisoned(self):
+                raise RuntimeError("injected search failure")
+            return real_take(self, *args)
+
+        monkeypatch.setattr(SentenceSearch, "take", take)
+    else:
+        cls = type(strategy_for(options))
+        real_select = cls.select
+
+        def select(self, searches, *args):
+            if any(poisoned(s) for s in searches):
+                raise RuntimeError("injected search failure")
+            return real_select(self, searches, *args)
+
+        monkeypatch.setattr(cls, "select", select)
     jobs = submit_together(engine, model, [*texts[:2], poison, *texts[2:]], options)
     check_isolated(engine, jobs, 2, want)
 

@@ -1,5 +1,5 @@
 """The vectorised decode loop (:mod:`service.loop`), its memory pool (:mod:`service.pool`)
-and length-grouped encoding give exactly the results of the plain per-sentence path."""
+and length-grouped encoding give exactly the results of decoding each sentence alone."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from models.options import DecodeOptions
-from service.decoding import BeamSearch, GreedySearch, length_groups, make_search
+from service.decoding import length_groups, make_search
 from service.loop import DecodeLoop
 from service.pool import MemoryPool
 from tests.service.test_decoding import (
@@ -16,21 +16,8 @@ from tests.service.test_decoding import (
     assert_same,
     random_sources,
     random_table,
+    reference,
 )
-
-
-class SlowGreedy(GreedySearch):
-    """Not exactly :class:`GreedySearch`, so the loop drives it through ``advance()``."""
-
-
-class SlowBeam(BeamSearch):
-    """Not exactly :class:`BeamSearch`, so the loop drives it through ``advance()``."""
-
-
-def slow_search(src_len: int, options: DecodeOptions):
-    cls = SlowGreedy if options.beam_size == 1 else SlowBeam
-    return cls(src_len, options, SPECIAL)
-
 
 OPTIONS = [
     DecodeOptions(max_length=9),
@@ -39,19 +26,29 @@ OPTIONS = [
     DecodeOptions(beam_size=3, n_best=3, max_length=9, min_length=2, return_attention=True),
     DecodeOptions(beam_size=2, n_best=1, length_penalty=0.0, max_length_ratio=1.0),
     DecodeOptions(return_attention=True, max_length_offset=1, max_length_ratio=0.5),
+    DecodeOptions(beam_size=3, n_best=2, search="eole", max_length=8, min_length=0),
+    DecodeOptions(search="eole", max_length=7, return_attention=True),
 ]
 
 
-def run_loop(sources, options, make, join_every: int = 2) -> dict:
-    """Admit one sentence every ``join_every`` steps into one loop; all results."""
+def run_loop(sources, options, join_every: int = 2) -> dict:
+    """Admit one sentence every ``join_every`` steps into one loop (1: all at once);
+    all results."""
     loop = DecodeLoop(FakeStepModel(random_table(42)), SPECIAL)
     results: dict = {}
     pending = list(range(len(sources)))
     steps = 0
     while pending or loop.active:
-        if pending and steps % join_every == 0:
+        if join_every == 1 and pending:
+            loop.add(
+                [list(sources[i]) for i in pending],
+                [make_search(len(sources[i]), options[i], SPECIAL) for i in pending],
+                pending,
+            )
+            pending = []
+        elif pending and steps % join_every == 0:
             i = pending.pop(0)
-            loop.add([list(sources[i])], [make(len(sources[i]), options[i])], [i])
+            loop.add([list(sources[i])], [make_search(len(sources[i]), options[i], SPECIAL)], [i])
         for handle, search in loop.step():
             results[handle] = search.results()
         steps += 1
@@ -59,20 +56,24 @@ def run_loop(sources, options, make, join_every: int = 2) -> dict:
     return results
 
 
-@pytest.mark.parametrize("join_every", [1, 3])
-def test_vectorised_loop_equals_per_sentence_advance(join_every):
+@pytest.mark.parametrize("join_every", [1, 2, 3])
+def test_mixed_strategies_in_one_loop_equal_each_sentence_alone(join_every):
+    """Greedy, beam and Eole beam rows share every step (one ``select`` per strategy),
+    sentences join mid-way: each result is the one it gets decoded alone, and the
+    full-vocabulary reference's."""
     sources = random_sources(9, 18, max_len=12)
     options = [OPTIONS[i % len(OPTIONS)] for i in range(len(sources))]
-    fast = run_loop(sources, options, lambda n, o: make_search(n, o, SPECIAL), join_every)
-    slow = run_loop(sources, options, slow_search, join_every)
-    assert sorted(fast) == sorted(slow) == list(range(len(sources)))
-    for i in fast:
-        assert_same(fast[i], slow[i])
-        for f, s in zip(fast[i], slow[i], strict=True):
-            if f.attention is None:
-                assert s.attention is None
+    mixed = run_loop(sources, options, join_every)
+    assert sorted(mixed) == list(range(len(sources)))
+    for i, src in enumerate(sources):
+        (alone,) = run_loop([src], [options[i]]).values()
+        assert_same(mixed[i], alone)
+        assert_same(mixed[i], reference(random_table(42), src, options[i]))
+        for m, a in zip(mixed[i], alone, strict=True):
+            if m.attention is None:
+                assert a.attention is None and not options[i].return_attention
             else:
-                np.testing.assert_array_equal(f.attention, s.attention)
+                np.testing.assert_array_equal(m.attention, a.attention)
 
 
 def test_live_rows_counts_beam_rows():
@@ -82,7 +83,7 @@ def test_live_rows_counts_beam_rows():
     loop.add([[4, 5], [6, 7, 8]], searches, ["a", "b"])
     assert loop.live_rows == 2
     loop.step()
-    assert loop.live_rows == sum(len(a.search.inputs()[0]) for a in loop.active)
+    assert loop.live_rows == sum(a.search.rows for a in loop.active)
     assert loop.live_rows >= 3
 
 

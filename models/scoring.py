@@ -1,0 +1,112 @@
+"""The scoring rules of a decode, written once: when EOS may, may not or must end a
+hypothesis, how long a target may grow, and how a finished hypothesis is scored.
+
+Torch-free on purpose (numpy only): the PyTorch reference (:mod:`models.search`) and the
+serving loop (:mod:`service.loop`, :mod:`service.decoding`) both apply these rules, on the
+same candidate layout: a step offers each row ``(rows, k + 1)`` candidate log-probs, the
+``k`` best non-EOS tokens first and EOS in the last column (what the exported decoder
+graph returns, see :mod:`export.spec`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from models.options import DecodeOptions
+
+NEG_INF = np.float32(-np.inf)
+
+
+class Eos(IntEnum):
+    """What EOS may do at a row's next position (:meth:`ScoringRules.eos_rule`)."""
+
+    ALLOWED = 0
+    BLOCKED = 1  # fewer than min_length tokens so far
+    FORCED = 2  # the last position the length limit allows
+
+
+@dataclass(frozen=True)
+class ScoringRules:
+    """How one sentence is decoded and scored, whatever the search strategy.
+
+    * Length limit: at most ``min(max_length, ceil(max_length_ratio * src_len) +
+      max_length_offset)`` target tokens, EOS included (:meth:`length_limit`).
+    * EOS (:meth:`eos_rule`, applied by :func:`restrict`): banned before ``min_length``
+      real tokens; the only candidate at the last position the limit allows, with the
+      model's own EOS log-prob. Forcing wins over ``min_length``.
+    * Score (:meth:`score`): ``log_prob / length ** length_penalty``, ``length`` counting
+      EOS, and BOS too with ``bos_in_length`` (Eole's "avg" penalty).
+    * ``eos_at_limit``: a hypothesis stopped at the length limit ends with a scored EOS.
+      Eole's search (``False``) stops it without one: neither EOS's log-prob nor its
+      length count (:meth:`eos_scored`).
+
+    A GNMT coverage penalty (``β · Σ_j log min(Σ_i a_ij, 1)`` over a hypothesis's
+    attention) belongs here too: a ``coverage_penalty`` field and an attention-sum
+    argument to :meth:`score`, which both searches would then pass.
+    """
+
+    min_length: int = 1
+    max_length: int = 256
+    max_length_ratio: float = 2.0
+    max_length_offset: int = 10
+    length_penalty: float = 1.0
+    bos_in_length: bool = False
+    eos_at_limit: bool = True
+
+    @classmethod
+    def of(cls, options: DecodeOptions) -> ScoringRules:
+        """The rules a request's :class:`~models.options.DecodeOptions` ask for."""
+        eole = options.search == "eole"
+        return cls(
+            min_length=options.min_length,
+            max_length=options.max_length,
+            max_length_ratio=options.max_length_ratio,
+            max_length_offset=options.max_length_offset,
+            length_penalty=options.length_penalty,
+            bos_in_length=eole,
+            eos_at_limit=not eole,
+        )
+
+    def length_limit(self, src_len: int) -> int:
+        """Most target tokens (EOS included) for a source of ``src_len`` tokens; >= 1."""
+        by_ratio = math.ceil(self.max_length_ratio * src_len) + self.max_length_offset
+        return max(1, min(self.max_length, by_ratio))
+
+    def eos_rule(self, step: int, limit: int) -> Eos:
+        """The EOS rule at position ``step`` (tokens generated so far) under ``limit``."""
+        if step >= limit - 1:
+            return Eos.FORCED
+        if step < self.min_length:
+            return Eos.BLOCKED
+        return Eos.ALLOWED
+
+    def eos_scored(self, forced: bool) -> bool:
+        """Whether the EOS that ends a hypothesis counts in its log-prob and length:
+        always, except the forced one when ``eos_at_limit`` is off (Eole)."""
+        return self.eos_at_limit or not forced
+
+    def score(self, log_prob: float, tokens: int, *, eos: bool = True) -> float:
+        """The ranking score of a finished hypothesis of ``tokens`` real tokens whose
+        cumulative log-prob is ``log_prob`` (``eos``: its EOS is scored)."""
+        length = max(tokens + (1 if eos else 0), 1) + (1 if self.bos_in_length else 0)
+        return log_prob / (length**self.length_penalty)
+
+
+def restrict(values: np.ndarray, eos: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Apply each row's EOS rule to its candidates, in place; returns ``values``.
+
+    Args:
+        values: ``(rows, k + 1)`` candidate log-probs, EOS last.
+        eos: ``(rows,)`` :class:`Eos` of each row.
+    """
+    codes = np.asarray(eos)
+    values[codes == Eos.BLOCKED, -1] = NEG_INF
+    values[codes == Eos.FORCED, :-1] = NEG_INF
+    return values

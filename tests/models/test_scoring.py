@@ -1,0 +1,139 @@
+"""The scoring rules (:mod:`models.scoring`) alone: length limit, EOS rules on the
+candidate layout, and scores. How each search strategy applies them is tested with the
+strategies (tests/service/test_decoding.py, tests/models/test_search.py)."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+import pytest
+
+from models.options import DecodeOptions
+from models.scoring import NEG_INF, Eos, ScoringRules, restrict
+
+
+def test_torch_free():
+    """The service imports this module: it must not pull torch in."""
+    code = "import sys, models.scoring; print('torch' in sys.modules)"
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("search", ["standard", "eole"])
+def test_rules_of_options(search):
+    options = DecodeOptions(
+        min_length=3,
+        max_length=40,
+        max_length_ratio=1.5,
+        max_length_offset=4,
+        length_penalty=0.6,
+        search=search,
+    )
+    rules = ScoringRules.of(options)
+    assert (rules.min_length, rules.max_length, rules.length_penalty) == (3, 40, 0.6)
+    assert (rules.max_length_ratio, rules.max_length_offset) == (1.5, 4)
+    eole = search == "eole"
+    assert rules.bos_in_length is eole and rules.eos_at_limit is not eole
+    assert ScoringRules.of(DecodeOptions()) == ScoringRules()
+
+
+def test_length_limit_arithmetic() -> None:
+    default = ScoringRules()
+    assert default.length_limit(5) == 2 * 5 + 10
+    assert default.length_limit(1) == 12
+    assert default.length_limit(200) == 256  # capped by max_length
+    assert ScoringRules(max_length_ratio=1.5, max_length_offset=0).length_limit(3) == 5
+    assert ScoringRules(max_length_ratio=1.5, max_length_offset=2).length_limit(4) == 8
+    assert ScoringRules(max_length=1).length_limit(30) == 1
+    assert ScoringRules(max_length_ratio=0.0, max_length_offset=0).length_limit(7) == 1
+
+
+@pytest.mark.parametrize(
+    ("step", "limit", "min_length", "rule"),
+    [
+        (0, 10, 0, Eos.ALLOWED),
+        (0, 10, 1, Eos.BLOCKED),
+        (1, 10, 1, Eos.ALLOWED),
+        (2, 10, 3, Eos.BLOCKED),
+        (3, 10, 3, Eos.ALLOWED),
+        (8, 10, 3, Eos.ALLOWED),
+        (9, 10, 3, Eos.FORCED),  # the last position the limit allows (limit counts EOS)
+        (0, 1, 0, Eos.FORCED),
+        (0, 1, 5, Eos.FORCED),  # forcing wins over min_length
+        (1, 2, 50, Eos.FORCED),
+        (0, 2, 50, Eos.BLOCKED),
+    ],
+)
+def test_eos_rule(step, limit, min_length, rule):
+    assert ScoringRules(min_length=min_length).eos_rule(step, limit) is rule
+
+
+def _candidates() -> np.ndarray:
+    """Three rows of ``(k=2) + EOS`` candidates."""
+    return np.array([[-0.5, -0.7, -0.2], [-0.1, -0.9, -0.3], [-1.0, -2.0, -3.0]], np.float32)
+
+
+def test_restrict_applies_each_rows_rule_in_place():
+    values = _candidates()
+    out = restrict(values, [Eos.ALLOWED, Eos.BLOCKED, Eos.FORCED])
+    assert out is values and values.dtype == np.float32
+    np.testing.assert_array_equal(
+        values,
+        np.float32(
+            [
+                [-0.5, -0.7, -0.2],  # untouched
+                [-0.1, -0.9, NEG_INF],  # EOS banned, the tokens keep their log-probs
+                [NEG_INF, NEG_INF, -3.0],  # only EOS, with the model's own log-prob
+            ]
+        ),
+    )
+
+
+def test_restrict_with_every_row_allowed_changes_nothing():
+    values = _candidates()
+    restrict(values, np.zeros(3, dtype=np.int64))
+    np.testing.assert_array_equal(values, _candidates())
+
+
+@pytest.mark.parametrize(
+    ("penalty", "log_prob", "tokens", "score"),
+    [
+        (1.0, -6.0, 2, -2.0),  # length 3: two tokens and EOS
+        (0.0, -6.0, 2, -6.0),  # no penalty: the log-prob
+        (2.0, -8.0, 1, -2.0),
+        (0.6, -3.0, 4, -3.0 / 5**0.6),
+        (1.0, -6.0, 0, -6.0),  # the empty translation: EOS alone
+    ],
+)
+def test_score_length_penalty(penalty, log_prob, tokens, score):
+    rules = ScoringRules(length_penalty=penalty)
+    assert rules.score(log_prob, tokens) == pytest.approx(score, rel=1e-12)
+    # exactly the documented formula, float for float
+    assert rules.score(log_prob, tokens) == log_prob / ((tokens + 1) ** penalty)
+
+
+def test_score_eole_counts_bos_and_drops_an_unscored_eos():
+    eole = ScoringRules.of(DecodeOptions(search="eole"))
+    assert eole.score(-6.0, 2) == -6.0 / 4  # BOS, two tokens, EOS
+    assert eole.score(-6.0, 2, eos=False) == -6.0 / 3  # BOS, two tokens
+    assert eole.score(-6.0, 0, eos=False) == -6.0 / 2  # length never below 1 (+ BOS)
+    assert ScoringRules().score(-6.0, 0, eos=False) == -6.0
+
+
+@pytest.mark.parametrize("search", ["standard", "eole"])
+def test_eos_scored(search):
+    rules = ScoringRules.of(DecodeOptions(search=search))
+    assert rules.eos_scored(False)
+    assert rules.eos_scored(True) is (search == "standard")
+
+
+def test_rules_are_frozen_values():
+    rules = ScoringRules()
+    with pytest.raises(AttributeError):
+        rules.min_length = 3  # type: ignore[misc]
+    assert hash(rules) == hash(ScoringRules())
+    assert not math.isnan(rules.score(0.0, 0))
