@@ -1,45 +1,80 @@
 """``nmt-data``: build the English->Spanish demo corpus from Debian packages.
 
-English side: WordNet glosses and example sentences (``wordnet-base``). Spanish
-side: the Apertium rule-based engine (``apertium`` + ``apertium-eng-spa``). Both
-are deterministic, so the corpus is reproducible on any Debian machine offline.
+English side: sentences from Debian packages (:mod:`models.sources`): WordNet glosses
+and examples (``wordnet-base``), fortune cookies (``fortunes-min``, ``fortunes``) and
+the Ding dictionary's example sentences (``trans-de-en``). Spanish side: the Apertium
+rule-based engine (``apertium`` + ``apertium-eng-spa``). Both are deterministic, so the
+corpus is reproducible on any Debian machine offline. No sentence of a test set (the
+everyday set, the demo model's test split) enters any split; ``manifest.json`` records
+each source's package, licence and sentence counts.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import random
 import re
+import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from models.commands import show_defaults
+from models.sources import (  # noqa: F401 (re-exported: the corpus API before models.sources)
+    DEFAULT_SOURCES,
+    SOURCES,
+    WORDNET_DIR,
+    WORDNET_FILES,
+    normalize,
+    sentence_case,
+    split_gloss,
+    wordnet_sentences,
+)
 
-WORDNET_DIR = Path("/usr/share/wordnet")
-WORDNET_FILES = ("data.noun", "data.verb", "data.adj", "data.adv")
 APERTIUM_MODE = "eng-spa"
 INSTALL_HINT = "apt-get install -y apertium apertium-eng-spa wordnet-base"
 # Apertium marks unknown words (*), generation errors (#) and transfer errors (@).
 UNKNOWN_MARKS = re.compile(r"[*#@]")
 SPLIT_SEED = 20241122
 CHUNK_LINES = 1000
+MODELS_DIR = Path(__file__).resolve().parent
+# Test sets no split may contain (matched by exclusion_key).
+DEFAULT_EXCLUDES = (
+    MODELS_DIR / "everyday" / "everyday.en",
+    MODELS_DIR / "pretrained" / "en-es" / "test.en",
+)
 
 
 class CorpusError(RuntimeError):
     """The corpus cannot be built here; the message says what to install or fix."""
 
 
-def check_tools(wordnet_dir: Path = WORDNET_DIR) -> None:
-    missing = [f for f in WORDNET_FILES if not (wordnet_dir / f).is_file()]
-    if missing:
+def check_sources(names: Sequence[str], paths: dict[str, Path]) -> None:
+    """Every selected source's data is there, or a message says what to install."""
+    for name in names:
+        source = SOURCES[name]
+        path = paths.get(name, source.path)
+        missing = source.missing(path)
+        if not missing:
+            continue
+        if name == "wordnet":
+            raise CorpusError(
+                f"WordNet data not found in {path} (missing {', '.join(missing)}); "
+                f"run: {INSTALL_HINT}, or pass --wordnet-dir"
+            )
         raise CorpusError(
-            f"WordNet data not found in {wordnet_dir} (missing {', '.join(missing)}); "
-            f"run: {INSTALL_HINT}, or pass --wordnet-dir"
+            f"source {name} not found in {path} (missing {', '.join(missing)}); run: "
+            f"apt-get install -y --no-install-recommends {source.package}, pass "
+            f"--source-dir {name}=PATH, or leave {name} out of --sources"
         )
+
+
+def check_apertium() -> None:
     if shutil.which("apertium") is None:
         raise CorpusError(f"apertium is not installed; run: {INSTALL_HINT}")
     modes = subprocess.run(["apertium", "-l"], capture_output=True, text=True).stdout.split()
@@ -47,38 +82,68 @@ def check_tools(wordnet_dir: Path = WORDNET_DIR) -> None:
         raise CorpusError(f"Apertium mode {APERTIUM_MODE} not installed; run: {INSTALL_HINT}")
 
 
-def normalize(text: str) -> str:
-    return " ".join(text.split())
+def check_tools(wordnet_dir: Path = WORDNET_DIR) -> None:
+    """WordNet and Apertium are installed (the original WordNet-only corpus)."""
+    check_sources(["wordnet"], {"wordnet": wordnet_dir})
+    check_apertium()
 
 
-def sentence_case(text: str) -> str:
-    """Capitalise the first letter: Apertium capitalises every output line it sees as a
-    sentence start, so doing the same on the source keeps the mapping consistent."""
-    return text[:1].upper() + text[1:]
+def exclusion_key(text: str) -> str:
+    """What two sentences share when they are "the same" for test-set exclusion and
+    deduplication: lower case, punctuation turned into spaces, spaces collapsed."""
+    text = text.lower().replace("\u2019", "'")
+    return " ".join(re.sub(r"[^\w\s]|_", " ", text).split())
 
 
-def split_gloss(gloss: str) -> Iterator[str]:
-    """Definitions and quoted examples of one WordNet gloss, cleaned."""
-    for part in re.split(r';(?=(?:[^"]*"[^"]*")*[^"]*$)', gloss):
-        part = normalize(part.strip().strip('"').strip())
-        if part:
-            yield part
+def read_excludes(files: Sequence[Path]) -> tuple[set[str], list[dict]]:
+    """Keys of every sentence of the test sets, and a record of each file for the manifest."""
+    keys: set[str] = set()
+    record = []
+    for path in files:
+        if not path.is_file():
+            raise CorpusError(f"test set {path} not found; pass --exclude with the test sets")
+        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        keys.update(exclusion_key(line) for line in lines)
+        record.append({"file": str(path), "sentences": len(lines)})
+    return keys, record
 
 
-def wordnet_sentences(
-    wordnet_dir: Path = WORDNET_DIR, *, min_words: int = 3, max_words: int = 40
-) -> list[str]:
-    """Unique English sentences from WordNet glosses, in file order."""
-    seen: dict[str, None] = {}
-    for name in WORDNET_FILES:
-        with open(wordnet_dir / name, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if line.startswith("  ") or " | " not in line:
-                    continue  # licence header
-                for part in split_gloss(line.split(" | ", 1)[1]):
-                    if min_words <= len(part.split()) <= max_words:
-                        seen.setdefault(sentence_case(part), None)
-    return list(seen)
+def collect(
+    names: Sequence[str],
+    paths: dict[str, Path],
+    *,
+    exclude: set[str],
+    limit: int | None = None,
+) -> tuple[list[str], list[str], dict[str, dict]]:
+    """English sentences of the sources in order, each with the source it came from.
+
+    A sentence whose :func:`exclusion_key` is a test sentence's is dropped, and so is one
+    that an earlier sentence (of this or an earlier source) already has. ``limit``: at
+    most the first N sentences of each source.
+    """
+    english: list[str] = []
+    origin: list[str] = []
+    seen: set[str] = set()
+    stats: dict[str, dict] = {}
+    for name in names:
+        source = SOURCES[name]
+        candidates = list(dict.fromkeys(source.read(paths.get(name, source.path))))
+        if limit:
+            candidates = candidates[:limit]
+        count = {"candidates": len(candidates), "excluded": 0, "duplicates": 0, "sentences": 0}
+        for sentence in candidates:
+            key = exclusion_key(sentence)
+            if key in exclude:
+                count["excluded"] += 1
+            elif key in seen:
+                count["duplicates"] += 1
+            else:
+                seen.add(key)
+                english.append(sentence)
+                origin.append(name)
+                count["sentences"] += 1
+        stats[name] = count
+    return english, origin, stats
 
 
 def _apertium(lines: Sequence[str]) -> list[str]:
@@ -172,6 +237,53 @@ def train_tokenizers(data: Path, *, vocab_size: int, model_type: str = "unigram"
             ) from None
 
 
+def package_version(package: str) -> str | None:
+    """The installed version of a Debian package, or None (not installed, no dpkg)."""
+    try:
+        done = subprocess.run(
+            ["dpkg-query", "-W", "-f=${Version}", package], capture_output=True, text=True
+        )
+    except OSError:
+        return None
+    return done.stdout.strip() or None
+
+
+def manifest(
+    *,
+    names: Sequence[str],
+    paths: dict[str, Path],
+    counts: dict[str, dict],
+    excludes: list[dict],
+    command: str,
+) -> dict:
+    """What the corpus is made of, for the model card: per source its Debian package,
+    version, licence and sentence counts (candidates, test-set matches dropped,
+    duplicates of earlier sentences dropped, sent to Apertium, kept, per split)."""
+    sources = {}
+    for name in names:
+        source = SOURCES[name]
+        sources[name] = {
+            "description": source.description,
+            "package": source.package,
+            "version": package_version(source.package),
+            "licence": source.licence,
+            "copyright": source.copyright,
+            "path": str(paths.get(name, source.path)),
+        } | counts[name]
+    return {
+        "command": command,
+        "date": datetime.date.today().isoformat(),
+        "apertium": {
+            "mode": APERTIUM_MODE,
+            "apertium-eng-spa": package_version("apertium-eng-spa"),
+            "licence": "GPL-2+ (apertium-eng-spa)",
+        },
+        "excluded_test_sets": excludes,
+        "sources": sources,
+        "totals": {k: sum(c[k] for c in counts.values()) for k in next(iter(counts.values()))},
+    }
+
+
 def build(
     out: Path,
     *,
@@ -180,34 +292,102 @@ def build(
     vocab_size: int,
     limit: int | None,
     wordnet_dir: Path = WORDNET_DIR,
+    sources: Sequence[str] = DEFAULT_SOURCES,
+    source_dirs: dict[str, Path] | None = None,
+    excludes: Sequence[Path] = DEFAULT_EXCLUDES,
+    command: str = "nmt-data build",
 ) -> dict:
-    check_tools(wordnet_dir)
-    english = wordnet_sentences(wordnet_dir)
-    if limit:
-        english = english[:limit]
+    """Build the corpus into ``out``: split files, SentencePiece models, manifest.json."""
+    paths = {"wordnet": wordnet_dir} | (source_dirs or {})
+    check_sources(sources, paths)
+    check_apertium()
+    exclude, exclude_record = read_excludes(excludes)
+    english, origin, counts = collect(sources, paths, exclude=exclude, limit=limit)
     spanish = translate(english)
     pairs = clean_pairs(english, spanish)
     splits = split_pairs(pairs, valid=valid, test=test)
+    source_of = {normalize(en): name for en, name in zip(english, origin, strict=True)}
+    for name in sources:
+        counts[name] |= {"kept": 0, "train": 0, "valid": 0, "test": 0}
+    for split, rows in splits.items():
+        for en, _ in rows:
+            counts[source_of[en]][split] += 1
+            counts[source_of[en]]["kept"] += 1
     write_split(out, splits)
     train_tokenizers(out, vocab_size=vocab_size)
-    return {"english": len(english), "kept": len(pairs)} | {k: len(v) for k, v in splits.items()}
+    record = manifest(
+        names=sources, paths=paths, counts=counts, excludes=exclude_record, command=command
+    )
+    (out / "manifest.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return {
+        "english": len(english),
+        "excluded": record["totals"]["excluded"],
+        "kept": len(pairs),
+    } | {k: len(v) for k, v in splits.items()}
+
+
+def _source_list(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in SOURCES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown source {', '.join(unknown) or '(none)'}; choose from {', '.join(SOURCES)}"
+        )
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"a source is named twice in {text!r}")
+    return names
+
+
+def _source_dir(text: str) -> tuple[str, Path]:
+    name, sep, path = text.partition("=")
+    if not sep or name not in SOURCES or not path:
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=PATH with NAME one of {', '.join(SOURCES)}, got {text!r}"
+        )
+    return name, Path(path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog="nmt-data", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("build", help="build the WordNet+Apertium corpus and tokenizers")
+    b = sub.add_parser("build", help="build the Apertium-translated corpus and tokenizers")
     b.add_argument("--out", type=Path, required=True)
     b.add_argument("--valid", type=int, default=2000)
     b.add_argument("--test", type=int, default=2000)
     b.add_argument("--vocab-size", type=int, default=4000)
-    b.add_argument("--limit", type=int, default=None, help="only the first N English sentences")
+    b.add_argument(
+        "--limit", type=int, default=None, help="only the first N English sentences of each source"
+    )
+    b.add_argument(
+        "--sources",
+        type=_source_list,
+        default=DEFAULT_SOURCES,
+        metavar="NAME,...",
+        help=f"English sources, in order of precedence, from: {', '.join(SOURCES)}",
+    )
     b.add_argument(
         "--wordnet-dir",
         type=Path,
         default=WORDNET_DIR,
         metavar="DIR",
         help=f"directory with WordNet's {', '.join(WORDNET_FILES)} (default: {WORDNET_DIR})",
+    )
+    b.add_argument(
+        "--source-dir",
+        type=_source_dir,
+        action="append",
+        metavar="NAME=PATH",
+        help="read a source from PATH instead of its Debian location (repeatable)",
+    )
+    b.add_argument(
+        "--exclude",
+        type=Path,
+        nargs="+",
+        default=list(DEFAULT_EXCLUDES),
+        metavar="FILE",
+        help="test sets (one English sentence a line) kept out of every split "
+        "(default: the everyday set and the demo model's test split)",
     )
     s = sub.add_parser("spm", help="(re)train the SentencePiece models of a corpus")
     s.add_argument("--data", type=Path, required=True)
@@ -223,6 +403,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 vocab_size=args.vocab_size,
                 limit=args.limit,
                 wordnet_dir=args.wordnet_dir,
+                sources=args.sources,
+                source_dirs=dict(args.source_dir or []),
+                excludes=args.exclude,
+                command=shlex.join(["nmt-data", *argv]),
             )
             print(" ".join(f"{k}={v}" for k, v in stats.items()))
         else:

@@ -1,17 +1,20 @@
-"""The WordNet + Apertium corpus builder (``nmt-data``)."""
+"""The Apertium-translated corpus builder (``nmt-data``) and its English sources."""
 
 from __future__ import annotations
 
+import gzip
+import json
 import shutil
 import subprocess
 
 import pytest
 
-from models import corpus
+from models import corpus, sources
 from models.corpus import (
     CorpusError,
     check_tools,
     clean_pairs,
+    exclusion_key,
     normalize,
     sentence_case,
     split_gloss,
@@ -257,7 +260,16 @@ def _read(path):
 
 
 def _build_args(out, wordnet, *extra):
-    return ["build", "--out", str(out), "--wordnet-dir", str(wordnet), *extra]
+    return [
+        "build",
+        "--out",
+        str(out),
+        "--wordnet-dir",
+        str(wordnet),
+        "--sources",
+        "wordnet",
+        *extra,
+    ]
 
 
 def test_cli_build_end_to_end(tmp_path, corpus_wordnet_dir, capsys) -> None:
@@ -331,3 +343,302 @@ def test_cli_spm_vocab_too_large(tmp_path, sample_lines, capsys) -> None:
     assert len(lines) == 1
     assert lines[0].startswith("nmt-data: error: SentencePiece training on ")
     assert "--vocab-size 50000" in lines[0]
+
+
+# --- the wider corpus: sources, filters, test-set exclusion --------------------------------
+
+FAKE_FORTUNES = {
+    "fortunes": "You will meet a tall dark stranger.\n"
+    "%\n"
+    "Never put off until tomorrow what you can do today.  Or the day after.\n"
+    "\t\t-- Mark Twain\n"
+    "%\n"
+    "See http://www.example.com/ for details.\n"
+    "%\n"
+    "Q:\tHow many engineers does it take?\n"
+    "A:\tTWO, obviously.\n"
+    "%\n"
+    "It's the people I tell them to that can't keep them. -Anthony Haden-Guest\n"
+    "%\n",
+    "literature": "The dog is sleeping in the garden.\n%\n",
+    "riddles": "Why did the chicken cross the road?\n%\n",
+}
+FAKE_DING = (
+    "# Version :: 1.9\n"
+    "Hund {m} | Hunde {pl} :: dog | dogs\n"
+    "Das ist doch nicht möglich. :: That really isn't possible.\n"
+    "Er diente als Dolmetscher. :: He served/functioned as an interpreter.\n"
+    "Es ist (jetzt) angekommen. :: It has (now) finally arrived [coll.].\n"
+    "Sie sind unterwegs. :: The soldiers are homeward bound.; They are on their way home.\n"
+    "Ich weiß. :: I know she’s right.\n"
+    "Das Wetter ist schön. :: The dog is sleeping in the garden.\n"
+)
+
+
+@pytest.fixture
+def fortunes_dir(tmp_path):
+    root = tmp_path / "fortunes"
+    root.mkdir()
+    for name, text in FAKE_FORTUNES.items():
+        (root / name).write_text(text, encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def ding_file(tmp_path):
+    path = tmp_path / "de-en"
+    path.write_text(FAKE_DING, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I like apples.",
+        "Do you speak English?",
+        "She didn't come home, so we waited.",
+        "My well-known uncle was born in 1990!",
+        "Wet  paint!",  # two words; spaces normalised by the caller
+    ],
+)
+def test_plain_sentence_accepts(text) -> None:
+    assert sources.plain_sentence(normalize(text))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Hello.",  # one word
+        "This sentence has far too many words to be one of the short plain sentences.",
+        "see the manual.",  # lower-case start
+        "It works",  # no final punctuation
+        "Visit http://example.com today.",  # URL
+        "Run make install now.;",
+        "Set x = 1 in the config file.",  # code
+        "Use the --force option.",
+        "The GNU project is FREE.",  # all caps
+        "Buy an iPhone today.",  # inner capital
+        'He said "no" twice.',  # quotes
+        "It costs $5 each.",
+        "Call me - maybe.",  # loose dash
+        "Version 1.2 is out.",  # inner full stop
+        "Type 3rd or 2x.",  # digits glued to letters
+        "E.g. this one.",
+        "Wait... what?",
+        "Is it a question?!",
+        "Supercalifragilisticexpialidocious is long.",
+    ],
+)
+def test_plain_sentence_rejects(text) -> None:
+    assert not sources.plain_sentence(text)
+
+
+def test_plain_sentence_without_proper_nouns() -> None:
+    assert sources.plain_sentence("Please read the Debian manual.")
+    assert not sources.plain_sentence("Please read the Debian manual.", proper_nouns=False)
+    assert sources.plain_sentence("I think I'm right.", proper_nouns=False)
+    assert not sources.plain_sentence("I saw him.", min_words=4)
+
+
+def test_split_sentences() -> None:
+    text = '"Come in," she said.  He did!  Why? (Nobody knew.) "It was late."'
+    sentences = list(sources.split_sentences(text))
+    assert sentences == ['Come in," she said.', "He did!", "Why?", "Nobody knew.", "It was late."]
+    assert not sources.plain_sentence(sentences[0])  # a quote inside: left out
+
+
+def test_fortune_sentences(fortunes_dir) -> None:
+    assert list(sources.fortune_sentences(fortunes_dir, ["fortunes"])) == [
+        "You will meet a tall dark stranger.",
+        "Never put off until tomorrow what you can do today.",
+        "Or the day after.",
+        "It's the people I tell them to that can't keep them.",
+    ]
+
+
+def test_ding_sentences(ding_file) -> None:
+    assert list(sources.ding_sentences(ding_file)) == [
+        "That really isn't possible.",
+        "He served as an interpreter.",
+        "It has finally arrived.",
+        "The soldiers are homeward bound.",
+        "They are on their way home.",
+        "I know she's right.",
+        "The dog is sleeping in the garden.",
+    ]
+
+
+def test_doc_paragraphs_skip_code_and_markup(tmp_path) -> None:
+    text = (
+        "# Title\n\nThis tool is small.\nIt does one thing.\n\n"
+        "```\nSome code here.\n```\n    Indented code line.\n* A list item here.\n"
+        "Last words are here.\n"
+    )
+    assert list(sources.doc_paragraphs(text)) == [
+        "This tool is small. It does one thing.",
+        "Last words are here.",
+    ]
+    pkg = tmp_path / "doc" / "tool"
+    pkg.mkdir(parents=True)
+    (pkg / "README.md").write_text(text + "\nPlease read the Debian manual.\n", encoding="utf-8")
+    (pkg / "changelog").write_text("Nothing is read here.\n", encoding="utf-8")
+    with gzip.open(pkg / "notes.txt.gz", "wt", encoding="utf-8") as fh:
+        fh.write("The notes are compressed.\n")
+    assert list(sources.doc_sentences(tmp_path / "doc")) == [
+        "This tool is small.",
+        "It does one thing.",
+        "Last words are here.",
+        "The notes are compressed.",
+    ]
+
+
+def test_exclusion_key() -> None:
+    assert exclusion_key("Hello, how are you?") == exclusion_key("hello how  are you")
+    assert exclusion_key("It’s  late!") == exclusion_key("it's late") == "it s late"
+    assert exclusion_key("Good morning!") != exclusion_key("Good evening!")
+
+
+def test_collect_dedupes_excludes_and_limits(wordnet_dir, fortunes_dir, ding_file) -> None:
+    paths = {"wordnet": wordnet_dir, "fortunes-min": fortunes_dir, "ding": ding_file}
+    exclude = {exclusion_key("They're just kids"), exclusion_key("why did the chicken cross")}
+    exclude.add(exclusion_key("Why did the chicken cross the road"))
+    english, origin, stats = corpus.collect(
+        ["wordnet", "fortunes-min", "ding"], paths, exclude=exclude
+    )
+    assert "They're just kids" not in english
+    assert "Why did the chicken cross the road?" not in english
+    # The Ding copy of a fortune is a duplicate: the earlier source keeps it.
+    assert origin[english.index("The dog is sleeping in the garden.")] == "fortunes-min"
+    assert stats["wordnet"] == {"candidates": 9, "excluded": 1, "duplicates": 0, "sentences": 8}
+    assert stats["fortunes-min"] == {
+        "candidates": 6,
+        "excluded": 1,
+        "duplicates": 0,
+        "sentences": 5,
+    }
+    assert stats["ding"] == {"candidates": 7, "excluded": 0, "duplicates": 1, "sentences": 6}
+    assert len(english) == len(origin) == 8 + 5 + 6
+    keys = [exclusion_key(s) for s in english]
+    assert len(keys) == len(set(keys))
+
+    english, origin, stats = corpus.collect(["ding", "wordnet"], paths, exclude=set(), limit=2)
+    assert english == [
+        "That really isn't possible.",
+        "He served as an interpreter.",
+        "That which is perceived or known or inferred to have its own distinct existence "
+        "(living or nonliving)",
+        "A young person of either sex",
+    ]
+    assert origin == ["ding", "ding", "wordnet", "wordnet"]
+
+
+def test_default_excludes_are_the_test_sets() -> None:
+    keys, record = corpus.read_excludes(corpus.DEFAULT_EXCLUDES)
+    assert [r["file"] for r in record] == [str(p) for p in corpus.DEFAULT_EXCLUDES]
+    assert record[0]["file"].endswith("everyday/everyday.en")
+    assert exclusion_key("The cat sat on the mat") in keys
+    assert exclusion_key("My sister lives in a big city") in keys
+    assert len(keys) > 2000
+
+
+def test_read_excludes_missing_file(tmp_path) -> None:
+    with pytest.raises(CorpusError, match=r"test set .*nope\.en not found"):
+        corpus.read_excludes([tmp_path / "nope.en"])
+
+
+def test_sources_registry() -> None:
+    assert set(corpus.DEFAULT_SOURCES) <= set(corpus.SOURCES)
+    assert corpus.DEFAULT_SOURCES[0] == "wordnet"
+    assert "docs" not in corpus.DEFAULT_SOURCES  # machine-dependent: opt-in only
+    for source in corpus.SOURCES.values():
+        assert source.package and source.licence and source.description
+        assert source.copyright.startswith("/usr/share/doc/")
+    assert corpus.SOURCES["ding"].copyright == "/usr/share/doc/trans-de-en/copyright"
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("wordnet,nope", "unknown source nope"),
+        ("", "unknown source (none)"),
+        ("wordnet,wordnet", "a source is named twice"),
+    ],
+)
+def test_cli_bad_sources(tmp_path, capsys, value, message) -> None:
+    with pytest.raises(SystemExit) as info:
+        corpus.main(["build", "--out", str(tmp_path / "o"), "--sources", value])
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_bad_source_dir(tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit):
+        corpus.main(["build", "--out", str(tmp_path / "o"), "--source-dir", "nope=/x"])
+    assert "expected NAME=PATH" in capsys.readouterr().err
+
+
+def test_cli_build_missing_source(tmp_path, wordnet_dir, capsys) -> None:
+    args = ["build", "--out", str(tmp_path / "out"), "--wordnet-dir", str(wordnet_dir)]
+    args += ["--sources", "wordnet,fortunes-min", "--source-dir", f"fortunes-min={tmp_path}"]
+    assert corpus.main(args) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        f"nmt-data: error: source fortunes-min not found in {tmp_path} (missing fortunes, "
+        "literature, riddles); run: apt-get install -y --no-install-recommends fortunes-min, "
+        "pass --source-dir fortunes-min=PATH, or leave fortunes-min out of --sources"
+    ]
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_build_wider_mix(tmp_path, corpus_wordnet_dir, fortunes_dir, ding_file, capsys):
+    """Several sources with real Apertium: test sentences never reach a split, and the
+    manifest counts every source's sentences and names its package and licence."""
+    tests = tmp_path / "tests.en"
+    tests.write_text("my sister reads a new book every week!\nThey are on their way home\n")
+    args = [
+        "build", "--out", str(tmp_path / "out"), "--wordnet-dir", str(corpus_wordnet_dir),
+        "--sources", "wordnet,fortunes-min,ding", "--source-dir", f"fortunes-min={fortunes_dir}",
+        "--source-dir", f"ding={ding_file}", "--exclude", str(tests),
+        "--valid", "2", "--test", "3", "--vocab-size", "80",
+    ]  # fmt: skip
+    assert corpus.main(args) == 0
+    stats = {k: int(v) for k, v in (kv.split("=") for kv in capsys.readouterr().out.split())}
+    assert stats["excluded"] == 2
+
+    out = tmp_path / "out"
+    english = {line for split in ("train", "valid", "test") for line in _read(out / f"{split}.en")}
+    assert "My sister reads a new book every week" not in english
+    assert "They are on their way home." not in english
+    assert "You will meet a tall dark stranger." in english
+    assert "That really isn't possible." in english
+
+    record = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert record["command"].startswith("nmt-data build --out ")
+    assert list(record["sources"]) == ["wordnet", "fortunes-min", "ding"]
+    assert record["excluded_test_sets"] == [{"file": str(tests), "sentences": 2}]
+    ding = record["sources"]["ding"]
+    assert (ding["package"], ding["licence"][:6]) == ("trans-de-en", "GPL-2+")
+    assert ding["copyright"] == "/usr/share/doc/trans-de-en/copyright"
+    assert ding["excluded"] == 1 and ding["duplicates"] == 1
+    for name, entry in record["sources"].items():
+        assert entry["sentences"] == entry["candidates"] - entry["excluded"] - entry["duplicates"]
+        assert entry["kept"] == entry["train"] + entry["valid"] + entry["test"], name
+        assert entry["kept"] <= entry["sentences"]
+    totals = record["totals"]
+    assert totals["kept"] == stats["kept"] and totals["sentences"] == stats["english"]
+    assert (totals["valid"], totals["test"]) == (2, 3)
+
+
+def test_cli_build_excludes_the_everyday_set_by_default(tmp_path, corpus_wordnet_dir, capsys):
+    """A WordNet example that is an everyday test sentence never reaches a split."""
+    with open(corpus_wordnet_dir / "data.noun", "a", encoding="utf-8") as fh:
+        fh.write('10009999 00 n 01 town 0 000 | a large town; "my sister lives in a big city"  \n')
+    small = ("--valid", "2", "--test", "3", "--vocab-size", "80")
+    assert corpus.main(_build_args(tmp_path / "out", corpus_wordnet_dir, *small)) == 0
+    stats = {k: int(v) for k, v in (kv.split("=") for kv in capsys.readouterr().out.split())}
+    assert stats["excluded"] == 1
+    english = [
+        line for s in ("train", "valid", "test") for line in _read(tmp_path / "out" / f"{s}.en")
+    ]
+    assert "A large town" in english
+    assert not any(exclusion_key(line) == "my sister lives in a big city" for line in english)
