@@ -92,6 +92,10 @@ class ServerConfig:
     # over them. Off by default so that starting a second server on a port already in use
     # fails at start instead of silently taking half the traffic.
     reuse_port: bool = False
+    # Each model's scheduler and ONNX Runtime sessions in a child process of their own
+    # (service/remote.py), so that gRPC, protobuf and tokenisation here and the decoder
+    # steps there do not take turns at one GIL.
+    engine_process: bool = False
     rpc: RpcConfig = field(default_factory=RpcConfig)
     transport: TransportConfig = field(default_factory=TransportConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
@@ -265,6 +269,15 @@ FLAGS: tuple[Flag, ...] = (
         "reuse_port",
         "let several nmt-serve processes share --port (SO_REUSEPORT; the kernel spreads "
         "connections over them); without it a port in use is an error at start",
+    ),
+    Flag(
+        "",
+        "engine_process",
+        "run each model's scheduler and ONNX Runtime sessions in a child process of their "
+        "own (gRPC, protobuf and tokenization stay here): the two no longer share a GIL",
+        choices=("on", "off"),
+        parse=_on_off,
+        show=lambda on: "on" if on else "off",
     ),
     Flag("log", "level", "Python logging level", flag="log_level"),
     Flag(

@@ -5,7 +5,8 @@ request message, for the engine or for its client costs a coroutine, not a threa
 number of slow or half-open calls can starve health checks (see ``service/servicer.py``
 for the limits that bound them). The engines' scheduler threads do the decoding; a
 watchdog thread turns health NOT_SERVING and stops the server when one of them dies or
-stalls, for the orchestrator to restart it.
+stalls, for the orchestrator to restart it. With ``--engine-process on`` each engine runs
+in a child process of its own (``service/remote.py``); a child that dies is a dead engine.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from service.config import ServerConfig, parse_args
 from service.engine import Engine
 from service.listen import ListenError, bind, enable_reflection, server_credentials
 from service.metrics import create_metrics
+from service.remote import EngineProcessError, RemoteEngine, forward_engine_metrics
 from service.runtime import BundleRuntimeError, RuntimeConfig, usable_providers
 from service.servicer import SERVICE_NAME, TranslatorServicer
 
@@ -113,9 +115,10 @@ class TranslationServer:
         default = config.default_model or next(iter(bundles))
         if default not in bundles:
             raise ServerError(f"default model {default!r} not in {sorted(bundles)}")
-        self.engines: dict[str, Engine] = {}
+        self.engines: dict[str, Engine | RemoteEngine] = {}
         for name, path in bundles.items():
-            bundle = _load(path, config.runtime)
+            engine = self._engine(name, path)
+            bundle = engine.bundle
             on_gpu = bundle.model.provider == "CUDAExecutionProvider"
             if on_gpu != gpu:
                 # The session fell back to another device than the provider list promised
@@ -125,7 +128,9 @@ class TranslationServer:
                     log.warning(
                         "%s runs on %s: loading %s instead", path, bundle.model.provider, better
                     )
-                    path, bundle = better, _load(better, config.runtime)
+                    self._close_engines([engine])
+                    engine = self._engine(name, better)
+                    path, bundle = better, engine.bundle
             log.info(
                 "model %s: version %s (%s) on %s",
                 name,
@@ -133,10 +138,12 @@ class TranslationServer:
                 bundle.manifest.get("precision", "fp32"),
                 bundle.model.provider,
             )
-            self.engines[name] = Engine(bundle, config.engine, self.metrics)
+            self.engines[name] = engine
             # Labelled by the name clients use (the repository directory), as in ListModels.
             version = str(bundle.manifest.get("version", ""))
             self.metrics.model.labels(name, version, bundle.model.provider).set(1)
+        if config.engine_process:
+            forward_engine_metrics(registry, self.metrics, list(self.engines.values()))
         self.servicer = TranslatorServicer(
             self.engines, default, self.metrics, config.rpc, access_log=config.log.access_log
         )
@@ -155,7 +162,29 @@ class TranslationServer:
             self.port = self._on_loop(self._build())
         except BaseException:
             self._close_loop()
+            self._close_engines(self.engines.values())
             raise
+
+    def _engine(self, name: str, path: Path) -> Engine | RemoteEngine:
+        """``path``'s engine: in this process, or with ``--engine-process on`` in a child
+        process that loads the bundle (the children of the models before stop when a
+        later one fails to load)."""
+        config = self.config
+        if not config.engine_process:
+            return Engine(_load(path, config.runtime), config.engine, self.metrics)
+        try:
+            return RemoteEngine(
+                path, config.runtime, config.engine, self.metrics, name=name, log_config=config.log
+            )
+        except (BundleError, EngineProcessError) as exc:
+            self._close_engines(self.engines.values())
+            raise ServerError(str(exc)) from None
+
+    @staticmethod
+    def _close_engines(engines) -> None:
+        for engine in engines:
+            if isinstance(engine, RemoteEngine):
+                engine.close()
 
     def _on_loop(self, coro: Coroutine, timeout: float | None = None):
         """Run ``coro`` on the gRPC event loop and wait for its result."""

@@ -1,0 +1,530 @@
+"""``--engine-process on``: each model's engine in a child process (service/remote.py).
+
+The same requests give the same answers as the in-process engine; cancels, deadlines,
+streams, refusals, drains and metrics work across the pipe; and a child that dies is
+noticed at once: calls in flight fail, health turns NOT_SERVING, ``nmt-serve`` exits 1.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from prometheus_client.parser import text_string_to_metric_families
+
+from nmt_api import RETRY_HINT, SERVICE_NAME
+from nmt_api.nmt.v1 import translator_pb2 as pb
+from service.remote import RemoteEngine
+from tests.service.server_fixtures import ROOT, TINY_MODEL
+from tests.service.server_helpers import (
+    TIMEOUT,
+    proto_options,
+    rpc_error,
+    stub_for,
+    wait_until,
+)
+
+PARITY_SENTENCES = (1, 2, 5, 6, 7, 9, 13)
+STREAM_SENTENCES = (1, 5, 9)
+PROMPT = 5.0  # seconds: "at once" for a dead engine process, on a loaded 2-core machine
+
+# -- run in the child process through RemoteEngine.call ----------------------------------
+
+_gate: threading.Event | None = None
+
+
+def _hold_steps(engine) -> None:
+    """Decoder steps wait until _release_steps (the scheduler blocks inside a step)."""
+    global _gate
+    model, gate = engine.bundle.model, threading.Event()
+    real = type(model).step
+    _gate = gate
+
+    def step(*args, **kwargs):
+        assert gate.wait(TIMEOUT), "the test never released the decoder"
+        return real(model, *args, **kwargs)
+
+    model.step = step
+
+
+def _release_steps(engine) -> None:
+    if _gate is not None:
+        _gate.set()
+    vars(engine.bundle.model).pop("step", None)
+
+
+def _in_flight(engine) -> tuple[int, int, int]:
+    """(queued requests, sentences decoding, rows reserved) in the child's engine."""
+    return len(engine._queue), len(engine._loop.active), engine._rows_reserved
+
+
+def _scheduler_bug() -> bool:
+    raise RuntimeError("injected scheduler bug")
+
+
+def _break_scheduler(engine) -> None:
+    """The scheduler's next iteration raises: the child's engine dies, the process lives."""
+    engine._admit_now = _scheduler_bug
+
+
+def _requests(engine) -> tuple[int, int]:
+    """(requests queued or decoding, those cancelled) in the child's engine."""
+    jobs = set(engine._queue) | {a.handle[0] for a in engine._loop.active}
+    return len(jobs), sum(job.cancelled for job in jobs)
+
+
+# -- fixtures -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def servers(server_factory):
+    """The in-process engine and the engine process, same model and limits."""
+    limits = {"max_beam_size": 8, "max_n_best": 8}
+    local = server_factory(**limits)
+    remote = server_factory(server={"engine_process": True}, **limits)
+    assert isinstance(remote.engines[TINY_MODEL], RemoteEngine)
+    assert not isinstance(local.engines[TINY_MODEL], RemoteEngine)
+    return local, remote
+
+
+@pytest.fixture(scope="module")
+def stubs(servers):
+    channels = [stub_for(server.port) for server in servers]
+    yield [stub for _, stub in channels]
+    for channel, _ in channels:
+        channel.close()
+
+
+@pytest.fixture
+def remote(servers):
+    engine = servers[1].engines[TINY_MODEL]
+    yield servers[1], engine
+    engine.call(_release_steps)  # whatever a test left held
+
+
+def _translate(stub, texts, options, timeout=TIMEOUT):
+    return stub.Translate(pb.TranslateRequest(texts=texts, options=options), timeout=timeout)
+
+
+def _health(port: int) -> int:
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    try:
+        request = health_pb2.HealthCheckRequest(service=SERVICE_NAME)
+        return health_pb2_grpc.HealthStub(channel).Check(request, timeout=5).status
+    finally:
+        channel.close()
+
+
+def _idle(engine) -> bool:
+    return engine.call(_in_flight) == (0, 0, 0)
+
+
+# -- the same answers -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        proto_options(beam=1),
+        proto_options(beam=1, return_attention=True, return_scores=True),
+        proto_options(beam=5, n_best=3, return_scores=True),
+        proto_options(beam=4, n_best=2, return_attention=True, return_scores=True),
+    ],
+    ids=["greedy", "greedy-attention", "beam5-nbest3", "beam4-attention"],
+)
+def test_translations_match_the_in_process_engine(stubs, tiny_bundle, options):
+    texts = [tiny_bundle.sentences[i] for i in PARITY_SENTENCES]
+    local, remote = (_translate(stub, texts, options) for stub in stubs)
+    assert len(remote.translations) == len(texts)
+    assert (remote.model, remote.model_version) == (local.model, local.model_version)
+    for got, want in zip(remote.translations, local.translations, strict=True):
+        assert got.source_tokens == want.source_tokens
+        assert [(h.text, list(h.tokens)) for h in got.hypotheses] == [
+            (h.text, list(h.tokens)) for h in want.hypotheses
+        ]
+        for g, w in zip(got.hypotheses, want.hypotheses, strict=True):
+            assert g.score == pytest.approx(w.score, abs=1e-5)
+            assert g.log_prob == pytest.approx(w.log_prob, abs=1e-5)
+            assert (g.attention.rows, g.attention.cols) == (w.attention.rows, w.attention.cols)
+            assert list(g.attention.values) == pytest.approx(list(w.attention.values), abs=1e-5)
+            assert list(g.attention.target_tokens) == list(w.attention.target_tokens)
+    assert remote.timing.total_ms > 0 and remote.timing.decode_ms > 0
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_streams_match_the_in_process_engine(stubs, tiny_bundle, beam):
+    for i in STREAM_SENTENCES:
+        request = pb.TranslateStreamRequest(
+            text=tiny_bundle.sentences[i], options=proto_options(beam=beam, return_scores=True)
+        )
+        local, remote = (list(stub.TranslateStream(request, timeout=TIMEOUT)) for stub in stubs)
+        assert [(m.text, m.delta, m.final) for m in remote] == [
+            (m.text, m.delta, m.final) for m in local
+        ]
+        assert remote[-1].final and len(remote) >= 2
+        got, want = remote[-1].translation.hypotheses[0], local[-1].translation.hypotheses[0]
+        assert (got.text, list(got.tokens)) == (want.text, list(want.tokens))
+        assert got.score == pytest.approx(want.score, abs=1e-5)
+
+
+def test_list_models_is_the_same(stubs):
+    local, remote = (stub.ListModels(pb.ListModelsRequest(), timeout=TIMEOUT) for stub in stubs)
+    assert remote == local
+
+
+def test_invalid_requests_are_refused_in_the_server_process(stubs, tiny_bundle):
+    """Tokenisation and limits are checked before anything crosses to the child."""
+    options = proto_options(beam=1)
+    for stub in stubs:
+        err = rpc_error(lambda stub=stub: _translate(stub, ["  "], options))
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    errors = [rpc_error(lambda s=s: _translate(s, ["x " * 5000], options)) for s in stubs]
+    assert errors[0].details() == errors[1].details()
+
+
+# -- cancel, deadline, refusals ---------------------------------------------------------------
+
+
+def test_client_cancel_reaches_the_child(remote, stubs, tiny_bundle):
+    server, engine = remote
+    engine.call(_hold_steps)
+    call = stubs[1].Translate.future(
+        pb.TranslateRequest(texts=tiny_bundle.sentences[:3], options=proto_options(beam=4)),
+        timeout=TIMEOUT,
+    )
+    assert wait_until(lambda: engine.call(_in_flight)[1] > 0, TIMEOUT), "never admitted"
+    call.cancel()
+    assert wait_until(lambda: engine.call(_requests) == (1, 1), TIMEOUT), "no cancel arrived"
+    engine.call(_release_steps)
+    assert wait_until(lambda: _idle(engine), TIMEOUT), engine.call(_in_flight)
+    assert call.cancelled()
+    cancelled = {"method": "Translate", "code": "CANCELLED"}
+    assert wait_until(
+        lambda: (server.registry.get_sample_value("nmt_requests_total", cancelled) or 0) >= 1
+    )
+
+
+def test_deadline_passes_while_the_child_decodes(remote, stubs, tiny_bundle):
+    server, engine = remote
+    engine.call(_hold_steps)
+    start = time.monotonic()
+    err = rpc_error(lambda: _translate(stubs[1], tiny_bundle.sentences[:2], proto_options(), 0.5))
+    assert err.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert time.monotonic() - start < PROMPT
+    engine.call(_release_steps)
+    # The handler cancelled its job when the deadline ended the call: the child drops it.
+    assert wait_until(lambda: _idle(engine), TIMEOUT), engine.call(_in_flight)
+
+
+def test_engine_refusal_keeps_its_status_and_message(server_factory, tiny_bundle):
+    """Queue full in the child: RESOURCE_EXHAUSTED with the hint once, counted there."""
+    server = server_factory(server={"engine_process": True}, max_queue=1)
+    engine = server.engines[TINY_MODEL]
+    channel, stub = stub_for(server.port)
+    try:
+        engine.call(_hold_steps)
+        text = [tiny_bundle.sentences[1]]
+        decoding = stub.Translate.future(pb.TranslateRequest(texts=text), timeout=TIMEOUT)
+        assert wait_until(lambda: engine.call(_in_flight)[1] == 1, TIMEOUT)
+        queued = stub.Translate.future(pb.TranslateRequest(texts=text), timeout=TIMEOUT)
+        assert wait_until(lambda: engine.call(_in_flight)[0] == 1, TIMEOUT)
+        err = rpc_error(lambda: _translate(stub, text, proto_options()))
+        assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert err.details().count(RETRY_HINT) == 1, err.details()
+        assert "request queue is full (1 waiting)" in err.details()
+        engine.call(_release_steps)
+        assert len(decoding.result().translations) == 1
+        assert len(queued.result().translations) == 1
+        full = {"reason": "queue_full"}
+        assert wait_until(
+            lambda: server.registry.get_sample_value("nmt_rejected_requests_total", full) == 1
+        )
+    finally:
+        channel.close()
+
+
+# -- metrics -----------------------------------------------------------------------------------
+
+
+def _value(server, name: str, labels: dict | None = None) -> float:
+    return server.registry.get_sample_value(name, labels or {}) or 0.0
+
+
+def test_engine_metrics_come_from_the_child(remote, stubs, tiny_bundle):
+    server, engine = remote
+    names = (
+        "nmt_decoder_step_duration_seconds_count",
+        "nmt_decoder_step_rows_count",
+        "nmt_generated_tokens_total",
+        "nmt_source_tokens_total",
+        "nmt_encoder_duration_seconds_count",
+        "nmt_queue_wait_seconds_count",
+        "nmt_request_target_tokens_count",
+    )
+    # The heartbeat forwards the child's samples: let the last calls' arrive first.
+    time.sleep(1.5)
+    before = {name: _value(server, name) for name in names}
+    texts = [tiny_bundle.sentences[i] for i in PARITY_SENTENCES]
+    _translate(stubs[1], texts, proto_options(beam=1))
+
+    def grown() -> bool:
+        return all(_value(server, name) > before[name] for name in names)
+
+    assert wait_until(grown, 5), {name: _value(server, name) for name in names}
+    assert _value(server, "nmt_generated_tokens_total") - before[names[2]] >= len(texts)
+    steps = _value(server, names[0]) - before[names[0]]
+    assert _value(server, names[1]) - before[names[1]] == steps
+    assert _value(server, "nmt_request_target_tokens_count") - before[names[6]] == 1
+    # The parent's own metrics are there too, and every family once (a valid exposition).
+    assert _value(server, "nmt_requests_total", {"method": "Translate", "code": "OK"}) >= 1
+    assert _value(server, "nmt_queue_depth") == 0 and _value(server, "nmt_live_rows") == 0
+    url = f"http://127.0.0.1:{server.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    families = [f.name for f in text_string_to_metric_families(text)]
+    assert len(families) == len(set(families))
+    assert {"nmt_decoder_step_duration_seconds", "nmt_queue_depth", "nmt_requests"} <= set(families)
+    # The engine process's own CPU and memory, apart from the server process's.
+    model = {"model": TINY_MODEL}
+    assert _value(server, "nmt_engine_process_cpu_seconds_total", model) > 0
+    assert _value(server, "nmt_engine_process_resident_memory_bytes", model) > 10e6
+
+
+# -- drain and crash -------------------------------------------------------------------------
+
+
+def test_stop_drains_the_child(server_factory, tiny_bundle):
+    server = server_factory(server={"engine_process": True, "drain_announce": 0.2})
+    engine = server.engines[TINY_MODEL]
+    channel, stub = stub_for(server.port)
+    try:
+        engine.call(_hold_steps)
+        call = stub.Translate.future(
+            pb.TranslateRequest(texts=tiny_bundle.sentences[:2], options=proto_options(beam=3)),
+            timeout=TIMEOUT,
+        )
+        assert wait_until(lambda: engine.call(_in_flight)[1] > 0, TIMEOUT)
+        stopper = threading.Thread(target=server.stop, args=(10.0,))
+        stopper.start()
+        time.sleep(0.5)
+        engine.call(_release_steps)
+        assert len(call.result(TIMEOUT).translations) == 2
+        stopper.join(TIMEOUT)
+        assert not stopper.is_alive()
+        assert engine.process.exitcode == 0
+        assert engine.health() is None and not server.failed.is_set()
+    finally:
+        channel.close()
+
+
+@pytest.mark.parametrize("busy", [True, False], ids=["decoding", "idle"])
+def test_killed_engine_process_fails_calls_and_health(server_factory, tiny_bundle, busy):
+    server = server_factory(server={"engine_process": True})
+    engine = server.engines[TINY_MODEL]
+    assert _health(server.port) == health_pb2.HealthCheckResponse.SERVING
+    channel, stub = stub_for(server.port)
+    try:
+        calls, stream_errors = [], []
+        if busy:
+            engine.call(_hold_steps)
+            calls = [
+                stub.Translate.future(
+                    pb.TranslateRequest(texts=tiny_bundle.sentences[:2]), timeout=TIMEOUT
+                )
+                for _ in range(3)
+            ]
+            request = pb.TranslateStreamRequest(text=tiny_bundle.sentences[1])
+
+            def stream() -> None:
+                try:
+                    list(stub.TranslateStream(request, timeout=TIMEOUT))
+                except grpc.RpcError as exc:
+                    stream_errors.append(exc)
+
+            streamer = threading.Thread(target=stream)
+            streamer.start()
+            assert wait_until(lambda: engine.call(_requests)[0] == 4, TIMEOUT)
+        killed = time.monotonic()
+        os.kill(engine.pid, signal.SIGKILL)
+        for call in calls:
+            err = call.exception(PROMPT)
+            assert err is not None and err.code() == grpc.StatusCode.INTERNAL, err
+            assert "the engine process exited (killed by SIGKILL)" in err.details()
+        if busy:
+            streamer.join(PROMPT)
+            assert [e.code() for e in stream_errors] == [grpc.StatusCode.INTERNAL]
+        assert time.monotonic() - killed < PROMPT
+        assert server.failed.wait(PROMPT), "the watchdog never noticed"
+        reason = "the engine process exited (killed by SIGKILL)"
+        assert server.failure == f"model {TINY_MODEL}: {reason}"
+        assert _health(server.port) == health_pb2.HealthCheckResponse.NOT_SERVING
+        err = rpc_error(lambda: _translate(stub, tiny_bundle.sentences[:1], proto_options()))
+        assert err.code() == grpc.StatusCode.UNAVAILABLE
+        # Its gauges drop to 0 with it; its counters keep what they had.
+        assert _value(server, "nmt_live_rows") == 0 and _value(server, "nmt_queue_depth") == 0
+        sample = server.registry.get_sample_value
+        assert sample("nmt_engine_process_cpu_seconds_total", {"model": TINY_MODEL}) is None
+    finally:
+        channel.close()
+
+
+def test_dead_scheduler_in_the_child_is_reported(server_factory, tiny_bundle):
+    """The child lives on but its engine is dead: its heartbeat says so."""
+    server = server_factory(server={"engine_process": True})
+    engine = server.engines[TINY_MODEL]
+    channel, stub = stub_for(server.port)
+    try:
+        engine.call(_break_scheduler)
+        err = rpc_error(lambda: _translate(stub, tiny_bundle.sentences[:1], proto_options()))
+        assert err.code() == grpc.StatusCode.INTERNAL
+        assert err.details().startswith("internal error (RuntimeError) in the translation engine")
+        assert server.failed.wait(PROMPT), "the watchdog never noticed"
+        reason = "the scheduler thread failed: RuntimeError: injected scheduler bug"
+        assert server.failure == f"model {TINY_MODEL}: {reason}"
+        assert engine.process.is_alive()
+    finally:
+        channel.close()
+
+
+class _FakeChild:
+    """What the collector reads of a RemoteEngine; its process is gone (no pid)."""
+
+    def __init__(self, samples) -> None:
+        self.samples = samples
+        self.name, self.pid, self._dead = "fake", None, "gone"
+
+
+def test_forwarded_metrics_sum_the_children_and_the_parent():
+    from prometheus_client import CollectorRegistry
+
+    from service.metrics import create_metrics
+    from service.remote import ENGINE_METRICS, forward_engine_metrics
+
+    def child(steps: int, depth: float, created: float):
+        registry = CollectorRegistry()
+        metrics = create_metrics(registry)
+        for _ in range(steps):
+            metrics.decoder_step_latency.observe(0.002)
+        metrics.queue_depth.set(depth)
+        metrics.rejected.labels("queue_full").inc()
+        samples = {
+            name: [
+                (s.name, s.labels, created if s.name.endswith("_created") else s.value)
+                for family in getattr(metrics, name).collect()
+                for s in family.samples
+            ]
+            for name in ENGINE_METRICS
+        }
+        return _FakeChild(samples)
+
+    registry = CollectorRegistry()
+    parent = create_metrics(registry)
+    parent.rejected.labels("unavailable").inc()
+    parent.rejected.labels("too_many_inflight").inc(2)
+    forward_engine_metrics(registry, parent, [child(3, 2, 10.0), child(4, 5, 5.0)])
+    value = registry.get_sample_value
+    assert value("nmt_decoder_step_duration_seconds_count") == 7
+    assert value("nmt_decoder_step_duration_seconds_bucket", {"le": "0.0025"}) == 7
+    assert value("nmt_decoder_step_duration_seconds_bucket", {"le": "0.001"}) == 0
+    assert value("nmt_queue_depth") == 7
+    assert value("nmt_rejected_requests_total", {"reason": "queue_full"}) == 2
+    assert value("nmt_rejected_requests_total", {"reason": "unavailable"}) == 1
+    assert value("nmt_rejected_requests_total", {"reason": "too_many_inflight"}) == 2
+    assert value("nmt_rejected_requests_created", {"reason": "queue_full"}) == 5.0
+    assert value("nmt_requests_total", {"method": "Translate", "code": "OK"}) is None
+
+
+# -- nmt-serve ----------------------------------------------------------------------------
+
+
+def _engine_processes(pid: int) -> list[int]:
+    """The spawned engine processes of ``pid`` (not multiprocessing's resource tracker)."""
+    with open(f"/proc/{pid}/task/{pid}/children") as fh:
+        children = [int(p) for p in fh.read().split()]
+    out = []
+    for child in children:
+        with open(f"/proc/{child}/cmdline", "rb") as fh:
+            if b"spawn_main" in fh.read():
+                out.append(child)
+    return out
+
+
+@pytest.fixture
+def serve(tiny_bundle, tmp_path):
+    """``nmt-serve --engine-process on`` in a session of its own; yields (proc, port, log)."""
+    from tests.service.test_server_lifecycle import _free_port
+
+    port = _free_port()
+    log = open(tmp_path / "server.log", "w+")  # noqa: SIM115 - closed below
+    argv = [sys.executable, "-m", "service.server", "--model-repository", str(tiny_bundle.repo)]
+    argv += ["--host", "127.0.0.1", "--port", str(port), "--metrics-port", "-1"]
+    argv += ["--providers", "cpu", "--intra-op-threads", "1", "--engine-process", "on"]
+    argv += ["--shutdown-grace", "20", "--drain-announce", "0.5"]
+    proc = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+
+        def serving() -> bool:
+            assert proc.poll() is None, "nmt-serve exited during start-up"
+            try:
+                return _health(port) == health_pb2.HealthCheckResponse.SERVING
+            except grpc.RpcError:
+                return False
+
+        assert wait_until(serving, timeout=180, every=0.2), "nmt-serve never became SERVING"
+        yield proc, port, log
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        log.close()
+
+
+def _output(log) -> str:
+    log.seek(0)
+    return log.read()
+
+
+def test_nmt_serve_exits_1_when_its_engine_process_dies(serve):
+    proc, _, log = serve
+    (child,) = _engine_processes(proc.pid)
+    os.kill(child, signal.SIGKILL)
+    assert proc.wait(timeout=30) == 1, _output(log)[-3000:]
+    output = _output(log)
+    assert "exiting for a restart: model tiny: the engine process exited (killed by SIGKILL)" in (
+        output
+    )
+
+
+def test_nmt_serve_drains_when_the_whole_group_gets_sigterm(serve, tiny_bundle):
+    """systemd and Ctrl-C signal the whole process group: the child ignores it and the
+    server drains it, finishing the call in flight."""
+    proc, port, log = serve
+    channel, stub = stub_for(port)
+    try:
+        request = pb.TranslateStreamRequest(
+            text=tiny_bundle.sentences[0], options=proto_options(beam=5, max_length_ratio=10.0)
+        )
+        stream = stub.TranslateStream(request, timeout=TIMEOUT)
+        first = next(stream)
+        assert not first.final, "the request finished before SIGTERM: make it longer"
+        os.killpg(proc.pid, signal.SIGTERM)
+        rest = list(stream)
+        assert rest and rest[-1].final
+        assert proc.wait(timeout=40) == 0, _output(log)[-3000:]
+    finally:
+        channel.close()
