@@ -94,7 +94,9 @@ def test_request_id_round_trip_and_access_log(logged_server, captured, tiny_bund
 
     channel, stub = stub_for(logged_server.port)
     with channel:
-        request = pb.TranslateRequest(texts=list(tiny_bundle.sentences[:2]), options=proto_options())
+        request = pb.TranslateRequest(
+            texts=list(tiny_bundle.sentences[:2]), options=proto_options()
+        )
         _, call = stub.Translate.with_call(
             request, timeout=TIMEOUT, metadata=(("x-request-id", "client-42"),)
         )
