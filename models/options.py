@@ -36,6 +36,8 @@ class DecodeOptions:
     # "standard": this project's beam (service.decoding.BEAM); "eole": Eole's /
     # OpenNMT-py's (service.decoding.EOLE_BEAM), whose scores also count BOS in the length.
     search: str = "standard"
+    # GNMT coverage penalty β (models.scoring.ScoringRules.score); 0: none.
+    coverage_penalty: float = 0.0
 
     def __post_init__(self) -> None:
         if self.beam_size < 1:
@@ -56,6 +58,8 @@ class DecodeOptions:
             )
         if self.min_length < 0:
             raise DecodeOptionsError(f"min_length must be >= 0, got {self.min_length}")
+        if not (math.isfinite(self.coverage_penalty) and self.coverage_penalty >= 0.0):
+            raise DecodeOptionsError(f"coverage_penalty must be >= 0, got {self.coverage_penalty}")
         if self.search not in SEARCHES:
             raise DecodeOptionsError(f"search must be one of {SEARCHES}, got {self.search!r}")
 

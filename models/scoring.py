@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from models.options import DecodeOptions
 
 NEG_INF = np.float32(-np.inf)
+# Smallest attention sum the coverage penalty takes the log of (log(1e-6) ≈ -13.8).
+COVERAGE_FLOOR = 1e-6
 
 
 class Eos(IntEnum):
@@ -47,9 +49,13 @@ class ScoringRules:
       Eole's search (``False``) stops it without one: neither EOS's log-prob nor its
       length count (:meth:`eos_scored`).
 
-    A GNMT coverage penalty (``β · Σ_j log min(Σ_i a_ij, 1)`` over a hypothesis's
-    attention) belongs here too: a ``coverage_penalty`` field and an attention-sum
-    argument to :meth:`score`, which both searches would then pass.
+    * Coverage penalty (GNMT, Wu et al. 2016; OpenNMT-py/Eole ``coverage_penalty="wu"``,
+      CTranslate2 ``coverage_penalty``): with ``coverage_penalty`` β > 0 the score of a
+      finished hypothesis adds ``β · Σ_i log min(c_i, 1)``, ``c_i = Σ_t a_{t,i}`` the
+      total attention source position ``i`` got over the hypothesis's steps (EOS step
+      included); ``c_i`` is floored at :data:`COVERAGE_FLOOR` so that an unattended
+      position costs a large finite amount, not -inf. Applied to finished hypotheses
+      only (not to the ranking of live ones), as GNMT does.
     """
 
     min_length: int = 1
@@ -59,6 +65,7 @@ class ScoringRules:
     length_penalty: float = 1.0
     bos_in_length: bool = False
     eos_at_limit: bool = True
+    coverage_penalty: float = 0.0
 
     @classmethod
     def of(cls, options: DecodeOptions) -> ScoringRules:
@@ -72,6 +79,7 @@ class ScoringRules:
             length_penalty=options.length_penalty,
             bos_in_length=eole,
             eos_at_limit=not eole,
+            coverage_penalty=options.coverage_penalty,
         )
 
     def length_limit(self, src_len: int) -> int:
@@ -92,11 +100,37 @@ class ScoringRules:
         always, except the forced one when ``eos_at_limit`` is off (Eole)."""
         return self.eos_at_limit or not forced
 
-    def score(self, log_prob: float, tokens: int, *, eos: bool = True) -> float:
+    def score(
+        self,
+        log_prob: float,
+        tokens: int,
+        *,
+        eos: bool = True,
+        coverage: np.ndarray | None = None,
+    ) -> float:
         """The ranking score of a finished hypothesis of ``tokens`` real tokens whose
-        cumulative log-prob is ``log_prob`` (``eos``: its EOS is scored)."""
+        cumulative log-prob is ``log_prob`` (``eos``: its EOS is scored); ``coverage``
+        ``(src_len,)``: its attention summed over its steps, needed when
+        ``coverage_penalty`` > 0 (:meth:`coverage_term`)."""
         length = max(tokens + (1 if eos else 0), 1) + (1 if self.bos_in_length else 0)
-        return log_prob / (length**self.length_penalty)
+        score = log_prob / (length**self.length_penalty)
+        if self.coverage_penalty > 0.0:
+            score += self.coverage_term(coverage)
+        return score
+
+    @property
+    def needs_coverage(self) -> bool:
+        """Whether :meth:`score` needs each hypothesis's attention sums."""
+        return self.coverage_penalty > 0.0
+
+    def coverage_term(self, coverage: np.ndarray | None) -> float:
+        """``β · Σ_i log min(max(c_i, COVERAGE_FLOOR), 1)``; 0 with β = 0."""
+        if self.coverage_penalty == 0.0:
+            return 0.0
+        if coverage is None:
+            raise ValueError("coverage_penalty > 0 needs the hypothesis's attention sums")
+        c = np.clip(np.asarray(coverage, dtype=np.float64), COVERAGE_FLOOR, 1.0)
+        return float(self.coverage_penalty * np.log(c).sum())
 
 
 def restrict(values: np.ndarray, eos: Sequence[int] | np.ndarray) -> np.ndarray:

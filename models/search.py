@@ -59,6 +59,15 @@ def step_candidates(log_probs: Tensor, *, k: int, eos_id: int) -> tuple[Tensor, 
     )
 
 
+def _coverage(steps: list[Tensor]):
+    """``(src_len,)`` float64 attention sums of a hypothesis's steps (coverage penalty),
+    added up step by step in float64 as the service's loop does."""
+    total = torch.zeros(steps[0].shape[-1], dtype=torch.float64)
+    for a in steps:
+        total += a.detach().cpu().double()
+    return total.numpy()
+
+
 def _next_log_probs(model: Seq2Seq, prev: Tensor, state, keys, memory, mask):
     logits, state, weights = model.decoder(prev, state, keys, memory, mask)
     log_probs = torch.log_softmax(logits.float(), dim=-1)
@@ -69,7 +78,12 @@ def _next_log_probs(model: Seq2Seq, prev: Tensor, state, keys, memory, mask):
 
 @torch.no_grad()
 def greedy_search(
-    model: Seq2Seq, src: Tensor, lengths: Tensor, *, options: DecodeOptions
+    model: Seq2Seq,
+    src: Tensor,
+    lengths: Tensor,
+    *,
+    options: DecodeOptions,
+    prefixes: Sequence[Sequence[int]] | None = None,
 ) -> list[Hypothesis]:
     """Batched greedy decoding.
 
@@ -102,6 +116,10 @@ def greedy_search(
         pick = values.argmax(-1, keepdim=True)
         best = ids.gather(1, pick).squeeze(1)
         best_log_prob = values.gather(1, pick).squeeze(1)
+        for b, prefix in enumerate(prefixes or ()):
+            if step < len(prefix):  # forced target prefix: the token, adding 0
+                best[b] = prefix[step]
+                best_log_prob[b] = 0.0
         for b in range(batch):
             if done[b]:
                 continue
@@ -118,7 +136,11 @@ def greedy_search(
     return [
         Hypothesis(
             tokens=tuple(tokens[b]),
-            score=rules.score(float(log_prob[b]), len(tokens[b])),
+            score=rules.score(
+                float(log_prob[b]),
+                len(tokens[b]),
+                coverage=_coverage(attn[b]) if rules.needs_coverage else None,
+            ),
             log_prob=float(log_prob[b]),
             attention=torch.stack(attn[b]).cpu().numpy() if options.return_attention else None,
         )
@@ -128,7 +150,12 @@ def greedy_search(
 
 @torch.no_grad()
 def beam_search(
-    model: Seq2Seq, src: Tensor, lengths: Tensor, *, options: DecodeOptions
+    model: Seq2Seq,
+    src: Tensor,
+    lengths: Tensor,
+    *,
+    options: DecodeOptions,
+    prefixes: Sequence[Sequence[int]] | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search, one sentence at a time (the reference, not the fast path).
 
@@ -144,12 +171,20 @@ def beam_search(
         For each sentence, its ``n_best`` hypotheses, best first.
     """
     return [
-        _beam_one(model, src[b : b + 1, : int(lengths[b])], int(lengths[b]), options)
+        _beam_one(
+            model,
+            src[b : b + 1, : int(lengths[b])],
+            int(lengths[b]),
+            options,
+            tuple(prefixes[b]) if prefixes else (),
+        )
         for b in range(src.size(0))
     ]
 
 
-def _beam_one(model: Seq2Seq, src: Tensor, length: int, options: DecodeOptions) -> list[Hypothesis]:
+def _beam_one(
+    model: Seq2Seq, src: Tensor, length: int, options: DecodeOptions, prefix: tuple[int, ...] = ()
+) -> list[Hypothesis]:
     cfg = model.config
     rules = ScoringRules.of(options)
     k = options.beam_size
@@ -168,6 +203,12 @@ def _beam_one(model: Seq2Seq, src: Tensor, length: int, options: DecodeOptions) 
         log_probs, state, weights = _next_log_probs(
             model, prev, state, enc.keys[rep], enc.memory[rep], enc.mask[rep]
         )
+        if step < len(prefix):  # forced target prefix: one row, the token adds 0
+            live_tokens = [live_tokens[0] + [prefix[step]]]
+            live_attn = [live_attn[0] + [weights[0]]]
+            state = tuple(s[:1] for s in state)
+            prev = torch.tensor([prefix[step]], device=device)
+            continue
         values, ids = step_candidates(log_probs, k=2 * k, eos_id=cfg.eos_id)
         values = restrict_candidates(values, [rules.eos_rule(step, limit)] * rows)
         width = values.size(1)
@@ -186,7 +227,13 @@ def _beam_one(model: Seq2Seq, src: Tensor, length: int, options: DecodeOptions) 
                     finished.append(
                         Hypothesis(
                             tokens=tuple(toks),
-                            score=rules.score(score, len(toks)),
+                            score=rules.score(
+                                score,
+                                len(toks),
+                                coverage=_coverage(live_attn[beam] + [weights[beam]])
+                                if rules.needs_coverage
+                                else None,
+                            ),
                             log_prob=score,
                             attention=torch.stack(live_attn[beam] + [weights[beam]]).cpu().numpy()
                             if options.return_attention

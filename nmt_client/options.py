@@ -39,6 +39,8 @@ class DecodeOptions:
     max_length_ratio: float | None = None
     return_attention: bool = False
     return_scores: bool = True
+    # GNMT coverage penalty beta >= 0 (server default 0: none)
+    coverage_penalty: float | None = None
 
     def __post_init__(self) -> None:
         if self.strategy is not None and self.strategy not in _STRATEGIES:
@@ -52,7 +54,7 @@ class DecodeOptions:
         beam = self.beam_size or (1 if self.resolved_strategy == "greedy" else None)
         if self.n_best is not None and beam is not None and self.n_best > beam:
             raise ValueError(f"n_best {self.n_best} needs beam_size {self.n_best} or more")
-        for name in ("length_penalty", "max_length_ratio"):
+        for name in ("length_penalty", "max_length_ratio", "coverage_penalty"):
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0 (or None), got {value!r}")
@@ -86,6 +88,8 @@ class DecodeOptions:
             msg.length_penalty = self.length_penalty
         if self.max_length_ratio is not None:
             msg.max_length_ratio = self.max_length_ratio
+        if self.coverage_penalty is not None:
+            msg.coverage_penalty = self.coverage_penalty
         return msg
 
     @classmethod
@@ -101,6 +105,7 @@ class DecodeOptions:
             max_length_ratio=msg.max_length_ratio if msg.HasField("max_length_ratio") else None,
             return_attention=msg.return_attention,
             return_scores=msg.return_scores,
+            coverage_penalty=(msg.coverage_penalty if msg.HasField("coverage_penalty") else None),
         )
 
 

@@ -85,6 +85,7 @@ class Selection(NamedTuple):
 class _Partial:
     tokens: list[int]
     attention: list[np.ndarray] = field(default_factory=list)
+    coverage: np.ndarray | None = None  # (src_len,) float64, with a coverage penalty
 
 
 class SentenceSearch:
@@ -92,14 +93,26 @@ class SentenceSearch:
     feeds (:attr:`prev_tokens`, :attr:`parents`), and what the search has found."""
 
     def __init__(
-        self, strategy: Strategy, src_len: int, options: DecodeOptions, special: SpecialIds
+        self,
+        strategy: Strategy,
+        src_len: int,
+        options: DecodeOptions,
+        special: SpecialIds,
+        prefix: Sequence[int] = (),
     ) -> None:
         self.strategy = strategy
+        # Target tokens forced at the first steps (:class:`Prefix`); no EOS.
+        self.prefix: tuple[int, ...] = tuple(prefix)
         self.options = options
         self.rules = ScoringRules.of(options)
         self.src_len = src_len
         self.eos = special.eos
         self.limit = self.rules.length_limit(src_len)
+        if len(self.prefix) >= self.limit:
+            raise ValueError(
+                f"target prefix of {len(self.prefix)} tokens leaves no room for EOS under "
+                f"the length limit of {self.limit}"
+            )
         self.top_k = strategy.top_k(options)
         self.step = 0
         self.done = False
@@ -110,7 +123,10 @@ class SentenceSearch:
         self.scores: list[float] = [0.0]
         self.rows = 1  # live rows: decoded by the next step
         self._keep_attn = options.return_attention
-        self._live = [_Partial([])]
+        # attention summed over each live row's steps (``(src_len,)``), for the coverage
+        # penalty only
+        self._track_cov = self.rules.needs_coverage
+        self._live = [_Partial([], coverage=np.zeros(src_len) if self._track_cov else None)]
         self._finished: list[Hypothesis] = []
 
     @property
@@ -133,10 +149,13 @@ class SentenceSearch:
                 if not scored:  # ended without EOS: its log-prob is the row's so far
                     log_prob = self.scores[row]
                 attn = hyp.attention + [attention[row, : self.src_len]] if keep_attn else None
+                cov = None
+                if self._track_cov:
+                    cov = hyp.coverage + attention[row, : self.src_len]
                 self._finished.append(
                     Hypothesis(
                         tokens=tuple(hyp.tokens),
-                        score=self.rules.score(log_prob, len(hyp.tokens), eos=scored),
+                        score=self.rules.score(log_prob, len(hyp.tokens), eos=scored, coverage=cov),
                         log_prob=log_prob,
                         attention=np.stack(attn) if keep_attn else None,
                     )
@@ -151,11 +170,15 @@ class SentenceSearch:
             hyp.tokens.append(selection.tokens[0])
             if keep_attn:
                 hyp.attention.append(attention[0, : self.src_len])
+            if self._track_cov:
+                hyp.coverage = hyp.coverage + attention[0, : self.src_len]
         else:
+            track = self._track_cov
             self._live = [
                 _Partial(
                     live[p].tokens + [t],
                     live[p].attention + [attention[p, : self.src_len]] if keep_attn else [],
+                    live[p].coverage + attention[p, : self.src_len] if track else None,
                 )
                 for p, t in zip(selection.parents, selection.tokens, strict=True)
             ]
@@ -337,22 +360,68 @@ class EoleBeam(Beam):
         return Selection(parents, tokens, scores, finished, enough or not parents)
 
 
+class Prefix:
+    """Forced decoding of a target prefix, around any ``inner`` strategy.
+
+    While a sentence's step is below ``len(search.prefix)`` its single row takes the
+    next prefix token (never EOS, whatever the EOS rules say); from then on ``inner``
+    chooses. The prefix tokens are part of every hypothesis's ``tokens`` and count in
+    its length.
+
+    Scores: the decoder graph returns only its top-k log-probs and EOS's, so a forced
+    token's own log-prob is not available when it is outside the top-k. Rather than mix
+    real and missing values, a forced token adds **0** to the cumulative log-prob:
+    ``log_prob`` and ``score`` cover the continuation only (the reference,
+    :mod:`models.search`, does the same, so both rank the same way).
+    """
+
+    def __init__(self, inner: Strategy) -> None:
+        self.inner = inner
+
+    def top_k(self, options: DecodeOptions) -> int:
+        return self.inner.top_k(options)
+
+    def select(self, searches, first_rows, values, ids) -> list[Selection]:
+        chosen: list[Selection | None] = [None] * len(searches)
+        rest: list[int] = []
+        for i, s in enumerate(searches):
+            if s.step < len(s.prefix):
+                # one row during the prefix: it continues with the forced token
+                chosen[i] = Selection([0], [s.prefix[s.step]], [s.scores[0]], [], False)
+            else:
+                rest.append(i)
+        if rest:
+            picked = self.inner.select(
+                [searches[i] for i in rest], [first_rows[i] for i in rest], values, ids
+            )
+            for i, selection in zip(rest, picked, strict=True):
+                chosen[i] = selection
+        return chosen  # type: ignore[return-value]
+
+
 GREEDY: Strategy = Greedy()
 BEAM: Strategy = Beam()
 EOLE_BEAM: Strategy = EoleBeam()
+# One wrapper per strategy, so that the loop groups prefixed sentences together.
+_PREFIXED: dict[Strategy, Strategy] = {s: Prefix(s) for s in (GREEDY, BEAM, EOLE_BEAM)}
 
 
-def strategy_for(options: DecodeOptions) -> Strategy:
+def strategy_for(options: DecodeOptions, *, prefix: bool = False) -> Strategy:
     """Greedy for ``beam_size == 1`` (cheaper bookkeeping, same results), else the beam
-    search ``options.search`` names."""
+    search ``options.search`` names; wrapped in :class:`Prefix` when ``prefix``."""
+    inner = BEAM if options.search != "eole" else EOLE_BEAM
     if options.beam_size == 1:
-        return GREEDY
-    return EOLE_BEAM if options.search == "eole" else BEAM
+        inner = GREEDY
+    return _PREFIXED[inner] if prefix else inner
 
 
-def make_search(src_len: int, options: DecodeOptions, special: SpecialIds) -> SentenceSearch:
-    """A sentence of ``src_len`` source tokens, decoded as ``options`` say."""
-    return SentenceSearch(strategy_for(options), src_len, options, special)
+def make_search(
+    src_len: int, options: DecodeOptions, special: SpecialIds, prefix: Sequence[int] = ()
+) -> SentenceSearch:
+    """A sentence of ``src_len`` source tokens, decoded as ``options`` say, its target
+    starting with the token ids ``prefix`` (forced, see :class:`Prefix`)."""
+    strategy = strategy_for(options, prefix=bool(prefix))
+    return SentenceSearch(strategy, src_len, options, special, prefix)
 
 
 # -- the step model contract --------------------------------------------------------

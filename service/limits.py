@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from models.options import DecodeOptions
+from models.scoring import ScoringRules
 from models.tokenizer import Tokenizer
 from service.errors import InvalidRequest
 
@@ -132,3 +133,46 @@ def validate_request(
             f"{cfg.max_live_rows // options.beam_size} sentences per request at this beam size"
         )
     return sources
+
+
+def validate_prefixes(
+    prefixes: Sequence[str],
+    sources: Sequence[Sequence[int]],
+    options: DecodeOptions,
+    tokenizer: Tokenizer,
+) -> list[tuple[int, ...]]:
+    """Each sentence's forced target prefix as target token ids (no EOS), ``()`` for
+    none; raise :class:`InvalidRequest` saying how to fix an impossible one.
+
+    ``prefixes`` align with ``sources`` (the validated source ids); fewer prefixes than
+    sentences leave the rest without one, an empty string is none. ``tokenizer`` is the
+    *target* tokenizer. A prefix must leave room for EOS under the sentence's length
+    limit (:meth:`models.scoring.ScoringRules.length_limit`).
+    """
+    if len(prefixes) > len(sources):
+        raise InvalidRequest(
+            f"{len(prefixes)} target prefixes for {len(sources)} texts: send at most one "
+            "per text (an empty string for none)"
+        )
+    rules = ScoringRules.of(options)
+    out: list[tuple[int, ...]] = []
+    for i, src in enumerate(sources):
+        text = prefixes[i] if i < len(prefixes) else ""
+        if not text:
+            out.append(())
+            continue
+        ids = tuple(tokenizer.encode(text))
+        if not ids:
+            raise InvalidRequest(
+                f"target_prefix[{i}] has no tokens after tokenisation: send text in the "
+                "target language, or an empty string for no prefix"
+            )
+        limit = rules.length_limit(len(src))
+        if len(ids) >= limit:
+            raise InvalidRequest(
+                f"target_prefix[{i}] has {len(ids)} target tokens; texts[{i}] allows at most "
+                f"{limit - 1} before EOS (max_length / max_length_ratio): shorten the prefix "
+                "or raise the length limit"
+            )
+        out.append(ids)
+    return out

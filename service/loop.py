@@ -278,8 +278,10 @@ def decode(
     options: list[DecodeOptions] | DecodeOptions,
     special: SpecialIds,
     batch_size: int = 64,
+    prefixes: Sequence[Sequence[int]] | None = None,
 ) -> list[list[Hypothesis]]:
-    """Decode token-id sentences (each non-empty) and return each one's n-best list.
+    """Decode token-id sentences (each non-empty) and return each one's n-best list;
+    ``prefixes``: each sentence's forced target prefix (token ids, may be empty).
 
     Sentences are encoded ``batch_size`` at a time, sorted by length, and new ones are
     admitted as soon as earlier ones finish, exactly as the service schedules them.
@@ -296,7 +298,12 @@ def decode(
             pending = pending[len(take) :]
             loop.add(
                 [sources[i] for i in take],
-                [make_search(len(sources[i]), options[i], special) for i in take],
+                [
+                    make_search(
+                        len(sources[i]), options[i], special, prefixes[i] if prefixes else ()
+                    )
+                    for i in take
+                ],
                 take,
             )
         for handle, search in loop.step():

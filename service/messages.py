@@ -47,6 +47,9 @@ def to_options(
             msg.max_length_ratio if msg.HasField("max_length_ratio") else defaults.max_length_ratio
         ),
         return_attention=msg.return_attention,
+        coverage_penalty=(
+            msg.coverage_penalty if msg.HasField("coverage_penalty") else defaults.coverage_penalty
+        ),
     )
 
 

@@ -27,6 +27,10 @@ LATENCY_BUCKETS = (
 )
 ROW_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 TOKEN_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+# Attention entropy in nats: 0 (one-hot) to ln(max source tokens) (~4.9 for 128).
+ENTROPY_BUCKETS = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0)
+# A share of source tokens, 0 to 1.
+SHARE_BUCKETS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
 
 
 # Values of nmt_rejected_requests_total's ``reason`` label.
@@ -41,6 +45,8 @@ class Metrics:
     decoder_step_latency: Histogram
     rows_per_step: Histogram
     target_tokens: Histogram
+    attention_entropy: Histogram
+    coverage_deficit: Histogram
     requests: Counter
     generated_tokens: Counter
     source_tokens: Counter
@@ -93,6 +99,21 @@ def create_metrics(registry: CollectorRegistry, prefix: str = "nmt") -> Metrics:
             name("request_target_tokens"),
             "Target tokens generated per request (best hypotheses, EOS included).",
             buckets=TOKEN_BUCKETS,
+            registry=registry,
+        ),
+        attention_entropy=Histogram(
+            name("attention_entropy"),
+            "Mean attention entropy (nats) of returned best hypotheses, by model.",
+            ["model"],
+            buckets=ENTROPY_BUCKETS,
+            registry=registry,
+        ),
+        coverage_deficit=Histogram(
+            name("coverage_deficit"),
+            "Share of source tokens with total attention < 0.5 in returned best "
+            "hypotheses, by model.",
+            ["model"],
+            buckets=SHARE_BUCKETS,
             registry=registry,
         ),
         requests=Counter(

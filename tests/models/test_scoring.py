@@ -137,3 +137,32 @@ def test_rules_are_frozen_values():
         rules.min_length = 3  # type: ignore[misc]
     assert hash(rules) == hash(ScoringRules())
     assert not math.isnan(rules.score(0.0, 0))
+
+
+def test_coverage_penalty_is_gnmt_beta_sum_log_min_coverage_1():
+    rules = ScoringRules(length_penalty=1.0, coverage_penalty=0.5)
+    coverage = np.array([0.25, 1.0, 3.0, 0.5])
+    # log .25 + log 1 + log 1 (capped) + log .5, times beta, added to -4 / (3 + 1)
+    want = -1.0 + 0.5 * (math.log(0.25) + math.log(0.5))
+    assert rules.score(-4.0, 3, coverage=coverage) == pytest.approx(want)
+    # full coverage costs nothing
+    assert rules.score(-4.0, 3, coverage=np.ones(4)) == pytest.approx(-1.0)
+    # an unattended position costs a large but finite amount
+    assert math.isfinite(rules.score(-4.0, 3, coverage=np.zeros(2)))
+
+
+def test_no_coverage_penalty_by_default():
+    rules = ScoringRules.of(DecodeOptions())
+    assert rules.coverage_penalty == 0.0 and not rules.needs_coverage
+    assert rules.score(-4.0, 3) == rules.score(-4.0, 3, coverage=np.zeros(3)) == -1.0
+    assert ScoringRules.of(DecodeOptions(coverage_penalty=0.2)).coverage_penalty == 0.2
+    with pytest.raises(ValueError, match="attention sums"):
+        ScoringRules(coverage_penalty=0.2).score(-4.0, 3)
+
+
+@pytest.mark.parametrize("beta", [-0.1, math.inf, math.nan])
+def test_coverage_penalty_out_of_range(beta):
+    from models.options import DecodeOptionsError
+
+    with pytest.raises(DecodeOptionsError, match="coverage_penalty"):
+        DecodeOptions(coverage_penalty=beta)

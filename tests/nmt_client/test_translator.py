@@ -197,14 +197,19 @@ def test_decode_options_round_trip_through_the_proto():
         max_length_ratio=1.5,
         return_attention=True,
         return_scores=False,
+        coverage_penalty=0.25,
     )
     msg = options.to_proto()
+    assert msg.HasField("coverage_penalty") and msg.coverage_penalty == 0.25
     assert msg.strategy == pb.STRATEGY_BEAM and msg.beam_size == 4 and msg.n_best == 2
     assert msg.HasField("length_penalty") and msg.length_penalty == 0.5
     assert DecodeOptions.from_proto(msg) == dataclasses.replace(options, strategy="beam")
     plain = DecodeOptions().to_proto()
     assert plain.strategy == pb.STRATEGY_GREEDY and plain.beam_size == 0
     assert not plain.HasField("length_penalty") and not plain.HasField("max_length_ratio")
+    assert not plain.HasField("coverage_penalty")
+    with pytest.raises(ValueError, match="coverage_penalty must be a finite number >= 0"):
+        DecodeOptions(coverage_penalty=-0.1)
     assert DecodeOptions(strategy="beam").to_proto().beam_size == 0  # the server's default
     with pytest.raises(ValueError, match="strategy 'greedy' with beam_size 3"):
         DecodeOptions(strategy="greedy", beam_size=3)

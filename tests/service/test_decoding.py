@@ -700,6 +700,20 @@ def test_return_attention_rows_are_uniform_over_real_positions():
                 np.testing.assert_allclose(h.attention, 1.0 / len(src))
 
 
+@pytest.mark.parametrize("beam", [1, 3])
+def test_coverage_penalty_scores_the_attention_sums(beam):
+    # uniform attention: each position gets (steps / src_len) in total
+    sources = [(4,), (5, 6, 7), (8, 9, 4, 5, 6, 7, 8)]
+    options = DecodeOptions(beam_size=beam, n_best=beam, coverage_penalty=0.3)
+    plain = run(random_table(1), sources, dataclasses.replace(options, coverage_penalty=0.0))
+    rules = ScoringRules.of(options)
+    for src, hyps in zip(sources, run(random_table(1), sources, options), strict=True):
+        for h in hyps:
+            coverage = np.full(len(src), (len(h.tokens) + 1) / len(src))
+            assert h.score == approx(rules.score(h.log_prob, len(h.tokens), coverage=coverage))
+    assert plain  # beta 0: the existing tests cover that nothing changes
+
+
 # -- the driver loop ----------------------------------------------------------------
 
 

@@ -9,6 +9,7 @@ bundle is written; this keeps checking the decoding code the bundle is served wi
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,8 @@ VARIANTS = {
         beam_size=3, n_best=2, max_length_ratio=0.5, max_length_offset=1
     ),
     "beam5-n3-lp0.6": DecodeOptions(beam_size=5, n_best=3, length_penalty=0.6),
+    "greedy-cov0.4": DecodeOptions(coverage_penalty=0.4),
+    "beam5-n3-cov0.4": DecodeOptions(beam_size=5, n_best=3, coverage_penalty=0.4),
 }
 
 
@@ -81,6 +84,10 @@ def test_loop_reproduces_the_pytorch_reference(fp32, demo, sample, variant):
             assert hg.score == pytest.approx(hw.score, abs=SCORE_ATOL)
             assert hg.log_prob == pytest.approx(hw.log_prob, abs=SCORE_ATOL)
             # both scored by the one shared rule, within the limit it sets
-            assert hg.score == rules.score(hg.log_prob, len(hg.tokens))
-            assert hw.score == rules.score(hw.log_prob, len(hw.tokens))
+            if not rules.needs_coverage:
+                assert hg.score == rules.score(hg.log_prob, len(hg.tokens))
+                assert hw.score == rules.score(hw.log_prob, len(hw.tokens))
+            else:  # the penalty only lowers scores
+                no_cov = dataclasses.replace(rules, coverage_penalty=0.0)
+                assert hg.score <= no_cov.score(hg.log_prob, len(hg.tokens)) + 1e-9
             assert len(hg.tokens) < rules.length_limit(len(src))

@@ -17,7 +17,7 @@ STRATEGY_GREEDY: Strategy
 STRATEGY_BEAM: Strategy
 
 class DecodeOptions(_message.Message):
-    __slots__ = ("strategy", "beam_size", "n_best", "length_penalty", "max_length", "max_length_ratio", "return_attention", "return_scores")
+    __slots__ = ("strategy", "beam_size", "n_best", "length_penalty", "max_length", "max_length_ratio", "return_attention", "return_scores", "coverage_penalty")
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     BEAM_SIZE_FIELD_NUMBER: _ClassVar[int]
     N_BEST_FIELD_NUMBER: _ClassVar[int]
@@ -26,6 +26,7 @@ class DecodeOptions(_message.Message):
     MAX_LENGTH_RATIO_FIELD_NUMBER: _ClassVar[int]
     RETURN_ATTENTION_FIELD_NUMBER: _ClassVar[int]
     RETURN_SCORES_FIELD_NUMBER: _ClassVar[int]
+    COVERAGE_PENALTY_FIELD_NUMBER: _ClassVar[int]
     strategy: Strategy
     beam_size: int
     n_best: int
@@ -34,7 +35,8 @@ class DecodeOptions(_message.Message):
     max_length_ratio: float
     return_attention: bool
     return_scores: bool
-    def __init__(self, strategy: _Optional[_Union[Strategy, str]] = ..., beam_size: _Optional[int] = ..., n_best: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_length: _Optional[int] = ..., max_length_ratio: _Optional[float] = ..., return_attention: _Optional[bool] = ..., return_scores: _Optional[bool] = ...) -> None: ...
+    coverage_penalty: float
+    def __init__(self, strategy: _Optional[_Union[Strategy, str]] = ..., beam_size: _Optional[int] = ..., n_best: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_length: _Optional[int] = ..., max_length_ratio: _Optional[float] = ..., return_attention: _Optional[bool] = ..., return_scores: _Optional[bool] = ..., coverage_penalty: _Optional[float] = ...) -> None: ...
 
 class TranslateRequest(_message.Message):
     __slots__ = ("texts", "model", "options")

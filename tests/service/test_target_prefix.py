@@ -1,0 +1,198 @@
+"""Forced target prefixes (:class:`service.decoding.Prefix`): on the scripted fake decoder
+of ``test_decoding`` and, for parity with the PyTorch reference, on the committed bundle.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from models.options import DecodeOptions
+from service.decoding import BEAM, GREEDY, DecodeLoop, Prefix, make_search
+from service.errors import InvalidRequest
+from service.limits import validate_prefixes
+from tests.service.test_decoding import (
+    EOS,
+    SPECIAL,
+    FakeStepModel,
+    copy_table,
+    random_sources,
+    random_table,
+    run,
+)
+
+OPTIONS = [
+    DecodeOptions(),
+    DecodeOptions(beam_size=3, n_best=3),
+    DecodeOptions(beam_size=3, n_best=2, search="eole"),
+]
+
+
+def test_make_search_wraps_the_strategy_only_with_a_prefix():
+    assert make_search(4, DecodeOptions(), SPECIAL).strategy is GREEDY
+    wrapped = make_search(4, DecodeOptions(), SPECIAL, prefix=[5]).strategy
+    assert isinstance(wrapped, Prefix) and wrapped.inner is GREEDY
+    beam = make_search(4, DecodeOptions(beam_size=2), SPECIAL, prefix=[5, 6]).strategy
+    assert isinstance(beam, Prefix) and beam.inner is BEAM
+    # one wrapper object per strategy: the loop groups prefixed sentences together
+    assert make_search(3, DecodeOptions(), SPECIAL, prefix=[7]).strategy is wrapped
+
+
+def test_a_prefix_with_no_room_for_eos_is_refused():
+    options = DecodeOptions(max_length=3)
+    make_search(10, options, SPECIAL, prefix=[4, 5])
+    with pytest.raises(ValueError, match="no room for EOS"):
+        make_search(10, options, SPECIAL, prefix=[4, 5, 6])
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=["greedy", "beam3-n3", "eole3-n2"])
+def test_every_hypothesis_starts_with_the_prefix(options):
+    sources = random_sources(3, 12)
+    prefixes = [tuple(4 + (i + j) % 6 for j in range(i % 4)) for i in range(len(sources))]
+    got = run(random_table(5), sources, options, prefixes=prefixes)
+    plain = run(random_table(5), sources, options)
+    for prefix, hyps, free in zip(prefixes, got, plain, strict=True):
+        assert hyps and len(hyps) == options.n_best or options.search == "eole"
+        for h in hyps:
+            assert h.tokens[: len(prefix)] == prefix
+        if not prefix:  # no prefix: the plain search, exactly
+            assert [h.tokens for h in hyps] == [h.tokens for h in free]
+
+
+def test_forced_tokens_add_nothing_to_the_score():
+    # copy_table gives every copied token -0.1 and EOS -0.1 at the end; tokens outside
+    # the script get far lower log-probs, which forcing them must not add
+    (got,) = run(copy_table, [(4, 5, 6)], DecodeOptions(), prefixes=[(9, 8)])
+    assert got[0].tokens[:2] == (9, 8)
+    # after the prefix the fake continues its copy from position 2: token 6, then EOS
+    assert got[0].tokens == (9, 8, 6)
+    assert got[0].log_prob == pytest.approx(-0.2)
+
+
+def test_prefixed_and_plain_sentences_share_steps():
+    model = FakeStepModel(random_table(2))
+    loop = DecodeLoop(model, SPECIAL)
+    sources = [[4, 5, 6], [7, 8], [5, 5, 5, 5]]
+    searches = [
+        make_search(3, DecodeOptions(), SPECIAL, prefix=[9, 9]),
+        make_search(2, DecodeOptions(beam_size=2), SPECIAL),
+        make_search(4, DecodeOptions(beam_size=3, n_best=3), SPECIAL, prefix=[4]),
+    ]
+    loop.add(sources, searches, [0, 1, 2])
+    done = {}
+    while loop.active:
+        for handle, search in loop.step():
+            done[handle] = search.results()
+    assert done[0][0].tokens[:2] == (9, 9)
+    assert all(h.tokens[:1] == (4,) for h in done[2])
+    assert all(h.tokens[-1:] != (EOS,) for hyps in done.values() for h in hyps)
+
+
+def test_streaming_prefix_starts_with_the_prefix():
+    loop = DecodeLoop(FakeStepModel(random_table(4)), SPECIAL)
+    search = make_search(5, DecodeOptions(beam_size=3), SPECIAL, prefix=[6, 7, 8])
+    loop.add([[4, 5, 6, 7, 8]], [search], ["x"])
+    seen = []
+    while loop.active:
+        loop.step()
+        seen.append(search.stable_prefix())
+    # once the prefix is decoded, the stable text always starts with it
+    assert all(p[:3] == (6, 7, 8) for p in seen[3:])
+    assert seen[-1][:3] == (6, 7, 8)
+
+
+# -- parity with the PyTorch reference on the committed bundle ---------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+FP32 = ROOT / "model_repository" / "en-es" / "1"
+TEST_SPLIT = ROOT / "models" / "pretrained" / "en-es" / "test.en"
+
+
+@pytest.fixture(scope="module")
+def fp32():
+    from service.bundle import load_bundle
+    from service.runtime import RuntimeConfig
+
+    return load_bundle(FP32, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
+
+
+@pytest.fixture(scope="module")
+def demo():
+    torch = pytest.importorskip("torch")
+    from models.checkpoint import load_checkpoint
+    from models.translate import DEMO_CHECKPOINT
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield load_checkpoint(DEMO_CHECKPOINT)
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [DecodeOptions(), DecodeOptions(beam_size=4, n_best=3)],
+    ids=["greedy", "beam4-n3"],
+)
+def test_prefix_matches_the_pytorch_reference(fp32, demo, options):
+    import torch
+
+    from models.search import beam_search, greedy_search
+    from service.loop import decode
+
+    texts = TEST_SPLIT.read_text(encoding="utf-8").splitlines()[0:1200:100]
+    sources = [fp32.src_tokenizer.encode(t)[: fp32.max_source_tokens] for t in texts]
+    plain = decode(fp32.model, sources, options=DecodeOptions(), special=fp32.special)
+    # another sentence's translation start: rarely what the model would choose here
+    prefixes = [plain[(i + 1) % len(sources)][0].tokens[: i % 4] for i in range(len(sources))]
+    got = decode(fp32.model, sources, options=options, special=fp32.special, prefixes=prefixes)
+    lengths = torch.tensor([len(s) for s in sources])
+    src = torch.full((len(sources), int(lengths.max())), fp32.special.pad, dtype=torch.long)
+    for i, s in enumerate(sources):
+        src[i, : len(s)] = torch.tensor(s)
+    if options.beam_size == 1:
+        want = [
+            [h] for h in greedy_search(demo.model, src, lengths, options=options, prefixes=prefixes)
+        ]
+    else:
+        want = beam_search(demo.model, src, lengths, options=options, prefixes=prefixes)
+    for prefix, g, w in zip(prefixes, got, want, strict=True):
+        assert [h.tokens for h in g] == [h.tokens for h in w]
+        for hg, hw in zip(g, w, strict=True):
+            assert hg.tokens[: len(prefix)] == prefix
+            assert hg.score == pytest.approx(hw.score, abs=1e-4)
+
+
+# -- request validation -------------------------------------------------------------
+
+
+class WordTokenizer:
+    """Target tokenizer stand-in: one id per word, ``"·"`` tokenises to nothing."""
+
+    def encode(self, text: str) -> list[int]:
+        return [4 + len(w) for w in text.split() if w != "·"]
+
+
+def test_validate_prefixes_aligns_with_the_texts():
+    got = validate_prefixes(["a bb", ""], [[4, 5], [6]], DecodeOptions(), WordTokenizer())
+    assert got == [(5, 6), ()]
+    # fewer prefixes than texts: the rest have none
+    assert validate_prefixes(["a"], [[4], [5]], DecodeOptions(), WordTokenizer()) == [(5,), ()]
+
+
+@pytest.mark.parametrize(
+    ("prefixes", "options", "match"),
+    [
+        (["a", "b", "c"], DecodeOptions(), r"3 target prefixes for 2 texts"),
+        (["·"], DecodeOptions(), r"target_prefix\[0\] has no tokens"),
+        (["", "a b c"], DecodeOptions(max_length=3), r"target_prefix\[1\] has 3 target tokens"),
+        (
+            ["a " * 13],
+            DecodeOptions(),
+            r"allows at most 11 before EOS",
+        ),  # limit 2 * 1 + 10, EOS included
+    ],
+)
+def test_impossible_prefixes_are_invalid(prefixes, options, match):
+    with pytest.raises(InvalidRequest, match=match):
+        validate_prefixes(prefixes, [[4], [5, 6]], options, WordTokenizer())
