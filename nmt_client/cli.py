@@ -144,6 +144,13 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="cap on target tokens (default: the server's)",
     )
+    d.add_argument(
+        "--prefix",
+        metavar="TEXT",
+        default="",
+        help="force every translation to start with this target-language text (its "
+        "tokens add 0 to the scores); sentences on the command line only",
+    )
     o = p.add_argument_group("output")
     o.add_argument("--scores", action="store_true", help="print each hypothesis's score")
     o.add_argument(
@@ -187,6 +194,8 @@ def check_args(args: argparse.Namespace) -> str | None:
         return "--batch-size must be >= 1"
     if args.stream and (len(args.text) != 1 or args.n_best > 1):
         return "--stream translates one sentence to its best hypothesis: give exactly one"
+    if args.prefix and not args.text:
+        return "--prefix goes with sentences on the command line, not stdin"
     png = args.attention_png
     if png is not None:
         if not have_matplotlib():
@@ -227,11 +236,11 @@ def translate_lines(
 
 
 def _stream(
-    translator: Translator, text: str, options: DecodeOptions, *, scores: bool
+    translator: Translator, text: str, options: DecodeOptions, *, scores: bool, prefix: str = ""
 ) -> Result | None:
     """Print the translation as it is decoded; the final :class:`Result`."""
     shown, result = "", None
-    for update in translator.stream(text, options=options):
+    for update in translator.stream(text, options=options, target_prefix=prefix):
         if update.final:
             result = update.result
         if update.text.startswith(shown):
@@ -275,7 +284,14 @@ def run(args: argparse.Namespace) -> int:
             _list_models(translator)
             return 0
         if args.stream:
-            first = _stream(translator, args.text[0], options, scores=args.scores)
+            first = _stream(
+                translator, args.text[0], options, scores=args.scores, prefix=args.prefix
+            )
+        elif args.prefix:
+            prefixes = [args.prefix] * len(args.text)
+            for result in translator.translate(args.text, options=options, target_prefix=prefixes):
+                first = first or result
+                _print_result(result, args)
         else:
             interactive = not args.text and sys.stdin.isatty()
             for result in translate_lines(

@@ -121,20 +121,37 @@ def check_texts(texts: Sequence[str]) -> list[str]:
 
 
 def translate_request(
-    texts: Sequence[str], options: DecodeOptions | None = None, *, model: str | None = None
+    texts: Sequence[str],
+    options: DecodeOptions | None = None,
+    *,
+    model: str | None = None,
+    target_prefix: Sequence[str] = (),
 ) -> pb.TranslateRequest:
-    """The ``nmt.v1.TranslateRequest`` for ``texts`` (for callers that need the raw message)."""
+    """The ``nmt.v1.TranslateRequest`` for ``texts`` (for callers that need the raw
+    message); ``target_prefix``: each text's forced translation start ("" for none)."""
+    if isinstance(target_prefix, str):
+        raise TypeError("target_prefix is one string per text: pass a list")
     return pb.TranslateRequest(
-        texts=check_texts(texts), model=model or "", options=(options or DecodeOptions()).to_proto()
+        texts=check_texts(texts),
+        model=model or "",
+        options=(options or DecodeOptions()).to_proto(),
+        target_prefix=list(target_prefix),
     )
 
 
 def stream_request(
-    text: str, options: DecodeOptions | None = None, *, model: str | None = None
+    text: str,
+    options: DecodeOptions | None = None,
+    *,
+    model: str | None = None,
+    target_prefix: str = "",
 ) -> pb.TranslateStreamRequest:
     """The ``nmt.v1.TranslateStreamRequest`` for one sentence."""
     if not isinstance(text, str):
         raise TypeError(f"text is {type(text).__name__}, not str")
     return pb.TranslateStreamRequest(
-        text=text, model=model or "", options=(options or DecodeOptions()).to_proto()
+        text=text,
+        model=model or "",
+        options=(options or DecodeOptions()).to_proto(),
+        target_prefix=target_prefix,
     )

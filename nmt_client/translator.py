@@ -168,12 +168,15 @@ class Translator:
         model: str | None = None,
         timeout: float | None = None,
         request_id: str | None = None,
+        target_prefix: Sequence[str] = (),
     ) -> list[Result]:
         """Translate ``texts`` (one request, one :class:`Result` per sentence, in order).
 
         Decode options are :class:`DecodeOptions` fields; given ones override
         ``options``. ``timeout`` overrides the translator's; ``request_id`` names the
-        call in the server's logs. Raises :class:`TranslatorError` (a subclass by code)."""
+        call in the server's logs; ``target_prefix``: per text, the start its
+        translation is forced to ("" for none). Raises :class:`TranslatorError` (a
+        subclass by code)."""
         sources = check_texts(texts)
         if not sources:
             return []
@@ -187,7 +190,9 @@ class Translator:
             return_scores=return_scores,
             strategy=strategy,
         )
-        request = translate_request(sources, opts, model=self._model(model))
+        request = translate_request(
+            sources, opts, model=self._model(model), target_prefix=target_prefix
+        )
 
         def attempt(remaining: float, metadata) -> list[Result]:
             reply, call = self._stub.Translate.with_call(
@@ -241,6 +246,7 @@ class Translator:
         model: str | None = None,
         timeout: float | None = None,
         request_id: str | None = None,
+        target_prefix: str = "",
         **decode: Any,
     ) -> Iterator[StreamUpdate]:
         """Translate one sentence, yielding the target text as the server decodes it
@@ -249,7 +255,7 @@ class Translator:
         :meth:`translate` only until the first update arrives. Closing the iterator
         early cancels the call. ``decode``: :class:`DecodeOptions` fields."""
         opts = (options or DecodeOptions()).with_(**decode)
-        request = stream_request(text, opts, model=self._model(model))
+        request = stream_request(text, opts, model=self._model(model), target_prefix=target_prefix)
 
         def attempt(remaining: float, metadata):
             call = self._stub.TranslateStream(request, timeout=remaining, metadata=metadata)

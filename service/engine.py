@@ -29,7 +29,7 @@ from service.bundle import Bundle
 from service.decoding import Encoded, SentenceSearch, length_groups, make_search, pad_batch
 from service.errors import Cancelled, DeadlineExpired, EngineFailure, NotReady, Overloaded
 from service.jobs import Job, PrefixCallback, Timing, TranslationResult, decode_options
-from service.limits import EngineConfig, validate_request
+from service.limits import EngineConfig, validate_prefixes, validate_request
 from service.loop import DecodeLoop, isolate_failures
 from service.metrics import Metrics
 
@@ -214,9 +214,13 @@ class Engine:
         *,
         timeout: float | None = None,
         on_prefix: PrefixCallback | None = None,
+        prefixes: Sequence[str] = (),
     ) -> Job:
-        """Validate and queue a request; raises if it cannot be queued."""
-        return self._enqueue(self.validate(texts, options), options, timeout, on_prefix)
+        """Validate and queue a request; raises if it cannot be queued. ``prefixes``:
+        each text's forced target start (target-language text, "" for none)."""
+        sources = self.validate(texts, options)
+        forced = validate_prefixes(prefixes, sources, options, self.bundle.tgt_tokenizer)
+        return self._enqueue(sources, options, timeout, on_prefix, forced)
 
     def _enqueue(
         self,
@@ -224,9 +228,17 @@ class Engine:
         options: DecodeOptions,
         timeout: float | None = None,
         on_prefix: PrefixCallback | None = None,
+        prefixes: Sequence[tuple[int, ...]] = (),
     ) -> Job:
         deadline = None if timeout is None else time.monotonic() + timeout
-        job = Job(sources, options, deadline, on_prefix, on_cancel=self._note_cancel)
+        job = Job(
+            sources,
+            options,
+            deadline,
+            on_prefix,
+            on_cancel=self._note_cancel,
+            prefixes=list(prefixes),
+        )
         with self._cond:
             if not self._accepting:
                 self.metrics.rejected.labels("unavailable").inc()
@@ -515,7 +527,10 @@ class Engine:
         special = self.bundle.special
         for group, enc in outcome.encoded:
             handles = [admitted[i] for i in group]
-            searches = [make_search(len(j.sources[i]), j.options, special) for j, i in handles]
+            searches = [
+                make_search(len(j.sources[i]), j.options, special, j.prefixes[i])
+                for j, i in handles
+            ]
             self._loop.add_encoded(enc, searches, handles)
         if outcome.failed:
             # Their sentences that did encode have just joined and leave again here.

@@ -56,8 +56,12 @@ class Job:
     timing: Timing = field(default_factory=lambda: Timing(time.monotonic()))
     cancelled: bool = False
     on_cancel: Callable[[], None] | None = field(default=None, repr=False)
+    # Per sentence, the target token ids its translation is forced to start with.
+    prefixes: list[tuple[int, ...]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        if not self.prefixes:
+            self.prefixes = [()] * len(self.sources)
         self.results = [None] * len(self.sources)
         self.remaining = len(self.sources)
 

@@ -222,6 +222,8 @@ class RemoteEngine:
 
     # The very code of the in-process engine: these only use ``bundle``, ``config``,
     # ``max_source_tokens``, ``submit`` and ``_enqueue``, which this class has too.
+    # Validated (tokenised) here, in the server process: only token ids cross.
+    submit = Engine.submit
     validate = Engine.validate
     render = Engine.render
     wait = Engine.wait
@@ -369,27 +371,25 @@ class RemoteEngine:
 
     # -- requests ----------------------------------------------------------------------
 
-    def submit(
-        self,
-        texts: Sequence[str],
-        options: DecodeOptions,
-        *,
-        timeout: float | None = None,
-        on_prefix: PrefixCallback | None = None,
-    ) -> Job:
-        """Validate here (tokenisation included) and hand the token ids to the child."""
-        return self._enqueue(self.validate(texts, options), options, timeout, on_prefix)
-
     def _enqueue(
         self,
         sources: list[list[int]],
         options: DecodeOptions,
         timeout: float | None = None,
         on_prefix: PrefixCallback | None = None,
+        prefixes: Sequence[tuple[int, ...]] = (),
     ) -> Job:
+        """The validated (tokenised) request's token ids go to the child."""
         deadline = None if timeout is None else time.monotonic() + timeout
         jid = next(self._ids)
-        job = Job(sources, options, deadline, on_prefix, on_cancel=partial(self._cancel, jid))
+        job = Job(
+            sources,
+            options,
+            deadline,
+            on_prefix,
+            on_cancel=partial(self._cancel, jid),
+            prefixes=list(prefixes),
+        )
         with self._lock:
             if self._dead is not None or self._closed:
                 self.metrics.rejected.labels("unavailable").inc()
@@ -398,7 +398,8 @@ class RemoteEngine:
                 raise NotReady("the server is not accepting requests (starting or shutting down)")
             self._jobs[jid] = job
         # A send that fails means the child is gone: the reader fails the job.
-        self._wire.send(("submit", jid, sources, options, deadline, on_prefix is not None))
+        stream = on_prefix is not None
+        self._wire.send(("submit", jid, sources, options, deadline, stream, job.prefixes))
         return job
 
     def _cancel(self, jid: int) -> None:
@@ -586,12 +587,12 @@ class _Child:
         else:
             log.error("unknown message from the server process: %r", kind)
 
-    def _submit(self, jid, sources, options, deadline, stream: bool) -> None:
+    def _submit(self, jid, sources, options, deadline, stream: bool, prefixes) -> None:
         timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
         on_prefix = self._prefix_sender(jid) if stream else None
         try:
             # Validated (tokenised) by the parent: straight to the queue.
-            job = self.engine._enqueue(sources, options, timeout, on_prefix)
+            job = self.engine._enqueue(sources, options, timeout, on_prefix, prefixes)
         except Exception as exc:  # noqa: BLE001 - queue full, not accepting: the job's error
             self.wire.send(("error", jid, *_describe(exc)))
             return

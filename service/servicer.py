@@ -397,7 +397,12 @@ class TranslatorServicer:
                 defaults=engine.bundle.decoding,
             )
             timeout = self._timeout(context)
-            job = engine.submit(list(request.texts), record.options, timeout=timeout)
+            job = engine.submit(
+                list(request.texts),
+                record.options,
+                timeout=timeout,
+                prefixes=list(request.target_prefix),
+            )
             nbest = await self._result(job, timeout)
 
             def reply() -> pb.TranslateResponse:
@@ -445,7 +450,11 @@ class TranslatorServicer:
 
             timeout = self._timeout(context)
             job = engine.submit(
-                [request.text], record.options, timeout=timeout, on_prefix=on_prefix
+                [request.text],
+                record.options,
+                timeout=timeout,
+                on_prefix=on_prefix,
+                prefixes=[request.target_prefix],
             )
             job.future.add_done_callback(lambda _: _call_soon(loop, updates.put_nowait, None))
             text = ""

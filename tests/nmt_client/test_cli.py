@@ -203,3 +203,19 @@ def test_help_shows_the_defaults(capsys):
         "none: read stdin",
     ):
         assert shown in out
+
+
+def test_prefix_forces_the_start_of_each_translation(translator, address, capsys):
+    texts = ["A house.", "The visiting team swept the series"]
+    prefix = "la casa"
+    assert cli.main(["--server", address, "--prefix", prefix, *texts]) == 0
+    expected = translator.translate(texts, target_prefix=[prefix] * 2)
+    assert capsys.readouterr().out.splitlines() == [r.best.text for r in expected]
+    assert cli.main(["--server", address, "--stream", "--prefix", prefix, texts[0]]) == 0
+    assert capsys.readouterr().out == f"{expected[0].best.text}\n"
+
+
+def test_prefix_needs_sentences_on_the_command_line(address, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("A house.\n"))
+    assert cli.main(["--server", address, "--prefix", "la"]) == 2
+    assert "--prefix goes with sentences on the command line" in capsys.readouterr().err

@@ -196,3 +196,68 @@ def test_validate_prefixes_aligns_with_the_texts():
 def test_impossible_prefixes_are_invalid(prefixes, options, match):
     with pytest.raises(InvalidRequest, match=match):
         validate_prefixes(prefixes, [[4], [5, 6]], options, WordTokenizer())
+
+
+# -- over the wire: a real server, in process and with the engine in a child process ------
+
+WIRE_PREFIX = "la casa"
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["in-process", "engine-process"])
+def prefix_server(request, server_factory):
+    return server_factory(server={"engine_process": request.param})
+
+
+def _pieces(tiny_bundle, text: str) -> tuple[str, ...]:
+    from models.tokenizer import Tokenizer
+
+    tok = Tokenizer.from_file(tiny_bundle.bundle_dir / "target.spm.model")
+    return tuple(tok.pieces(tok.encode(text)))
+
+
+@pytest.mark.parametrize("beam, n_best", [(1, 1), (4, 3)])
+def test_every_served_hypothesis_starts_with_its_prefix(prefix_server, tiny_bundle, beam, n_best):
+    from nmt_client import Translator
+
+    texts = list(tiny_bundle.sentences[:3])
+    forced = _pieces(tiny_bundle, WIRE_PREFIX)
+    with Translator(f"127.0.0.1:{prefix_server.port}", timeout=60, retries=0) as t:
+        results = t.translate(
+            texts, beam_size=beam, n_best=n_best, target_prefix=[WIRE_PREFIX, "", WIRE_PREFIX]
+        )
+        plain = t.translate(texts[1:2], beam_size=beam, n_best=n_best)
+    for i in (0, 2):
+        assert len(results[i].hypotheses) == n_best
+        for hyp in results[i].hypotheses:
+            assert hyp.tokens[: len(forced)] == forced, hyp.tokens
+    # A sentence without a prefix decodes as it would alone.
+    assert [h.tokens for h in results[1].hypotheses] == [h.tokens for h in plain[0].hypotheses]
+
+
+def test_a_streamed_translation_starts_with_its_prefix(prefix_server, tiny_bundle):
+    from nmt_client import Translator
+
+    forced = _pieces(tiny_bundle, WIRE_PREFIX)
+    with Translator(f"127.0.0.1:{prefix_server.port}", timeout=60, retries=0) as t:
+        updates = list(t.stream(tiny_bundle.sentences[0], target_prefix=WIRE_PREFIX))
+    final = updates[-1]
+    assert final.final and final.result.best.tokens[: len(forced)] == forced
+    assert all(u.text.startswith(updates[0].text) for u in updates)
+
+
+@pytest.mark.parametrize(
+    "prefixes, match",
+    [
+        (["a", "b", "c", "d"], "4 target prefixes for 3 texts"),
+        ([" ".join(["casa"] * 400), "", ""], r"target_prefix\[0\] has \d+ target tokens"),
+    ],
+)
+def test_impossible_prefixes_are_invalid_argument(prefix_server, tiny_bundle, prefixes, match):
+    from nmt_client import InvalidRequest, Translator
+
+    address = f"127.0.0.1:{prefix_server.port}"
+    with (
+        Translator(address, timeout=60, retries=0) as t,
+        pytest.raises(InvalidRequest, match=match),
+    ):
+        t.translate(list(tiny_bundle.sentences[:3]), target_prefix=prefixes)

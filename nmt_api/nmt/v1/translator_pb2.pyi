@@ -39,14 +39,16 @@ class DecodeOptions(_message.Message):
     def __init__(self, strategy: _Optional[_Union[Strategy, str]] = ..., beam_size: _Optional[int] = ..., n_best: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_length: _Optional[int] = ..., max_length_ratio: _Optional[float] = ..., return_attention: _Optional[bool] = ..., return_scores: _Optional[bool] = ..., coverage_penalty: _Optional[float] = ...) -> None: ...
 
 class TranslateRequest(_message.Message):
-    __slots__ = ("texts", "model", "options")
+    __slots__ = ("texts", "model", "options", "target_prefix")
     TEXTS_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_PREFIX_FIELD_NUMBER: _ClassVar[int]
     texts: _containers.RepeatedScalarFieldContainer[str]
     model: str
     options: DecodeOptions
-    def __init__(self, texts: _Optional[_Iterable[str]] = ..., model: _Optional[str] = ..., options: _Optional[_Union[DecodeOptions, _Mapping]] = ...) -> None: ...
+    target_prefix: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, texts: _Optional[_Iterable[str]] = ..., model: _Optional[str] = ..., options: _Optional[_Union[DecodeOptions, _Mapping]] = ..., target_prefix: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class AttentionMatrix(_message.Message):
     __slots__ = ("rows", "cols", "values", "source_tokens", "target_tokens")
@@ -109,14 +111,16 @@ class TranslateResponse(_message.Message):
     def __init__(self, translations: _Optional[_Iterable[_Union[Translation, _Mapping]]] = ..., model: _Optional[str] = ..., model_version: _Optional[str] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ...) -> None: ...
 
 class TranslateStreamRequest(_message.Message):
-    __slots__ = ("text", "model", "options")
+    __slots__ = ("text", "model", "options", "target_prefix")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_PREFIX_FIELD_NUMBER: _ClassVar[int]
     text: str
     model: str
     options: DecodeOptions
-    def __init__(self, text: _Optional[str] = ..., model: _Optional[str] = ..., options: _Optional[_Union[DecodeOptions, _Mapping]] = ...) -> None: ...
+    target_prefix: str
+    def __init__(self, text: _Optional[str] = ..., model: _Optional[str] = ..., options: _Optional[_Union[DecodeOptions, _Mapping]] = ..., target_prefix: _Optional[str] = ...) -> None: ...
 
 class TranslateStreamResponse(_message.Message):
     __slots__ = ("text", "delta", "final", "translation", "timing")
