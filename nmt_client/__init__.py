@@ -23,6 +23,7 @@ from nmt_client.errors import (
 from nmt_client.options import DecodeOptions, stream_request, translate_request
 from nmt_client.results import (
     Attention,
+    Diagnostics,
     Hypothesis,
     ModelInfo,
     Result,
@@ -36,6 +37,7 @@ __all__ = [
     "Attention",
     "DeadlineExceeded",
     "DecodeOptions",
+    "Diagnostics",
     "Hypothesis",
     "InvalidRequest",
     "ModelInfo",

@@ -16,7 +16,7 @@ from pathlib import Path
 from nmt_client.errors import TranslatorError
 from nmt_client.heatmap import MATPLOTLIB_HINT, have_matplotlib, plot_attention
 from nmt_client.options import DecodeOptions
-from nmt_client.results import Result
+from nmt_client.results import Diagnostics, Result
 from nmt_client.translator import DEFAULT_TARGET, Translator
 
 PROG = "nmt-translate"
@@ -154,6 +154,12 @@ def parser() -> argparse.ArgumentParser:
     o = p.add_argument_group("output")
     o.add_argument("--scores", action="store_true", help="print each hypothesis's score")
     o.add_argument(
+        "--diagnostics",
+        action="store_true",
+        help="print each hypothesis's attention diagnostics: mean entropy (nats), coverage "
+        "deficit, over-attention, unknown-piece share of the source",
+    )
+    o.add_argument(
         "--stream",
         action="store_true",
         help="print the translation as the server decodes it (one sentence)",
@@ -260,7 +266,19 @@ def _print_result(result: Result | None, args: argparse.Namespace) -> None:
     for rank, hyp in enumerate(result.hypotheses):
         prefix = f"{rank + 1}\t" if args.n_best > 1 else ""
         suffix = f"\t{hyp.score:.4f}" if args.scores and hyp.score is not None else ""
+        if args.diagnostics and hyp.diagnostics is not None:
+            suffix += "\t" + _diagnostics_text(hyp.diagnostics)
         print(f"{prefix}{hyp.text}{suffix}")
+
+
+def _diagnostics_text(d: Diagnostics) -> str:
+    def num(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.3f}"
+
+    return (
+        f"entropy={num(d.entropy_mean)} deficit={num(d.coverage_deficit)} "
+        f"over={num(d.over_attention)} unk={num(d.unk_share)}"
+    )
 
 
 def _list_models(translator: Translator) -> None:
@@ -277,6 +295,7 @@ def run(args: argparse.Namespace) -> int:
         max_length=args.max_length,
         return_attention=args.attention_png is not None,
         return_scores=args.scores,
+        return_diagnostics=args.diagnostics,
     )
     first: Result | None = None
     with translator_from_args(args, args.server) as translator:

@@ -41,6 +41,8 @@ class DecodeOptions:
     return_scores: bool = True
     # GNMT coverage penalty beta >= 0 (server default 0: none)
     coverage_penalty: float | None = None
+    # Each hypothesis's attention diagnostics (entropy, coverage; Hypothesis.diagnostics)
+    return_diagnostics: bool = False
 
     def __post_init__(self) -> None:
         if self.strategy is not None and self.strategy not in _STRATEGIES:
@@ -83,6 +85,7 @@ class DecodeOptions:
             max_length=self.max_length or 0,
             return_attention=self.return_attention,
             return_scores=self.return_scores,
+            return_diagnostics=self.return_diagnostics,
         )
         if self.length_penalty is not None:
             msg.length_penalty = self.length_penalty
@@ -106,6 +109,7 @@ class DecodeOptions:
             return_attention=msg.return_attention,
             return_scores=msg.return_scores,
             coverage_penalty=(msg.coverage_penalty if msg.HasField("coverage_penalty") else None),
+            return_diagnostics=msg.return_diagnostics,
         )
 
 

@@ -60,16 +60,46 @@ class Attention:
 
 
 @dataclass(frozen=True)
+class Diagnostics:
+    """How a hypothesis attended to its source: mean / max entropy of its attention rows
+    (nats; 0 = one source token, ln(n) = spread over n), ``coverage_deficit`` (share of
+    source tokens with total attention < 0.5: dropped words?), ``over_attention`` (share
+    > 1.5: repetition?), ``unk_share`` (source pieces the model does not know).
+    ``None``: no usable attention."""
+
+    entropy_mean: float | None
+    entropy_max: float | None
+    coverage_deficit: float | None
+    over_attention: float | None
+    unk_share: float
+
+    @classmethod
+    def from_proto(cls, msg: pb.AttentionDiagnostics) -> Diagnostics:
+        def opt(name: str) -> float | None:
+            return getattr(msg, name) if msg.HasField(name) else None
+
+        return cls(
+            opt("entropy_mean"),
+            opt("entropy_max"),
+            opt("coverage_deficit"),
+            opt("over_attention"),
+            msg.unk_share,
+        )
+
+
+@dataclass(frozen=True)
 class Hypothesis:
     """One translation of a sentence: ``text``, its target pieces (``tokens``, no
     ``</s>``), ``score`` (log-prob / length**length_penalty) and ``log_prob`` (``None``
-    unless scores were asked for), ``attention`` (``None`` unless asked for)."""
+    unless scores were asked for), ``attention`` and ``diagnostics`` (``None`` unless
+    asked for)."""
 
     text: str
     tokens: tuple[str, ...]
     score: float | None = None
     log_prob: float | None = None
     attention: Attention | None = None
+    diagnostics: Diagnostics | None = None
 
     @classmethod
     def from_proto(cls, msg: pb.Hypothesis, *, scores: bool) -> Hypothesis:
@@ -79,6 +109,7 @@ class Hypothesis:
             msg.score if scores else None,
             msg.log_prob if scores else None,
             Attention.from_proto(msg.attention) if msg.HasField("attention") else None,
+            Diagnostics.from_proto(msg.diagnostics) if msg.HasField("diagnostics") else None,
         )
 
 

@@ -163,6 +163,7 @@ class Translator:
         max_length_ratio: float | None = None,
         return_attention: bool | None = None,
         return_scores: bool | None = None,
+        return_diagnostics: bool | None = None,
         strategy: Strategy | None = None,
         options: DecodeOptions | None = None,
         model: str | None = None,
@@ -188,6 +189,7 @@ class Translator:
             max_length_ratio=max_length_ratio,
             return_attention=return_attention,
             return_scores=return_scores,
+            return_diagnostics=return_diagnostics,
             strategy=strategy,
         )
         request = translate_request(

@@ -278,6 +278,7 @@ class Engine:
                     hypotheses=[
                         (tgt_tok.decode(h.tokens), tgt_tok.pieces(h.tokens), h) for h in hyps
                     ],
+                    source_ids=tuple(ids),
                 )
             )
         return out

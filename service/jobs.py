@@ -82,6 +82,7 @@ class TranslationResult:
 
     source_pieces: list[str]
     hypotheses: list[tuple[str, list[str], Hypothesis]]
+    source_ids: tuple[int, ...] = ()
 
 
 def decode_options(defaults: DecodeOptions | None = None, **fields) -> DecodeOptions:

@@ -4,9 +4,11 @@ Torch-free, no gRPC calls; the servicer uses these at the edge of every RPC."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from models.options import DecodeOptions
 from nmt_api.nmt.v1 import translator_pb2 as pb
+from service.diagnostics import Diagnostics
 from service.engine import Job, TranslationResult, decode_options
 from service.errors import InvalidRequest
 
@@ -46,7 +48,8 @@ def to_options(
         max_length_ratio=(
             msg.max_length_ratio if msg.HasField("max_length_ratio") else defaults.max_length_ratio
         ),
-        return_attention=msg.return_attention,
+        # Diagnostics are computed from the attention: the loop must keep it.
+        return_attention=msg.return_attention or msg.return_diagnostics,
         coverage_penalty=(
             msg.coverage_penalty if msg.HasField("coverage_penalty") else defaults.coverage_penalty
         ),
@@ -60,13 +63,33 @@ def strategy_label(options: DecodeOptions | None) -> str:
     return "greedy" if options.beam_size == 1 else "beam"
 
 
-def to_translation(result: TranslationResult, *, scores: bool) -> pb.Translation:
+def to_diagnostics(diag: Diagnostics) -> pb.AttentionDiagnostics:
+    out = pb.AttentionDiagnostics(unk_share=diag.unk_share)
+    for name in ("entropy_mean", "entropy_max", "coverage_deficit", "over_attention"):
+        value = getattr(diag, name)
+        if value is not None:  # unset: no usable attention row
+            setattr(out, name, value)
+    return out
+
+
+def to_translation(
+    result: TranslationResult,
+    *,
+    scores: bool,
+    attention: bool = True,
+    diagnostics: Sequence[Diagnostics] | None = None,
+) -> pb.Translation:
+    """``result`` as a message; ``attention``: include the matrices the hypotheses carry
+    (a request for diagnostics alone makes the loop keep them too); ``diagnostics``: one
+    per hypothesis, or None."""
     out = pb.Translation(source_tokens=len(result.source_pieces))
-    for text, pieces, hyp in result.hypotheses:
+    for i, (text, pieces, hyp) in enumerate(result.hypotheses):
         h = out.hypotheses.add(text=text, tokens=pieces)
         if scores:
             h.score, h.log_prob = hyp.score, hyp.log_prob
-        if hyp.attention is not None:
+        if diagnostics is not None:
+            h.diagnostics.CopyFrom(to_diagnostics(diagnostics[i]))
+        if attention and hyp.attention is not None:
             rows, cols = hyp.attention.shape
             h.attention.rows, h.attention.cols = rows, cols
             h.attention.values.extend(hyp.attention.astype(float).ravel().tolist())

@@ -30,7 +30,8 @@ from google.protobuf.message import DecodeError, Message
 from models.options import DecodeOptions, Hypothesis
 from nmt_api import NOT_READY_HINT, SERVICE_NAME
 from nmt_api.nmt.v1 import translator_pb2 as pb
-from service.engine import DEADLINE_MESSAGE, Engine, Job
+from service.diagnostics import diagnose, observe
+from service.engine import DEADLINE_MESSAGE, Engine, Job, TranslationResult
 from service.errors import (
     Cancelled,
     DeadlineExpired,
@@ -257,13 +258,38 @@ class TranslatorServicer:
         self._check_size(len(data))
         return data
 
-    def _build(self, make: Callable[[], Message], nbest: list[list[Hypothesis]]) -> bytes:
-        """``make()`` serialized; refused before it is built when its attention maps alone
-        (4 bytes a value) exceed the limit: a reply of 67 MB costs a second to build."""
-        self._check_size(
-            sum(4 * h.attention.size for hyps in nbest for h in hyps if h.attention is not None)
-        )
+    def _build(
+        self, make: Callable[[], Message], nbest: list[list[Hypothesis]], attention: bool
+    ) -> bytes:
+        """``make()`` serialized; refused before it is built when the attention maps it
+        will carry (``attention``), 4 bytes a value, alone exceed the limit: a reply of 67
+        MB costs a second to build."""
+        if attention:
+            self._check_size(
+                sum(4 * h.attention.size for hyps in nbest for h in hyps if h.attention is not None)
+            )
         return self._serialize(make())
+
+    def _translation(
+        self, engine: Engine, model: str, result: TranslationResult, options: pb.DecodeOptions
+    ) -> pb.Translation:
+        """One sentence's message. With diagnostics asked for, each hypothesis carries its
+        own, and the best one's go to the model's histograms (so those sample the requests
+        that ask). Runs on a reply thread."""
+        diagnostics = None
+        if options.return_diagnostics:
+            unk = engine.bundle.config.unk_id
+            diagnostics = [
+                diagnose(h.attention, result.source_ids, unk) for _, _, h in result.hypotheses
+            ]
+            if diagnostics:
+                observe(self.metrics, model or self.default_model, diagnostics[0])
+        return to_translation(
+            result,
+            scores=options.return_scores,
+            attention=options.return_attention,
+            diagnostics=diagnostics,
+        )
 
     async def _off_loop(self, fn: Callable[[], bytes]) -> bytes:
         """``fn()`` on a reply thread: rendering and serializing a large reply must not
@@ -408,7 +434,7 @@ class TranslatorServicer:
             def reply() -> pb.TranslateResponse:
                 return pb.TranslateResponse(
                     translations=[
-                        to_translation(r, scores=request.options.return_scores)
+                        self._translation(engine, request.model, r, request.options)
                         for r in engine.render(job, nbest)
                     ],
                     model=engine.bundle.manifest.get("name", ""),
@@ -416,7 +442,8 @@ class TranslatorServicer:
                     timing=to_timing(job),
                 )
 
-            return await self._off_loop(lambda: self._build(reply, nbest))
+            attention = request.options.return_attention
+            return await self._off_loop(lambda: self._build(reply, nbest, attention))
         finally:
             if job is not None and not job.future.done():
                 job.cancel()  # the client left, or the deadline passed: free its rows
@@ -475,11 +502,15 @@ class TranslatorServicer:
                         text=best,
                         delta=best[len(text) :] if best.startswith(text) else best,
                         final=True,
-                        translation=to_translation(result, scores=request.options.return_scores),
+                        translation=self._translation(
+                            engine, request.model, result, request.options
+                        ),
                         timing=to_timing(job),
                     )
 
-                await self._send(context, await self._off_loop(lambda: self._build(final, nbest)))
+                attention = request.options.return_attention
+                built = await self._off_loop(lambda: self._build(final, nbest, attention))
+                await self._send(context, built)
         except TimeoutError:
             raise DeadlineExpired(DEADLINE_MESSAGE) from None
         finally:

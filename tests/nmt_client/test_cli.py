@@ -219,3 +219,10 @@ def test_prefix_needs_sentences_on_the_command_line(address, capsys, monkeypatch
     monkeypatch.setattr(sys, "stdin", io.StringIO("A house.\n"))
     assert cli.main(["--server", address, "--prefix", "la"]) == 2
     assert "--prefix goes with sentences on the command line" in capsys.readouterr().err
+
+
+def test_diagnostics_are_printed_per_hypothesis(address, capsys):
+    assert cli.main(["--server", address, "--diagnostics", "A house."]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    text, diag = line.split("\t")
+    assert text and diag.startswith("entropy=") and " deficit=" in diag and " unk=" in diag

@@ -112,4 +112,4 @@ def test_a_reply_whose_attention_alone_is_over_the_limit_is_never_built(server_f
         raise AssertionError("built a reply that was going to be refused")
 
     with pytest.raises(InvalidRequest, match=r"the reply would be 1228800 bytes, over the 1048576"):
-        server.servicer._build(make, nbest)
+        server.servicer._build(make, nbest, True)

@@ -95,3 +95,59 @@ def test_metrics_record_diagnostics_and_skip_undefined_ones():
     text = generate_latest(registry).decode()
     assert "nmt_attention_entropy_bucket" in text and "nmt_coverage_deficit_bucket" in text
     assert "nan" not in text.lower()
+
+
+# -- over the wire -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def diag_server(server_factory):
+    return server_factory()
+
+
+@pytest.mark.parametrize("beam, n_best", [(1, 1), (3, 2)])
+def test_served_diagnostics_match_the_returned_attention(diag_server, tiny_bundle, beam, n_best):
+    from nmt_client import Translator
+    from service.diagnostics import diagnose as reference
+
+    texts = list(tiny_bundle.sentences[:3])
+    with Translator(f"127.0.0.1:{diag_server.port}", timeout=60, retries=0) as t:
+        only = t.translate(texts, beam_size=beam, n_best=n_best, return_diagnostics=True)
+        both = t.translate(
+            texts, beam_size=beam, n_best=n_best, return_diagnostics=True, return_attention=True
+        )
+        plain = t.translate(texts, beam_size=beam, n_best=n_best)
+    unk = diag_server.engines["tiny"].bundle.config.unk_id
+    src_tok = diag_server.engines["tiny"].bundle.src_tokenizer
+    for text, r_only, r_both, r_plain in zip(texts, only, both, plain, strict=True):
+        # Diagnostics alone bring no attention matrix, and change no translation.
+        assert [h.tokens for h in r_only.hypotheses] == [h.tokens for h in r_plain.hypotheses]
+        assert all(h.attention is None for h in r_only.hypotheses)
+        assert all(h.diagnostics is None for h in r_plain.hypotheses)
+        for h_only, h_both in zip(r_only.hypotheses, r_both.hypotheses, strict=True):
+            want = reference(np.array(h_both.attention.matrix), src_tok.encode(text), unk)
+            got = h_only.diagnostics
+            assert got == h_both.diagnostics
+            assert got.entropy_mean == pytest.approx(want.entropy_mean, rel=1e-5)
+            assert got.entropy_max == pytest.approx(want.entropy_max, rel=1e-5)
+            assert got.coverage_deficit == pytest.approx(want.coverage_deficit, rel=1e-5)
+            assert got.over_attention == pytest.approx(want.over_attention, rel=1e-5)
+            assert 0.0 <= got.entropy_mean <= math.log(len(src_tok.encode(text))) + 1e-5
+
+
+def test_diagnostics_reach_the_histograms_only_when_asked(diag_server, tiny_bundle):
+    from nmt_client import Translator
+
+    registry = diag_server.registry
+
+    def count() -> float:
+        return registry.get_sample_value("nmt_attention_entropy_count", {"model": "tiny"}) or 0.0
+
+    before = count()
+    with Translator(f"127.0.0.1:{diag_server.port}", timeout=60, retries=0) as t:
+        t.translate(list(tiny_bundle.sentences[:2]))
+        assert count() == before
+        t.translate(list(tiny_bundle.sentences[:2]), return_diagnostics=True)
+    assert count() == before + 2  # one best hypothesis per sentence
+    deficit = registry.get_sample_value("nmt_coverage_deficit_count", {"model": "tiny"})
+    assert deficit and deficit >= 2

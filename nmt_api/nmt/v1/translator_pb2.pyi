@@ -17,7 +17,7 @@ STRATEGY_GREEDY: Strategy
 STRATEGY_BEAM: Strategy
 
 class DecodeOptions(_message.Message):
-    __slots__ = ("strategy", "beam_size", "n_best", "length_penalty", "max_length", "max_length_ratio", "return_attention", "return_scores", "coverage_penalty")
+    __slots__ = ("strategy", "beam_size", "n_best", "length_penalty", "max_length", "max_length_ratio", "return_attention", "return_scores", "coverage_penalty", "return_diagnostics")
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     BEAM_SIZE_FIELD_NUMBER: _ClassVar[int]
     N_BEST_FIELD_NUMBER: _ClassVar[int]
@@ -27,6 +27,7 @@ class DecodeOptions(_message.Message):
     RETURN_ATTENTION_FIELD_NUMBER: _ClassVar[int]
     RETURN_SCORES_FIELD_NUMBER: _ClassVar[int]
     COVERAGE_PENALTY_FIELD_NUMBER: _ClassVar[int]
+    RETURN_DIAGNOSTICS_FIELD_NUMBER: _ClassVar[int]
     strategy: Strategy
     beam_size: int
     n_best: int
@@ -36,7 +37,8 @@ class DecodeOptions(_message.Message):
     return_attention: bool
     return_scores: bool
     coverage_penalty: float
-    def __init__(self, strategy: _Optional[_Union[Strategy, str]] = ..., beam_size: _Optional[int] = ..., n_best: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_length: _Optional[int] = ..., max_length_ratio: _Optional[float] = ..., return_attention: _Optional[bool] = ..., return_scores: _Optional[bool] = ..., coverage_penalty: _Optional[float] = ...) -> None: ...
+    return_diagnostics: bool
+    def __init__(self, strategy: _Optional[_Union[Strategy, str]] = ..., beam_size: _Optional[int] = ..., n_best: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_length: _Optional[int] = ..., max_length_ratio: _Optional[float] = ..., return_attention: _Optional[bool] = ..., return_scores: _Optional[bool] = ..., coverage_penalty: _Optional[float] = ..., return_diagnostics: _Optional[bool] = ...) -> None: ...
 
 class TranslateRequest(_message.Message):
     __slots__ = ("texts", "model", "options", "target_prefix")
@@ -65,18 +67,34 @@ class AttentionMatrix(_message.Message):
     def __init__(self, rows: _Optional[int] = ..., cols: _Optional[int] = ..., values: _Optional[_Iterable[float]] = ..., source_tokens: _Optional[_Iterable[str]] = ..., target_tokens: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Hypothesis(_message.Message):
-    __slots__ = ("text", "tokens", "score", "log_prob", "attention")
+    __slots__ = ("text", "tokens", "score", "log_prob", "attention", "diagnostics")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TOKENS_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     LOG_PROB_FIELD_NUMBER: _ClassVar[int]
     ATTENTION_FIELD_NUMBER: _ClassVar[int]
+    DIAGNOSTICS_FIELD_NUMBER: _ClassVar[int]
     text: str
     tokens: _containers.RepeatedScalarFieldContainer[str]
     score: float
     log_prob: float
     attention: AttentionMatrix
-    def __init__(self, text: _Optional[str] = ..., tokens: _Optional[_Iterable[str]] = ..., score: _Optional[float] = ..., log_prob: _Optional[float] = ..., attention: _Optional[_Union[AttentionMatrix, _Mapping]] = ...) -> None: ...
+    diagnostics: AttentionDiagnostics
+    def __init__(self, text: _Optional[str] = ..., tokens: _Optional[_Iterable[str]] = ..., score: _Optional[float] = ..., log_prob: _Optional[float] = ..., attention: _Optional[_Union[AttentionMatrix, _Mapping]] = ..., diagnostics: _Optional[_Union[AttentionDiagnostics, _Mapping]] = ...) -> None: ...
+
+class AttentionDiagnostics(_message.Message):
+    __slots__ = ("entropy_mean", "entropy_max", "coverage_deficit", "over_attention", "unk_share")
+    ENTROPY_MEAN_FIELD_NUMBER: _ClassVar[int]
+    ENTROPY_MAX_FIELD_NUMBER: _ClassVar[int]
+    COVERAGE_DEFICIT_FIELD_NUMBER: _ClassVar[int]
+    OVER_ATTENTION_FIELD_NUMBER: _ClassVar[int]
+    UNK_SHARE_FIELD_NUMBER: _ClassVar[int]
+    entropy_mean: float
+    entropy_max: float
+    coverage_deficit: float
+    over_attention: float
+    unk_share: float
+    def __init__(self, entropy_mean: _Optional[float] = ..., entropy_max: _Optional[float] = ..., coverage_deficit: _Optional[float] = ..., over_attention: _Optional[float] = ..., unk_share: _Optional[float] = ...) -> None: ...
 
 class Translation(_message.Message):
     __slots__ = ("hypotheses", "source_tokens")
