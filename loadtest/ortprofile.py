@@ -126,6 +126,6 @@ def profile_decoder(
         "kernels_us": round(kernels, 1),
         "framework_us": round(step - kernels, 1),
         "gemm_share_pct": round(100 * gemm / step, 1) if step else None,
-        "gemm_gflops": round(gemm_flops / n_runs / gemm / 1e3, 1) if gemm else None,
+        "gemm_gflops": round(gemm_flops / n_runs / gemm / 1e3, 3) if gemm else None,
         "by_op_us": {k: round(v / n_runs, 1) for k, v in by_op.most_common()},
     }
