@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # Serving image of rnn-nmt-serving: gRPC + ONNX Runtime, never torch.
 #
 #   docker build --target cpu -t rnn-nmt-serving:cpu .    # onnxruntime on python:3.11-slim
@@ -10,6 +9,12 @@
 # mounting a repository over it read-only: -v "$PWD/my-repo:/models:ro".
 # Every nmt-serve flag is an NMT_<FLAG> environment variable (docker run -e NMT_MAX_QUEUE=64).
 # The HEALTHCHECK asks grpc.health.v1 on 127.0.0.1:$NMT_PORT: healthy once warmed up.
+# No `# syntax=` line: it makes BuildKit pull docker/dockerfile from Docker Hub first, and
+# every build fails where Docker Hub cannot be reached. Without Docker Hub, build on the
+# local stand-in bases of deploy/docker/standins.py:
+#   docker build --target cpu --build-arg PYTHON_IMAGE=nmt-standin/python:3.11-bookworm \
+#       -t rnn-nmt-serving:cpu-standin .
+# (tests/deploy/docker/ builds and runs this image that way.)
 
 ARG PYTHON_IMAGE=python:3.11-slim
 ARG CUDA_IMAGE=nvidia/cuda:13.0.0-cudnn-runtime-ubuntu24.04
@@ -19,31 +24,44 @@ ARG CUDA_IMAGE=nvidia/cuda:13.0.0-cudnn-runtime-ubuntu24.04
 # and cuDNN 9 is what the GPU tests and benchmarks ran on (H100). To move to another
 # release, change both and check `cuda_version` in its version_info.py.
 ARG ORT_GPU_SPEC="onnxruntime-gpu==1.31.1"
+# The CPU image is pinned too, so that rebuilding it does not silently change the runtime
+# under the bundles: 1.32.0 is the release the test suite, the export gates and the CPU
+# benchmarks ran on. pyproject.toml's `onnxruntime>=1.18` is the range the package
+# supports; this is the one release the image ships. Move it deliberately (and run the
+# tests on the new release).
+ARG ORT_CPU_SPEC="onnxruntime==1.32.0"
 
 # ---------------------------------------------------------------- sources (shared)
-FROM ${PYTHON_IMAGE} AS sources
+# Files only, nothing runs here: `scratch` keeps these layers small (on the vfs storage
+# driver every layer above a base is a full copy of it).
+FROM scratch AS sources
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY models/ models/
 COPY export/ export/
 COPY service/ service/
 COPY loadtest/ loadtest/
+COPY nmt_api/ nmt_api/
+COPY nmt_client/ nmt_client/
 
 # ---------------------------------------------------------------- CPU build stage
 FROM ${PYTHON_IMAGE} AS build-cpu
-ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
-RUN python -m venv /opt/venv
-ENV PATH=/opt/venv/bin:$PATH
+ARG ORT_CPU_SPEC
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PATH=/opt/venv/bin:$PATH
 COPY --from=sources /src /src
-# The serving install: no extras, so no torch, onnx, sacrebleu or locust.
-RUN pip install /src \
+# The serving install: no extras, so no torch, onnx, sacrebleu or locust; onnxruntime
+# exactly ORT_CPU_SPEC.
+# hadolint ignore=DL3013
+RUN python -m venv /opt/venv \
+    && pip install /src "${ORT_CPU_SPEC}" \
     && python -c "import importlib.util as u, sys; sys.exit(bool(u.find_spec('torch')))" \
     && python -c "import onnxruntime, service.server"
 
 # ---------------------------------------------------------------- CPU runtime: --target cpu
 FROM ${PYTHON_IMAGE} AS cpu
 RUN groupadd --system --gid 10001 nmt \
-    && useradd --system --uid 10001 --gid nmt --no-create-home --shell /usr/sbin/nologin nmt
+    && useradd --system --uid 10001 --gid nmt --create-home --home-dir /home/nmt \
+        --shell /usr/sbin/nologin nmt
 COPY --from=build-cpu /opt/venv /opt/venv
 COPY model_repository/ /models/
 COPY deploy/healthcheck.py /usr/local/bin/nmt-healthcheck
@@ -90,7 +108,8 @@ RUN pip install /src \
 # ---------------------------------------------------------------- GPU runtime: --target gpu
 FROM gpu-base AS gpu
 RUN groupadd --system --gid 10001 nmt \
-    && useradd --system --uid 10001 --gid nmt --no-create-home --shell /usr/sbin/nologin nmt
+    && useradd --system --uid 10001 --gid nmt --create-home --home-dir /home/nmt \
+        --shell /usr/sbin/nologin nmt
 COPY --from=build-gpu /opt/venv /opt/venv
 COPY model_repository/ /models/
 COPY deploy/healthcheck.py /usr/local/bin/nmt-healthcheck

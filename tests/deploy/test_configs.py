@@ -138,6 +138,33 @@ def test_grafana_provisioning_matches_the_compose_mounts_and_dashboard(compose):
     assert uids == {source["uid"]}
 
 
+# The real images by default; tests/deploy/docker/ sets local stand-ins through these.
+IMAGE_VARIABLES = {
+    "lb": ("NGINX_IMAGE", "nginx:"),
+    "prometheus": ("PROMETHEUS_IMAGE", "prom/prometheus:"),
+    "grafana": ("GRAFANA_IMAGE", "grafana/grafana-oss:"),
+}
+# Host ports of the loopback-only services: variables defaulting to the documented ports.
+HOST_PORTS = {
+    "translator-cpu": ("NMT_METRICS_HOST_PORT", "9464"),
+    "translator-gpu": ("NMT_METRICS_HOST_PORT", "9464"),
+    "prometheus": ("PROMETHEUS_PORT", "9090"),
+    "grafana": ("GRAFANA_PORT", "3000"),
+}
+
+
+def test_compose_images_and_host_ports_come_from_variables_with_real_defaults(compose):
+    services = compose["services"]
+    for name, (variable, default) in IMAGE_VARIABLES.items():
+        m = re.fullmatch(rf"\$\{{{variable}:-([^}}]+)\}}", services[name]["image"])
+        assert m and m.group(1).startswith(default), (name, services[name]["image"])
+    python = services["translator-cpu"]["build"]["args"]["PYTHON_IMAGE"]
+    assert python == "${PYTHON_IMAGE:-python:3.11-slim}"
+    for name, (variable, port) in HOST_PORTS.items():
+        loopback = [p for p in services[name]["ports"] if p.startswith("127.0.0.1:")]
+        assert loopback == [f"127.0.0.1:${{{variable}:-{port}}}:{port}"], (name, loopback)
+
+
 # -- Dockerfile --------------------------------------------------------------------------
 
 
@@ -192,6 +219,15 @@ def test_dockerfile_installs_the_package_without_extras_or_torch():
     # that goes with CUDA_IMAGE, never a range that a new release could move under it.
     args = dict(re.findall(r"ARG\s+(\w+)=(\S+)", " ".join(stages[""])))
     assert re.fullmatch(r'"?onnxruntime-gpu==\d+\.\d+\.\d+"?', args["ORT_GPU_SPEC"])
+    # The CPU image is pinned the same way (one release, the one the tests ran on).
+    assert re.fullmatch(r'"?onnxruntime==\d+\.\d+\.\d+"?', args["ORT_CPU_SPEC"])
+    assert any('pip install /src "${ORT_CPU_SPEC}"' in x for x in stages["build-cpu"])
+
+
+def test_dockerfile_needs_no_registry_but_its_base_images():
+    # `# syntax=docker/dockerfile:1` makes BuildKit pull a frontend image from Docker Hub
+    # first: every build failed where only the package mirrors could be reached.
+    assert not re.search(r"^#\s*syntax\s*=", DOCKERFILE.read_text(), re.M | re.I)
 
 
 def dockerignored(path: str, patterns: list[str]) -> bool:

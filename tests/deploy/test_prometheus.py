@@ -3,13 +3,16 @@ server and counts exactly the requests it served."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import yaml
 
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from tests.deploy.helpers import (
+    DASHBOARD,
     PROMETHEUS_YML,
+    dashboard_exprs,
     free_port,
     http_get,
     local_prometheus_config,
@@ -70,4 +73,9 @@ def test_prometheus_counts_every_request(server_factory, tiny_bundle, processes,
     }
     (info,) = prometheus_query(port, "nmt_model_info")
     assert info["metric"]["provider"] == "CPUExecutionProvider"
+    # Every call succeeded, so no series of a failure code exists: the dashboard's error
+    # ratio must still say 0 (a plain failures/total ratio is empty, "No data").
+    (ratio,) = [e for t, e in dashboard_exprs(json.loads(DASHBOARD.read_text())) if "Error" in t]
+    assert wait_until(lambda: scalar(port, ratio) is not None, timeout=30, every=0.5), ratio
+    assert scalar(port, ratio) == 0.0
     assert processes.stop(prom) == 0

@@ -1,0 +1,98 @@
+"""The CPU serving image, built from the repository's Dockerfile and run on a real Docker
+engine: non-root, healthy once warmed up, translating and exporting metrics over its
+published ports, clean start log, pinned runtime, and a clean exit on `docker stop`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from tests.deploy.docker.client import SENTENCES, list_models, translate
+from tests.deploy.docker.conftest import dockerfile_arg
+from tests.deploy.docker.engine import Docker
+from tests.deploy.helpers import scrape
+
+UID = "10001"
+CALLS = 6
+
+
+@pytest.fixture(scope="module")
+def container(docker: Docker, cpu_image: str) -> Iterator[str]:
+    """The image run as its README says, ports published on 127.0.0.1 (Docker picks
+    them), healthy; removed at the end."""
+    name = f"nmt-test-{os.getpid()}-cpu"
+    docker.run("rm", "-f", name, check=False)
+    docker.run(
+        "run", "-d", "--name", name,
+        "-p", "127.0.0.1::50051", "-p", "127.0.0.1::9464", cpu_image,
+    )  # fmt: skip
+    try:
+        docker.wait_healthy(name)
+        yield name
+    finally:
+        docker.run("rm", "-f", name, check=False)
+
+
+def test_runs_as_uid_10001_not_root(docker, container):
+    assert docker.inspect(container)["Config"]["User"] == f"{UID}:{UID}"
+    # The server process itself (PID 1), not only a shell exec'ed into the container.
+    status = docker.run("exec", container, "cat", "/proc/1/status")
+    (uids,) = [line.split()[1:] for line in status.splitlines() if line.startswith("Uid:")]
+    assert set(uids) == {UID}, uids
+    assert docker.run("exec", container, "id", "-un").strip() == "nmt"
+
+
+def test_translates_over_the_published_port(docker, container):
+    port = docker.host_port(container, 50051)
+    assert list_models(port) == [("en-es", "CPUExecutionProvider")]
+    for i in range(CALLS - 1):
+        (text,) = translate(port, SENTENCES[i % len(SENTENCES)])
+        assert text.strip() and text != SENTENCES[i % len(SENTENCES)]
+    n_best = translate(port, SENTENCES[0], beam=4)
+    assert len(n_best) == 2 and all(t.strip() for t in n_best)
+
+
+def test_serves_metrics_counting_the_calls(docker, container):
+    port = docker.host_port(container, 50051)
+    before = scrape(docker.host_port(container, 9464))
+    translate(port, SENTENCES[1])
+    after = scrape(docker.host_port(container, 9464))
+    ok = {"method": "Translate", "code": "OK"}
+    assert after.value("nmt_requests_total", **ok) == before.value("nmt_requests_total", **ok) + 1
+    assert after.value("nmt_model_info", provider="CPUExecutionProvider") == 1
+
+
+def test_start_log_has_no_warning_and_home_is_writable(docker, container):
+    logs = docker.run("logs", container, stderr=subprocess.STDOUT)
+    assert "serving on port 50051 (SERVING)" in logs
+    # ONNX Runtime warned at every start when $HOME did not exist (it persists a
+    # telemetry device id there): "[W:onnxruntime:Default, telemetry_1ds.cc ...]".
+    warnings = [x for x in logs.splitlines() if "[W:onnxruntime" in x or " WARNING " in x]
+    assert not warnings, warnings
+    home = docker.run(
+        "exec", container, "sh", "-c", 'test -d "$HOME" -a -w "$HOME" && echo "$HOME"'
+    )
+    assert home.strip() == "/home/nmt"
+
+
+def test_image_ships_the_pinned_onnxruntime_and_no_torch(docker, container):
+    pinned = dockerfile_arg("ORT_CPU_SPEC").removeprefix("onnxruntime==")
+    code = (
+        "import importlib.util as u, onnxruntime as o;"
+        "print(o.__version__, bool(u.find_spec('torch')))"
+    )
+    assert docker.run("exec", container, "python", "-c", code).split() == [pinned, "False"]
+
+
+def test_docker_stop_drains_and_exits_0(docker, container):
+    """Last in this module: it stops the container."""
+    port = docker.host_port(container, 50051)
+    translate(port)
+    docker.run("stop", "--time", "30", container, timeout=60)
+    state = docker.inspect(container)["State"]
+    assert (state["Status"], state["ExitCode"], state["OOMKilled"]) == ("exited", 0, False)
+    logs = docker.run("logs", "--tail", "5", container, stderr=subprocess.STDOUT)
+    assert "shutting down: NOT_SERVING" in logs and "Traceback" not in logs, logs
