@@ -43,7 +43,7 @@ install-dev: $(PYTHON)
 
 serve: $(PYTHON)
 	$(PYTHON) -m pip install -q -e '.[viz,eval]'
-	@echo "serving on :50051; in another terminal: . $(VENV)/bin/activate && nmt-translate 'Good morning.'"
+	@echo "serving on :50051; in another terminal: . $(VENV)/bin/activate && nmt-translate 'The house is old.'"
 	$(BIN)/nmt-serve --providers cpu
 
 # Translate with the PyTorch checkpoint (no server, needs torch).
