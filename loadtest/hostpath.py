@@ -33,9 +33,8 @@ from pathlib import Path
 from export import spec
 from loadtest.clients import ClientProcess
 from loadtest.concurrency import DEFAULT_SENTENCES
+from loadtest.threadcpu import snapshot
 from nmt_client import DecodeOptions
-
-TASKS = Path("/proc/self/task")
 
 # -- run in the engine's process (directly, or through RemoteEngine.call) ----------------
 
@@ -163,17 +162,9 @@ def _group(name: str | None) -> str:
 
 
 def thread_cpu(engine=None) -> dict[str, float]:
-    """CPU seconds of this process by thread group, plus ``process``."""
-    out = {"process": time.process_time()}
-    names = {t.native_id: t.name for t in threading.enumerate()}
-    for task in os.listdir(TASKS):
-        try:
-            ns = int((TASKS / task / "schedstat").read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            continue
-        group = _group(names.get(int(task)))
-        out[group] = out.get(group, 0.0) + ns / 1e9
-    return out
+    """CPU seconds of this process by thread group (:func:`_group`), plus ``process``;
+    ``engine`` is unused (the signature of a function run in the engine process)."""
+    return snapshot(_group)
 
 
 # -- the harness ------------------------------------------------------------------------------

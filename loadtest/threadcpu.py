@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 TASKS = Path("/proc/self/task")
@@ -33,8 +34,9 @@ def group_of(name: str | None) -> str:
     return "other"
 
 
-def snapshot() -> dict[str, float]:
-    """CPU seconds per group so far, plus ``process`` (all threads, exited ones too)."""
+def snapshot(group: Callable[[str | None], str] = group_of) -> dict[str, float]:
+    """CPU seconds per group (``group(thread name)``, :func:`group_of` by default) so
+    far, plus ``process`` (all threads, exited ones too)."""
     out: dict[str, float] = {"process": time.process_time()}
     if not TASKS.is_dir():
         return out
@@ -44,8 +46,8 @@ def snapshot() -> dict[str, float]:
             ns = int((TASKS / task / "schedstat").read_text().split()[0])
         except (OSError, ValueError, IndexError):
             continue
-        group = group_of(names.get(int(task)))
-        out[group] = out.get(group, 0.0) + ns / 1e9
+        key = group(names.get(int(task)))
+        out[key] = out.get(key, 0.0) + ns / 1e9
     return out
 
 
