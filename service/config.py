@@ -163,8 +163,12 @@ def _providers(text: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in text.split(",") if x.strip())
 
 
-def _on_off(text: str) -> bool:
-    return text == "on"
+# A boolean field shown and set as on/off (rather than a store_true switch).
+ON_OFF: dict[str, Any] = {
+    "choices": ("on", "off"),
+    "parse": lambda text: text == "on",
+    "show": lambda on: "on" if on else "off",
+}
 
 
 FLAGS: tuple[Flag, ...] = (
@@ -194,9 +198,7 @@ FLAGS: tuple[Flag, ...] = (
         "encode admitted sentences on a thread of their own while the decoder steps "
         "(off: between decoder steps, on the scheduler thread)",
         flag="encoder_thread",
-        choices=("on", "off"),
-        parse=_on_off,
-        show=lambda on: "on" if on else "off",
+        **ON_OFF,
     ),
     Flag(
         "runtime",
@@ -275,9 +277,7 @@ FLAGS: tuple[Flag, ...] = (
         "engine_process",
         "run each model's scheduler and ONNX Runtime sessions in a child process of their "
         "own (gRPC, protobuf and tokenization stay here): the two no longer share a GIL",
-        choices=("on", "off"),
-        parse=_on_off,
-        show=lambda on: "on" if on else "off",
+        **ON_OFF,
     ),
     Flag("log", "level", "Python logging level", flag="log_level"),
     Flag(
