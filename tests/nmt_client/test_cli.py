@@ -20,16 +20,6 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
-def server(server_factory):
-    return server_factory()
-
-
-@pytest.fixture(scope="module")
-def address(server) -> str:
-    return f"127.0.0.1:{server.port}"
-
-
-@pytest.fixture(scope="module")
 def translator(address):
     with Translator(address, timeout=TIMEOUT) as t:
         yield t

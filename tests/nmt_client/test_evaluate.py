@@ -15,16 +15,6 @@ SAMPLE_EN, SAMPLE_ES = SAMPLE / "sample.en", SAMPLE / "sample.es"
 
 
 @pytest.fixture(scope="module")
-def server(server_factory):
-    return server_factory()
-
-
-@pytest.fixture(scope="module")
-def address(server) -> str:
-    return f"127.0.0.1:{server.port}"
-
-
-@pytest.fixture(scope="module")
 def subset(tmp_path_factory):
     root = tmp_path_factory.mktemp("eval")
     src, ref = root / "src.en", root / "ref.es"

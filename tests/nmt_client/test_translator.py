@@ -22,11 +22,6 @@ from tests.service.server_helpers import LOOP_SENTENCE, TIMEOUT, stub_for, wait_
 
 
 @pytest.fixture(scope="module")
-def server(server_factory):
-    return server_factory()
-
-
-@pytest.fixture(scope="module")
 def translator(server):
     with Translator(f"127.0.0.1:{server.port}", timeout=TIMEOUT) as t:
         yield t
