@@ -17,7 +17,7 @@ from nmt_client.errors import TranslatorError
 from nmt_client.heatmap import MATPLOTLIB_HINT, have_matplotlib, plot_attention
 from nmt_client.options import DecodeOptions
 from nmt_client.results import Diagnostics, Result
-from nmt_client.translator import DEFAULT_TARGET, Translator
+from nmt_client.translator import DEFAULT_RETRIES, DEFAULT_TARGET, DEFAULT_TIMEOUT, Translator
 
 PROG = "nmt-translate"
 
@@ -39,14 +39,14 @@ def add_connection_args(p: argparse.ArgumentParser, *, server_default: str | Non
         "--timeout",
         metavar="S",
         type=float,
-        default=30.0,
+        default=DEFAULT_TIMEOUT,
         help="deadline of a call in seconds, retries included (default: %(default)s)",
     )
     g.add_argument(
         "--retries",
         metavar="N",
         type=int,
-        default=3,
+        default=DEFAULT_RETRIES,
         help="times a call is sent again while the server "
         "is busy or unreachable, with backoff (default: %(default)s)",
     )

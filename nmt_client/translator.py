@@ -41,6 +41,8 @@ from nmt_client.results import (
 from nmt_client.results import Timing as _Timing
 
 DEFAULT_TARGET = "127.0.0.1:50051"
+DEFAULT_TIMEOUT = 30.0  # seconds a call may take, retries included
+DEFAULT_RETRIES = 3
 T = TypeVar("T")
 Pem = bytes | str | os.PathLike
 
@@ -84,8 +86,8 @@ class Translator:
         certificate_chain: Pem | None = None,
         private_key: Pem | None = None,
         server_name: str | None = None,
-        timeout: float = 30.0,
-        retries: int = 3,
+        timeout: float = DEFAULT_TIMEOUT,
+        retries: int = DEFAULT_RETRIES,
         backoff: float = 0.05,
         max_backoff: float = 2.0,
         model: str | None = None,
