@@ -255,6 +255,7 @@ def manifest(
     counts: dict[str, dict],
     excludes: list[dict],
     command: str,
+    oversample: dict[str, int] | None = None,
 ) -> dict:
     """What the corpus is made of, for the model card: per source its Debian package,
     version, licence and sentence counts (candidates, test-set matches dropped,
@@ -279,6 +280,7 @@ def manifest(
             "licence": "GPL-2+ (apertium-eng-spa)",
         },
         "excluded_test_sets": excludes,
+        "oversample": dict(oversample or {}),
         "sources": sources,
         "totals": {k: sum(c[k] for c in counts.values()) for k in next(iter(counts.values()))},
     }
@@ -295,9 +297,19 @@ def build(
     sources: Sequence[str] = DEFAULT_SOURCES,
     source_dirs: dict[str, Path] | None = None,
     excludes: Sequence[Path] = DEFAULT_EXCLUDES,
+    oversample: dict[str, int] | None = None,
     command: str = "nmt-data build",
 ) -> dict:
-    """Build the corpus into ``out``: split files, SentencePiece models, manifest.json."""
+    """Build the corpus into ``out``: split files, SentencePiece models, manifest.json.
+
+    ``oversample`` maps a source to how many times its training pairs appear in
+    ``train.*`` (valid and test are never repeated); ``SPLIT.origin`` names each line's
+    source, which ``nmt-train --select-on`` reads.
+    """
+    oversample = oversample or {}
+    unknown = sorted(set(oversample) - set(sources))
+    if unknown:
+        raise CorpusError(f"--oversample names {', '.join(unknown)}, not among --sources")
     paths = {"wordnet": wordnet_dir} | (source_dirs or {})
     check_sources(sources, paths)
     check_apertium()
@@ -313,10 +325,25 @@ def build(
         for en, _ in rows:
             counts[source_of[en]][split] += 1
             counts[source_of[en]]["kept"] += 1
+    # Repeated pairs go after the originals; nmt-train shuffles batches every epoch.
+    splits["train"] = splits["train"] + [
+        row for row in splits["train"] for _ in range(oversample.get(source_of[row[0]], 1) - 1)
+    ]
+    for name in sources:
+        counts[name]["train_lines"] = counts[name]["train"] * oversample.get(name, 1)
     write_split(out, splits)
+    for split, rows in splits.items():
+        (out / f"{split}.origin").write_text(
+            "".join(source_of[en] + "\n" for en, _ in rows), encoding="utf-8"
+        )
     train_tokenizers(out, vocab_size=vocab_size)
     record = manifest(
-        names=sources, paths=paths, counts=counts, excludes=exclude_record, command=command
+        names=sources,
+        paths=paths,
+        counts=counts,
+        excludes=exclude_record,
+        command=command,
+        oversample=oversample,
     )
     (out / "manifest.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return {
@@ -345,6 +372,19 @@ def _source_dir(text: str) -> tuple[str, Path]:
             f"expected NAME=PATH with NAME one of {', '.join(SOURCES)}, got {text!r}"
         )
     return name, Path(path)
+
+
+def _oversample(text: str) -> dict[str, int]:
+    weights: dict[str, int] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, times = item.partition("=")
+        if not sep or name not in SOURCES or not times.isdigit() or int(times) < 1:
+            raise argparse.ArgumentTypeError(
+                f"expected NAME=TIMES,... with NAME one of {', '.join(SOURCES)} and TIMES a "
+                f"whole number >= 1, got {item!r}"
+            )
+        weights[name] = int(times)
+    return weights
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -389,6 +429,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="test sets (one English sentence a line) kept out of every split "
         "(default: the everyday set and the demo model's test split)",
     )
+    b.add_argument(
+        "--oversample",
+        type=_oversample,
+        default={},
+        metavar="NAME=TIMES,...",
+        help="repeat a source's training pairs TIMES times in train.* (e.g. ding=3)",
+    )
     s = sub.add_parser("spm", help="(re)train the SentencePiece models of a corpus")
     s.add_argument("--data", type=Path, required=True)
     s.add_argument("--vocab-size", type=int, default=4000)
@@ -406,6 +453,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sources=args.sources,
                 source_dirs=dict(args.source_dir or []),
                 excludes=args.exclude,
+                oversample=args.oversample,
                 command=shlex.join(["nmt-data", *argv]),
             )
             print(" ".join(f"{k}={v}" for k, v in stats.items()))

@@ -45,6 +45,9 @@ class TrainConfig:
     bleu_sentences: int = 2000
     seed: int = 1
     threads: int = 0
+    # Comma-separated sources (valid.origin, from nmt-data build): the best checkpoint is
+    # chosen by greedy BLEU on the valid lines of these sources only; empty: on all.
+    select_on: str = ""
 
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.max_tokens < 1 or self.lr <= 0 or self.patience < 1:
@@ -75,13 +78,44 @@ def evaluate_loss(
 
 
 def evaluate_bleu(
-    model: Seq2Seq, src_tok: Tokenizer, tgt_tok: Tokenizer, data: ParallelData, limit: int
+    model: Seq2Seq,
+    src_tok: Tokenizer,
+    tgt_tok: Tokenizer,
+    data: ParallelData,
+    limit: int,
+    lines: Sequence[int] | None = None,
 ) -> float:
+    """Greedy sacreBLEU on the first ``limit`` of ``lines`` (default: all lines)."""
     model.eval()
+    lines = list(range(len(data.src_text)) if lines is None else lines)[:limit]
     hyps = translate_texts(
-        model, src_tok, tgt_tok, data.src_text[:limit], options=DecodeOptions(beam_size=1)
+        model,
+        src_tok,
+        tgt_tok,
+        [data.src_text[i] for i in lines],
+        options=DecodeOptions(beam_size=1),
     )
-    return bleu(hyps, data.tgt_text[:limit])
+    return bleu(hyps, [data.tgt_text[i] for i in lines])
+
+
+def selection_lines(data_dir: Path, select_on: str, valid_size: int) -> list[int] | None:
+    """Indices of the valid lines whose source (``valid.origin``) is in ``select_on``."""
+    names = {n.strip() for n in select_on.split(",") if n.strip()}
+    if not names:
+        return None
+    path = data_dir / "valid.origin"
+    if not path.is_file():
+        raise CheckpointError(f"--select-on needs {path}; rebuild the corpus with nmt-data build")
+    origin = path.read_text(encoding="utf-8").splitlines()
+    if len(origin) != valid_size:
+        raise CheckpointError(f"{path} has {len(origin)} lines, valid.en has {valid_size}")
+    unknown = sorted(names - set(origin))
+    if unknown:
+        raise CheckpointError(
+            f"--select-on {', '.join(unknown)}: no valid line comes from it; "
+            f"{path} names {', '.join(sorted(set(origin)))}"
+        )
+    return [i for i, name in enumerate(origin) if name in names]
 
 
 def train(
@@ -104,6 +138,7 @@ def train(
     tgt_tok = Tokenizer.from_file(data_dir / "spm.es.model")
     train_data = ParallelData.load(data_dir, "train", src_tok, tgt_tok, max_len=cfg.max_len)
     valid_data = ParallelData.load(data_dir, "valid", src_tok, tgt_tok)
+    select = selection_lines(data_dir, cfg.select_on, len(valid_data.src_text))
     model = Seq2Seq(model_config).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, factor=0.5, patience=0)
@@ -152,6 +187,11 @@ def train(
         train_seconds = time.monotonic() - epoch_start
         valid_loss = evaluate_loss(model, valid_data, device, cfg.max_tokens)
         valid_bleu = evaluate_bleu(model, src_tok, tgt_tok, valid_data, cfg.bleu_sentences)
+        select_bleu = valid_bleu
+        if select is not None:
+            select_bleu = evaluate_bleu(
+                model, src_tok, tgt_tok, valid_data, cfg.bleu_sentences, select
+            )
         scheduler.step(valid_loss)
         elapsed = elapsed_before + time.monotonic() - t0
         record = {
@@ -160,6 +200,7 @@ def train(
             "valid_loss": valid_loss,
             "valid_ppl": math.exp(min(valid_loss, 50)),
             "valid_bleu": valid_bleu,
+            **({"select_bleu": select_bleu} if select is not None else {}),
             "pairs_per_second": len(train_data) / train_seconds,
             "lr": optimizer.param_groups[0]["lr"],
             "elapsed_seconds": elapsed,
@@ -167,8 +208,8 @@ def train(
         history.append(record)
         print(json.dumps(record), flush=True)
         meta = {"device": str(device), "train_pairs": len(train_data), "history": history}
-        if valid_bleu > best_bleu:
-            best_bleu, bad_epochs = valid_bleu, 0
+        if select_bleu > best_bleu:
+            best_bleu, bad_epochs = select_bleu, 0
             save_checkpoint(best_path, model, src_tok, tgt_tok, meta=meta | {"epoch": epoch})
         else:
             bad_epochs += 1

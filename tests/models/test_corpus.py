@@ -629,6 +629,56 @@ def test_cli_build_wider_mix(tmp_path, corpus_wordnet_dir, fortunes_dir, ding_fi
     assert (totals["valid"], totals["test"]) == (2, 3)
 
 
+def test_cli_build_oversamples_training_pairs_only(
+    tmp_path, corpus_wordnet_dir, fortunes_dir, ding_file, capsys
+):
+    """--oversample repeats a source's training pairs; valid and test are never repeated,
+    and SPLIT.origin names each line's source."""
+    args = [
+        "build", "--out", str(tmp_path / "out"), "--wordnet-dir", str(corpus_wordnet_dir),
+        "--sources", "wordnet,ding", "--source-dir", f"ding={ding_file}",
+        "--valid", "2", "--test", "3", "--vocab-size", "80", "--oversample", "ding=3",
+    ]  # fmt: skip
+    assert corpus.main(args) == 0
+    stats = {k: int(v) for k, v in (kv.split("=") for kv in capsys.readouterr().out.split())}
+    out = tmp_path / "out"
+    record = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert record["oversample"] == {"ding": 3}
+    ding, wordnet = record["sources"]["ding"], record["sources"]["wordnet"]
+    assert ding["train"] > 0 and ding["train_lines"] == 3 * ding["train"]
+    assert wordnet["train_lines"] == wordnet["train"]
+    assert stats["train"] == ding["train_lines"] + wordnet["train_lines"]
+    for split in ("train", "valid", "test"):
+        en, es, origin = (_read(out / f"{split}.{ext}") for ext in ("en", "es", "origin"))
+        assert len(en) == len(es) == len(origin)
+        assert set(origin) <= {"wordnet", "ding"}
+        if split != "train":
+            assert len(set(en)) == len(en), split
+    train = list(zip(*(_read(out / f"train.{ext}") for ext in ("en", "es", "origin")), strict=True))
+    counts = {row: train.count(row) for row in train}
+    assert {n for (_, _, origin), n in counts.items() if origin == "ding"} == {3}
+    assert {n for (_, _, origin), n in counts.items() if origin == "wordnet"} == {1}
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("ding", "expected NAME=TIMES"), ("ding=0", "TIMES a whole number >= 1"),
+     ("nope=2", "NAME one of")],
+)  # fmt: skip
+def test_cli_bad_oversample(tmp_path, capsys, value, message) -> None:
+    with pytest.raises(SystemExit) as info:
+        corpus.main(["build", "--out", str(tmp_path / "o"), "--oversample", value])
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_oversample_of_a_source_not_built_is_refused(tmp_path, wordnet_dir, capsys) -> None:
+    args = _build_args(tmp_path / "out", wordnet_dir, "--oversample", "ding=2")
+    assert corpus.main(args) == 2
+    assert "--oversample names ding, not among --sources" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_cli_build_excludes_the_everyday_set_by_default(tmp_path, corpus_wordnet_dir, capsys):
     """A WordNet example that is an everyday test sentence never reaches a split."""
     with open(corpus_wordnet_dir / "data.noun", "a", encoding="utf-8") as fh:

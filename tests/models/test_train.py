@@ -139,6 +139,36 @@ def test_bad_model_config_is_a_one_line_error(data_dir, tmp_path, capsys) -> Non
     assert len(err) == 1 and "dot attention needs decoder_hidden" in err[0]
 
 
+def test_select_on_chooses_by_bleu_on_named_sources(data_dir, tmp_path) -> None:
+    """--select-on: the best checkpoint is the epoch with the best BLEU on the valid lines
+    of the named sources (valid.origin), recorded per epoch as select_bleu."""
+    data = tmp_path / "data"
+    shutil.copytree(data_dir, data)
+    valid = (data / "valid.en").read_text(encoding="utf-8").splitlines()
+    origin = ["wordnet" if i % 3 else "ding" for i in range(len(valid))]
+    (data / "valid.origin").write_text("".join(o + "\n" for o in origin), encoding="utf-8")
+    run_dir = tmp_path / "run"
+    args = ["--data", str(data), "--out", str(run_dir), "--epochs", "3", *TINY_MODEL]
+    assert train_module.main([*args, "--select-on", "ding", "--patience", "5"]) == 0
+    history = json.loads((run_dir / "summary.json").read_text())["history"]
+    assert all(0.0 <= r["select_bleu"] <= 100.0 for r in history)
+    best = max(history, key=lambda r: r["select_bleu"])  # first maximum, as the trainer
+    assert load_checkpoint(run_dir / "best.pt").meta["epoch"] == best["epoch"]
+    lines = train_module.selection_lines(data, "ding", len(valid))
+    assert lines == [i for i in range(len(valid)) if i % 3 == 0]
+    assert train_module.selection_lines(data, " , ", len(valid)) is None
+
+
+def test_select_on_errors(data_dir, tmp_path) -> None:
+    with pytest.raises(train_module.CheckpointError, match="--select-on needs .*valid.origin"):
+        train_module.selection_lines(data_dir, "ding", 40)
+    (tmp_path / "valid.origin").write_text("ding\nwordnet\n", encoding="utf-8")
+    with pytest.raises(train_module.CheckpointError, match="has 2 lines, valid.en has 3"):
+        train_module.selection_lines(tmp_path, "ding", 3)
+    with pytest.raises(train_module.CheckpointError, match="--select-on fortunes: no valid line"):
+        train_module.selection_lines(tmp_path, "ding,fortunes", 2)
+
+
 # ---------------------------------------------------------------- batching
 
 
