@@ -25,6 +25,8 @@ REQUIRED_METRICS = {
     "nmt_generated_tokens_total",
     "nmt_inflight_requests",
     "nmt_model_info",
+    "nmt_attention_entropy_bucket",
+    "nmt_coverage_deficit_bucket",
 }
 HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum")
 
@@ -40,6 +42,8 @@ def live_scrape(server_factory, tiny_bundle):
         beam = pb.DecodeOptions(strategy=pb.STRATEGY_BEAM, beam_size=3, return_attention=True)
         stub.Translate(pb.TranslateRequest(texts=[text], options=beam), timeout=TIMEOUT)
         list(stub.TranslateStream(pb.TranslateStreamRequest(text=text), timeout=TIMEOUT))
+        diagnostics = pb.DecodeOptions(return_diagnostics=True)
+        stub.Translate(pb.TranslateRequest(texts=[text], options=diagnostics), timeout=TIMEOUT)
     return scrape(server.metrics_port)
 
 
