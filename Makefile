@@ -13,7 +13,7 @@ BIN := $(abspath $(VENV))/bin
 # host the packages also start their own services on :80 and :9090), docker.io and
 # debootstrap (the deployment tests build and run the image on a real Docker engine).
 APT_PACKAGES = apertium apertium-eng-spa wordnet-base prometheus nginx docker.io debootstrap
-SENTENCE ?= The cat sat on the mat.
+SENTENCE ?= She is looking for a new job.
 
 .PHONY: serve demo test apt venv install-dev lint
 

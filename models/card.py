@@ -40,6 +40,12 @@ def describe(cfg: dict) -> str:
     return f"{enc}, {dec}, {att}{feed}"
 
 
+def _in_repository(path: str) -> str:
+    """``models/...`` for a file of the repository recorded by its absolute path."""
+    head, sep, tail = path.rpartition("/models/")
+    return f"models/{tail}" if sep else path
+
+
 def data_lines(corpus: dict) -> list[str]:
     oversample = corpus.get("oversample", {})
     rows = [
@@ -54,7 +60,7 @@ def data_lines(corpus: dict) -> list[str]:
             f"{s['licence']} | {s['kept']:,} | {train} | {s['valid']:,} | {s['test']:,} |"
         )
     excluded = ", ".join(
-        f"`{Path(e['file']).relative_to(Path(e['file']).parents[2])}` ({e['sentences']})"
+        f"`{_in_repository(e['file'])}` ({e['sentences']})"
         for e in corpus.get("excluded_test_sets", [])
     )
     apertium = corpus["apertium"]

@@ -56,6 +56,7 @@ def _inputs(tmp_path, tokenizers, *, sha: str | None = None):
         "apertium": {"mode": "eng-spa", "apertium-eng-spa": "0.8.1-2", "licence": "GPL-2+"},
         "excluded_test_sets": [
             {"file": "/r/models/everyday/everyday.en", "sentences": 200},
+            {"file": "/elsewhere/tests.en", "sentences": 2},
         ],
         "oversample": {"ding": 3},
         "sources": {"ding": source},
@@ -80,7 +81,7 @@ def test_card_renders_scores_data_and_curve(tmp_path, tokenizers) -> None:
     assert "| everyday (2) | model, beam 5 | 24.00 | 40.00 | 80% | 3 |" in text
     assert "| everyday (2) | Apertium | 30.00 | 40.00 | - | 3 |" in text
     assert "| `trans-de-en` (1.9-6) | GPL-2+ | 10 | 8 (× 3) | 1 | 1 |" in text
-    assert "`models/everyday/everyday.en` (200)" in text
+    assert "`models/everyday/everyday.en` (200), `/elsewhere/tests.en` (2)" in text
     assert "epoch 2, the best by greedy BLEU on the validation lines" in text  # by select
     assert "| 3 | 1.000 | 0.667 | 30.00 | 7.00 | 400 | 30.0 |" in text
     assert "| I am hungry. | Soy hambriento. | Soy hambriento. | Tengo hambre. |" in text
