@@ -69,6 +69,31 @@ def test_demo_translates_the_readme_sentence(demo):
     assert text == "Está buscando un trabajo nuevo.", text
 
 
+LUONG = DEMO_CHECKPOINT.parent.parent / "en-es-luong"
+
+
+@pytest.mark.parametrize("directory", [DEMO_CHECKPOINT.parent, LUONG], ids=["en-es", "luong"])
+def test_every_demo_model_has_a_card_that_describes_it(directory):
+    """Small enough to commit; the card names this checkpoint's size and config and
+    carries both test sets, model and Apertium."""
+    checkpoint = directory / "model.pt"
+    assert checkpoint.stat().st_size <= 30 * 2**20
+    ckpt = load_checkpoint(checkpoint)
+    text = (directory / "MODEL_CARD.md").read_text()
+    assert f"{ckpt.model.parameter_count():,} parameters" in text
+    assert f'"rnn_type": "{ckpt.config.rnn_type}"' in text
+    assert f'"attention": "{ckpt.config.attention}"' in text
+    for row in ("everyday (200) | model, beam 5", "everyday (200) | Apertium",
+                "test (2,000) | model, greedy"):  # fmt: skip
+        assert f"| {row} |" in text, row
+
+
+def test_the_luong_demo_is_the_luong_family():
+    cfg = load_checkpoint(LUONG / "model.pt").config
+    assert (cfg.rnn_type, cfg.attention, cfg.placement) == ("lstm", "general", "luong")
+    assert cfg.bidirectional and cfg.input_feed
+
+
 def test_checkpoint_path_is_inside_the_repository():
     root = Path(__file__).resolve().parents[2]
     assert DEMO_CHECKPOINT.resolve() == root / "models" / "pretrained" / "en-es" / "model.pt"

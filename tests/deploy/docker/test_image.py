@@ -47,7 +47,10 @@ def test_runs_as_uid_10001_not_root(docker, container):
 
 def test_translates_over_the_published_port(docker, container):
     port = docker.host_port(container, 50051)
-    assert list_models(port) == [("en-es", "CPUExecutionProvider")]
+    assert list_models(port) == [
+        ("en-es", "CPUExecutionProvider"),
+        ("en-es-luong", "CPUExecutionProvider"),
+    ]
     for i in range(CALLS - 1):
         (text,) = translate(port, SENTENCES[i % len(SENTENCES)])
         assert text.strip() and text != SENTENCES[i % len(SENTENCES)]
