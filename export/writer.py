@@ -8,6 +8,7 @@ place only after the gate passed, so a failed export writes nothing.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -25,6 +26,20 @@ MAX_SOURCE_TOKENS = 128
 
 class ExportError(RuntimeError):
     """An export that cannot proceed; the message says how to fix it."""
+
+
+def _staging_dir(parent: Path) -> Path:
+    """A fresh directory beside the bundle, renamed into place when the gate passes.
+
+    ``mkdtemp`` makes it 0700, which a bundle must not keep: the server may run as another
+    user (the Docker image runs as uid 10001 and could not read an exported bundle). It
+    gets the mode ``mkdir`` would give it under the current umask.
+    """
+    path = Path(tempfile.mkdtemp(prefix=".export-", dir=parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    path.chmod(0o777 & ~umask)
+    return path
 
 
 def bundle_config(model: Any) -> BundleConfig:
@@ -136,7 +151,7 @@ def write_bundle(
     config = bundle_config(model)
     config.check_vocabularies(src_tokenizer.vocab_size, tgt_tokenizer.vocab_size)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=out.parent))
+    tmp = _staging_dir(out.parent)
     try:
         started = time.monotonic()
         export_graphs(model, tmp)
@@ -253,7 +268,7 @@ def _make_variant(
     references = references[:limit] if limit else references
     if len(references) != len(sources):
         raise ExportError(f"{len(references)} references for {len(sources)} parity sentences")
-    dst = Path(tempfile.mkdtemp(prefix=".export-", dir=out.parent))
+    dst = _staging_dir(out.parent)
     try:
         write_variant(fp32_dir, dst)
         for f in tokenizer_files:

@@ -300,3 +300,17 @@ def test_int8_and_fp16_together_is_an_error(tmp_path, checkpoint, capsys):
     assert exit_info.value.code == 2
     assert "not allowed with argument" in capsys.readouterr().err
     assert not (tmp_path / "m" / "2").exists()
+
+
+def test_bundle_is_readable_by_other_users(bundle_dir):
+    """The staging directory is renamed into place: it must not keep mkdtemp's 0700, or a
+    server running as another user (the Docker image's uid 10001) cannot read the bundle."""
+    import os
+    import stat
+
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(bundle_dir.stat().st_mode) == 0o777 & ~umask
+    if not umask & 0o004:
+        for f in bundle_dir.iterdir():
+            assert f.stat().st_mode & stat.S_IROTH, f

@@ -65,7 +65,9 @@ def test_serves_metrics_counting_the_calls(docker, container):
     after = scrape(docker.host_port(container, 9464))
     ok = {"method": "Translate", "code": "OK"}
     assert after.value("nmt_requests_total", **ok) == before.value("nmt_requests_total", **ok) + 1
-    assert after.value("nmt_model_info", provider="CPUExecutionProvider") == 1
+    cpu = {"provider": "CPUExecutionProvider"}
+    assert after.value("nmt_model_info", model="en-es", version="4", **cpu) == 1
+    assert after.value("nmt_model_info", model="en-es-luong", version="1", **cpu) == 1
 
 
 def test_start_log_has_no_warning_and_home_is_writable(docker, container):
