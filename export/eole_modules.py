@@ -258,7 +258,15 @@ def _check_options(model: dict, dec: dict, emb: dict, cfg: dict) -> None:
                 "copy_attn is not supported (copy attention cannot be expressed in the bundle)"
             )
     if dec.get("coverage_attn"):
-        raise EoleError("coverage_attn is not supported (coverage attention is not implemented)")
+        # Not this project's --coverage: Eole/OpenNMT-py replace the encoder memory by
+        # tanh(memory + w c) before scoring and reading the context; ours adds w_c c_j
+        # inside the score's hidden layer only (Tu et al.) and leaves the memory as it is.
+        raise EoleError(
+            "coverage_attn is not supported: Eole's coverage rewrites the encoder memory "
+            "(tanh(memory + w c)) for the score and the context alike, which this "
+            "project's --coverage (w_c c_j inside the additive score) does not; convert a "
+            "model trained without coverage_attn"
+        )
     if dec.get("context_gate"):
         raise EoleError(f"context_gate {dec['context_gate']!r} is not supported")
     if dec.get("global_attention_function", "softmax") != "softmax":

@@ -43,6 +43,8 @@ class DecoderStepGraph(nn.Module):
         self.decoder = model.decoder
         cfg = model.config
         self.eos_id = cfg.eos_id
+        names = cfg.state_names
+        self.coverage_at = names.index(spec.COVERAGE) if spec.COVERAGE in names else None
         blocked = torch.zeros(cfg.tgt_vocab_size)
         blocked[[cfg.pad_id, cfg.bos_id, cfg.eos_id]] = float("-inf")
         self.register_buffer("blocked", blocked)
@@ -60,12 +62,17 @@ class DecoderStepGraph(nn.Module):
     ) -> tuple[Tensor, ...]:
         """Shapes as documented in :mod:`export.spec`."""
         state = tuple(s.index_select(0, parent_rows) for s in state)
+        mask = src_mask.index_select(0, row_sentence)
+        if self.coverage_at is not None:
+            state = list(state)
+            state[self.coverage_at] = _fit_width(state[self.coverage_at], mask)
+            state = tuple(state)
         logits, new_state, weights = self.decoder(
             prev_tokens,
             state,
             keys.index_select(0, row_sentence),
             memory.index_select(0, row_sentence),
-            src_mask.index_select(0, row_sentence),
+            mask,
         )
         log_probs = torch.log_softmax(logits, dim=-1)
         eos = log_probs[:, self.eos_id]
@@ -80,6 +87,13 @@ class DecoderStepGraph(nn.Module):
             values, ids = torch.sort(ranked, dim=-1, descending=True, stable=True)
             values, ids = values[:, : int(top_k[0])], ids[:, : int(top_k[0])]
         return (values, ids, eos, weights, *new_state)
+
+
+def _fit_width(coverage: Tensor, mask: Tensor) -> Tensor:
+    """``coverage`` ``(rows, width)`` cut or zero-padded to ``mask``'s ``(rows, src_len)``:
+    the server feeds it back at the width its memory pool had (see :mod:`export.spec`)."""
+    padded = torch.cat([coverage, torch.zeros_like(mask, dtype=coverage.dtype)], dim=1)
+    return padded[:, : mask.size(1)]
 
 
 def _dummy_inputs(model: Seq2Seq, batch: int, src_len: int):
@@ -154,6 +168,8 @@ def export_graphs(model: Seq2Seq, out_dir: Path) -> tuple[Path, Path]:
     enc_axes |= {spec.MEMORY: {0: "batch", 1: "src_len"}, spec.KEYS: {0: "batch", 1: "src_len"}}
     enc_axes |= {spec.SRC_MASK: {0: "batch", 1: "src_len"}}
     enc_axes |= {spec.INIT_PREFIX + s: {0: "batch"} for s in names}
+    if spec.COVERAGE in names:
+        enc_axes[spec.INIT_PREFIX + spec.COVERAGE] = {0: "batch", 1: "src_len"}
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
@@ -195,6 +211,9 @@ def export_graphs(model: Seq2Seq, out_dir: Path) -> tuple[Path, Path]:
         }
         dec_axes |= {s: {0: "prev_rows"} for s in names}
         dec_axes |= {s + spec.STATE_OUT_SUFFIX: {0: "rows"} for s in names}
+        if spec.COVERAGE in names:
+            dec_axes[spec.COVERAGE] = {0: "prev_rows", 1: "coverage_width"}
+            dec_axes[spec.COVERAGE + spec.STATE_OUT_SUFFIX] = {0: "rows", 1: "src_len"}
         torch.onnx.export(
             dec_graph,
             dec_args,

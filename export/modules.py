@@ -117,7 +117,8 @@ class Signature:
                     "maps and the alignment checks read it)"
                 )
         reserved = set(ENCODER_ARGS + DECODER_ARGS + DECODER_RETURNS + ENCODER_RETURNS)
-        reserved |= {"cell", *spec.decoder_inputs(()), *spec.decoder_outputs(())}
+        # coverage: the graph fits that state to the source width (export.spec)
+        reserved |= {"cell", spec.COVERAGE, *spec.decoder_inputs(()), *spec.decoder_outputs(())}
         for name, size in self.extra_state.items():
             if name in reserved or not name.isidentifier():
                 raise AdapterError(f"extra_state name {name!r} is reserved or not an identifier")

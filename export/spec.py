@@ -26,6 +26,13 @@ Decoder graph ``decoder.onnx`` (exactly one step over ``rows`` hypotheses)::
                                           can ban or force it without a vocabulary copy
     -> attention      (rows, src_len) float
     -> <state>_out    (rows, ...)   new decoder state, batch-first
+
+The ``coverage`` state (models with coverage attention: the sum of past attention
+weights) is ``(rows, width)`` over source positions, 0 at padding. Its width need not be
+the memory's ``src_len``: the graph cuts it or pads it with zeros to ``src_len``, so a
+server whose memory pool narrows or widens as sentences come and go can feed the
+previous step's output back as it is; when rows of different widths join, the host
+pads the narrower with zeros. (Past a sentence's length the coverage is 0 anyway.)
 """
 
 from __future__ import annotations
@@ -60,6 +67,8 @@ TOPK_IDS = "topk_ids"
 EOS_LOG_PROBS = "eos_log_probs"
 ATTENTION = "attention"
 STATE_OUT_SUFFIX = "_out"
+# the one state tensor whose second axis runs over source positions (see above)
+COVERAGE = "coverage"
 
 
 def encoder_inputs() -> list[str]:

@@ -10,7 +10,12 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 RNN_TYPES = ("gru", "lstm")
-ATTENTION_TYPES = ("additive", "dot", "general", "concat")
+ATTENTION_TYPES = ("additive", "dot", "general", "concat", "local-p")
+# Attention that needs the new decoder output h_t as its query (it predicts its window
+# from it): only the Luong placement attends with h_t.
+LUONG_ONLY_ATTENTION = ("local-p",)
+# Scores with a hidden layer ``tanh(... + w_c c_j)`` that the coverage term can join.
+COVERAGE_ATTENTION = ("additive", "concat")
 PLACEMENTS = ("bahdanau", "luong")
 
 # Special token ids are fixed for every tokenizer this project trains.
@@ -31,6 +36,15 @@ class ModelConfig:
     ``placement="bahdanau"`` attends with the previous decoder state and feeds the
     context into the RNN; ``placement="luong"`` attends with the new RNN output and
     builds the attentional vector ``tanh(W_c [h; c])`` (optionally fed back as input).
+
+    ``attention="local-p"`` (Luong et al. 2015): each step predicts a source position
+    ``p_t = S sigmoid(v_p^T tanh(W_p h_t))`` (``S`` the sentence's length) and attends,
+    with ``general`` scores weighted by a Gaussian of sigma ``local_window / 2`` around
+    it, only to the positions within ``local_window`` of ``p_t``.
+
+    ``coverage=True`` (Tu et al. 2016, "Modeling Coverage for NMT"): the decoder keeps
+    the sum of its past attention weights per source position and the score sees it,
+    ``v^T tanh(W s + U h + w_c c_j)``, so the model can learn to leave covered words.
     """
 
     src_vocab_size: int
@@ -44,8 +58,10 @@ class ModelConfig:
     decoder_layers: int = 1
     attention: str = "additive"
     attention_dim: int = 256
+    local_window: int = 5
     placement: str = "bahdanau"
     input_feed: bool = True
+    coverage: bool = False
     output_dim: int = 256
     dropout: float = 0.1
     pad_id: int = PAD_ID
@@ -69,6 +85,7 @@ class ModelConfig:
             "decoder_hidden",
             "decoder_layers",
             "attention_dim",
+            "local_window",
             "output_dim",
         ):
             if getattr(self, name) < 1:
@@ -85,6 +102,18 @@ class ModelConfig:
                 "dot attention needs decoder_hidden == encoder memory size "
                 f"({self.memory_dim} = encoder_hidden x directions), got {self.decoder_hidden}; "
                 "use 'general' or 'additive' attention or change the sizes"
+            )
+        if self.attention in LUONG_ONLY_ATTENTION and self.placement != "luong":
+            raise ConfigError(
+                f"attention {self.attention!r} predicts its window from the new decoder "
+                f"output h_t, which only placement='luong' attends with; got "
+                f"placement={self.placement!r}"
+            )
+        if self.coverage and self.attention not in COVERAGE_ATTENTION:
+            raise ConfigError(
+                f"coverage needs attention {' or '.join(map(repr, COVERAGE_ATTENTION))} "
+                "(the coverage term w_c c_j joins their tanh hidden layer), "
+                f"got attention={self.attention!r}; change the attention or drop coverage"
             )
 
     @property
@@ -112,6 +141,8 @@ class ModelConfig:
             names.append("cell")
         if self.uses_input_feed:
             names.append("feed")
+        if self.coverage:
+            names.append("coverage")
         return tuple(names)
 
     def to_dict(self) -> dict[str, Any]:

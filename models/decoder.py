@@ -3,8 +3,9 @@
 The decoder state is a tuple of **batch-first** tensors (see
 ``ModelConfig.state_names``): ``hidden`` ``(rows, layers, H)``, ``cell``
 ``(rows, layers, H)`` for LSTM, ``feed`` ``(rows, output_dim)`` for Luong input
-feeding. Batch-first means beam reordering or retiring rows is one gather along
-axis 0, the same in PyTorch, numpy and ONNX.
+feeding, ``coverage`` ``(rows, src_len)`` (the sum of past attention weights, 0 at
+padding) for coverage models. Batch-first means beam reordering or retiring rows is
+one gather along axis 0, the same in PyTorch, numpy and ONNX.
 """
 
 from __future__ import annotations
@@ -44,17 +45,20 @@ class Decoder(nn.Module):
         )
         self.output = nn.Linear(config.output_dim, config.tgt_vocab_size)
 
-    def initial_state(self, init_hidden: Tensor) -> DecoderState:
+    def initial_state(self, init_hidden: Tensor, mask: Tensor) -> DecoderState:
         """Build the step-0 state from the encoder bridge.
 
         Args:
             init_hidden: ``(batch, decoder_layers, decoder_hidden)``.
+            mask: ``(batch, src_len)`` bool source mask (the coverage state's shape).
         """
         state = [init_hidden]
         if self.config.has_cell:
             state.append(torch.zeros_like(init_hidden))
         if self.config.uses_input_feed:
             state.append(init_hidden.new_zeros(init_hidden.size(0), self.config.output_dim))
+        if self.config.coverage:
+            state.append(torch.zeros_like(mask, dtype=init_hidden.dtype))
         return tuple(state)
 
     def _run_cells(self, x: Tensor, state: DecoderState) -> tuple[Tensor, Tensor | None]:
@@ -113,20 +117,27 @@ class Decoder(nn.Module):
     ) -> tuple[Tensor, DecoderState, Tensor]:
         """The step up to the pre-output vector ``(rows, output_dim)``; arguments as
         :meth:`forward`. Training projects all steps at once, which is much faster."""
+        cfg = self.config
+        coverage = state[cfg.state_names.index("coverage")] if cfg.coverage else None
         emb = self.dropout(self.embedding(prev_tokens))
-        if self.config.placement == "bahdanau":
-            context, weights = self.attention(state[0][:, -1], keys, memory, mask)
+        if cfg.placement == "bahdanau":
+            context, weights = self.attention(state[0][:, -1], keys, memory, mask, coverage)
             hidden, cell = self._run_cells(torch.cat([emb, context], -1), state)
             top = hidden[:, -1]
             pre = torch.tanh(self.pre_output(torch.cat([top, context, emb], -1)))
             new_state = [hidden] + ([cell] if cell is not None else [])
         else:
-            x = torch.cat([emb, state[-1]], -1) if self.config.input_feed else emb
+            if cfg.input_feed:
+                x = torch.cat([emb, state[cfg.state_names.index("feed")]], -1)
+            else:
+                x = emb
             hidden, cell = self._run_cells(x, state)
             top = hidden[:, -1]
-            context, weights = self.attention(top, keys, memory, mask)
+            context, weights = self.attention(top, keys, memory, mask, coverage)
             pre = torch.tanh(self.pre_output(torch.cat([top, context], -1)))
             new_state = [hidden] + ([cell] if cell is not None else [])
-            if self.config.input_feed:
+            if cfg.input_feed:
                 new_state.append(pre)
+        if coverage is not None:
+            new_state.append(coverage + weights)
         return pre, tuple(new_state), weights

@@ -43,7 +43,7 @@ class Seq2Seq(nn.Module):
         memory, init_hidden = self.encoder(src, lengths)
         keys = self.decoder.attention.keys(memory)
         mask = length_mask(lengths, src.size(1))
-        return Encoded(memory, keys, mask, self.decoder.initial_state(init_hidden))
+        return Encoded(memory, keys, mask, self.decoder.initial_state(init_hidden, mask))
 
     def forward(
         self,
@@ -53,7 +53,21 @@ class Seq2Seq(nn.Module):
         *,
         teacher_forcing_ratio: float = 1.0,
     ) -> Tensor:
-        """Training forward.
+        """Training forward: the logits of :meth:`decode_train`."""
+        logits, _ = self.decode_train(
+            src, lengths, tgt_in, teacher_forcing_ratio=teacher_forcing_ratio
+        )
+        return logits
+
+    def decode_train(
+        self,
+        src: Tensor,
+        lengths: Tensor,
+        tgt_in: Tensor,
+        *,
+        teacher_forcing_ratio: float = 1.0,
+    ) -> tuple[Tensor, Tensor]:
+        """Training forward, with the attention the coverage loss reads.
 
         Args:
             src: ``(batch, src_len)`` source ids.
@@ -63,15 +77,17 @@ class Seq2Seq(nn.Module):
                 model's own argmax at each step (sampled per step for the whole batch).
 
         Returns:
-            ``(batch, tgt_len, tgt_vocab)`` logits.
+            ``(batch, tgt_len, tgt_vocab)`` logits and ``(batch, tgt_len, src_len)``
+            attention weights.
         """
         enc = self.encode(src, lengths)
         state = enc.state
         prev = tgt_in[:, 0]
-        features = []
+        features, weights = [], []
         for t in range(tgt_in.size(1)):
-            pre, state, _ = self.decoder.features(prev, state, enc.keys, enc.memory, enc.mask)
+            pre, state, w = self.decoder.features(prev, state, enc.keys, enc.memory, enc.mask)
             features.append(pre)
+            weights.append(w)
             if t + 1 < tgt_in.size(1):
                 use_gold = teacher_forcing_ratio >= 1.0 or (
                     torch.rand(()).item() < teacher_forcing_ratio
@@ -79,7 +95,7 @@ class Seq2Seq(nn.Module):
                 # Projecting all steps at once (below) is faster; only a step that feeds
                 # back its own prediction needs its logits now.
                 prev = tgt_in[:, t + 1] if use_gold else self.decoder.project(pre).argmax(-1)
-        return self.decoder.project(torch.stack(features, 1))
+        return self.decoder.project(torch.stack(features, 1)), torch.stack(weights, 1)
 
     def parameter_count(self) -> int:
         return sum(p.numel() for p in self.parameters())

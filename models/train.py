@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from models.batching import ParallelData, bucket_batches
 from models.checkpoint import CheckpointError, read_payload, save_checkpoint
@@ -48,12 +48,42 @@ class TrainConfig:
     # Comma-separated sources (valid.origin, from nmt-data build): the best checkpoint is
     # chosen by greedy BLEU on the valid lines of these sources only; empty: on all.
     select_on: str = ""
+    # Weight λ of the coverage loss (Tu et al. 2016, See et al. 2017) added to the
+    # cross-entropy: sum_j min(a_tj, c_tj) per target token; needs a coverage model.
+    coverage_loss: float = 0.0
 
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.max_tokens < 1 or self.lr <= 0 or self.patience < 1:
             raise ConfigError("epochs, max_tokens, lr and patience must be positive")
         if not 0.0 <= self.teacher_forcing <= 1.0:
             raise ConfigError("teacher forcing ratio must be in [0, 1]")
+        if not self.coverage_loss >= 0.0:
+            raise ConfigError(f"coverage_loss must be >= 0, got {self.coverage_loss}")
+
+    def check_model(self, model_config: ModelConfig) -> None:
+        """Refuse training options the model cannot use."""
+        if self.coverage_loss and not model_config.coverage:
+            raise ConfigError(
+                f"coverage_loss={self.coverage_loss} needs a coverage model: "
+                "add --coverage or drop --coverage-loss"
+            )
+
+
+def coverage_loss(attention: Tensor, tgt_out: Tensor, pad_id: int) -> Tensor:
+    """Summed coverage loss ``sum_t sum_j min(a_tj, c_tj)`` over real target tokens, with
+    ``c_tj = sum_{t' < t} a_t'j`` the coverage before step ``t``: attending again to a
+    position already covered costs, so the model learns not to repeat source words.
+
+    Args:
+        attention: ``(batch, tgt_len, src_len)`` weights of the training forward.
+        tgt_out: ``(batch, tgt_len)`` gold targets, ``pad_id`` past each one's end.
+
+    Returns:
+        A scalar, summed like the cross-entropy (``reduction="sum"``).
+    """
+    before = attention.cumsum(1) - attention
+    per_step = torch.minimum(attention, before).sum(-1)
+    return per_step.masked_fill(tgt_out == pad_id, 0.0).sum()
 
 
 def set_seed(seed: int) -> None:
@@ -130,6 +160,7 @@ def train(
     """Train and return the summary written to ``run_dir/summary.json``."""
     from tqdm import tqdm
 
+    cfg.check_model(model_config)
     set_seed(cfg.seed)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -172,10 +203,14 @@ def train(
         bar = tqdm(batches, desc=f"epoch {epoch}", unit="batch", disable=not progress)
         for batch in bar:
             batch = batch.to(device)
-            logits = model(
+            logits, attention = model.decode_train(
                 batch.src, batch.lengths, batch.tgt_in, teacher_forcing_ratio=cfg.teacher_forcing
             )
             loss = loss_fn(logits.flatten(0, 1), batch.tgt_out.flatten())
+            if cfg.coverage_loss:
+                loss = loss + cfg.coverage_loss * coverage_loss(
+                    attention, batch.tgt_out, model_config.pad_id
+                )
             ntok = batch.target_tokens
             optimizer.zero_grad(set_to_none=True)
             (loss / ntok).backward()

@@ -88,7 +88,7 @@ class DecodeLoop:
         first_slot = self.pool.append(enc.memory, enc.keys, enc.mask)
         if self._states:
             pairs = zip(self._states, enc.states, strict=True)
-            self._states = tuple(np.concatenate([old, new]) for old, new in pairs)
+            self._states = tuple(_join_rows(old, new) for old, new in pairs)
         else:
             self._states = tuple(enc.states)
         for i, (search, handle) in enumerate(zip(searches, handles, strict=True)):
@@ -225,6 +225,22 @@ class DecodeLoop:
         self.pool.compact([a.slot for a in self.active], needed)
         for i, a in enumerate(self.active):
             a.slot = i
+
+
+def _join_rows(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """The rows of state ``new`` after those of ``old`` (either may be device-resident:
+    ``np.asarray`` copies it to the host, as admitting sentences always did).
+
+    A coverage state ``(rows, width)`` runs over source positions, so a batch of shorter
+    or longer sentences has another width: the narrower side is padded with zeros (no
+    attention past a sentence's end) and the decoder graph fits the result to the pool
+    (:mod:`export.spec`). Every other state has the same shape past the rows.
+    """
+    old, new = np.asarray(old), np.asarray(new)
+    if old.ndim == new.ndim == 2 and old.shape[1] != new.shape[1]:
+        width = max(old.shape[1], new.shape[1])
+        old, new = (np.pad(a, ((0, 0), (0, width - a.shape[1]))) for a in (old, new))
+    return np.concatenate([old, new])
 
 
 def isolate_failures(

@@ -211,7 +211,7 @@ def test_refuses_copy_attn(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "section,key,value,match",
     [
-        ("decoder", "coverage_attn", True, "coverage_attn"),
+        ("decoder", "coverage_attn", True, r"coverage_attn .*rewrites the encoder memory"),
         ("decoder", "context_gate", "both", "context_gate"),
         ("decoder", "global_attention_function", "sparsemax", "global_attention_function"),
         ("encoder", "encoder_type", "transformer", "encoder_type"),

@@ -12,10 +12,10 @@ import torch
 
 from export import spec
 from export.parity import ParityError, ParityReport, ParityThresholds, run_gate
-from models.config import ATTENTION_TYPES, PLACEMENTS, RNN_TYPES
+from models.config import ATTENTION_TYPES, LUONG_ONLY_ATTENTION, PLACEMENTS, RNN_TYPES
 from models.options import DecodeOptions
 from models.translate import translate_ids
-from service.decoding import SpecialIds, StepOutput, decode
+from service.decoding import SpecialIds, StepOutput, decode, make_search
 from tests.export.helpers import TINY, TorchStepModel, export_onnx, random_sources, tiny_model
 
 VARIANTS = [
@@ -23,6 +23,7 @@ VARIANTS = [
     for r in RNN_TYPES
     for a in ATTENTION_TYPES
     for p in PLACEMENTS
+    if p == "luong" or a not in LUONG_ONLY_ATTENTION
 ] + [
     pytest.param(dict(encoder_layers=2, decoder_layers=2), id="gru-2x2-layers"),
     pytest.param(
@@ -38,6 +39,18 @@ VARIANTS = [
     pytest.param(
         dict(rnn_type="lstm", placement="luong", input_feed=False, attention="dot"),
         id="lstm-luong-dot-no-input-feed",
+    ),
+    pytest.param(dict(coverage=True), id="gru-additive-bahdanau-coverage"),
+    pytest.param(
+        dict(rnn_type="lstm", attention="concat", placement="luong", coverage=True),
+        id="lstm-concat-luong-coverage",
+    ),
+    pytest.param(
+        dict(placement="luong", input_feed=False, coverage=True),
+        id="gru-additive-luong-no-input-feed-coverage",
+    ),
+    pytest.param(
+        dict(attention="local-p", placement="luong", local_window=1), id="gru-local-p-window-1"
     ),
 ]
 
@@ -86,10 +99,122 @@ def test_every_variant_passes_the_parity_gate(overrides, tmp_path):
         (dict(placement="luong"), ("hidden", "feed")),
         (dict(rnn_type="lstm", placement="luong"), ("hidden", "cell", "feed")),
         (dict(rnn_type="lstm", placement="luong", input_feed=False), ("hidden", "cell")),
+        (dict(coverage=True), ("hidden", "coverage")),
+        (
+            dict(rnn_type="lstm", placement="luong", coverage=True),
+            ("hidden", "cell", "feed", "coverage"),
+        ),
     ],
 )
 def test_state_names(overrides, names):
     assert tiny_model(**overrides).config.state_names == names
+
+
+# -- the coverage state ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def coverage_model(tmp_path_factory):
+    model = tiny_model(seed=0, rnn_type="lstm", placement="luong", coverage=True)
+    return model, export_onnx(model, tmp_path_factory.mktemp("coverage"))
+
+
+def test_coverage_state_is_the_running_sum_of_attention(coverage_model):
+    """PyTorch and ONNX steps carry the same coverage, the sum of the attention so far:
+    0 at padding, and 1 more over each row's real positions every step."""
+    model, onnx_model = coverage_model
+    src = np.array([[5, 6, 7, 8, 9], [9, 10, 11, 0, 0], [12, 0, 0, 0, 0]], dtype=np.int64)
+    lengths = np.array([5, 3, 1], dtype=np.int64)
+    enc_o = onnx_model.encode(src, lengths)
+    with torch.no_grad():
+        enc_t = model.encode(torch.from_numpy(src), torch.from_numpy(lengths))
+    rows = np.arange(3, dtype=np.int64)
+    state_t, state_o = enc_t.state, enc_o.states
+    assert (state_o[-1] == 0).all() and state_o[-1].shape == (3, 5)
+    total = np.zeros((3, 5))
+    for step, token in enumerate([model.config.bos_id, 7, 8, 9]):
+        prev = np.full(3, token, dtype=np.int64)
+        with torch.no_grad():
+            _, state_t, attn_t = model.decoder(
+                torch.from_numpy(prev), state_t, enc_t.keys, enc_t.memory, enc_t.mask
+            )
+        out = onnx_model.step(
+            prev_tokens=prev,
+            parent_rows=rows,
+            row_sentence=rows,
+            memory=enc_o.memory,
+            keys=enc_o.keys,
+            mask=enc_o.mask,
+            states=state_o,
+            top_k=3,
+        )
+        state_o = out.states
+        total += out.attention
+        np.testing.assert_allclose(state_o[-1], state_t[-1].numpy(), atol=1e-5)
+        np.testing.assert_allclose(state_o[-1], total, atol=1e-5)
+        np.testing.assert_allclose(attn_t.numpy(), out.attention, atol=1e-5)
+        assert (state_o[-1][~enc_o.mask] == 0).all()
+        np.testing.assert_allclose(state_o[-1].sum(1), step + 1, atol=1e-5)
+
+
+@pytest.mark.parametrize("width", [2, 4, 7], ids=["narrower", "same", "wider"])
+def test_the_graph_fits_the_coverage_state_to_the_memory(coverage_model, width):
+    """A server feeds the coverage back at the width its memory pool had: the graph cuts
+    it, or pads it with zeros, to the memory's width (export.spec)."""
+    _, onnx_model = coverage_model
+    src = np.array([[5, 6, 7, 8], [9, 10, 0, 0]], dtype=np.int64)
+    enc = onnx_model.encode(src, np.array([4, 2], dtype=np.int64))
+    coverage = np.random.default_rng(0).random((2, width)).astype(np.float32)
+    coverage[1, 2:] = 0.0  # nothing past the second sentence's end
+    fitted = np.zeros((2, 4), dtype=np.float32)
+    fitted[:, : min(width, 4)] = coverage[:, :4]
+
+    def step(cov):
+        return onnx_model.step(
+            prev_tokens=np.full(2, 7, dtype=np.int64),
+            parent_rows=np.array([0, 1]),
+            row_sentence=np.array([0, 1]),
+            memory=enc.memory,
+            keys=enc.keys,
+            mask=enc.mask,
+            states=(*enc.states[:-1], cov),
+            top_k=3,
+        )
+
+    got, want = step(coverage), step(fitted)
+    assert got.states[-1].shape == (2, 4)
+    np.testing.assert_array_equal(got.states[-1], want.states[-1])
+    np.testing.assert_array_equal(got.topk_values, want.topk_values)
+    np.testing.assert_allclose(got.states[-1], fitted + got.attention, atol=1e-6)
+
+
+def test_coverage_survives_the_pool_widening_and_narrowing(coverage_model):
+    """A short sentence joins a long one's loop (its coverage is narrower: padded), the
+    long one leaves early and the pool narrows (the coverage fed back is wider: cut);
+    each decodes as the reference does alone."""
+    from service.loop import DecodeLoop
+
+    model, onnx_model = coverage_model
+    special = SpecialIds(0, 2, 3)
+    long, short = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14], [15, 16]
+    quick = DecodeOptions(beam_size=3, n_best=2, max_length=3, return_attention=True)
+    slow = DecodeOptions(beam_size=2, n_best=2, max_length=12, return_attention=True)
+    loop = DecodeLoop(onnx_model, special)
+    loop.add([long], [make_search(len(long), quick, special)], ["long"])
+    loop.step()
+    loop.add([short], [make_search(len(short), slow, special)], ["short"])
+    widths, results = [], {}
+    while loop.active:
+        for handle, search in loop.step():
+            results[handle] = search.results()
+        widths.append(loop.pool.width)
+    assert widths[0] == len(long) and len(short) in widths, "the pool did not narrow"
+    for handle, src, options in (("long", long, quick), ("short", short, slow)):
+        [want] = translate_ids(model, [src], options=options)
+        assert [h.tokens for h in results[handle]] == [h.tokens for h in want]
+        for g, w in zip(results[handle], want, strict=True):
+            assert g.score == pytest.approx(w.score, abs=1e-5)
+            np.testing.assert_allclose(g.attention, w.attention, atol=1e-5)
 
 
 # -- one exported model, many checks ----------------------------------------------

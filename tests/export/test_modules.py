@@ -198,6 +198,7 @@ def test_a_wrong_argument_list_is_one_error():
     [
         ({"keys": 4}, "'keys' is reserved"),
         ({"src_mask": 4}, "'src_mask' is reserved"),
+        ({"coverage": 4}, "'coverage' is reserved"),
         ({"feed": 0}, "needs a size >= 1"),
         ({"feed": "8"}, "needs a size >= 1"),
     ],

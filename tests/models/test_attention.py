@@ -10,11 +10,20 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from models.attention import masked_softmax
-from models.config import ATTENTION_TYPES, BOS_ID, PLACEMENTS, RNN_TYPES
+from models.config import ATTENTION_TYPES, BOS_ID, LUONG_ONLY_ATTENTION, PLACEMENTS, RNN_TYPES
 from models.encoder import Encoder, reverse_index
 
-VARIANTS = list(itertools.product(RNN_TYPES, ATTENTION_TYPES, PLACEMENTS))
-VARIANT_IDS = ["-".join(v) for v in VARIANTS]
+VARIANTS = [
+    pytest.param(dict(rnn_type=r, attention=a, placement=p), id=f"{r}-{a}-{p}")
+    for r, a, p in itertools.product(RNN_TYPES, ATTENTION_TYPES, PLACEMENTS)
+    if p == "luong" or a not in LUONG_ONLY_ATTENTION
+] + [
+    pytest.param(dict(coverage=True), id="gru-additive-bahdanau-coverage"),
+    pytest.param(
+        dict(rnn_type="lstm", attention="concat", placement="luong", coverage=True),
+        id="lstm-concat-luong-coverage",
+    ),
+]
 
 
 def test_masked_softmax_exact_zero_at_padding() -> None:
@@ -27,11 +36,9 @@ def test_masked_softmax_exact_zero_at_padding() -> None:
     assert weights[1].tolist() == [1.0, 0.0, 0.0, 0.0]
 
 
-@pytest.mark.parametrize(("rnn_type", "attention", "placement"), VARIANTS, ids=VARIANT_IDS)
-def test_attention_weights_are_zero_at_padding(
-    make_model, padded_batch, rnn_type: str, attention: str, placement: str
-) -> None:
-    model = make_model(rnn_type=rnn_type, attention=attention, placement=placement)
+@pytest.mark.parametrize("overrides", VARIANTS)
+def test_attention_weights_are_zero_at_padding(make_model, padded_batch, overrides: dict) -> None:
+    model = make_model(**overrides)
     src, lengths = padded_batch
     with torch.no_grad():
         enc = model.encode(src, lengths)
@@ -51,15 +58,15 @@ def test_attention_weights_are_zero_at_padding(
             real_sum = (weights * enc.mask).sum(-1)
             torch.testing.assert_close(real_sum, torch.ones(3), atol=1e-6, rtol=0)
             assert len(state) == len(model.config.state_names)
+            if model.config.coverage:  # the sum of the weights so far: 0 at padding too
+                assert torch.all(state[-1][~enc.mask] == 0.0)
             prev = logits.argmax(-1)
 
 
-@pytest.mark.parametrize(("rnn_type", "attention", "placement"), VARIANTS, ids=VARIANT_IDS)
-def test_decoder_steps_ignore_padding(
-    make_model, padded_batch, rnn_type: str, attention: str, placement: str
-) -> None:
+@pytest.mark.parametrize("overrides", VARIANTS)
+def test_decoder_steps_ignore_padding(make_model, padded_batch, overrides: dict) -> None:
     """Decoding a padded batch gives every sentence the logits it gets alone."""
-    model = make_model(rnn_type=rnn_type, attention=attention, placement=placement)
+    model = make_model(**overrides)
     src, lengths = padded_batch
     tgt_in = torch.tensor([[BOS_ID, 4, 5, 6], [BOS_ID, 7, 8, 9], [BOS_ID, 10, 11, 4]])
     with torch.no_grad():
@@ -67,6 +74,41 @@ def test_decoder_steps_ignore_padding(
         for b, n in enumerate(lengths.tolist()):
             alone = model(src[b : b + 1, :n], lengths[b : b + 1], tgt_in[b : b + 1])
             torch.testing.assert_close(batched[b], alone[0], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("gate", [-50.0, 0.0, 0.3, 50.0], ids=["start", "middle", "near", "end"])
+@pytest.mark.parametrize("window", [1, 2])
+def test_local_p_weights_a_gaussian_window_around_the_predicted_position(
+    make_model, padded_batch, window: int, gate: float
+) -> None:
+    """p_t = S sigmoid(v_p^T tanh(W_p h_t)) of each row's own length S; weights are the
+    general scores plus the Gaussian's log, softmaxed over the real positions within D
+    of p_t (0 elsewhere, padding included), even when p_t sits at either end."""
+    model = make_model(attention="local-p", placement="luong", local_window=window)
+    att = model.decoder.attention
+    with torch.no_grad():
+        att.position_proj.weight.fill_(0.1)
+        att.position_v.weight.fill_(gate)
+    src, lengths = padded_batch
+    query = torch.randn(3, model.config.decoder_hidden, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        enc = model.encode(src, lengths)
+        _, weights = att(query, enc.keys, enc.memory, enc.mask)
+        general = torch.bmm(enc.keys, query.unsqueeze(-1)).squeeze(-1)
+        gates = torch.sigmoid(att.position_v(torch.tanh(att.position_proj(query)))).squeeze(-1)
+    for row, n in enumerate(lengths.tolist()):
+        p = n * float(gates[row])
+        assert 0.0 <= p <= n
+        inside = [j for j in range(n) if abs(j - p) <= window]
+        assert inside, "every row keeps a real position"
+        logits = torch.tensor(
+            [float(general[row, j]) - (j - p) ** 2 / (2 * (window / 2) ** 2) for j in inside]
+        )
+        want = torch.zeros(src.size(1))
+        want[inside] = torch.softmax(logits, -1)
+        torch.testing.assert_close(weights[row], want, atol=1e-6, rtol=1e-5)
+        assert float(weights[row].sum()) == pytest.approx(1.0, abs=1e-6)
+        assert torch.all(weights[row, n:] == 0.0)
 
 
 def test_reverse_index_values_and_involution() -> None:

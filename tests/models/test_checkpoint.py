@@ -186,6 +186,18 @@ def test_inconsistent_checkpoints(model_and_tokenizers, tmp_path) -> None:
             {"attention": "dot", "bidirectional": False, "encoder_hidden": 8, "decoder_hidden": 16},
             r"\(8 = encoder_hidden x directions\), got 16",
         ),
+        (
+            {"attention": "general", "coverage": True},
+            r"coverage needs attention 'additive' or 'concat' .*got attention='general'",
+        ),
+        ({"attention": "dot", "coverage": True, "decoder_hidden": 512}, r"attention='dot'"),
+        (
+            {"attention": "local-p"},
+            r"attention 'local-p' predicts its window from the new decoder output h_t, which "
+            r"only placement='luong' attends with; got placement='bahdanau'",
+        ),
+        ({"attention": "local-p", "placement": "luong", "local_window": 0}, "local_window"),
+        ({"attention": "local-p", "placement": "luong", "coverage": True}, "'local-p'"),
     ],
 )
 def test_config_rejects_invalid_values(overrides: dict, match: str) -> None:

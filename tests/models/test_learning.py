@@ -9,7 +9,15 @@ import torch
 from torch import nn
 
 from models.batching import pad
-from models.config import ATTENTION_TYPES, BOS_ID, EOS_ID, PAD_ID, PLACEMENTS, RNN_TYPES
+from models.config import (
+    ATTENTION_TYPES,
+    BOS_ID,
+    EOS_ID,
+    LUONG_ONLY_ATTENTION,
+    PAD_ID,
+    PLACEMENTS,
+    RNN_TYPES,
+)
 from models.options import DecodeOptions
 from models.search import greedy_search
 from models.seq2seq import Seq2Seq
@@ -43,6 +51,7 @@ def teacher_forced_loss(model: Seq2Seq, batch) -> torch.Tensor:
 VARIANTS = [
     pytest.param({"rnn_type": r, "attention": a, "placement": p}, id=f"{r}-{a}-{p}")
     for r, a, p in itertools.product(RNN_TYPES, ATTENTION_TYPES, PLACEMENTS)
+    if p == "luong" or a not in LUONG_ONLY_ATTENTION
 ] + [
     pytest.param(
         {
@@ -66,6 +75,18 @@ VARIANTS = [
     pytest.param(
         {"rnn_type": "gru", "attention": "dot", "placement": "luong", "input_feed": False},
         id="gru-dot-luong-no-input-feed",
+    ),
+    pytest.param(
+        {"rnn_type": "gru", "attention": "additive", "placement": "bahdanau", "coverage": True},
+        id="gru-additive-bahdanau-coverage",
+    ),
+    pytest.param(
+        {"rnn_type": "lstm", "attention": "concat", "placement": "luong", "coverage": True},
+        id="lstm-concat-luong-coverage",
+    ),
+    pytest.param(
+        {"rnn_type": "gru", "attention": "local-p", "placement": "luong", "local_window": 1},
+        id="gru-local-p-luong-window-1",
     ),
 ]
 

@@ -28,6 +28,14 @@ MODEL_VARIANTS = [
         {"rnn_type": "gru", "attention": "dot", "placement": "luong", "input_feed": False},
         id="gru-no-feed",
     ),
+    pytest.param(
+        {"rnn_type": "lstm", "attention": "additive", "placement": "luong", "coverage": True},
+        id="lstm-coverage",
+    ),
+    pytest.param(
+        {"rnn_type": "gru", "attention": "local-p", "placement": "luong", "local_window": 2},
+        id="gru-local-p",
+    ),
 ]
 
 

@@ -139,6 +139,34 @@ def test_bad_model_config_is_a_one_line_error(data_dir, tmp_path, capsys) -> Non
     assert len(err) == 1 and "dot attention needs decoder_hidden" in err[0]
 
 
+def test_coverage_loss_needs_a_coverage_model(data_dir, tmp_path, capsys) -> None:
+    args = ["--data", str(data_dir), "--out", str(tmp_path / "run"), *TINY_MODEL]
+    assert train_module.main([*args, "--coverage-loss", "0.5"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1
+    assert "coverage_loss=0.5 needs a coverage model: add --coverage" in err[0]
+    with pytest.raises(train_module.ConfigError, match="coverage_loss must be >= 0, got -1"):
+        train_module.TrainConfig(coverage_loss=-1.0)
+
+
+def test_coverage_model_trains_with_the_coverage_loss(data_dir, tmp_path) -> None:
+    run_dir = tmp_path / "run"
+    args = ["--data", str(data_dir), "--out", str(run_dir), "--epochs", "1", *TINY_MODEL]
+    assert train_module.main([*args, "--coverage", "--coverage-loss", "1.0"]) == 0
+    checkpoint = load_checkpoint(run_dir / "best.pt")
+    assert checkpoint.config.coverage
+    assert checkpoint.config.state_names == ("hidden", "coverage")
+
+
+def test_coverage_loss_sums_min_of_attention_and_coverage_so_far() -> None:
+    # one sentence, three steps over two source positions; the last step is padding
+    attention = torch.tensor([[[0.75, 0.25], [0.5, 0.5], [0.0, 1.0]]])
+    tgt_out = torch.tensor([[5, EOS_ID, PAD_ID]])
+    # step 0: nothing covered yet (0); step 1: min(.5, .75) + min(.5, .25) = .75
+    loss = train_module.coverage_loss(attention, tgt_out, PAD_ID)
+    assert float(loss) == pytest.approx(0.75)
+
+
 def test_select_on_chooses_by_bleu_on_named_sources(data_dir, tmp_path) -> None:
     """--select-on: the best checkpoint is the epoch with the best BLEU on the valid lines
     of the named sources (valid.origin), recorded per epoch as select_bleu."""

@@ -34,8 +34,11 @@ class TinyBundle:
     sentences: tuple[str, ...]  # sample.en lines, the source side of the tests
 
 
-@pytest.fixture(scope="session")
-def tiny_bundle(tmp_path_factory: pytest.TempPathFactory) -> TinyBundle:
+def build_tiny_bundle(
+    root: Path, name: str = TINY_MODEL, *, max_source_tokens: int = 1024, **overrides
+) -> TinyBundle:
+    """Export a tiny random model (``ModelConfig`` ``overrides``: a model variant) into
+    ``root/repo/name/1``, gated up to ``max_source_tokens``."""
     import torch
 
     from export.cli import export_bundle
@@ -44,20 +47,24 @@ def tiny_bundle(tmp_path_factory: pytest.TempPathFactory) -> TinyBundle:
     from models.seq2seq import Seq2Seq
     from models.tokenizer import Tokenizer, read_lines, train_sentencepiece
 
-    root = tmp_path_factory.mktemp("tiny-bundle")
     en, es = read_lines(SAMPLE_EN), read_lines(SAMPLE_ES)
     src_tok = Tokenizer.from_file(train_sentencepiece(en, root / "spm" / "en", vocab_size=120))
     tgt_tok = Tokenizer.from_file(train_sentencepiece(es, root / "spm" / "es", vocab_size=120))
     torch.manual_seed(0)
     config = ModelConfig(
-        src_vocab_size=src_tok.vocab_size,
-        tgt_vocab_size=tgt_tok.vocab_size,
-        embed_dim=16,
-        encoder_hidden=16,
-        decoder_hidden=32,
-        attention_dim=16,
-        output_dim=16,
-        dropout=0.0,
+        **(
+            dict(
+                src_vocab_size=src_tok.vocab_size,
+                tgt_vocab_size=tgt_tok.vocab_size,
+                embed_dim=16,
+                encoder_hidden=16,
+                decoder_hidden=32,
+                attention_dim=16,
+                output_dim=16,
+                dropout=0.0,
+            )
+            | overrides
+        )
     )
     model = Seq2Seq(config).eval()
     with torch.no_grad():
@@ -66,19 +73,24 @@ def tiny_bundle(tmp_path_factory: pytest.TempPathFactory) -> TinyBundle:
     checkpoint = root / "model.pt"
     save_checkpoint(checkpoint, model, src_tok, tgt_tok, meta={"note": "tiny random test model"})
     repo = root / "repo"
-    bundle_dir = repo / TINY_MODEL / "1"
+    bundle_dir = repo / name / "1"
     with one_torch_thread():
-        # verified up to 1,024 source tokens: the load tests send long sentences, which
-        # this 120-piece vocabulary splits into many pieces
+        # the tiny model is verified up to 1,024 source tokens: the load tests send long
+        # sentences, which this 120-piece vocabulary splits into many pieces
         export_bundle(
             checkpoint,
             bundle_dir,
             parity_src=SAMPLE_EN,
             parity_limit=20,
             beam_sentences=5,
-            max_source_tokens=1024,
+            max_source_tokens=max_source_tokens,
         )
     return TinyBundle(repo, bundle_dir, checkpoint, tuple(line for line in en if line.strip()))
+
+
+@pytest.fixture(scope="session")
+def tiny_bundle(tmp_path_factory: pytest.TempPathFactory) -> TinyBundle:
+    return build_tiny_bundle(tmp_path_factory.mktemp("tiny-bundle"))
 
 
 @pytest.fixture(scope="session")
