@@ -2,7 +2,8 @@
 
 AdamW, gradient clipping, teacher forcing, padding-aware label-smoothed loss,
 length-bucketed batches, validation loss and sacreBLEU every epoch, early
-stopping, best checkpoint kept, resumable (``RUN_DIR/last.pt``), seeded.
+stopping, best checkpoint kept, resumable (``RUN_DIR/last.pt``), seeded; an optional
+time budget with a learning rate that decays to zero over it, and bf16 autocast.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import math
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -29,6 +30,9 @@ from models.seq2seq import Seq2Seq
 from models.tokenizer import Tokenizer, TokenizerError
 from models.translate import bleu, translate_texts
 
+LR_SCHEDULES = ("plateau", "budget")
+PRECISIONS = ("fp32", "bf16")
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -41,7 +45,16 @@ class TrainConfig:
     teacher_forcing: float = 1.0
     patience: int = 3
     max_len: int = 64
+    # Wall-clock budget (0: none): training stops when it is spent, mid-epoch if need be,
+    # then validates and saves once more.
     max_minutes: float = 0.0
+    # "plateau": halve the rate when validation loss stops falling; "budget": decay it
+    # linearly from lr to 0 over max_minutes (budgeted training, Li et al. 2020), so a
+    # time-limited run ends annealed instead of cut off at full rate.
+    lr_schedule: str = "plateau"
+    # "bf16": autocast forward passes to bfloat16 (weights, optimizer and loss stay fp32);
+    # ~1.4x faster on CPUs with AVX512-BF16, checkpoints are fp32 either way.
+    precision: str = "fp32"
     bleu_sentences: int = 2000
     seed: int = 1
     threads: int = 0
@@ -59,6 +72,18 @@ class TrainConfig:
             raise ConfigError("teacher forcing ratio must be in [0, 1]")
         if not self.coverage_loss >= 0.0:
             raise ConfigError(f"coverage_loss must be >= 0, got {self.coverage_loss}")
+        if not self.max_minutes >= 0.0:
+            raise ConfigError(f"max_minutes must be >= 0, got {self.max_minutes}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ConfigError(
+                f"lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {self.lr_schedule!r}"
+            )
+        if self.lr_schedule == "budget" and not self.max_minutes:
+            raise ConfigError("lr_schedule 'budget' decays over max_minutes: set --max-minutes")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(
+                f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}"
+            )
 
     def check_model(self, model_config: ModelConfig) -> None:
         """Refuse training options the model cannot use."""
@@ -156,8 +181,10 @@ def train(
     *,
     resume: bool = False,
     progress: bool = True,
+    clock: Callable[[], float] = time.monotonic,
 ) -> dict:
-    """Train and return the summary written to ``run_dir/summary.json``."""
+    """Train and return the summary written to ``run_dir/summary.json``; ``clock`` (seconds)
+    measures the time budget and the epochs."""
     from tqdm import tqdm
 
     cfg.check_model(model_config)
@@ -191,7 +218,13 @@ def train(
         bad_epochs, history = state["bad_epochs"], state["history"]
         elapsed_before = state["elapsed"]
         torch.set_rng_state(payload["rng"])
-    t0 = time.monotonic()
+    t0 = clock()
+    budget = cfg.max_minutes * 60
+
+    def spent() -> float:
+        return elapsed_before + clock() - t0
+
+    out_of_time = False
     for epoch in range(start_epoch, cfg.epochs + 1):
         model.train()
         batches = list(
@@ -199,17 +232,28 @@ def train(
                 train_data, max_tokens=cfg.max_tokens, shuffle=True, seed=cfg.seed * 1000 + epoch
             )
         )
-        epoch_loss, epoch_tokens, epoch_start = 0.0, 0, time.monotonic()
+        epoch_loss, epoch_tokens, epoch_pairs, epoch_start = 0.0, 0, 0, clock()
         bar = tqdm(batches, desc=f"epoch {epoch}", unit="batch", disable=not progress)
         for batch in bar:
+            now = spent()
+            if budget and now >= budget:
+                out_of_time = True
+                break
+            if cfg.lr_schedule == "budget":
+                for group in optimizer.param_groups:
+                    group["lr"] = cfg.lr * (1.0 - now / budget)
             batch = batch.to(device)
-            logits, attention = model.decode_train(
-                batch.src, batch.lengths, batch.tgt_in, teacher_forcing_ratio=cfg.teacher_forcing
-            )
-            loss = loss_fn(logits.flatten(0, 1), batch.tgt_out.flatten())
+            with torch.autocast(device.type, torch.bfloat16, enabled=cfg.precision == "bf16"):
+                logits, attention = model.decode_train(
+                    batch.src,
+                    batch.lengths,
+                    batch.tgt_in,
+                    teacher_forcing_ratio=cfg.teacher_forcing,
+                )
+            loss = loss_fn(logits.float().flatten(0, 1), batch.tgt_out.flatten())
             if cfg.coverage_loss:
                 loss = loss + cfg.coverage_loss * coverage_loss(
-                    attention, batch.tgt_out, model_config.pad_id
+                    attention.float(), batch.tgt_out, model_config.pad_id
                 )
             ntok = batch.target_tokens
             optimizer.zero_grad(set_to_none=True)
@@ -218,8 +262,12 @@ def train(
             optimizer.step()
             epoch_loss += loss.item()
             epoch_tokens += ntok
+            epoch_pairs += batch.src.size(0)
             bar.set_postfix(loss=f"{epoch_loss / epoch_tokens:.3f}")
-        train_seconds = time.monotonic() - epoch_start
+        bar.close()
+        if not epoch_pairs:
+            break
+        train_seconds = clock() - epoch_start
         valid_loss = evaluate_loss(model, valid_data, device, cfg.max_tokens)
         valid_bleu = evaluate_bleu(model, src_tok, tgt_tok, valid_data, cfg.bleu_sentences)
         select_bleu = valid_bleu
@@ -227,8 +275,9 @@ def train(
             select_bleu = evaluate_bleu(
                 model, src_tok, tgt_tok, valid_data, cfg.bleu_sentences, select
             )
-        scheduler.step(valid_loss)
-        elapsed = elapsed_before + time.monotonic() - t0
+        if cfg.lr_schedule == "plateau":
+            scheduler.step(valid_loss)
+        elapsed = spent()
         record = {
             "epoch": epoch,
             "train_loss": epoch_loss / max(epoch_tokens, 1),
@@ -236,7 +285,8 @@ def train(
             "valid_ppl": math.exp(min(valid_loss, 50)),
             "valid_bleu": valid_bleu,
             **({"select_bleu": select_bleu} if select is not None else {}),
-            "pairs_per_second": len(train_data) / train_seconds,
+            "pairs": epoch_pairs,
+            "pairs_per_second": epoch_pairs / train_seconds,
             "lr": optimizer.param_groups[0]["lr"],
             "elapsed_seconds": elapsed,
         }
@@ -270,7 +320,7 @@ def train(
         if bad_epochs >= cfg.patience:
             print(f"early stopping: no BLEU gain in {cfg.patience} epochs", flush=True)
             break
-        if cfg.max_minutes and elapsed / 60 >= cfg.max_minutes:
+        if out_of_time or (budget and elapsed >= budget):
             print(f"time budget of {cfg.max_minutes} minutes reached", flush=True)
             break
     summary = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 
 import pytest
@@ -195,6 +196,74 @@ def test_select_on_errors(data_dir, tmp_path) -> None:
         train_module.selection_lines(tmp_path, "ding", 3)
     with pytest.raises(train_module.CheckpointError, match="--select-on fortunes: no valid line"):
         train_module.selection_lines(tmp_path, "ding,fortunes", 2)
+
+
+def _run(data_dir, run_dir, *extra, clock=None) -> dict:
+    """nmt-train with TINY_MODEL and ``extra`` flags; with ``clock``, ``train()`` itself
+    (3 epochs of 100-token batches, a one-minute budget, the budget schedule)."""
+    argv = ["--data", str(data_dir), "--out", str(run_dir), *TINY_MODEL, *extra]
+    if clock is None:
+        assert train_module.main(argv) == 0
+    else:
+        cfg_args = dict(epochs=3, max_tokens=100, max_minutes=1.0, lr_schedule="budget")
+        src = Tokenizer.from_file(data_dir / "spm.en.model")
+        tgt = Tokenizer.from_file(data_dir / "spm.es.model")
+        model_config = train_module.ModelConfig(
+            src_vocab_size=src.vocab_size,
+            tgt_vocab_size=tgt.vocab_size,
+            embed_dim=16,
+            encoder_hidden=16,
+            decoder_hidden=32,
+            attention_dim=16,
+            output_dim=16,
+        )
+        cfg = train_module.TrainConfig(bleu_sentences=20, threads=1, **cfg_args)
+        train_module.train(data_dir, run_dir, model_config, cfg, progress=False, clock=clock)
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def test_budget_schedule_stops_mid_epoch_annealed(data_dir, tmp_path) -> None:
+    """--lr-schedule budget: the rate falls linearly to 0 over --max-minutes and training
+    stops when the budget is spent, inside the epoch, then validates and saves."""
+    ticks = iter(range(0, 10**6, 4))  # a clock that advances 4 s per reading
+    summary = _run(data_dir, tmp_path / "run", clock=lambda: float(next(ticks)))
+    (record,) = summary["history"]
+    assert 0 < record["pairs"] < summary["train_pairs"]
+    assert 0.0 < record["lr"] < train_module.TrainConfig.lr / 2
+    assert load_checkpoint(tmp_path / "run" / "best.pt").meta["epoch"] == 1
+
+
+def test_plateau_schedule_keeps_the_rate_within_an_epoch(data_dir, tmp_path) -> None:
+    summary = _run(data_dir, tmp_path / "run", "--epochs", "1", "--max-tokens", "100")
+    (record,) = summary["history"]
+    assert record["lr"] == train_module.TrainConfig.lr
+    assert record["pairs"] == summary["train_pairs"]
+
+
+def test_bf16_training_saves_a_float32_checkpoint(data_dir, tmp_path) -> None:
+    summary = _run(data_dir, tmp_path / "run", "--epochs", "1", "--precision", "bf16")
+    (record,) = summary["history"]
+    assert math.isfinite(record["train_loss"]) and math.isfinite(record["valid_loss"])
+    payload = read_payload(tmp_path / "run" / "best.pt")
+    dtypes = {t.dtype for t in payload["state_dict"].values() if t.is_floating_point()}
+    assert dtypes == {torch.float32}
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--lr-schedule", "cosine"], "lr_schedule must be one of plateau, budget, got 'cosine'"),
+        (["--lr-schedule", "budget"], "lr_schedule 'budget' decays over max_minutes: set"),
+        (["--max-minutes", "-1"], "max_minutes must be >= 0, got -1.0"),
+        (["--max-minutes", "nan"], "max_minutes must be >= 0, got nan"),
+        (["--precision", "fp16"], "precision must be one of fp32, bf16, got 'fp16'"),
+    ],
+)
+def test_schedule_and_precision_errors_are_one_line(data_dir, tmp_path, capsys, extra, message):
+    args = ["--data", str(data_dir), "--out", str(tmp_path / "run"), *TINY_MODEL, *extra]
+    assert train_module.main(args) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and message in err[0]
 
 
 # ---------------------------------------------------------------- batching
