@@ -15,7 +15,7 @@ from tests.export.helpers import serve_without_torch
 
 ROOT = Path(__file__).resolve().parents[2]
 REPO = ROOT / "model_repository" / "en-es"
-FP32, INT8 = REPO / "3", REPO / "4"
+FP32, INT8 = REPO / "5", REPO / "6"
 TEXTS = ["The cat sat on the mat.", "Where is the train station?", "a small house"]
 
 

@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_offline_optimization_smoke(capsys):
-    bundle = ROOT / "model_repository" / "en-es" / "4"
+    bundle = ROOT / "model_repository" / "en-es" / "6"
     argv = ["--bundle", str(bundle), "--rounds", "2", "--steps", "3", "--threads", "1"]
     assert offlineopt.main(argv) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -23,7 +23,7 @@ from service.server import ServerConfig, create_server
 
 ROOT = Path(__file__).resolve().parents[2]
 REPO = ROOT / "model_repository"
-FP32 = REPO / "en-es" / "3"
+FP32 = REPO / "en-es" / "5"
 TEST_EN = ROOT / "models" / "pretrained" / "en-es" / "test.en"
 GPU = RuntimeConfig(providers=("cuda",), require_gpu=True)
 

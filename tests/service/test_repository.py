@@ -66,5 +66,5 @@ def test_missing_repository(tmp_path):
 
 def test_committed_repository_serves_int8_on_cpu_fp32_on_gpu():
     repo = Path(__file__).resolve().parents[2] / "model_repository"
-    assert find_bundles(repo)["en-es"].name == "4"
-    assert find_bundles(repo, gpu=True)["en-es"].name == "3"
+    assert find_bundles(repo)["en-es"].name == "6"
+    assert find_bundles(repo, gpu=True)["en-es"].name == "5"

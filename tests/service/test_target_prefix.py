@@ -105,7 +105,7 @@ def test_streaming_prefix_starts_with_the_prefix():
 # -- parity with the PyTorch reference on the committed bundle ---------------------
 
 ROOT = Path(__file__).resolve().parents[2]
-FP32 = ROOT / "model_repository" / "en-es" / "3"
+FP32 = ROOT / "model_repository" / "en-es" / "5"
 TEST_SPLIT = ROOT / "models" / "pretrained" / "en-es" / "test.en"
 
 

@@ -66,7 +66,7 @@ def test_serves_metrics_counting_the_calls(docker, container):
     ok = {"method": "Translate", "code": "OK"}
     assert after.value("nmt_requests_total", **ok) == before.value("nmt_requests_total", **ok) + 1
     cpu = {"provider": "CPUExecutionProvider"}
-    assert after.value("nmt_model_info", model="en-es", version="4", **cpu) == 1
+    assert after.value("nmt_model_info", model="en-es", version="6", **cpu) == 1
     assert after.value("nmt_model_info", model="en-es-luong", version="1", **cpu) == 1
 
 
