@@ -335,16 +335,22 @@ def train(
     return summary
 
 
+# Second spellings of a few flags: the name the literature (and issue 19) uses.
+FLAG_ALIASES = {"coverage": ("--attention-coverage",)}
+
+
 def _add_dataclass_args(parser: argparse.ArgumentParser, cls, skip: Sequence[str] = ()) -> None:
     for f in fields(cls):
         if f.name in skip:
             continue
-        flag = "--" + f.name.replace("_", "-")
+        flags = ("--" + f.name.replace("_", "-"), *FLAG_ALIASES.get(f.name, ()))
         if f.type in ("bool", bool):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default)
+            parser.add_argument(
+                *flags, dest=f.name, action=argparse.BooleanOptionalAction, default=f.default
+            )
         else:
             kind = {"int": int, "float": float, "str": str}.get(str(f.type), str)
-            parser.add_argument(flag, type=kind, default=f.default)
+            parser.add_argument(*flags, dest=f.name, type=kind, default=f.default)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -150,10 +150,11 @@ def test_coverage_loss_needs_a_coverage_model(data_dir, tmp_path, capsys) -> Non
         train_module.TrainConfig(coverage_loss=-1.0)
 
 
-def test_coverage_model_trains_with_the_coverage_loss(data_dir, tmp_path) -> None:
+@pytest.mark.parametrize("flag", ["--coverage", "--attention-coverage"])
+def test_coverage_model_trains_with_the_coverage_loss(data_dir, tmp_path, flag) -> None:
     run_dir = tmp_path / "run"
     args = ["--data", str(data_dir), "--out", str(run_dir), "--epochs", "1", *TINY_MODEL]
-    assert train_module.main([*args, "--coverage", "--coverage-loss", "1.0"]) == 0
+    assert train_module.main([*args, flag, "--coverage-loss", "1.0"]) == 0
     checkpoint = load_checkpoint(run_dir / "best.pt")
     assert checkpoint.config.coverage
     assert checkpoint.config.state_names == ("hidden", "coverage")
