@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PRETRAINED = ROOT / "models" / "pretrained"
 MODELS = {  # name: (served version on CPU, precision, architecture)
     "en-es": ("6", "int8", ("gru", "additive", "bahdanau")),
-    "en-es-luong": ("1", "fp32", ("lstm", "general", "luong")),
+    "en-es-luong": ("2", "fp32", ("lstm", "general", "luong")),
 }
 TEXTS = ["She is looking for a new job.", "I need to buy new shoes.", "Today is Monday."]
 
@@ -55,7 +55,7 @@ def test_the_luong_model_answers_like_its_checkpoint(stub, beam):
     )  # fmt: skip
     request = pb.TranslateRequest(texts=TEXTS, model="en-es-luong", options=proto_options(beam))
     reply = stub.Translate(request, timeout=TIMEOUT)
-    assert reply.model == "en-es-luong" and reply.model_version == "1"
+    assert reply.model == "en-es-luong" and reply.model_version == "2"
     assert [t.hypotheses[0].text for t in reply.translations] == expected
 
 
