@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import shutil
@@ -199,35 +200,21 @@ def test_select_on_errors(data_dir, tmp_path) -> None:
         train_module.selection_lines(tmp_path, "ding,fortunes", 2)
 
 
-def _run(data_dir, run_dir, *extra, clock=None) -> dict:
-    """nmt-train with TINY_MODEL and ``extra`` flags; with ``clock``, ``train()`` itself
-    (3 epochs of 100-token batches, a one-minute budget, the budget schedule)."""
+def _run(data_dir, run_dir, *extra) -> dict:
+    """nmt-train with TINY_MODEL and ``extra`` flags; returns its summary.json."""
     argv = ["--data", str(data_dir), "--out", str(run_dir), *TINY_MODEL, *extra]
-    if clock is None:
-        assert train_module.main(argv) == 0
-    else:
-        cfg_args = dict(epochs=3, max_tokens=100, max_minutes=1.0, lr_schedule="budget")
-        src = Tokenizer.from_file(data_dir / "spm.en.model")
-        tgt = Tokenizer.from_file(data_dir / "spm.es.model")
-        model_config = train_module.ModelConfig(
-            src_vocab_size=src.vocab_size,
-            tgt_vocab_size=tgt.vocab_size,
-            embed_dim=16,
-            encoder_hidden=16,
-            decoder_hidden=32,
-            attention_dim=16,
-            output_dim=16,
-        )
-        cfg = train_module.TrainConfig(bleu_sentences=20, threads=1, **cfg_args)
-        train_module.train(data_dir, run_dir, model_config, cfg, progress=False, clock=clock)
+    assert train_module.main(argv) == 0
     return json.loads((run_dir / "summary.json").read_text())
 
 
-def test_budget_schedule_stops_mid_epoch_annealed(data_dir, tmp_path) -> None:
+def test_budget_schedule_stops_mid_epoch_annealed(data_dir, tmp_path, monkeypatch) -> None:
     """--lr-schedule budget: the rate falls linearly to 0 over --max-minutes and training
     stops when the budget is spent, inside the epoch, then validates and saves."""
     ticks = iter(range(0, 10**6, 4))  # a clock that advances 4 s per reading
-    summary = _run(data_dir, tmp_path / "run", clock=lambda: float(next(ticks)))
+    clocked = functools.partial(train_module.train, clock=lambda: float(next(ticks)))
+    monkeypatch.setattr(train_module, "train", clocked)
+    budget = ("--max-minutes", "1", "--lr-schedule", "budget")
+    summary = _run(data_dir, tmp_path / "run", "--epochs", "3", "--max-tokens", "100", *budget)
     (record,) = summary["history"]
     assert 0 < record["pairs"] < summary["train_pairs"]
     assert 0.0 < record["lr"] < train_module.TrainConfig.lr / 2
