@@ -228,7 +228,10 @@ def test_plateau_schedule_keeps_the_rate_within_an_epoch(data_dir, tmp_path) -> 
     assert record["pairs"] == summary["train_pairs"]
 
 
-def test_bf16_training_saves_a_float32_checkpoint(data_dir, tmp_path) -> None:
+def test_bf16_training_saves_a_float32_checkpoint(data_dir, tmp_path, monkeypatch) -> None:
+    # On a CPU without bf16 kernels nmt-train refuses bf16 (next test); correctness of the
+    # autocast path does not depend on speed, so run it here whatever the CPU.
+    monkeypatch.setattr(train_module, "cpu_has_bf16", lambda: True)
     summary = _run(data_dir, tmp_path / "run", "--epochs", "1", "--precision", "bf16")
     (record,) = summary["history"]
     assert math.isfinite(record["train_loss"]) and math.isfinite(record["valid_loss"])
@@ -252,6 +255,17 @@ def test_schedule_and_precision_errors_are_one_line(data_dir, tmp_path, capsys, 
     assert train_module.main(args) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+def test_bf16_is_refused_on_a_cpu_without_bf16_kernels(data_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(train_module, "cpu_has_bf16", lambda: False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    args = ["--data", str(data_dir), "--out", str(tmp_path / "run"), *TINY_MODEL]
+    assert train_module.main([*args, "--precision", "bf16"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1
+    assert "no bfloat16 kernels for this CPU" in err[0] and "use --precision fp32" in err[0]
+    assert not (tmp_path / "run" / "best.pt").exists()
 
 
 # ---------------------------------------------------------------- batching
