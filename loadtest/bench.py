@@ -39,6 +39,7 @@ from pathlib import Path
 
 from loadtest import report, threadcpu
 from loadtest.clients import ClientProcess, start_noop_server
+from loadtest.machine import cpu_name
 from loadtest.roofline import measure_peak, model_flops
 from models.commands import show_defaults
 from models.config import ModelConfig
@@ -59,16 +60,6 @@ def shown(path: Path) -> str:
         return str(path.resolve().relative_to(ROOT))
     except ValueError:
         return str(path)
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def gpu_name() -> str:

@@ -85,6 +85,7 @@ from types import ModuleType
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from loadtest.machine import cpu_name
 from models.commands import show_defaults
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
@@ -784,14 +785,6 @@ def versions() -> dict:
             out[dist] = metadata.version(dist)
     out["libc"] = " ".join(platform.libc_ver())
     return out
-
-
-def cpu_name() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 def shown(path: Path) -> str:
