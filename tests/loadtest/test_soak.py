@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from loadtest import soak
+from loadtest import soak, soakprobe, soakreport
 
 
 def test_short_soak_of_a_started_server(tmp_path, capsys):
@@ -102,11 +102,11 @@ def test_short_soak_of_a_started_server(tmp_path, capsys):
 
 
 def test_unreachable_server_is_a_one_line_error():
-    ports = [str(soak.free_port()), str(soak.free_port())]
+    ports = [str(soakprobe.free_port()), str(soakprobe.free_port())]
     argv = ["--port", ports[0], "--metrics-port", ports[1], "--connect-timeout", "1"]
     proc = subprocess.run(
         [sys.executable, "-m", "loadtest.soak", *argv],
-        cwd=soak.ROOT,
+        cwd=soakprobe.ROOT,
         capture_output=True,
         text=True,
         timeout=60,
@@ -122,32 +122,38 @@ def test_unreachable_server_is_a_one_line_error():
     [[], [(10.0, 100.0)], [(10.0, 100.0), (10.0, 101.0)], [(0.0, 1.0), (10.0, float("nan"))]],
 )
 def test_slope_is_nan_without_two_finite_points_and_the_gate_fails(points):
-    slope = soak.slope_per_minute(points)
+    slope = soakreport.slope_per_minute(points)
     assert math.isnan(slope)
-    assert not soak.slope_ok(slope, 1000.0)
+    assert not soakreport.slope_ok(slope, 1000.0)
 
 
 def test_gates_fail_on_empty_input_and_nan():
-    assert soak.slope_per_minute([(0.0, 100.0), (60.0, 101.0), (120.0, 102.0)]) == pytest.approx(1)
-    assert soak.slope_ok(0.5, 1.0) and soak.slope_ok(-3.0, 1.0)
-    assert not soak.slope_ok(1.5, 1.0)
-    assert not soak.slope_ok(float("inf"), 1.0) and not soak.slope_ok(0.0, float("nan"))
-    assert not soak.health_ok({}) and not soak.health_ok({"checks": 0, "failures": 0})
-    assert not soak.health_ok({"checks": 10, "failures": 1}) and soak.health_ok(
+    assert soakreport.slope_per_minute(
+        [(0.0, 100.0), (60.0, 101.0), (120.0, 102.0)]
+    ) == pytest.approx(1)
+    assert soakreport.slope_ok(0.5, 1.0) and soakreport.slope_ok(-3.0, 1.0)
+    assert not soakreport.slope_ok(1.5, 1.0)
+    assert not soakreport.slope_ok(float("inf"), 1.0) and not soakreport.slope_ok(0.0, float("nan"))
+    assert not soakreport.health_ok({}) and not soakreport.health_ok({"checks": 0, "failures": 0})
+    assert not soakreport.health_ok({"checks": 10, "failures": 1}) and soakreport.health_ok(
         {"checks": 10, "failures": 0}
     )
-    assert not soak.counts_match({}, {})
-    assert not soak.counts_match({"Translate OK": 3}, {"Translate OK": 3, "Translate CANCELLED": 1})
-    assert soak.counts_match({"Translate OK": 3}, {"Translate OK": 3})
+    assert not soakreport.counts_match({}, {})
+    assert not soakreport.counts_match(
+        {"Translate OK": 3}, {"Translate OK": 3, "Translate CANCELLED": 1}
+    )
+    assert soakreport.counts_match({"Translate OK": 3}, {"Translate OK": 3})
     # A call the client cancelled as the server answered: counted once, with its status.
     raced = {"Translate OK": 3, "Translate CANCELLED": 1}
-    assert soak.counts_match(raced, {"Translate OK": 4})
+    assert soakreport.counts_match(raced, {"Translate OK": 4})
     wrong = {"Translate OK": 3, "Translate INVALID_ARGUMENT": 1}  # not a call given up on
-    assert not soak.counts_match(wrong, {"Translate OK": 4})
-    assert not soak.counts_match({"Translate OK": 4}, {"Translate OK": 3, "Translate CANCELLED": 1})
-    memory = soak.memory([], warmup=60, wall=0.0)
+    assert not soakreport.counts_match(wrong, {"Translate OK": 4})
+    assert not soakreport.counts_match(
+        {"Translate OK": 4}, {"Translate OK": 3, "Translate CANCELLED": 1}
+    )
+    memory = soakreport.memory([], warmup=60, wall=0.0)
     assert memory["slope_last_half_mb_per_min"] is None and memory["rss_start_mb"] is None
-    assert math.isnan(soak.quantile([], 0.99))
+    assert math.isnan(soakprobe.quantile([], 0.99))
 
 
 def test_memory_between_bursts_leaves_the_bursts_out():
@@ -157,7 +163,9 @@ def test_memory_between_bursts_leaves_the_bursts_out():
         {"t_s": float(t), "rss_mb": 300.0 if 100 <= t <= 130 else 200.0, "rss_source": "x"}
         for t in range(0, 301, 10)
     ]
-    memory = soak.memory(samples, warmup=100.0, wall=300.0, bursts=[(100.0, 130.0)], tail=10.0)
+    memory = soakreport.memory(
+        samples, warmup=100.0, wall=300.0, bursts=[(100.0, 130.0)], tail=10.0
+    )
     assert memory["rss_start_mb"] == 200.0 and memory["rss_start_t_s"] == 150.0
     assert memory["rss_max_mb"] == 300.0 and memory["rss_end_mb"] == 200.0
     assert memory["quiet_slope_after_warmup_mb_per_min"] == 0.0
