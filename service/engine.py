@@ -24,20 +24,17 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from models.options import DecodeOptions, Hypothesis
+from models.options import DecodeOptions
 from service.bundle import Bundle
 from service.decoding import Encoded, SentenceSearch, length_groups, make_search, pad_batch
 from service.errors import Cancelled, DeadlineExpired, EngineFailure, NotReady, Overloaded
+from service.front import DEADLINE_MESSAGE, EngineFront
 from service.jobs import Job, PrefixCallback, Timing, TranslationResult, decode_options
-from service.limits import EngineConfig, validate_prefixes, validate_request
+from service.limits import EngineConfig
 from service.loop import DecodeLoop, isolate_failures
 from service.metrics import Metrics
 
 log = logging.getLogger(__name__)
-DEADLINE_MESSAGE = (
-    "the deadline passed before the translation finished: allow a longer deadline, "
-    "send fewer sentences or lower max_length"
-)
 
 __all__ = [
     "Engine",
@@ -80,7 +77,10 @@ class EncodeOutcome:
     error: BaseException | None = None
 
 
-class Engine:
+class Engine(EngineFront):
+    """A model's engine in this process: the scheduler and encoder threads over its ORT
+    sessions (:class:`service.remote.RemoteEngine` runs one in a child process)."""
+
     def __init__(self, bundle: Bundle, config: EngineConfig, metrics: Metrics) -> None:
         self.bundle = bundle
         self.config = config
@@ -197,32 +197,7 @@ class Engine:
 
     # -- requests --------------------------------------------------------------------
 
-    def validate(self, texts: Sequence[str], options: DecodeOptions) -> list[list[int]]:
-        """Tokenise and check limits; raise :class:`InvalidRequest` saying how to fix it."""
-        return validate_request(
-            texts,
-            options,
-            self.config,
-            self.bundle.src_tokenizer,
-            max_source_tokens=self.bundle.max_source_tokens,
-        )
-
-    def submit(
-        self,
-        texts: Sequence[str],
-        options: DecodeOptions,
-        *,
-        timeout: float | None = None,
-        on_prefix: PrefixCallback | None = None,
-        prefixes: Sequence[str] = (),
-    ) -> Job:
-        """Validate and queue a request; raises if it cannot be queued. ``prefixes``:
-        each text's forced target start (target-language text, "" for none)."""
-        sources = self.validate(texts, options)
-        forced = validate_prefixes(prefixes, sources, options, self.bundle.tgt_tokenizer)
-        return self._enqueue(sources, options, timeout, on_prefix, forced)
-
-    def _enqueue(
+    def enqueue(
         self,
         sources: list[list[int]],
         options: DecodeOptions,
@@ -258,45 +233,6 @@ class Engine:
 
     def _note_cancel(self) -> None:
         self._cancel_noted = True
-
-    def wait(self, job: Job, timeout: float | None = None) -> list[list[Hypothesis]]:
-        """Block until ``job`` is done; translate timeouts into :class:`DeadlineExpired`."""
-        try:
-            return job.future.result(timeout)
-        except TimeoutError:
-            job.cancel()
-            raise DeadlineExpired(DEADLINE_MESSAGE) from None
-
-    def render(self, job: Job, nbest: list[list[Hypothesis]]) -> list[TranslationResult]:
-        """Detokenise (in the caller's thread, not the scheduler's)."""
-        src_tok, tgt_tok = self.bundle.src_tokenizer, self.bundle.tgt_tokenizer
-        out = []
-        for ids, hyps in zip(job.sources, nbest, strict=True):
-            out.append(
-                TranslationResult(
-                    source_pieces=src_tok.pieces(ids),
-                    hypotheses=[
-                        (tgt_tok.decode(h.tokens), tgt_tok.pieces(h.tokens), h) for h in hyps
-                    ],
-                    source_ids=tuple(ids),
-                )
-            )
-        return out
-
-    def translate(
-        self, texts: Sequence[str], options: DecodeOptions, *, timeout: float | None = None
-    ) -> tuple[Job, list[TranslationResult]]:
-        job = self.submit(texts, options, timeout=timeout)
-        return job, self.render(job, self.wait(job, timeout))
-
-    def warmup(self) -> None:
-        """One real translation through the whole path (greedy and beam), its source cut
-        to the model's verified length (a request that long would be refused)."""
-        sources = [self.bundle.src_tokenizer.encode("Warm up.")[: self.max_source_tokens]]
-        for beam in (1, 2):
-            options = DecodeOptions(beam_size=beam, return_attention=True)
-            job = self._enqueue(sources, options, timeout=60)
-            self.render(job, self.wait(job, 60))
 
     # -- scheduler ---------------------------------------------------------------------
 

@@ -106,7 +106,7 @@ def to_timing(job: Job) -> pb.Timing:
 
 
 def model_info(name: str, engine, *, default: bool) -> pb.ModelInfo:
-    """One model's ListModels entry; ``engine`` is its :class:`service.engine.Engine`."""
+    """One model's ListModels entry; ``engine`` is its :class:`service.front.EngineFront`."""
     m = engine.bundle.manifest
     summary = {
         "parity": m.get("parity", {}),

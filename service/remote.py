@@ -23,7 +23,8 @@ reads):
   sent only when it changed), ``beat`` (every :data:`HEARTBEAT_SECONDS`: the child's
   ``Engine.health()`` and its engine metrics' samples), ``called``, ``stopped``.
 
-The parent tokenises and validates (``Engine.validate``), so only token ids cross; a
+The parent tokenises and validates (:meth:`EngineFront.validate`, the in-process
+engine's very code), so only token ids cross; a
 refusal by the child's engine (queue full, not accepting) comes back through the job's
 future, and the servicer maps it to the same status as in-process.
 
@@ -84,6 +85,7 @@ from service.errors import (
     ServiceError,
     TooLarge,
 )
+from service.front import EngineFront
 from service.jobs import Job, PrefixCallback
 from service.limits import EngineConfig
 from service.logs import LogConfig
@@ -212,23 +214,13 @@ def _exit_reason(exitcode: int | None) -> str:
     return f"exit code {exitcode}"
 
 
-class RemoteEngine:
+class RemoteEngine(EngineFront):
     """A model's engine in a child process, behind the interface of
     :class:`service.engine.Engine` that the servicer and the server use.
 
     The constructor starts the child and waits until it has loaded the bundle (its
     errors raise :class:`BundleError` here); :meth:`start` starts its engine.
     """
-
-    # The very code of the in-process engine: these only use ``bundle``, ``config``,
-    # ``max_source_tokens``, ``submit`` and ``_enqueue``, which this class has too.
-    # Validated (tokenised) here, in the server process: only token ids cross.
-    submit = Engine.submit
-    validate = Engine.validate
-    render = Engine.render
-    wait = Engine.wait
-    translate = Engine.translate
-    warmup = Engine.warmup
 
     def __init__(
         self,
@@ -371,7 +363,7 @@ class RemoteEngine:
 
     # -- requests ----------------------------------------------------------------------
 
-    def _enqueue(
+    def enqueue(
         self,
         sources: list[list[int]],
         options: DecodeOptions,
@@ -592,7 +584,7 @@ class _Child:
         on_prefix = self._prefix_sender(jid) if stream else None
         try:
             # Validated (tokenised) by the parent: straight to the queue.
-            job = self.engine._enqueue(sources, options, timeout, on_prefix, prefixes)
+            job = self.engine.enqueue(sources, options, timeout, on_prefix, prefixes)
         except Exception as exc:  # noqa: BLE001 - queue full, not accepting: the job's error
             self.wire.send(("error", jid, *_describe(exc)))
             return

@@ -31,7 +31,6 @@ from models.options import DecodeOptions, Hypothesis
 from nmt_api import NOT_READY_HINT, SERVICE_NAME
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.diagnostics import diagnose, observe
-from service.engine import DEADLINE_MESSAGE, Engine, Job, TranslationResult
 from service.errors import (
     Cancelled,
     DeadlineExpired,
@@ -42,6 +41,8 @@ from service.errors import (
     ServiceError,
     TooLarge,
 )
+from service.front import DEADLINE_MESSAGE, EngineFront
+from service.jobs import Job, TranslationResult
 from service.logs import REQUEST_ID_HEADER, bind_request_id, request_id_from
 from service.messages import model_info, strategy_label, to_options, to_timing, to_translation
 from service.metrics import Metrics
@@ -156,7 +157,7 @@ class TranslatorServicer:
 
     def __init__(
         self,
-        engines: dict[str, Engine],
+        engines: dict[str, EngineFront],
         default_model: str,
         metrics: Metrics,
         config: RpcConfig | None = None,
@@ -271,7 +272,7 @@ class TranslatorServicer:
         return self._serialize(make())
 
     def _translation(
-        self, engine: Engine, model: str, result: TranslationResult, options: pb.DecodeOptions
+        self, engine: EngineFront, model: str, result: TranslationResult, options: pb.DecodeOptions
     ) -> pb.Translation:
         """One sentence's message. With diagnostics asked for, each hypothesis carries its
         own, and the best one's go to the model's histograms (so those sample the requests
@@ -374,7 +375,7 @@ class TranslatorServicer:
         self._inflight -= 1
         self.metrics.inflight.dec()
 
-    def _engine(self, name: str) -> Engine:
+    def _engine(self, name: str) -> EngineFront:
         if not self.ready:
             raise NotReady(f"the server is warming up or shutting down; {NOT_READY_HINT}")
         engine = self.engines.get(name or self.default_model)

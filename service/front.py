@@ -1,0 +1,111 @@
+"""What the servicer and the server call on a model's engine, wherever it runs.
+
+:class:`EngineFront` validates and tokenises a request in the caller's process, hands
+the token ids to :meth:`EngineFront.enqueue` (the engine's own: a queue in this process,
+:class:`service.engine.Engine`, or a pipe to a child process,
+:class:`service.remote.RemoteEngine`), waits for the job's future and detokenises the
+result, again in the caller's thread, never the scheduler's.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+
+from models.options import DecodeOptions, Hypothesis
+from service.bundle import Bundle
+from service.errors import DeadlineExpired
+from service.jobs import Job, PrefixCallback, TranslationResult
+from service.limits import EngineConfig, validate_prefixes, validate_request
+
+DEADLINE_MESSAGE = (
+    "the deadline passed before the translation finished: allow a longer deadline, "
+    "send fewer sentences or lower max_length"
+)
+
+
+class EngineFront(abc.ABC):
+    """The request side of an engine; subclasses set ``bundle``, ``config`` and
+    ``max_source_tokens`` and implement :meth:`enqueue`."""
+
+    bundle: Bundle
+    config: EngineConfig
+    max_source_tokens: int
+
+    @abc.abstractmethod
+    def enqueue(
+        self,
+        sources: list[list[int]],
+        options: DecodeOptions,
+        timeout: float | None = None,
+        on_prefix: PrefixCallback | None = None,
+        prefixes: Sequence[tuple[int, ...]] = (),
+    ) -> Job:
+        """Queue validated ``sources`` (token ids per sentence) and return the job whose
+        future the engine resolves; raises :class:`service.errors.NotReady` or
+        :class:`service.errors.Overloaded` when it cannot take it. ``timeout``: seconds
+        from now; ``prefixes``: each sentence's forced target token ids."""
+
+    def validate(self, texts: Sequence[str], options: DecodeOptions) -> list[list[int]]:
+        """Tokenise and check limits; raise :class:`InvalidRequest` saying how to fix it."""
+        return validate_request(
+            texts,
+            options,
+            self.config,
+            self.bundle.src_tokenizer,
+            max_source_tokens=self.bundle.max_source_tokens,
+        )
+
+    def submit(
+        self,
+        texts: Sequence[str],
+        options: DecodeOptions,
+        *,
+        timeout: float | None = None,
+        on_prefix: PrefixCallback | None = None,
+        prefixes: Sequence[str] = (),
+    ) -> Job:
+        """Validate and queue a request; raises if it cannot be queued. ``prefixes``:
+        each text's forced target start (target-language text, "" for none)."""
+        sources = self.validate(texts, options)
+        forced = validate_prefixes(prefixes, sources, options, self.bundle.tgt_tokenizer)
+        return self.enqueue(sources, options, timeout, on_prefix, forced)
+
+    def wait(self, job: Job, timeout: float | None = None) -> list[list[Hypothesis]]:
+        """Block until ``job`` is done; translate timeouts into :class:`DeadlineExpired`."""
+        try:
+            return job.future.result(timeout)
+        except TimeoutError:
+            job.cancel()
+            raise DeadlineExpired(DEADLINE_MESSAGE) from None
+
+    def render(self, job: Job, nbest: list[list[Hypothesis]]) -> list[TranslationResult]:
+        """Detokenise (in the caller's thread, not the scheduler's)."""
+        src_tok, tgt_tok = self.bundle.src_tokenizer, self.bundle.tgt_tokenizer
+        out = []
+        for ids, hyps in zip(job.sources, nbest, strict=True):
+            out.append(
+                TranslationResult(
+                    source_pieces=src_tok.pieces(ids),
+                    hypotheses=[
+                        (tgt_tok.decode(h.tokens), tgt_tok.pieces(h.tokens), h) for h in hyps
+                    ],
+                    source_ids=tuple(ids),
+                )
+            )
+        return out
+
+    def translate(
+        self, texts: Sequence[str], options: DecodeOptions, *, timeout: float | None = None
+    ) -> tuple[Job, list[TranslationResult]]:
+        job = self.submit(texts, options, timeout=timeout)
+        return job, self.render(job, self.wait(job, timeout))
+
+    def warmup(self) -> None:
+        """One real translation through the whole path (greedy and beam), its source cut
+        to the model's verified length (a request that long would be refused)."""
+        sources = [self.bundle.src_tokenizer.encode("Warm up.")[: self.max_source_tokens]]
+        for beam in (1, 2):
+            options = DecodeOptions(beam_size=beam, return_attention=True)
+            job = self.enqueue(sources, options, timeout=60)
+            self.render(job, self.wait(job, 60))
