@@ -6,7 +6,6 @@ Prints sacreBLEU's signature line (``BLEU = ...``) and chrF.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -59,8 +58,9 @@ def translate_with_bundle(bundle_dir: Path, lines: list[str], beam: int) -> list
     """Best translations decoded in this process. The one part of ``nmt-eval`` that
     needs the serving package (ONNX Runtime and all): imported here, only for
     ``--bundle``, so that the client library never depends on the server."""
-    offline = importlib.import_module("service.offline")
-    return offline.translate_with_bundle(bundle_dir, lines, beam)
+    from service.offline import translate_with_bundle as decode_bundle
+
+    return decode_bundle(bundle_dir, lines, beam)
 
 
 def parser() -> argparse.ArgumentParser:
