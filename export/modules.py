@@ -22,6 +22,7 @@ Padding. A sentence must translate the same whatever else is in the batch:
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -209,11 +210,21 @@ class _Step(nn.Module):
     """``(prev (rows,), state, keys, memory, mask) -> (logits, state, attention)``: the
     decoder interface of :class:`models.decoder.Decoder`, over the user's module."""
 
-    def __init__(self, decoder: nn.Module, signature: Signature) -> None:
+    def __init__(
+        self, decoder: nn.Module, signature: Signature, vocab_size: int | None = None
+    ) -> None:
         super().__init__()
         self.user = decoder
         self.sig = signature
+        self.vocab_size = vocab_size
         self.method = getattr(decoder, signature.decoder_method, None)
+        if signature.decoder_method == "forward" and type(decoder).forward is nn.Module.forward:
+            steps = [n for n in dir(type(decoder)) if "step" in n.lower() and not n.startswith("_")]
+            raise AdapterError(
+                f"the decoder {type(decoder).__name__} defines no forward; name the method "
+                "that runs one step with Signature(decoder_method=...)"
+                + (f": {', '.join(repr(n) for n in steps)}?" if steps else "")
+            )
         if not callable(self.method):
             raise AdapterError(
                 f"the decoder {type(decoder).__name__} has no method "
@@ -250,10 +261,13 @@ class _Step(nn.Module):
         got = _named(out, sig.decoder_returns, "decoder")
         scores = got["logits"] if "logits" in got else got["log_probs"]
         logits = _squeeze_middle(scores, "logits").float()
+        if self.vocab_size is not None and logits.shape[-1] != self.vocab_size:
+            raise AdapterError(
+                f"the decoder scores {int(logits.shape[-1])} tokens but the target tokenizer "
+                f"has {self.vocab_size}: give the vocabulary the model was trained with"
+            )
         attention = _squeeze_middle(got["attention"], "attention").float()
-        new_hidden = got["hidden"] if sig.rnn == "lstm" else (got["hidden"],)
-        if len(new_hidden) != n_hidden:
-            raise AdapterError("an LSTM decoder must return hidden as a (h, c) pair")
+        new_hidden = _hidden_parts(got["hidden"], sig.rnn, "decoder step")
         new_state = tuple(_to_batch_first(h, sig.hidden_layout) for h in new_hidden)
         new_state += tuple(got[name] for name in sig.extra_state)
         return logits, new_state, attention
@@ -267,7 +281,7 @@ def call_user(what: str, func: Callable, *args: Any) -> Any:
     except AdapterError:
         raise
     except Exception as exc:
-        text = str(exc).strip()
+        text = re.sub(r"tensor\((\d+)\)", r"\1", str(exc).strip())  # traced sizes
         first = text.splitlines()[0] if text else ""
         raise AdapterError(
             f"your {what} raised {type(exc).__name__}: {first[:300]}; check that "
@@ -294,8 +308,32 @@ def _squeeze_middle(x: Tensor, what: str) -> Tensor:
     if x.dim() == 3 and x.shape[2] == 1:
         return x.squeeze(2)
     if x.dim() != 2:
-        raise AdapterError(f"the decoder's {what} has shape {tuple(x.shape)}; expected (B, N)")
+        raise AdapterError(
+            f"the decoder's {what} has shape {tuple(int(d) for d in x.shape)}; expected "
+            "(B, N): does Signature.decoder_returns name its returns in the order it returns them?"
+        )
     return x
+
+
+LAYOUTS = {"layers_first": "(layers, B, H)", "batch_first": "(B, layers, H)", "flat": "(B, H)"}
+
+
+def _hidden_parts(hidden: Any, rnn: str, who: str) -> tuple[Tensor, ...]:
+    """The hidden ``who`` returned as a tuple: ``(h,)`` for a GRU, ``(h, c)`` for an
+    LSTM, refusing the other RNN's shape with the Signature fix."""
+    pair = isinstance(hidden, tuple | list)
+    if rnn == "lstm" and not (pair and len(hidden) == 2):
+        raise AdapterError(
+            f"Signature(rnn='lstm') but the {who}'s hidden is "
+            + (f"{len(hidden)} tensors" if pair else "one tensor")
+            + ", not an (h, c) pair: a GRU? set Signature(rnn='gru')"
+        )
+    if rnn == "gru" and pair:
+        raise AdapterError(
+            f"the {who}'s hidden is a tuple of {len(hidden)} (an LSTM's (h, c)?): "
+            "set Signature(rnn='lstm')"
+        )
+    return tuple(hidden) if pair else (hidden,)
 
 
 def _to_batch_first(h: Tensor, layout: str) -> Tensor:
@@ -329,7 +367,10 @@ class AdaptedModel(nn.Module):
         if config.state_names != signature.state_names:
             raise AdapterError(f"state names {config.state_names} != {signature.state_names}")
         self.encoder = encoder
-        self.decoder = _Step(decoder, signature)
+        self.decoder = _Step(decoder, signature, config.tgt_vocab_size)
+        # The decoder's own RNN, when it has one: its layer count checks the bridge.
+        rnns = [m for m in decoder.modules() if isinstance(m, nn.RNNBase)]
+        self._decoder_layers = rnns[0].num_layers if len(rnns) == 1 else None
         self.bridge = signature.bridge if isinstance(signature.bridge, nn.Module) else None
         self.signature = signature
         self.config = config
@@ -375,13 +416,34 @@ class AdaptedModel(nn.Module):
             raise AdapterError(
                 "no decoder hidden: return 'hidden' from the encoder or give a bridge"
             )
-        hidden = tuple(hidden) if sig.rnn == "lstm" else (hidden,)
+        hidden = _hidden_parts(hidden, sig.rnn, "encoder" if sig.bridge is None else "bridge")
         state = tuple(_to_batch_first(h, sig.hidden_layout).float() for h in hidden)
+        self._check_hidden(state[0], src.size(0))
         zero = torch.zeros_like(memory[:, 0, :1])  # (batch, 1); traced with a dynamic batch
         state += tuple(zero.expand(-1, size) for size in sig.extra_state.values())
         mask = length_mask(lengths, src.size(1))
         keys = mask.unsqueeze(-1).to(memory.dtype)  # the contract's keys: unused by the step
         return Encoded(memory * keys, keys, mask, state)
+
+    def _check_hidden(self, h: Tensor, batch: int) -> None:
+        """``h``: the decoder's first hidden, batch-first. A sequence-first RNN fed
+        ``(B,S)`` ids reads B as time and S as batch; a bidirectional encoder's hidden
+        has two directions per layer. Either fails later, in torch, far from the cause."""
+        sig = self.signature
+        if int(h.shape[0]) != batch or h.dim() != (2 if sig.hidden_layout == "flat" else 3):
+            raise AdapterError(
+                f"the decoder's first hidden ({'bridge' if sig.bridge else 'encoder'}'s) has "
+                f"shape {tuple(int(d) for d in _from_batch_first(h, sig.hidden_layout).shape)} "
+                f"for a batch of {batch}, expected {LAYOUTS[sig.hidden_layout]}: is the "
+                "encoder's RNN batch_first=True, and Signature.hidden_layout right?"
+            )
+        layers = self._decoder_layers
+        if sig.bridge is None and sig.hidden_layout != "flat" and layers not in (None, h.shape[1]):
+            raise AdapterError(
+                f"the encoder's hidden has {int(h.shape[1])} layers x directions but the "
+                f"decoder's RNN has {layers} layer(s): a bidirectional encoder? map its hidden "
+                "to the decoder's with Signature(bridge=...)"
+            )
 
     def _encode_by_length(self, src: Tensor, lengths: Tensor) -> Encoded:
         batch, width = src.shape

@@ -70,7 +70,9 @@ class Tokenizer:
         if special_ids == DEFAULT_SPECIALS and ids != DEFAULT_SPECIALS:
             raise TokenizerError(
                 f"tokenizer special ids (pad, unk, bos, eos) are {ids}, expected "
-                f"{DEFAULT_SPECIALS}; retrain it with `nmt-data spm`"
+                f"{DEFAULT_SPECIALS}; retrain it with `nmt-data spm`, or (a model of your own) "
+                "pass the ids it was trained with: Tokenizer(proto, special_ids=(pad, unk, "
+                "bos, eos))"
             )
         clash = [
             f"{name} {own} (model says {want})"

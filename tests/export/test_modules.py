@@ -183,6 +183,81 @@ def test_a_module_that_fails_is_one_line_naming_it(tmp_path, capsys, monkeypatch
     assert not out.exists()
 
 
+class _LstmEncoder(_Encoder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rnn = nn.LSTM(6, 4, batch_first=True, bidirectional=True)
+
+
+class _SequenceFirstEncoder(_Encoder):
+    """The older tutorial's RNN (batch_first=False) fed batch-first ids."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rnn = nn.GRU(6, 4, bidirectional=True)
+
+
+class _StepOnlyDecoder(_Decoder):
+    """The PyTorch tutorial's AttnDecoderRNN: its step is forward_step, no forward."""
+
+    forward = nn.Module.forward
+
+    def forward_step(self, token, hidden, memory):
+        return _Decoder.forward(self, token, hidden, memory)
+
+
+@pytest.mark.parametrize(
+    ("encoder", "decoder", "signature", "vocab", "message"),
+    [
+        (
+            _LstmEncoder,
+            _Decoder,
+            {"bridge": None},
+            20,
+            r"hidden is a tuple of 2 .*set Signature\(rnn='lstm'\)",
+        ),
+        (_Encoder, _Decoder, {"rnn": "lstm"}, 20, r"not an \(h, c\) pair: a GRU\? set"),
+        (
+            _SequenceFirstEncoder,
+            _Decoder,
+            {},
+            20,
+            r"shape \(1, 3, 8\) for a batch of 2.*batch_first=True",
+        ),
+        (_Encoder, _Decoder, {"bridge": None}, 20, r"2 layers x directions .* 1 layer.*bridge="),
+        (_Encoder, _Decoder, {}, 25, "scores 20 tokens but the target tokenizer has 25"),
+        (_Encoder, _StepOnlyDecoder, {}, 20, r"decoder_method=\.\.\.\): 'forward_step'\?"),
+        (
+            _Encoder,
+            _Decoder,
+            {"decoder_returns": ("logits", "attention", "hidden")},
+            20,
+            r"shape \(1, 2, 8\); expected \(B, N\): does Signature.decoder_returns",
+        ),
+    ],
+    ids=[
+        "lstm-undeclared",
+        "gru-declared-lstm",
+        "sequence-first",
+        "no-bridge",
+        "vocab",
+        "forward_step",
+        "returns-order",
+    ],
+)
+def test_common_signature_mistakes_get_the_fix(encoder, decoder, signature, vocab, message):
+    """What users of the tutorial shape get wrong most: each refused in one line that
+    names the Signature field to change, before torch fails far from the cause."""
+    torch.manual_seed(0)
+    sig = Signature(**({"bridge": _bridge} | signature))
+    config = BundleConfig(20, vocab, 0, 1, 2, 3, sig.state_names, exact_lengths=True)
+    with pytest.raises(AdapterError, match=message):
+        model = AdaptedModel(encoder(), decoder(), config=config, signature=sig).eval()
+        with torch.no_grad():
+            enc = model.encode(torch.tensor([[5, 6, 7], [8, 9, 10]]), torch.tensor([3, 3]))
+            model.decoder(torch.tensor([2, 2]), enc.state, enc.keys, enc.memory, enc.mask)
+
+
 def test_a_wrong_argument_list_is_one_error():
     model = _adapted()
     model.decoder.sig = Signature(
