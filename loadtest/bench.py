@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import platform
 import shlex
@@ -269,7 +270,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--peak-seconds", type=float, default=0.3, help="time per peak trial")
     args = show_defaults(p).parse_args(argv)
-    args.clients = [int(c) for c in args.clients.split(",") if c.strip()]
+    clients_text = args.clients
+    try:
+        args.clients = [int(c) for c in args.clients.split(",") if c.strip()]
+    except ValueError:
+        args.clients = []
+    if not args.clients or min(args.clients) < 1:
+        p.error(f"--clients {clients_text!r}: give positive integers, e.g. 1,8,32")
     if args.parts is None:
         args.parts = ",".join(
             PARTS if args.device == "cpu" else ("torch", "onnx", "service", "noop")
@@ -280,26 +287,64 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error(f"unknown parts {unknown}; choose from {','.join(PARTS)}")
     if args.torch_threads is None:
         args.torch_threads = args.threads
-    if args.sentences < 1 or args.threads < 1 or args.torch_threads < 1 or not args.clients:
-        p.error("--sentences, --threads, --torch-threads and --clients must be positive")
+    if args.sentences < 1 or args.threads < 1 or args.torch_threads < 1:
+        p.error("--sentences, --threads and --torch-threads must be positive")
     if args.rounds < 1:
         p.error("--rounds must be >= 1")
     if args.device == "cuda" and {"peak", "profile"} & set(args.parts):
         p.error("peak and profile measure the CPU; leave them out of --parts with --device cuda")
+    if not (math.isfinite(args.peak_seconds) and args.peak_seconds > 0):
+        p.error(f"--peak-seconds must be a positive number of seconds, got {args.peak_seconds}")
+    _check_inputs(p, args)
     return args
+
+
+def _check_inputs(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Everything the benchmark reads, checked before any measurement starts (a
+    one-line error, exit 2): ``args.bundle_dir`` and ``args.texts`` are set here."""
+    from service.limits import EngineConfig
+    from service.server import ServerError, find_bundles
+
+    try:
+        DecodeOptions(beam_size=args.beam)
+    except ValueError as exc:
+        p.error(f"--beam {args.beam}: {exc}")
+    # The service runs with the default engine limits, which refuse larger beams.
+    if "service" in args.parts and args.beam > EngineConfig().max_beam_size:
+        p.error(f"--beam {args.beam}: the service allows at most {EngineConfig().max_beam_size}")
+    try:
+        bundles = find_bundles(args.model_repository, gpu=args.device == "cuda")
+    except ServerError as exc:
+        p.error(f"--model-repository: {exc}")
+    if args.model not in bundles:
+        p.error(f"--model {args.model!r} is not in {args.model_repository}: {', '.join(bundles)}")
+    args.bundle_dir = bundles[args.model]
+    try:
+        lines = args.file.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        p.error(f"--file {args.file}: {getattr(exc, 'strerror', None) or exc}")
+    args.texts = [s for s in lines if s.strip()][: args.sentences]
+    if not args.texts:
+        p.error(f"--file {args.file} has no sentences (no non-blank lines)")
+    if "torch" in args.parts and not args.checkpoint.is_file():
+        p.error(f"--checkpoint {args.checkpoint} not found (needed by the torch part)")
+    if args.readme is not None:
+        try:
+            text = args.readme.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            p.error(f"--readme {args.readme}: {getattr(exc, 'strerror', None) or exc}")
+        if report.README_START not in text or report.README_END not in text:
+            p.error(f"--readme {args.readme} has no bench:start ... bench:end markers")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     from service.bundle import read_manifest
-    from service.server import find_bundles
 
-    bundle_dir = find_bundles(args.model_repository, gpu=args.device == "cuda")[args.model]
+    bundle_dir, sentences = args.bundle_dir, args.texts
     manifest = read_manifest(bundle_dir, verify=False)
     config = ModelConfig.from_dict(manifest["model_config"])
-    sentences = [s for s in args.file.read_text(encoding="utf-8").splitlines() if s.strip()]
-    sentences = sentences[: args.sentences]
     options = {"greedy": DecodeOptions(), f"beam{args.beam}": DecodeOptions(beam_size=args.beam)}
     flops = model_flops(config)
     from models.tokenizer import Tokenizer

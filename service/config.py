@@ -23,6 +23,13 @@ from service.servicer import RpcConfig
 
 DEFAULT_REPOSITORY = Path(__file__).resolve().parent.parent / "model_repository"
 
+# The longest duration any flag takes, in seconds: gRPC's channel arguments hold
+# milliseconds in a C int (2**31 - 1 ms, about 24.8 days); time.sleep and the event loop
+# refuse infinity too. Every float field of the configuration is a duration.
+MAX_SECONDS = 2_147_483
+# Durations where 0 means "never": the hint a too-long value gets.
+NEVER_AT_ZERO = ("max_connection_idle", "max_connection_age")
+
 
 @dataclass(frozen=True)
 class TransportConfig:
@@ -49,6 +56,13 @@ class TransportConfig:
         for name in ("max_connection_idle", "max_connection_age", "max_connection_age_grace"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"{name} must be >= 0 seconds, got {getattr(self, name)}")
+        for f in dataclasses.fields(self):
+            if isinstance(getattr(self, f.name), float) and getattr(self, f.name) > MAX_SECONDS:
+                never = " (0: never)" if f.name in NEVER_AT_ZERO else ""
+                raise ValueError(
+                    f"{f.name} must be at most {MAX_SECONDS} seconds{never}, "
+                    f"got {getattr(self, f.name)}"
+                )
         if self.max_streams_per_connection < 1:
             raise ValueError("max_streams_per_connection must be >= 1")
 
@@ -113,6 +127,9 @@ class ServerConfig:
             raise ValueError("shutdown grace must be >= 0 seconds")
         if not self.drain_announce >= 0:
             raise ValueError("drain announce must be >= 0 seconds")
+        for name in ("shutdown_grace", "drain_announce"):
+            if getattr(self, name) > MAX_SECONDS:
+                raise ValueError(f"{name} must be at most {MAX_SECONDS} seconds")
 
 
 # The nested sections of ServerConfig ("" is ServerConfig itself).
@@ -326,10 +343,19 @@ def _from_text(flag: Flag, text: str, source: str) -> Any:
         )
     if isinstance(default, (int, float)):
         try:
-            return type(default)(text)
+            value = type(default)(text)
         except ValueError:
             noun = "an integer" if isinstance(default, int) else "a number"
             raise ValueError(f"{given} is not {noun}") from None
+        # Every float is a duration; inf would reach int(seconds * 1000) or time.sleep as
+        # a traceback. NaN and negatives are left to the dataclasses' own checks.
+        if isinstance(value, float) and value > MAX_SECONDS:
+            never = "; 0 means never" if flag.name in NEVER_AT_ZERO else ""
+            raise ValueError(
+                f"{given}: {flag.option} must be a finite number of seconds, "
+                f"at most {MAX_SECONDS} (about 24 days){never}"
+            )
+        return value
     return text
 
 
@@ -396,4 +422,29 @@ def parse_args(
     for flag in FLAGS:
         values[flag.section][flag.name] = args[f"{flag.section}.{flag.name}"]
     nested = {section: SECTIONS[section](**kw) for section, kw in values.items() if section}
-    return ServerConfig(**values[""], **nested)
+    config = ServerConfig(**values[""], **nested)
+    # The announce is part of the grace (TranslationServer.stop caps it there): one as long
+    # as the grace leaves no time to drain. Only refused when set (flag or variable): a
+    # short --shutdown-grace alone keeps capping the default announce.
+    if (
+        _given("drain_announce", argv, environ)
+        and config.drain_announce > 0
+        and config.drain_announce >= config.shutdown_grace
+    ):
+        raise ValueError(
+            f"--drain-announce {config.drain_announce:g} s leaves no time to drain within "
+            f"--shutdown-grace {config.shutdown_grace:g} s (the announce is part of it): "
+            "raise --shutdown-grace or lower --drain-announce (0: no announce)"
+        )
+    return config
+
+
+def _given(name: str, argv: Sequence[str] | None, environ: dict[str, str] | None) -> bool:
+    """Whether the command line or an ``NMT_*`` variable sets ``ServerConfig.name``."""
+    (flag,) = [f for f in FLAGS if f.section == "" and f.name == name]
+    if flag.variable in (os.environ if environ is None else environ):
+        return True
+    unset = object()
+    # Parsing into a namespace that has every field leaves out the defaults.
+    given = argparse.Namespace(**{f"{f.section}.{f.name}": unset for f in FLAGS})
+    return vars(build_parser({}).parse_args(argv, given))[f"{flag.section}.{name}"] is not unset

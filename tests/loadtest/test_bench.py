@@ -222,3 +222,62 @@ def test_cuda_bench_refuses_the_cpu_only_parts():
     assert parse_args(["--device", "cuda"]).parts == ["torch", "onnx", "service", "noop"]
     with pytest.raises(SystemExit):
         parse_args(["--device", "cuda", "--parts", "service,peak"])
+
+
+@pytest.fixture
+def good_argv(tmp_path):
+    """Arguments that pass every check, on a stand-in repository (no model is loaded)."""
+    (tmp_path / "repo" / "tiny" / "1").mkdir(parents=True)
+    (tmp_path / "repo" / "tiny" / "1" / "manifest.json").write_text("{}")
+    (tmp_path / "model.pt").write_bytes(b"")
+    (tmp_path / "test.en").write_text("Hello.\n\nGoodbye.\n")
+    (tmp_path / "empty.txt").write_text("\n \n")
+    return [
+        "--model-repository",
+        str(tmp_path / "repo"),
+        "--model",
+        "tiny",
+        "--checkpoint",
+        str(tmp_path / "model.pt"),
+        "--file",
+        str(tmp_path / "test.en"),
+    ]
+
+
+def test_good_arguments_pass_the_checks(good_argv, tmp_path):
+    args = bench.parse_args(good_argv)
+    assert args.texts == ["Hello.", "Goodbye."]
+    assert args.bundle_dir == tmp_path / "repo" / "tiny" / "1"
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--file", "nope.txt"], "--file nope.txt: No such file or directory"),
+        (["--file", "EMPTY"], "empty.txt has no sentences"),
+        (["--clients", "abc"], "--clients 'abc': give positive integers"),
+        (["--clients", "0"], "--clients '0': give positive integers"),
+        (["--clients", "1,-8"], "--clients '1,-8': give positive integers"),
+        (["--clients", ","], "--clients ',': give positive integers"),
+        (["--beam", "0"], "--beam 0: beam_size must be >= 1"),
+        (["--beam", "17"], "--beam 17: the service allows at most 16"),
+        (["--model", "nope"], "--model 'nope' is not in"),
+        (["--model-repository", "/nonexistent"], "model repository not found: /nonexistent"),
+        (["--peak-seconds", "nan"], "--peak-seconds must be a positive number of seconds"),
+        (["--peak-seconds", "-1"], "--peak-seconds must be a positive number of seconds"),
+        (["--peak-seconds", "inf"], "--peak-seconds must be a positive number of seconds"),
+        (["--checkpoint", "/nonexistent.pt"], "--checkpoint /nonexistent.pt not found"),
+        (["--readme", "/nonexistent.md"], "--readme /nonexistent.md: No such file"),
+        (["--readme", "EMPTY"], "has no bench:start ... bench:end markers"),
+    ],
+)
+def test_bad_arguments_are_one_line_errors_before_any_work(
+    good_argv, tmp_path, extra, message, capsys, monkeypatch
+):
+    monkeypatch.setattr(bench, "measure_peak", lambda *a, **k: pytest.fail("measured"))
+    extra = [str(tmp_path / "empty.txt") if x == "EMPTY" else x for x in extra]
+    with pytest.raises(SystemExit) as exit:
+        bench.main(good_argv + extra)
+    assert exit.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert message in err[-1] and "Traceback" not in "\n".join(err)

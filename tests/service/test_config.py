@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from service.config import FLAGS, SECTIONS, ServerConfig, build_parser, parse_args
+from service.config import (
+    FLAGS,
+    SECTIONS,
+    ServerConfig,
+    TransportConfig,
+    build_parser,
+    parse_args,
+)
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -69,3 +76,60 @@ def test_bad_values_are_one_line_errors(argv, message, capsys):
         parse_args(argv, environ={})
     shown = str(err.value) if err.type is ValueError else capsys.readouterr().err
     assert message in shown
+
+
+DURATIONS = [f.option for f in FLAGS if isinstance(f.default, float)]
+
+
+def test_every_float_flag_is_a_duration_checked_here():
+    assert len(DURATIONS) == 10 and "--keepalive-time" in DURATIONS
+
+
+@pytest.mark.parametrize("value", ["inf", "1e30"])
+@pytest.mark.parametrize("option", DURATIONS)
+def test_infinite_durations_are_one_line_errors(option, value, capsys):
+    """inf reached int(seconds * 1000) of the gRPC channel arguments (or time.sleep) as
+    an OverflowError traceback."""
+    with pytest.raises(SystemExit):
+        parse_args([option, value], environ={})
+    assert f"{option} must be a finite number of seconds, at most" in capsys.readouterr().err
+    variable = "NMT_" + option[2:].replace("-", "_").upper()
+    with pytest.raises(ValueError, match=f"{variable}='{value}': {option} must be a finite"):
+        parse_args([], environ={variable: value})
+
+
+def test_transport_durations_beyond_a_c_int_of_ms_are_refused():
+    with pytest.raises(ValueError, match="keepalive_time must be at most 2147483 seconds"):
+        TransportConfig(keepalive_time=float("inf"))
+    with pytest.raises(ValueError, match=r"max_connection_age must be .* \(0: never\)"):
+        TransportConfig(max_connection_age=1e10)
+    assert (
+        dict(TransportConfig(max_connection_idle=2_147_483.0).options())[
+            "grpc.max_connection_idle_ms"
+        ]
+        == 2**31 - 1 - 647
+    )
+
+
+@pytest.mark.parametrize(
+    "argv, environ",
+    [
+        (["--drain-announce", "20"], {}),
+        (["--drain-announce", "10"], {}),
+        (["--drain-announce", "5", "--shutdown-grace", "4"], {}),
+        (["--shutdown-grace", "4"], {"NMT_DRAIN_ANNOUNCE": "5"}),
+        (["--drain-announce", "1"], {"NMT_SHUTDOWN_GRACE": "0"}),
+    ],
+)
+def test_an_announce_as_long_as_the_grace_is_refused(argv, environ):
+    with pytest.raises(ValueError, match="leaves no time to drain within --shutdown-grace") as e:
+        parse_args(argv, environ=environ)
+    assert "raise --shutdown-grace or lower --drain-announce" in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+def test_a_short_grace_alone_still_caps_the_default_announce():
+    assert parse_args(["--shutdown-grace", "1"], environ={}).drain_announce == 2.0
+    config = parse_args(["--shutdown-grace", "0", "--drain-announce", "0"], environ={})
+    assert config.shutdown_grace == config.drain_announce == 0
+    assert parse_args(["--drain-announce", "9"], environ={}).drain_announce == 9
