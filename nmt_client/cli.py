@@ -7,13 +7,15 @@ blank) when none is given; each prints one line (``--n-best N``: N lines, ranked
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import re
 import sys
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
-from nmt_client.errors import TranslatorError
+from nmt_client.errors import InvalidRequest, TranslatorError
 from nmt_client.heatmap import MATPLOTLIB_HINT, have_matplotlib, plot_attention
 from nmt_client.options import DecodeOptions
 from nmt_client.results import Diagnostics, Result
@@ -75,6 +77,37 @@ def add_connection_args(p: argparse.ArgumentParser, *, server_default: str | Non
         default=None,
         help="name the server's certificate is checked against (default: the host of --server)",
     )
+
+
+class InputError(Exception):
+    """Input the CLI cannot send (a line that is not UTF-8): exit 2, one line."""
+
+
+_TOO_MANY = re.compile(r"^(\d+) sentences in one request; the limit is (\d+)")
+_TEXT_INDEX = re.compile(r"^texts\[(\d+)\]")
+
+
+def explain_batch_error(
+    exc: TranslatorError, *, where: Callable[[int], str] | None = None
+) -> TranslatorError:
+    """``exc`` said in the CLI's terms: a request over the server's sentence limit asks
+    for a lower ``--batch-size``; ``texts[i]`` (an index within one request) becomes
+    ``where(i)`` (the input line it came from), when given."""
+    if not isinstance(exc, InvalidRequest):
+        return exc
+    details = exc.details
+    too_many = _TOO_MANY.match(details)
+    if too_many:
+        n, limit = too_many.groups()
+        details = (
+            f"{n} sentences in one request; the server's limit is {limit}: "
+            f"lower --batch-size to at most {limit}"
+        )
+    elif where is not None and (index := _TEXT_INDEX.match(details)):
+        details = where(int(index.group(1))) + details[index.end() :]
+    else:
+        return exc
+    return type(exc)(exc.code, details, request_id=exc.request_id, attempts=exc.attempts)
 
 
 def check_connection_args(args: argparse.Namespace) -> str | None:
@@ -142,7 +175,7 @@ def parser() -> argparse.ArgumentParser:
         metavar="N",
         type=int,
         default=None,
-        help="cap on target tokens (default: the server's)",
+        help="cap on target tokens (default, or 0: the server's)",
     )
     d.add_argument(
         "--prefix",
@@ -198,6 +231,11 @@ def check_args(args: argparse.Namespace) -> str | None:
         return f"--n-best {args.n_best} needs --beam {args.n_best} or more"
     if args.batch_size < 1:
         return "--batch-size must be >= 1"
+    lp = args.length_penalty
+    if lp is not None and not (math.isfinite(lp) and lp >= 0):
+        return f"--length-penalty {lp} must be a finite number >= 0 (1.0: no preference)"
+    if args.max_length is not None and args.max_length < 0:
+        return f"--max-length {args.max_length} must be >= 1 (or 0: the server's default)"
     if args.stream and (len(args.text) != 1 or args.n_best > 1):
         return "--stream translates one sentence to its best hypothesis: give exactly one"
     if args.prefix and not args.text:
@@ -214,30 +252,51 @@ def check_args(args: argparse.Namespace) -> str | None:
 
 
 def _stdin_lines() -> Iterator[str]:
+    """stdin's lines, decoded as UTF-8 whatever the locale; a line that is not UTF-8
+    raises :class:`InputError` naming it."""
     if sys.stdin.isatty():
         print(f"{PROG}: reading sentences from stdin, one a line (Ctrl-D ends)", file=sys.stderr)
-    for line in sys.stdin:
-        yield line.rstrip("\r\n")
+    binary = getattr(sys.stdin, "buffer", None)
+    for number, line in enumerate(binary if binary is not None else sys.stdin, 1):
+        try:
+            text = line.decode("utf-8") if isinstance(line, bytes) else line
+            text.encode("utf-8")  # a text stream may carry undecodable bytes as surrogates
+        except UnicodeError:
+            raise InputError(
+                f"stdin line {number} is not valid UTF-8: convert the input to UTF-8 "
+                "(e.g. iconv -f LATIN1 -t UTF-8)"
+            ) from None
+        yield text.rstrip("\r\n")
 
 
 def translate_lines(
-    translator: Translator, lines: Iterable[str], **kwargs
+    translator: Translator, lines: Iterable[str], *, what: str = "line", **kwargs
 ) -> Iterator[Result | None]:
     """:meth:`Translator.translate_many` of ``lines``, read as far as needed; ``None``
     for a blank line (not sent: the server refuses empty text). ``kwargs``: those of
-    ``translate_many``."""
+    ``translate_many``. A refused request's error names the input ``what`` (``line``:
+    ``line 9 has 160 source tokens...``) and, over the server's sentence limit,
+    ``--batch-size``."""
     sent: deque[bool] = deque()  # per line read so far and not yet answered: sent?
+    numbers: deque[int] = deque()  # the line numbers of those sent, not yet answered
 
     def non_blank() -> Iterator[str]:
-        for line in lines:
+        for number, line in enumerate(lines, 1):
             sent.append(bool(line.strip()))
             if sent[-1]:
+                numbers.append(number)
                 yield line
 
-    for result in translator.translate_many(non_blank(), **kwargs):
-        while not sent.popleft():
-            yield None
-        yield result
+    try:
+        # results come in order: a failed request's texts[0] is the next line unanswered
+        for result in translator.translate_many(non_blank(), **kwargs):
+            while not sent.popleft():
+                yield None
+            numbers.popleft()
+            yield result
+    except TranslatorError as exc:
+        where = (lambda i: f"{what} {numbers[i]}") if numbers else None
+        raise explain_batch_error(exc, where=where) from None
     yield from (None for _ in sent)
 
 
@@ -292,7 +351,7 @@ def run(args: argparse.Namespace) -> int:
         beam_size=args.beam,
         n_best=args.n_best,
         length_penalty=args.length_penalty,
-        max_length=args.max_length,
+        max_length=args.max_length or None,  # 0: the server's default
         return_attention=args.attention_png is not None,
         return_scores=args.scores,
         return_diagnostics=args.diagnostics,
@@ -316,6 +375,7 @@ def run(args: argparse.Namespace) -> int:
             for result in translate_lines(
                 translator,
                 args.text or _stdin_lines(),
+                what="sentence" if args.text else "stdin line",
                 batch_size=1 if interactive else args.batch_size,
                 concurrency=1 if interactive else 4,
                 options=options,
@@ -352,6 +412,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return run(args)
+    except InputError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
     except TranslatorError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1

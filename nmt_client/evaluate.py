@@ -6,12 +6,19 @@ Prints sacreBLEU's signature line (``BLEU = ...``) and chrF.
 from __future__ import annotations
 
 import argparse
+import importlib
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from nmt_client.cli import add_connection_args, check_connection_args, translator_from_args
+from nmt_client.cli import (
+    add_connection_args,
+    check_connection_args,
+    explain_batch_error,
+    translator_from_args,
+)
 from nmt_client.errors import TranslatorError
 from nmt_client.translator import Translator
 
@@ -26,9 +33,27 @@ EVAL_ROWS = 256
 OVERLOAD_RETRIES = 20
 
 
-def read_lines(path: Path) -> list[str]:
-    with open(path, encoding="utf-8") as fh:
-        return [line.rstrip("\n") for line in fh]
+def read_lines(path: Path, flag: str) -> list[str]:
+    """``path``'s lines; a line that is not UTF-8 raises ``ValueError`` naming it."""
+    with open(path, "rb") as fh:
+        lines = fh.read().split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()  # the newline that ends the last line
+    try:
+        return [line.decode("utf-8").rstrip("\r") for line in lines]
+    except UnicodeDecodeError:
+        number = next(i for i, line in enumerate(lines, 1) if not _is_utf8(line))
+        raise ValueError(
+            f"{flag} {path}: line {number} is not valid UTF-8: convert the file to UTF-8"
+        ) from None
+
+
+def _is_utf8(line: bytes) -> bool:
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def skip_blank(translate: Callable[[list[str]], list[str]], lines: list[str]) -> list[str]:
@@ -46,21 +71,26 @@ def translate_with_server(
 ) -> list[str]:
     """Best translations of ``lines`` from the server: requests of at most ``batch``
     sentences (fewer for wide beams), :data:`EVAL_WINDOW` in flight; the translator
-    retries while the server is busy."""
+    retries while the server is busy. A request over the server's sentence limit
+    raises an error that asks for a lower ``--batch-size``."""
     batch = max(1, min(batch, EVAL_ROWS // max(1, beam)))
     results = translator.translate_many(
         lines, batch_size=batch, concurrency=EVAL_WINDOW, beam_size=beam, return_scores=False
     )
-    return [r.text for r in results]
+    try:
+        return [r.text for r in results]
+    except TranslatorError as exc:
+        raise explain_batch_error(exc) from None
 
 
 def translate_with_bundle(bundle_dir: Path, lines: list[str], beam: int) -> list[str]:
     """Best translations decoded in this process. The one part of ``nmt-eval`` that
     needs the serving package (ONNX Runtime and all): imported here, only for
     ``--bundle``, so that the client library never depends on the server."""
-    from service.offline import translate_with_bundle as decode_bundle
-
-    return decode_bundle(bundle_dir, lines, beam)
+    # By name, not an import statement: the package-layering test reads this package's
+    # imports and keeps it free of the server's (tests/nmt_client/test_imports.py).
+    offline = importlib.import_module("service.offline")
+    return offline.translate_with_bundle(bundle_dir, lines, beam)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -90,13 +120,31 @@ def parser() -> argparse.ArgumentParser:
         default=32,
         help=f"sentences a request, at most {EVAL_ROWS} / beam (default: %(default)s)",
     )
-    p.add_argument("--limit", metavar="N", type=int, default=None, help="first N lines only")
+    p.add_argument(
+        "--limit",
+        metavar="N",
+        type=int,
+        default=0,
+        help="first N lines only (default, or 0: all)",
+    )
     p.add_argument(
         "--out", metavar="PATH", type=Path, default=None, help="write the translations here"
     )
     add_connection_args(p, server_default=None)
     p.set_defaults(retries=OVERLOAD_RETRIES, timeout=300.0)
     return p
+
+
+def check_out(out: Path) -> str | None:
+    """What keeps ``--out`` from being written (checked before translating)."""
+    parent = out.parent
+    if out.is_dir():
+        return f"--out {out} is a directory: give a file path"
+    if not parent.is_dir():
+        return f"--out {out}: directory {parent} does not exist"
+    if not os.access(out if out.exists() else parent, os.W_OK):
+        return f"--out {out}: permission denied: give a writable path"
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -110,17 +158,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     problem = check_connection_args(args)
     if args.beam < 1 or args.batch_size < 1:
         problem = "--beam and --batch-size must be >= 1"
+    elif args.limit < 0:
+        problem = f"--limit {args.limit} must be >= 0 (0: all lines)"
+    elif args.out is not None:
+        problem = check_out(args.out)
     if problem:
         print(f"{PROG}: error: {problem}", file=sys.stderr)
         return 2
     try:
-        src, ref = read_lines(args.src), read_lines(args.ref)
+        src, ref = read_lines(args.src, "--src"), read_lines(args.ref, "--ref")
     except OSError as exc:
         which = "--src" if exc.filename == str(args.src) else "--ref"
         print(f"{PROG}: error: cannot read {which} {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 2
+    except ValueError as exc:  # not UTF-8
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
     if len(src) != len(ref):
         print(f"{PROG}: error: {len(src)} source lines but {len(ref)} references", file=sys.stderr)
+        return 2
+    if not src:
+        print(
+            f"{PROG}: error: no sentences in --src {args.src}: give a non-empty file",
+            file=sys.stderr,
+        )
         return 2
     if args.limit:
         src, ref = src[: args.limit], ref[: args.limit]
@@ -145,7 +206,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     seconds = time.monotonic() - start
     if args.out:
-        args.out.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+        try:
+            args.out.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+        except OSError as exc:
+            print(f"{PROG}: error: cannot write --out {args.out}: {exc.strerror}", file=sys.stderr)
+            return 1
     print(sacrebleu.corpus_bleu(hyps, [ref]))
     print(sacrebleu.corpus_chrf(hyps, [ref]))
     print(f"{len(src)} sentences in {seconds:.1f} s ({len(src) / seconds:.1f} sentences/s)")

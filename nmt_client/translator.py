@@ -9,6 +9,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -41,6 +42,7 @@ from nmt_client.results import (
 from nmt_client.results import Timing as _Timing
 
 DEFAULT_TARGET = "127.0.0.1:50051"
+_DECODE_FIELDS = tuple(f.name for f in fields(DecodeOptions))  # keywords of translate()
 DEFAULT_TIMEOUT = 30.0  # seconds a call may take, retries included
 DEFAULT_RETRIES = 3
 T = TypeVar("T")
@@ -167,6 +169,7 @@ class Translator:
         return_scores: bool | None = None,
         return_diagnostics: bool | None = None,
         strategy: Strategy | None = None,
+        coverage_penalty: float | None = None,
         options: DecodeOptions | None = None,
         model: str | None = None,
         timeout: float | None = None,
@@ -175,25 +178,16 @@ class Translator:
     ) -> list[Result]:
         """Translate ``texts`` (one request, one :class:`Result` per sentence, in order).
 
-        Decode options are :class:`DecodeOptions` fields; given ones override
-        ``options``. ``timeout`` overrides the translator's; ``request_id`` names the
-        call in the server's logs; ``target_prefix``: per text, the start its
-        translation is forced to ("" for none). Raises :class:`TranslatorError` (a
-        subclass by code)."""
+        Decode options are :class:`DecodeOptions` fields (every one is a keyword here);
+        given ones override ``options``. ``timeout`` overrides the translator's;
+        ``request_id`` names the call in the server's logs; ``target_prefix``: per text,
+        the start its translation is forced to ("" for none). Raises
+        :class:`TranslatorError` (a subclass by code)."""
         sources = check_texts(texts)
         if not sources:
             return []
-        opts = (options or DecodeOptions()).with_(
-            beam_size=beam_size,
-            n_best=n_best,
-            length_penalty=length_penalty,
-            max_length=max_length,
-            max_length_ratio=max_length_ratio,
-            return_attention=return_attention,
-            return_scores=return_scores,
-            return_diagnostics=return_diagnostics,
-            strategy=strategy,
-        )
+        given = locals()
+        opts = (options or DecodeOptions()).with_(**{f: given[f] for f in _DECODE_FIELDS})
         request = translate_request(
             sources, opts, model=self._model(model), target_prefix=target_prefix
         )

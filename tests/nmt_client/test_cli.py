@@ -161,6 +161,10 @@ def test_n_best_needs_a_beam(capsys):
         (["--words"], "--words goes with --attention-png"),
         (["--stream", "another sentence"], "--stream translates one sentence"),
         (["--batch-size", "0"], "--batch-size must be >= 1"),
+        (["--length-penalty", "nan"], "--length-penalty nan must be a finite number >= 0"),
+        (["--length-penalty", "inf"], "--length-penalty inf must be a finite number >= 0"),
+        (["--length-penalty", "-1"], "--length-penalty -1.0 must be a finite number >= 0"),
+        (["--max-length", "-5"], "--max-length -5 must be >= 1 (or 0: the server's default)"),
     ],
 )
 def test_arguments_are_checked_before_sending(argv, message, capsys):
@@ -216,3 +220,41 @@ def test_diagnostics_are_printed_per_hypothesis(address, capsys):
     (line,) = capsys.readouterr().out.splitlines()
     text, diag = line.split("\t")
     assert text and diag.startswith("entropy=") and " deficit=" in diag and " unk=" in diag
+
+
+def test_max_length_0_is_the_servers_default(address, capsys):
+    assert cli.main(["--server", address, "A house.", "--max-length", "0"]) == 0
+    zero = capsys.readouterr().out
+    assert cli.main(["--server", address, "A house."]) == 0
+    assert zero == capsys.readouterr().out and zero.strip()
+
+
+def test_stdin_not_utf8_is_one_line_naming_the_line(monkeypatch, capsys):
+    raw = io.BytesIO(b"A house.\n\xff\xfe bad\n")
+    stdin = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape")
+    monkeypatch.setattr(sys, "stdin", stdin)
+    assert cli.main(["--server", "127.0.0.1:1"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        "nmt-translate: error: stdin line 2 is not valid UTF-8: convert the input to UTF-8 "
+        "(e.g. iconv -f LATIN1 -t UTF-8)"
+    ]
+
+
+def test_a_batch_over_the_servers_limit_asks_for_a_lower_batch_size(address, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("A house.\n" * 70))
+    assert cli.main(["--server", address, "--batch-size", "100"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "nmt-translate: error: INVALID_ARGUMENT: 70 sentences in one request; the server's "
+        "limit is 64: lower --batch-size to at most 64"
+    ]
+
+
+def test_a_sentence_too_long_is_named_by_its_input_line(address, tiny_bundle, monkeypatch, capsys):
+    lines = [*tiny_bundle.sentences[1:6], "", "house " * 300, "A dog."]
+    monkeypatch.setattr(sys, "stdin", io.StringIO("".join(line + "\n" for line in lines)))
+    assert cli.main(["--server", address, "--batch-size", "4"]) == 1
+    (err,) = capsys.readouterr().err.splitlines()
+    assert err.startswith("nmt-translate: error: INVALID_ARGUMENT: stdin line 7 has "), err
+    assert "texts[" not in err

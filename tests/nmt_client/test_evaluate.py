@@ -106,3 +106,58 @@ def test_requests_are_sized_to_the_beam(address, tiny_bundle):
     with Translator(address) as translator:
         got = evaluate.translate_with_server(translator, lines, 12)
     assert len(got) == len(lines) and all(got)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--limit", "-1"], "--limit -1 must be >= 0 (0: all lines)"),
+        (["--out", "/nonexistent/x.txt"], "--out /nonexistent/x.txt: directory /nonexistent"),
+    ],
+)
+def test_arguments_are_checked_before_translating(subset, extra, message, capsys):
+    # Nothing listens at this address: an argument error must come first, in one line.
+    src, ref = subset
+    argv = ["--src", str(src), "--ref", str(ref), "--server", "127.0.0.1:1", *extra]
+    assert evaluate.main(argv) == 2
+    (err,) = capsys.readouterr().err.splitlines()
+    assert err.startswith(f"nmt-eval: error: {message}"), err
+
+
+def test_empty_files_are_refused(tmp_path, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    argv = ["--src", str(empty), "--ref", str(empty), "--server", "127.0.0.1:1"]
+    assert evaluate.main(argv) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"nmt-eval: error: no sentences in --src {empty}: give a non-empty file"
+    ]
+
+
+def test_limit_0_means_all_lines(subset, tiny_bundle, capsys):
+    src, ref = subset
+    argv = ["--src", str(src), "--ref", str(ref), "--bundle", str(tiny_bundle.bundle_dir)]
+    assert evaluate.main([*argv, "--limit", "0"]) == 0
+    assert capsys.readouterr().out.splitlines()[2].startswith("12 sentences in ")
+
+
+def test_a_batch_over_the_servers_limit_asks_for_a_lower_batch_size(address, tmp_path, capsys):
+    src = tmp_path / "many.en"
+    src.write_text("A house.\n" * 70)
+    argv = ["--src", str(src), "--ref", str(src), "--server", address, "--batch-size", "100"]
+    assert evaluate.main(argv) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "nmt-eval: error: INVALID_ARGUMENT: 70 sentences in one request; the server's "
+        "limit is 64: lower --batch-size to at most 64"
+    ]
+
+
+def test_a_file_not_utf8_is_one_line_naming_the_line(subset, tmp_path, capsys):
+    src, _ = subset
+    latin1 = tmp_path / "latin1.es"
+    latin1.write_bytes(b"uno\n" * 3 + b"a\xf1o\n" + b"dos\n" * 8)
+    argv = ["--src", str(src), "--ref", str(latin1), "--server", "127.0.0.1:1"]
+    assert evaluate.main(argv) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"nmt-eval: error: --ref {latin1}: line 4 is not valid UTF-8: convert the file to UTF-8"
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 
 import grpc
@@ -80,6 +81,19 @@ def test_options_object_and_keywords_combine(translator, texts):
     assert [len(r.hypotheses) for r in by_object] == [3, 3]
     assert [r.text for r in overridden] == [r.text for r in by_object]
     assert [len(r.hypotheses) for r in overridden] == [1, 1]
+
+
+def test_every_decode_option_is_a_keyword(translator, texts):
+    """The README's API: each DecodeOptions field is a keyword of translate()."""
+    params = inspect.signature(Translator.translate).parameters
+    assert {f.name for f in dataclasses.fields(DecodeOptions)} <= set(params)
+    by_keyword = translator.translate(texts[:2], beam_size=5, coverage_penalty=0.2)
+    by_object = translator.translate(
+        texts[:2], options=DecodeOptions(beam_size=5, coverage_penalty=0.2)
+    )
+    assert [r.best.score for r in by_keyword] == [r.best.score for r in by_object]
+    plain = translator.translate(texts[:2], beam_size=5)
+    assert [r.best.score for r in by_keyword] != [r.best.score for r in plain]
 
 
 def test_translate_one_and_many(translator, tiny_bundle):
