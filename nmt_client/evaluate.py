@@ -16,7 +16,7 @@ from pathlib import Path
 from nmt_client.cli import (
     add_connection_args,
     check_connection_args,
-    explain_batch_error,
+    translate_lines,
     translator_from_args,
 )
 from nmt_client.errors import TranslatorError
@@ -69,18 +69,22 @@ def skip_blank(translate: Callable[[list[str]], list[str]], lines: list[str]) ->
 def translate_with_server(
     translator: Translator, lines: list[str], beam: int, *, batch: int = 32
 ) -> list[str]:
-    """Best translations of ``lines`` from the server: requests of at most ``batch``
-    sentences (fewer for wide beams), :data:`EVAL_WINDOW` in flight; the translator
-    retries while the server is busy. A request over the server's sentence limit
-    raises an error that asks for a lower ``--batch-size``."""
+    """Best translations of ``lines`` from the server ("" for a blank line): requests of
+    at most ``batch`` sentences (fewer for wide beams), :data:`EVAL_WINDOW` in flight;
+    the translator retries while the server is busy. A refused request's error names
+    the ``--src`` line, and over the server's sentence limit asks for a lower
+    ``--batch-size``."""
     batch = max(1, min(batch, EVAL_ROWS // max(1, beam)))
-    results = translator.translate_many(
-        lines, batch_size=batch, concurrency=EVAL_WINDOW, beam_size=beam, return_scores=False
+    results = translate_lines(
+        translator,
+        lines,
+        what="--src line",
+        batch_size=batch,
+        concurrency=EVAL_WINDOW,
+        beam_size=beam,
+        return_scores=False,
     )
-    try:
-        return [r.text for r in results]
-    except TranslatorError as exc:
-        raise explain_batch_error(exc) from None
+    return [r.text if r is not None else "" for r in results]
 
 
 def translate_with_bundle(bundle_dir: Path, lines: list[str], beam: int) -> list[str]:
@@ -190,12 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.server:
             # --timeout bounds each request, retries included (not the whole file)
             with translator_from_args(args, args.server) as translator:
-                hyps = skip_blank(
-                    lambda ls: translate_with_server(
-                        translator, ls, args.beam, batch=args.batch_size
-                    ),
-                    src,
-                )
+                hyps = translate_with_server(translator, src, args.beam, batch=args.batch_size)
         else:
             hyps = skip_blank(lambda ls: translate_with_bundle(args.bundle, ls, args.beam), src)
     except TranslatorError as exc:
