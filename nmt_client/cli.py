@@ -240,6 +240,10 @@ def check_args(args: argparse.Namespace) -> str | None:
         return "--stream translates one sentence to its best hypothesis: give exactly one"
     if args.prefix and not args.text:
         return "--prefix goes with sentences on the command line, not stdin"
+    if args.list_models and (args.text or args.model):
+        return (
+            "--list-models lists every model and translates nothing: drop the sentences and --model"
+        )
     png = args.attention_png
     if png is not None:
         if not have_matplotlib():
@@ -301,9 +305,16 @@ def translate_lines(
 
 
 def _stream(
-    translator: Translator, text: str, options: DecodeOptions, *, scores: bool, prefix: str = ""
+    translator: Translator,
+    text: str,
+    options: DecodeOptions,
+    *,
+    scores: bool,
+    diagnostics: bool = False,
+    prefix: str = "",
 ) -> Result | None:
-    """Print the translation as it is decoded; the final :class:`Result`."""
+    """Print the translation as it is decoded, then its score and diagnostics when asked
+    for (both come with the final message); the final :class:`Result`."""
     shown, result = "", None
     for update in translator.stream(text, options=options, target_prefix=prefix):
         if update.final:
@@ -313,8 +324,11 @@ def _stream(
         else:  # the best hypothesis left the stable prefix: start the line again
             print("\n" + update.text, end="", flush=True)
         shown = update.text
-    score = result.best.score if result is not None else None
-    print(f"\t{score:.4f}" if scores and score is not None else "")
+    best = result.best if result is not None else None
+    suffix = f"\t{best.score:.4f}" if scores and best is not None and best.score is not None else ""
+    if diagnostics and best is not None and best.diagnostics is not None:
+        suffix += "\t" + _diagnostics_text(best.diagnostics)
+    print(suffix)
     return result
 
 
@@ -363,7 +377,12 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if args.stream:
             first = _stream(
-                translator, args.text[0], options, scores=args.scores, prefix=args.prefix
+                translator,
+                args.text[0],
+                options,
+                scores=args.scores,
+                diagnostics=args.diagnostics,
+                prefix=args.prefix,
             )
         elif args.prefix:
             prefixes = [args.prefix] * len(args.text)

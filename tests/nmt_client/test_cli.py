@@ -165,6 +165,8 @@ def test_n_best_needs_a_beam(capsys):
         (["--length-penalty", "inf"], "--length-penalty inf must be a finite number >= 0"),
         (["--length-penalty", "-1"], "--length-penalty -1.0 must be a finite number >= 0"),
         (["--max-length", "-5"], "--max-length -5 must be >= 1 (or 0: the server's default)"),
+        (["--list-models", "Hello"], "--list-models lists every model and translates nothing"),
+        (["--list-models", "--model", "nope"], "--list-models lists every model and translates"),
     ],
 )
 def test_arguments_are_checked_before_sending(argv, message, capsys):
@@ -220,6 +222,15 @@ def test_diagnostics_are_printed_per_hypothesis(address, capsys):
     (line,) = capsys.readouterr().out.splitlines()
     text, diag = line.split("\t")
     assert text and diag.startswith("entropy=") and " deficit=" in diag and " unk=" in diag
+
+
+def test_stream_prints_diagnostics_after_the_score(translator, address, capsys):
+    text = "The visiting team swept the series"
+    assert cli.main(["--server", address, "--stream", "--scores", "--diagnostics", text]) == 0
+    best = translator.translate_one(text).best
+    streamed, score, diag = capsys.readouterr().out.rstrip("\n").split("\t")
+    assert (streamed, score) == (best.text, f"{best.score:.4f}")
+    assert diag.startswith("entropy=") and " deficit=" in diag and " unk=" in diag
 
 
 def test_max_length_0_is_the_servers_default(address, capsys):
