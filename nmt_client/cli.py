@@ -110,6 +110,14 @@ def explain_batch_error(
     return type(exc)(exc.code, details, request_id=exc.request_id, attempts=exc.attempts)
 
 
+# Each TLS flag, the PEM block its file must hold and what that is.
+PEM_FLAGS = (
+    ("tls_ca", b"-----BEGIN CERTIFICATE-----", "certificate"),
+    ("tls_cert", b"-----BEGIN CERTIFICATE-----", "certificate"),
+    ("tls_key", b"PRIVATE KEY-----", "private key"),
+)
+
+
 def check_connection_args(args: argparse.Namespace) -> str | None:
     if not args.timeout > 0:
         return f"--timeout {args.timeout} must be a positive number of seconds"
@@ -117,10 +125,22 @@ def check_connection_args(args: argparse.Namespace) -> str | None:
         return f"--retries {args.retries} must be >= 0"
     if (args.tls_cert is None) != (args.tls_key is None):
         return "--tls-cert and --tls-key go together: give both or neither"
-    for flag in ("tls_ca", "tls_cert", "tls_key"):
+    for flag, marker, noun in PEM_FLAGS:
         path = getattr(args, flag)
-        if path is not None and not path.is_file():
-            return f"--{flag.replace('_', '-')} {path}: no such file"
+        if path is None:
+            continue
+        option = f"--{flag.replace('_', '-')}"
+        if not path.is_file():
+            return f"{option} {path}: no such file"
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            return f"{option} {path}: {exc.strerror or 'cannot read it'}"
+        # gRPC would log its TLS errors and fail the call with a hint about the server
+        if marker not in data:
+            return (
+                f"{option} {path} holds no PEM {noun} ({marker.decode()}...): give the {noun} file"
+            )
     return None
 
 

@@ -123,3 +123,25 @@ def test_cli_mutual_tls(mtls_server, pki, capsys):
 def test_cli_tls_argument_errors(argv, message, capsys):
     assert main(["--server", "127.0.0.1:1", *argv, "hello"]) == 2
     assert capsys.readouterr().err.splitlines() == [f"nmt-translate: error: {message}"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--tls-ca", "server.key"], "--tls-ca {pki}/server.key holds no PEM certificate"),
+        (
+            ["--tls-cert", "client.key", "--tls-key", "client.key"],
+            "--tls-cert {pki}/client.key holds no PEM certificate",
+        ),
+        (
+            ["--tls-cert", "client.crt", "--tls-key", "client.crt"],
+            "--tls-key {pki}/client.crt holds no PEM private key",
+        ),
+    ],
+)
+def test_cli_tls_files_of_the_wrong_kind_are_one_line(pki, argv, message, capsys):
+    """A key given as the CA made gRPC log TLS errors and blame the server."""
+    argv = [str(pki / a) if not a.startswith("--") else a for a in argv]
+    assert main(["--server", "127.0.0.1:1", *argv, "hello"]) == 2
+    (err,) = capsys.readouterr().err.splitlines()
+    assert err.startswith("nmt-translate: error: " + message.format(pki=pki)), err
