@@ -12,6 +12,7 @@ without torch.
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ class UserModel:
         missing = {"pad", "unk", "bos", "eos"} - set(self.special_ids)
         if missing:
             raise AdapterError(f"special_ids lacks {sorted(missing)}; give pad, unk, bos and eos")
+        check_special_ids(self.source, self.target, self.special_ids)
         sig = self.signature
         config = BundleConfig(
             src_vocab_size=self.source.vocab_size,
@@ -72,6 +74,47 @@ class UserModel:
             "decoder": f"{type(self.decoder).__module__}.{type(self.decoder).__qualname__}",
             "signature": self.signature.describe(),
         } | ({"origin": dict(self.origin)} if self.origin else {})
+
+
+# Vocabulary entries that look like markers, not words: <pad>, [UNK], SOS, </s>.
+_MARKER = re.compile(r"^(<.*>|\[.*\]|[A-Z_]+)$")
+# Special ids that must not be words: the server never emits target pad or bos, ends a
+# translation at eos, and reads every unknown source word as unk.
+_NOT_WORDS = (
+    ("target", "pad", "would never be produced"),
+    ("target", "bos", "would never be produced"),
+    ("target", "eos", "would end every translation it appears in"),
+    ("source", "unk", "would stand for every unknown source word"),
+)
+
+
+def word_at(tokenizer: Any, token_id: int) -> str | None:
+    """The text of ``token_id`` when it is an ordinary token that text encodes to (a
+    word), else None (a marker, a control piece, an id outside the vocabulary)."""
+    if not 0 <= token_id < tokenizer.vocab_size:
+        return None
+    sp = getattr(tokenizer, "_sp", None)
+    if sp is not None:  # SentencePiece: control, unknown and unused pieces are no words
+        special = sp.IsControl(token_id) or sp.IsUnknown(token_id) or sp.IsUnused(token_id)
+        return None if special else tokenizer.decode([token_id]) or None
+    (text,) = tokenizer.pieces([token_id])
+    if _MARKER.match(text) or not hasattr(tokenizer, "words"):
+        return None
+    return text if tokenizer.words(text) == [text] else None
+
+
+def check_special_ids(source: Any, target: Any, special_ids: Mapping[str, int]) -> None:
+    """Refuse special ids that are words of the vocabulary: the export and its gate
+    would pass (their reference uses the same ids) and the bundle translate wrong."""
+    for side, name, harm in _NOT_WORDS:
+        token_id = int(special_ids[name])
+        word = word_at(source if side == "source" else target, token_id)
+        if word is not None:
+            raise AdapterError(
+                f"special_ids: {name} {token_id} is the {side} word {word!r}, which {harm}; "
+                f"give {name} an id of its own (the PyTorch tutorial's Lang has only SOS and "
+                "EOS: add PAD and UNK entries before training)"
+            )
 
 
 def load_user_model(target: str) -> UserModel:

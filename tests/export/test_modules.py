@@ -169,7 +169,8 @@ def test_a_module_that_fails_is_one_line_naming_it(tmp_path, capsys, monkeypatch
         "    def forward(self, token, hidden, memory):\n"
         f"        {body}\n"
         "def load():\n"
-        "    vocab = WordTokenizer([f'w{i}' for i in range(20)], unk_id=1)\n"
+        "    words = ['<pad>', '<unk>', '<s>', '</s>'] + [f'w{i}' for i in range(4, 20)]\n"
+        "    vocab = WordTokenizer(words, unk_id=1)\n"
         "    specials = dict(pad=0, unk=1, bos=2, eos=3)\n"
         "    sig = Signature(bridge=_bridge)\n"
         "    return UserModel(_Encoder(), Broken(), vocab, vocab, specials, sig)\n"
@@ -301,7 +302,9 @@ def test_a_bundle_the_server_would_refuse_is_not_written(tmp_path):
     from models.words import WordTokenizer
 
     torch.manual_seed(0)
-    vocab = WordTokenizer([f"w{i}" for i in range(20)], unk_id=1)
+    vocab = WordTokenizer(
+        ["<pad>", "<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(4, 20)], unk_id=1
+    )
     user = UserModel(
         _Encoder(),
         _Decoder(),

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -298,3 +299,62 @@ def test_int8_variant_of_a_users_model(tmp_path):
     assert manifest["variant"]["sentences"] == 60
     bundle = load_bundle(tmp_path / "m" / "2")
     assert bundle.model.exact_lengths and bundle.manifest["precision"] == "int8"
+
+
+# ---------------------------------------------------------------- special ids that are words
+
+_SPECIALS = {"pad": 0, "unk": 1, "bos": 2, "eos": 3}
+
+
+def _words(*tokens: str, **options):
+    from models.words import WordTokenizer
+
+    return WordTokenizer([*tokens, "casa", "perro", "the", "dog"], unk_id=1, **options)
+
+
+@pytest.mark.parametrize(
+    ("source", "target", "ids", "message"),
+    [
+        # the PyTorch tutorial's Lang: SOS 0, EOS 1, words from 2; pad and unk put on words
+        (("SOS", "EOS"), ("SOS", "EOS"), {"bos": 0, "eos": 1, "pad": 2, "unk": 3},
+         "pad 2 is the target word 'casa', which would never be produced"),
+        (("<pad>", "<unk>", "<s>", "</s>"), ("<pad>", "<unk>", "<s>", "</s>"),
+         _SPECIALS | {"eos": 5}, "eos 5 is the target word 'perro', which would end every"),
+        (("<pad>", "<unk>", "<s>", "</s>"), ("<pad>", "<unk>", "<s>", "</s>"),
+         _SPECIALS | {"unk": 6}, "unk 6 is the source word 'the', which would stand for every"),
+    ],
+)  # fmt: skip
+def test_special_ids_on_words_are_refused(source, target, ids, message):
+    from export.user import check_special_ids
+
+    with pytest.raises(AdapterError, match=message):
+        check_special_ids(_words(*source), _words(*target), ids)
+
+
+@pytest.mark.parametrize(
+    "markers",
+    [
+        ("<pad>", "<unk>", "<s>", "</s>"),
+        ("PAD", "UNK", "SOS", "EOS"),
+        ("[PAD]", "[UNK]", "[CLS]", "[SEP]"),
+    ],
+)
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_marker_tokens_pass(markers, lowercase):
+    from export.user import check_special_ids
+
+    vocab = _words(*markers, lowercase=lowercase)
+    check_special_ids(vocab, vocab, _SPECIALS)
+
+
+def test_sentencepiece_pad_on_a_piece_is_refused():
+    from export.user import check_special_ids
+    from models.tokenizer import Tokenizer
+
+    path = Path(__file__).resolve().parents[2] / "model_repository" / "en-es" / "5"
+    proto = (path / "target.spm.model").read_bytes()
+    spm = Tokenizer(proto, special_ids=None)
+    check_special_ids(spm, spm, _SPECIALS)  # the project's own: control pieces
+    piece = spm.decode([40])
+    with pytest.raises(AdapterError, match=re.escape(f"pad 40 is the target word {piece!r}")):
+        check_special_ids(spm, spm, _SPECIALS | {"pad": 40})
