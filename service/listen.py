@@ -8,6 +8,7 @@ that does not match its key surfaces as a port it "could not bind").
 
 from __future__ import annotations
 
+import errno
 import socket
 import ssl
 from collections.abc import Sequence
@@ -136,7 +137,31 @@ def _add_port(server, address: str, credentials: grpc.ServerCredentials | None) 
         return 0
 
 
-def bind(server, host: str, port: int, credentials: grpc.ServerCredentials | None) -> int:
+def _in_use(name: str, port: int, reuse_port: bool) -> bool:
+    """Whether ``name:port`` (``[v6]`` in brackets) is taken, probed the way gRPC binds
+    (SO_REUSEADDR, and SO_REUSEPORT when the server shares ports): asked first so that a
+    port in use is one line of ours, not also an error line of gRPC's C core."""
+    ip = name[1:-1] if name.startswith("[") else name
+    family = socket.AF_INET6 if ":" in ip else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if reuse_port and hasattr(socket, "SO_REUSEPORT"):
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            probe.bind((ip, port))
+    except OSError as exc:
+        return exc.errno == errno.EADDRINUSE
+    return False
+
+
+def bind(
+    server,
+    host: str,
+    port: int,
+    credentials: grpc.ServerCredentials | None,
+    *,
+    reuse_port: bool = False,
+) -> int:
     """Bind ``server`` on every address ``host`` resolves to; return the port.
 
     gRPC alone binds whichever addresses of a name it can and succeeds if any one
@@ -147,6 +172,8 @@ def bind(server, host: str, port: int, credentials: grpc.ServerCredentials | Non
     """
     for name in listen_hosts(host):
         address = f"{name}:{port}"
+        if port and _in_use(name, port, reuse_port):
+            raise ListenError(f"could not bind gRPC to {address} (port in use)")
         got = _add_port(server, address, credentials)
         if got == 0:
             raise ListenError(f"could not bind gRPC to {address} (port in use?)")

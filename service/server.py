@@ -216,7 +216,9 @@ class TranslationServer:
             creds = None
             if config.tls_cert is not None:
                 creds = server_credentials(config.tls_cert, config.tls_key, config.tls_client_ca)
-            return bind(self.grpc_server, config.host, config.port, creds)
+            return bind(
+                self.grpc_server, config.host, config.port, creds, reuse_port=config.reuse_port
+            )
         except ListenError as exc:
             raise ServerError(str(exc)) from None
 

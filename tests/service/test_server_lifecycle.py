@@ -213,6 +213,22 @@ def test_busy_port_is_a_server_error(tiny_bundle, busy_port):
         create_server(config)
 
 
+def test_nmt_serve_on_a_busy_port_prints_one_line(tiny_bundle, busy_port):
+    """Our error alone: gRPC's C core used to log its own bind failure line before it."""
+    root = Path(__file__).resolve().parents[2]
+    argv = [sys.executable, "-m", "service.server", "--model-repository", str(tiny_bundle.repo)]
+    argv += ["--host", "127.0.0.1", "--port", str(busy_port), "--metrics-port", "-1"]
+    argv += ["--providers", "cpu", "--intra-op-threads", "1"]
+    env = {**os.environ, "PYTHONPATH": str(root), "NMT_LOG_FORMAT": "text"}
+    done = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 2, done.stderr
+    info = re.compile(r"^\d{4}-\d\d-\d\d [\d:,]+ INFO ")  # start-up log lines
+    errors = [line for line in done.stderr.splitlines() if line and not info.match(line)]
+    assert errors == [
+        f"nmt-serve: error: could not bind gRPC to 127.0.0.1:{busy_port} (port in use)"
+    ], done.stderr
+
+
 def test_a_second_server_on_a_port_in_use_fails_unless_both_reuse_it(server_factory):
     # grpc sets SO_REUSEPORT by default on Linux: without turning it off, a second
     # nmt-serve on the same port started silently and took half the connections.
