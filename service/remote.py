@@ -18,7 +18,8 @@ reads):
 * parent -> child: ``submit`` (job id, token ids, options, absolute deadline on the
   shared ``CLOCK_MONOTONIC``, whether it streams), ``cancel``, ``start``, ``stop``,
   ``call`` (a function run on the child's engine: benchmarks and tests).
-* child -> parent: ``done`` (n-best lists and the job's timing), ``error`` (the domain
+* child -> parent (queued, and sent by the child's ``nmt-ipc-sender`` thread, several at
+  once as one ``batch``): ``done`` (n-best lists and the job's timing), ``error`` (the domain
   exception's class name and message), ``prefix`` (a streaming job's stable prefix,
   sent only when it changed), ``beat`` (every :data:`HEARTBEAT_SECONDS`: the child's
   ``Engine.health()`` and its engine metrics' samples), ``called``, ``stopped``.
@@ -53,6 +54,7 @@ import contextlib
 import itertools
 import logging
 import multiprocessing
+import queue
 import signal
 import socket
 import threading
@@ -434,7 +436,10 @@ class RemoteEngine(EngineFront):
 
     def _dispatch(self, message: tuple) -> None:
         kind = message[0]
-        if kind == "prefix":
+        if kind == "batch":  # what the child's sender found queued at once, in order
+            for part in message[1]:
+                self._dispatch(part)
+        elif kind == "prefix":
             _, jid, tokens, final = message
             job = self._jobs.get(jid)
             if job is not None and job.on_prefix is not None and not job.future.done():
@@ -519,15 +524,26 @@ def _samples(metrics: Metrics) -> Samples:
 
 
 class _Child:
-    """The child's side: its engine, the jobs it holds for the parent, its heartbeat."""
+    """The child's side: its engine, the jobs it holds for the parent, its heartbeat.
+
+    Every message to the parent goes through one outbox and one sender thread
+    (``nmt-ipc-sender``): the scheduler thread's callbacks (results, errors, stream
+    prefixes) only queue theirs, so pickling and the pipe write run while the scheduler
+    is back in ONNX Runtime (which releases the GIL), and the messages that pile up
+    meanwhile, a step's finished sentences, go as one ``batch`` message. One queue keeps
+    their order: a job's prefixes come before its result, every result before ``stopped``.
+    """
 
     def __init__(self, wire: _Wire, engine: Engine) -> None:
         self.wire = wire
         self.engine = engine
         self.jobs: dict[int, Job] = {}
         self._beats = threading.Event()  # set: stop beating
+        self._outbox: queue.SimpleQueue[tuple | None] = queue.SimpleQueue()
 
     def serve(self) -> None:
+        sender = threading.Thread(target=self._sender, name="nmt-ipc-sender", daemon=True)
+        sender.start()
         threading.Thread(target=self._beat, name="nmt-heartbeat", daemon=True).start()
         conn = self.wire.conn
         try:
@@ -537,6 +553,8 @@ class _Child:
             pass  # the parent closed its end (stopping) or is gone
         finally:
             self._beats.set()
+            self._outbox.put(None)
+            sender.join(5.0)
 
     def _beat(self) -> None:
         while not self._beats.wait(HEARTBEAT_SECONDS):
@@ -548,12 +566,48 @@ class _Child:
         except Exception:  # noqa: BLE001 - the parent notices the silence
             log.exception("failure collecting the engine's health and metrics")
             return
-        self.wire.send(message)
+        self._send(message)
 
     def _send(self, message: tuple) -> None:
-        """Send; a message that cannot be pickled raises here (nothing was written)."""
-        if not self.wire.send(message):
-            log.debug("the server process is gone; dropped a %r message", message[0])
+        """Queue ``message`` for the parent (any thread; never blocks)."""
+        self._outbox.put(message)
+
+    def _sender(self) -> None:
+        while True:
+            message = self._outbox.get()
+            if message is None:
+                return
+            batch = [message]
+            while True:  # what queued up while the last write ran
+                try:
+                    message = self._outbox.get_nowait()
+                except queue.Empty:
+                    break
+                if message is None:
+                    self._write(batch)
+                    return
+                batch.append(message)
+            self._write(batch)
+
+    def _write(self, batch: list[tuple]) -> None:
+        """Send ``batch`` as one message; one that does not pickle (a result with an
+        object pickle refuses) is sent apart, a result as its job's error."""
+        try:
+            sent = self.wire.send(batch[0] if len(batch) == 1 else ("batch", tuple(batch)))
+        except Exception as exc:  # noqa: BLE001 - nothing was written: pickling failed
+            if len(batch) > 1:
+                for message in batch:
+                    self._write([message])
+                return
+            kind, *rest = batch[0]
+            log.exception("failure sending a %r message to the server process", kind)
+            if kind == "done":  # the job fails instead of never finishing
+                self._write([("error", rest[0], *_describe(exc))])
+            elif kind == "called":
+                self._write([("called", rest[0], False, RuntimeError(one_line(exc)))])
+            return
+        if not sent:
+            log.debug("the server process is gone; dropped %d message(s)", len(batch))
 
     def _dispatch(self, message: tuple) -> None:
         kind = message[0]
@@ -586,7 +640,7 @@ class _Child:
             # Validated (tokenised) by the parent: straight to the queue.
             job = self.engine.enqueue(sources, options, timeout, on_prefix, prefixes)
         except Exception as exc:  # noqa: BLE001 - queue full, not accepting: the job's error
-            self.wire.send(("error", jid, *_describe(exc)))
+            self._send(("error", jid, *_describe(exc)))
             return
         self.jobs[jid] = job
         job.future.add_done_callback(partial(self._done, jid, job))
@@ -599,30 +653,26 @@ class _Child:
             tokens = tuple(tokens)
             if final or tokens != last[0]:
                 last[0] = tokens
-                self.wire.send(("prefix", jid, tokens, final))
+                self._send(("prefix", jid, tokens, final))
 
         return on_prefix
 
     def _done(self, jid: int, job: Job, future: Future) -> None:
+        # On the scheduler thread (it resolves the future): queue, do not pickle here.
         self.jobs.pop(jid, None)
         exc = future.exception()
         if exc is None:
             t = job.timing
-            try:
-                timing = (t.admitted, t.encode_seconds, t.finished)
-                self._send(("done", jid, future.result(), timing))
-                return
-            except Exception as error:  # noqa: BLE001 - a result that does not pickle
-                log.exception("failure sending a result to the server process")
-                exc = error
-        self._send(("error", jid, *_describe(exc)))
+            self._send(("done", jid, future.result(), (t.admitted, t.encode_seconds, t.finished)))
+        else:
+            self._send(("error", jid, *_describe(exc)))
 
     def _stop(self, timeout: float | None) -> None:
         try:
             self.engine.stop(timeout)
         finally:
             self._send_beat()  # the last metrics
-            self.wire.send(("stopped",))
+            self._send(("stopped",))
 
 
 def _child_main(conn, path: Path, runtime: RuntimeConfig, config: EngineConfig, log_config):

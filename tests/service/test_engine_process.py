@@ -528,3 +528,47 @@ def test_nmt_serve_drains_when_the_whole_group_gets_sigterm(serve, tiny_bundle):
         assert proc.wait(timeout=40) == 0, _output(log)[-3000:]
     finally:
         channel.close()
+
+
+# ---------------------------------------------------------------- the child's outbox
+
+
+class _PicklingWire:
+    """Records what the child would write: pickled, as the real pipe does."""
+
+    def __init__(self) -> None:
+        import pickle
+
+        self.sent: list[tuple] = []
+        self._dumps = pickle.dumps
+
+    def send(self, message: tuple) -> bool:
+        self._dumps(message)  # raises as Connection.send would, before writing
+        self.sent.append(message)
+        return True
+
+
+def _drain(messages: list[tuple]) -> list[tuple]:
+    from service.remote import _Child
+
+    child = _Child(_PicklingWire(), engine=None)
+    for message in [*messages, None]:
+        child._send(message) if message is not None else child._outbox.put(None)
+    child._sender()
+    return child.wire.sent
+
+
+def test_messages_queued_together_go_as_one_batch_in_order():
+    messages = [("prefix", 1, (5,), False), ("done", 1, [[]], (0.0, 0.0, 0.0)), ("stopped",)]
+    assert _drain(messages) == [("batch", tuple(messages))]
+    assert _drain(messages[:1]) == messages[:1]
+
+
+def test_a_result_that_does_not_pickle_fails_its_job_not_the_batch():
+    good = ("done", 1, [[]], (0.0, 0.0, 0.0))
+    bad = ("done", 2, [[lambda: None]], (0.0, 0.0, 0.0))
+    call = ("called", 7, True, lambda: None)
+    sent = _drain([good, bad, call])
+    assert sent[0] == good
+    assert sent[1][:3] == ("error", 2, "")  # not a domain error: INTERNAL in the parent
+    assert sent[2][:3] == ("called", 7, False) and isinstance(sent[2][3], RuntimeError)
