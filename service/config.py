@@ -16,17 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from service.limits import EngineConfig
+from service.limits import MAX_SECONDS, EngineConfig
 from service.logs import LOG_FORMATS, LogConfig
 from service.runtime import GRAPH_OPTIMIZATION_LEVELS, IO_BINDING_MODES, RuntimeConfig
 from service.servicer import RpcConfig
 
 DEFAULT_REPOSITORY = Path(__file__).resolve().parent.parent / "model_repository"
 
-# The longest duration any flag takes, in seconds: gRPC's channel arguments hold
-# milliseconds in a C int (2**31 - 1 ms, about 24.8 days); time.sleep and the event loop
-# refuse infinity too. Every float field of the configuration is a duration.
-MAX_SECONDS = 2_147_483
+# Every float field of the configuration is a duration, at most MAX_SECONDS (limits.py).
 # Durations where 0 means "never": the hint a too-long value gets.
 NEVER_AT_ZERO = ("max_connection_idle", "max_connection_age")
 

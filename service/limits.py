@@ -15,6 +15,12 @@ from service.errors import InvalidRequest
 MAX_CHARS_PER_TOKEN = 64
 
 
+# The longest duration any setting takes, in seconds: gRPC's channel arguments hold
+# milliseconds in a C int (2**31 - 1 ms, about 24.8 days); time.sleep and the event loop
+# refuse infinity too.
+MAX_SECONDS = 2_147_483
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     max_live_rows: int = 256
@@ -59,8 +65,10 @@ class EngineConfig:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.admit_batch < 1:
             raise ValueError(f"admit_batch must be >= 1, got {self.admit_batch}")
-        if not self.stall_timeout > 0:
-            raise ValueError(f"stall_timeout must be > 0 seconds, got {self.stall_timeout}")
+        if not 0 < self.stall_timeout <= MAX_SECONDS:  # NaN fails too
+            raise ValueError(
+                f"stall_timeout must be > 0 and <= {MAX_SECONDS} seconds, got {self.stall_timeout}"
+            )
         if self.max_beam_size > self.max_live_rows:
             raise ValueError("max_beam_size cannot exceed max_live_rows")
 

@@ -43,6 +43,7 @@ from service.errors import (
 )
 from service.front import DEADLINE_MESSAGE, EngineFront
 from service.jobs import Job, TranslationResult
+from service.limits import MAX_SECONDS
 from service.logs import REQUEST_ID_HEADER, bind_request_id, request_id_from
 from service.messages import model_info, strategy_label, to_options, to_timing, to_translation
 from service.metrics import Metrics
@@ -87,8 +88,10 @@ class RpcConfig:
         if self.max_inflight < 1:
             raise ValueError(f"max_inflight must be >= 1, got {self.max_inflight}")
         for name in ("default_timeout", "receive_timeout"):
-            if not getattr(self, name) > 0:  # NaN fails too
-                raise ValueError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
+            if not 0 < getattr(self, name) <= MAX_SECONDS:  # NaN fails too
+                raise ValueError(
+                    f"{name} must be > 0 and <= {MAX_SECONDS} seconds, got {getattr(self, name)}"
+                )
         if self.max_message_bytes < 1024:
             raise ValueError(f"max_message_bytes must be >= 1024, got {self.max_message_bytes}")
 

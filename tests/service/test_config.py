@@ -17,6 +17,8 @@ from service.config import (
     build_parser,
     parse_args,
 )
+from service.limits import EngineConfig
+from service.servicer import RpcConfig
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -109,6 +111,20 @@ def test_transport_durations_beyond_a_c_int_of_ms_are_refused():
         ]
         == 2**31 - 1 - 647
     )
+
+
+@pytest.mark.parametrize("value", [float("inf"), 1e10, float("nan"), 0.0])
+@pytest.mark.parametrize(
+    ("make", "name"),
+    [
+        (lambda v: RpcConfig(default_timeout=v), "default_timeout"),
+        (lambda v: RpcConfig(receive_timeout=v), "receive_timeout"),
+        (lambda v: EngineConfig(stall_timeout=v), "stall_timeout"),
+    ],
+)
+def test_durations_built_in_code_are_capped_too(make, name, value):
+    with pytest.raises(ValueError, match=f"{name} must be > 0 and <= 2147483 seconds"):
+        make(value)
 
 
 @pytest.mark.parametrize(
