@@ -216,8 +216,10 @@ def _read_safetensors(path: Path) -> dict[str, Tensor]:
                 .float()
             )
         return out
-    except (OSError, ValueError, KeyError, struct.error) as exc:
-        raise EoleError(f"unreadable safetensors file {path}: {exc}") from None
+    except (OSError, ValueError, KeyError, RuntimeError, struct.error) as exc:
+        # RuntimeError: torch's reshape of a truncated or corrupt tensor
+        text = " ".join(str(exc).split())[:200]
+        raise EoleError(f"unreadable safetensors file {path}: {text}") from None
 
 
 def _pickle_strings(path: Path) -> set[str]:
@@ -334,7 +336,9 @@ def load_eole(path: Path) -> EoleModel:
         _refuse_file(path)
     for name in ("config.json", "vocab.json"):
         if not (path / name).is_file():
-            raise EoleError(f"{path} is not an Eole model directory: {name} is missing")
+            inside = [p.parent for p in sorted(path.glob("model*/**/config.json"))]
+            hint = f"; an Eole run keeps its models below it, e.g. {inside[-1]}" if inside else ""
+            raise EoleError(f"{path} is not an Eole model directory: {name} is missing{hint}")
     shards = sorted(path.glob("model.*.safetensors"))
     if not shards:
         raise EoleError(f"{path} is not an Eole model directory: model.00.safetensors is missing")
@@ -427,6 +431,12 @@ def load_eole(path: Path) -> EoleModel:
 
     specials = vocab.get("specials") or {}
     src_vocab, tgt_vocab = list(vocab["src"]), list(vocab["tgt"])
+    for side, voc, emb in (("src", src_vocab, src_w), ("tgt", tgt_vocab, tgt_w)):
+        if len(voc) != emb.shape[0]:
+            raise EoleError(
+                f"vocab.json's {side} vocabulary has {len(voc)} entries but the model's "
+                f"{side} embeddings have {emb.shape[0]} rows: the vocab.json of another model?"
+            )
 
     def idx(voc: list[str], tok: str, role: str) -> int:
         if tok not in voc:

@@ -177,14 +177,41 @@ def test_converted_bundle_serves_without_torch(converted):
     assert all(len(hyps) == 3 for hyps in got["tokens"])
 
 
+def _truncate_weights(model: Path) -> None:
+    shard = model / "model.00.safetensors"
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+
+
+def _grow_src_vocab(model: Path) -> None:
+    """Another model's vocab.json: one source entry more than the embeddings have rows."""
+    vocab = json.loads((model / "vocab.json").read_text())
+    vocab["src"].append("anotherword")
+    (model / "vocab.json").write_text(json.dumps(vocab))
+
+
+def _nest_in_run(model: Path) -> None:
+    """The run directory given instead of its model/ inside."""
+    inner = model / "model"
+    inner.mkdir()
+    for file in list(model.iterdir()):
+        if file.is_file():
+            file.rename(inner / file.name)
+
+
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
         (lambda d: (d / "vocab.json").write_text('{"tgt": []}'), "not a readable Eole model"),
         (lambda d: (d / "config.json").write_text("[]"), "not a readable Eole model"),
         (lambda d: (d / "config.json").unlink(), "config.json is missing"),
+        (_truncate_weights, "unreadable safetensors file"),
+        (
+            _grow_src_vocab,
+            "src vocabulary has 1161 entries but the model's src embeddings have 1160 rows",
+        ),
+        (_nest_in_run, "config.json is missing; an Eole run keeps its models below it, e.g. "),
     ],
-    ids=["vocab-without-src", "config-not-an-object", "no-config"],
+    ids=["vocab-without-src", "config-not-an-object", "no-config", "truncated", "vocab", "run"],
 )
 def test_malformed_model_directories_are_one_line(tmp_path, capsys, edit, message):
     import shutil
