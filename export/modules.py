@@ -210,9 +210,7 @@ class _Step(nn.Module):
     """``(prev (rows,), state, keys, memory, mask) -> (logits, state, attention)``: the
     decoder interface of :class:`models.decoder.Decoder`, over the user's module."""
 
-    def __init__(
-        self, decoder: nn.Module, signature: Signature, vocab_size: int | None = None
-    ) -> None:
+    def __init__(self, decoder: nn.Module, signature: Signature, vocab_size: int) -> None:
         super().__init__()
         self.user = decoder
         self.sig = signature
@@ -261,7 +259,7 @@ class _Step(nn.Module):
         got = _named(out, sig.decoder_returns, "decoder")
         scores = got["logits"] if "logits" in got else got["log_probs"]
         logits = _squeeze_middle(scores, "logits").float()
-        if self.vocab_size is not None and logits.shape[-1] != self.vocab_size:
+        if logits.shape[-1] != self.vocab_size:
             raise AdapterError(
                 f"the decoder scores {int(logits.shape[-1])} tokens but the target tokenizer "
                 f"has {self.vocab_size}: give the vocabulary the model was trained with"

@@ -26,7 +26,7 @@ from export.modules import AdaptedModel, AdapterError, Signature
 from export.parity import ParityError
 from export.spec import BundleConfig
 from export.writer import MAX_SOURCE_TOKENS, ExportError, write_bundle
-from models.tokenizer import read_lines
+from models.tokenizer import Tokenizer, read_lines
 
 
 @dataclass
@@ -93,10 +93,8 @@ def word_at(tokenizer: Any, token_id: int) -> str | None:
     word), else None (a marker, a control piece, an id outside the vocabulary)."""
     if not 0 <= token_id < tokenizer.vocab_size:
         return None
-    sp = getattr(tokenizer, "_sp", None)
-    if sp is not None:  # SentencePiece: control, unknown and unused pieces are no words
-        special = sp.IsControl(token_id) or sp.IsUnknown(token_id) or sp.IsUnused(token_id)
-        return None if special else tokenizer.decode([token_id]) or None
+    if isinstance(tokenizer, Tokenizer):  # SentencePiece: control pieces are no words
+        return None if tokenizer.is_special(token_id) else tokenizer.decode([token_id]) or None
     (text,) = tokenizer.pieces([token_id])
     if _MARKER.match(text) or not hasattr(tokenizer, "words"):
         return None

@@ -113,6 +113,11 @@ class Tokenizer:
     def decode(self, ids: Sequence[int]) -> str:
         return self._sp.decode(list(ids))
 
+    def is_special(self, token_id: int) -> bool:
+        """Whether ``token_id`` is a control, unknown or unused piece (no text maps to it)."""
+        sp = self._sp
+        return sp.IsControl(token_id) or sp.IsUnknown(token_id) or sp.IsUnused(token_id)
+
     def pieces(self, ids: Sequence[int]) -> list[str]:
         """Piece strings of ``ids``, e.g. for labelling attention heatmaps."""
         # One call for the list: per-id calls cost 4x as much per request.

@@ -55,7 +55,6 @@ class TrainConfig:
     # "bf16": autocast forward passes to bfloat16 (weights, optimizer and loss stay fp32);
     # ~1.4x faster on CPUs with native bf16 (AVX512-BF16), checkpoints are fp32 either
     # way. Refused on a CPU without oneDNN bf16 kernels (AVX2 only: ~13x slower than fp32).
-
     precision: str = "fp32"
     bleu_sentences: int = 2000
     seed: int = 1

@@ -414,7 +414,15 @@ def parse_args(
 ) -> ServerConfig:
     """``nmt-serve``'s command line (and ``NMT_*`` variables) as a :class:`ServerConfig`;
     :class:`ValueError` with one line naming the flag or variable when a value is wrong."""
-    args = vars(build_parser(environ).parse_args(argv))
+    parser = build_parser(environ)
+    # The announce starts as a sentinel: argparse fills in defaults only for what the
+    # namespace lacks, so it stays the sentinel unless the command line sets it.
+    announce, unset = ".drain_announce", object()
+    args = vars(parser.parse_args(argv, argparse.Namespace(**{announce: unset})))
+    environ = os.environ if environ is None else environ
+    announce_given = args[announce] is not unset or _flag("", "drain_announce").variable in environ
+    if args[announce] is unset:
+        args[announce] = parser.get_default(announce)
     values: dict[str, dict[str, Any]] = {section: {} for section in SECTIONS}
     for flag in FLAGS:
         values[flag.section][flag.name] = args[f"{flag.section}.{flag.name}"]
@@ -424,7 +432,7 @@ def parse_args(
     # as the grace leaves no time to drain. Only refused when set (flag or variable): a
     # short --shutdown-grace alone keeps capping the default announce.
     if (
-        _given("drain_announce", argv, environ)
+        announce_given
         and config.drain_announce > 0
         and config.drain_announce >= config.shutdown_grace
     ):
@@ -436,12 +444,7 @@ def parse_args(
     return config
 
 
-def _given(name: str, argv: Sequence[str] | None, environ: dict[str, str] | None) -> bool:
-    """Whether the command line or an ``NMT_*`` variable sets ``ServerConfig.name``."""
-    (flag,) = [f for f in FLAGS if f.section == "" and f.name == name]
-    if flag.variable in (os.environ if environ is None else environ):
-        return True
-    unset = object()
-    # Parsing into a namespace that has every field leaves out the defaults.
-    given = argparse.Namespace(**{f"{f.section}.{f.name}": unset for f in FLAGS})
-    return vars(build_parser({}).parse_args(argv, given))[f"{flag.section}.{name}"] is not unset
+def _flag(section: str, name: str) -> Flag:
+    """The flag that sets ``section``'s field ``name``."""
+    (flag,) = [f for f in FLAGS if f.section == section and f.name == name]
+    return flag
