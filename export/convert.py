@@ -20,6 +20,8 @@ from export.cli import add_bundle_arguments, bundle_options, check_bundle_argume
 from export.modules import Signature
 from export.user import UserModel, export_modules
 from models.commands import show_defaults
+from models.pieces import PieceTokenizer
+from models.tokenizer import TokenizerError
 from models.words import WordTokenizer
 
 # ``eole predict``'s defaults (Eole 0.6.4, eole/config/inference.py): at most
@@ -56,14 +58,20 @@ class EoleStep(nn.Module):
 
 
 def eole_user_model(
-    path: Path, *, lowercase: bool, split_punctuation: bool, fold_accents: bool
+    path: Path,
+    *,
+    lowercase: bool,
+    split_punctuation: bool,
+    fold_accents: bool,
+    src_subword_model: Path | None = None,
+    tgt_subword_model: Path | None = None,
 ) -> UserModel:
     """Load and validate an Eole model directory; its modules with their declaration."""
     from export.eole_modules import EoleError, load_eole
     from export.writer import ExportError
 
     try:
-        m = load_eole(Path(path))
+        m = load_eole(Path(path), src_subword_model, tgt_subword_model)
     except EoleError as exc:
         raise ExportError(str(exc)) from None
     except (KeyError, TypeError, AttributeError, ValueError) as exc:  # malformed files
@@ -77,8 +85,21 @@ def eole_user_model(
             "(separate vocabularies with different special layouts are not supported)"
         )
     text = dict(lowercase=lowercase, split_punctuation=split_punctuation, fold_accents=fold_accents)
-    source = WordTokenizer(m.src_vocab, unk_id=m.src_unk_id, **text)
-    target = WordTokenizer(m.tgt_vocab, unk_id=m.unk_id, **text)
+    if m.subword is not None:
+        given = [f"--{k.replace('_', '-')}" for k, v in text.items() if v]
+        if given:
+            raise ExportError(
+                f"{' '.join(given)}: this model's sentencepiece transform tokenises the text "
+                "itself, as eole predict does; drop the option"
+            )
+        try:
+            source = PieceTokenizer(m.subword.src.read_bytes(), m.src_vocab, unk_id=m.src_unk_id)
+            target = PieceTokenizer(m.subword.tgt.read_bytes(), m.tgt_vocab, unk_id=m.unk_id)
+        except TokenizerError as exc:
+            raise ExportError(f"{exc} ({m.subword.src}, {m.subword.tgt})") from None
+    else:
+        source = WordTokenizer(m.src_vocab, unk_id=m.src_unk_id, **text)
+        target = WordTokenizer(m.tgt_vocab, unk_id=m.unk_id, **text)
     signature = Signature(
         encoder_args=("src", "lengths"),
         encoder_returns=("memory", "hidden"),
@@ -107,13 +128,17 @@ def convert_eole(
     lowercase: bool = False,
     split_punctuation: bool = False,
     fold_accents: bool = False,
+    src_subword_model: Path | str | None = None,
+    tgt_subword_model: Path | str | None = None,
     **options,
 ) -> dict:
     """Convert an Eole RNN model directory into a bundle in ``out``; returns the manifest.
 
-    Eole models are trained on text already tokenised; ``lowercase`` /
-    ``split_punctuation`` / ``fold_accents`` reproduce the preprocessing you applied
-    (none: plain whitespace tokens). ``options``: those of
+    A model trained with Eole's ``sentencepiece`` transform serves raw text: the bundle
+    keeps its SentencePiece models (found in the model directory, or given as
+    ``src_subword_model``/``tgt_subword_model``). A model trained on text already
+    tokenised takes ``lowercase`` / ``split_punctuation`` / ``fold_accents`` to reproduce
+    the preprocessing you applied (none: plain whitespace tokens). ``options``: those of
     :func:`export.user.export_modules`.
     """
     user = eole_user_model(
@@ -121,6 +146,8 @@ def convert_eole(
         lowercase=lowercase,
         split_punctuation=split_punctuation,
         fold_accents=fold_accents,
+        src_subword_model=Path(src_subword_model) if src_subword_model else None,
+        tgt_subword_model=Path(tgt_subword_model) if tgt_subword_model else None,
     )
     return export_modules(user, out, **options)
 
@@ -136,11 +163,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="an Eole (or OpenNMT-py successor) RNN model directory",
         description="Convert an Eole 0.6 RNN model directory (config.json, "
         "model.00.safetensors, vocab.json): rnn/brnn encoders, LSTM/GRU, any layer count, "
-        "StdRNN and InputFeed decoders, dot/general/mlp attention, bridge. Other options "
-        "are refused by name.",
+        "StdRNN and InputFeed decoders, dot/general/mlp attention, bridge; whitespace "
+        "tokens or the sentencepiece transform. Other options are refused by name.",
     )
     eole.add_argument("model", type=Path, help="the model directory Eole wrote")
-    text = eole.add_argument_group("preprocessing the model was trained with")
+    spm = eole.add_argument_group(
+        "sentencepiece transform (models whose config lists it; found in the model "
+        "directory by default)"
+    )
+    spm.add_argument(
+        "--src-subword-model",
+        type=Path,
+        metavar="PATH",
+        help="the source SentencePiece model, when the one the config names is elsewhere",
+    )
+    spm.add_argument(
+        "--tgt-subword-model",
+        type=Path,
+        metavar="PATH",
+        help="the target SentencePiece model, when the one the config names is elsewhere",
+    )
+    text = eole.add_argument_group("preprocessing a whitespace-tokenised model was trained with")
     text.add_argument("--lowercase", action="store_true", help="lower-case the input")
     text.add_argument(
         "--split-punctuation",
@@ -163,6 +206,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             lowercase=args.lowercase,
             split_punctuation=args.split_punctuation,
             fold_accents=args.fold_accents,
+            src_subword_model=args.src_subword_model,
+            tgt_subword_model=args.tgt_subword_model,
             **options,
         )
 

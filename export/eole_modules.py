@@ -31,10 +31,10 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from export.eole_text import EoleTextError, SubwordModels, check_transforms, subword_models
+
 Hidden = Tensor | tuple[Tensor, Tensor]
 
-# Transforms that only act on training data (or filter it); everything else rewrites text.
-_TRAIN_ONLY_TRANSFORMS = {"filtertoolong", "filtertooshort", "switchout", "tokendrop", "tokenmask"}
 # Position encodings Eole applies inside attention layers: no-ops for RNN models.
 _NO_OP_POSITIONS = {None, "Rotary", "Alibi", "Relative"}
 _ST_DTYPES = {
@@ -196,6 +196,7 @@ class EoleModel:
     src_pad_id: int
     src_unk_id: int
     position_encoding: bool  # decoder needs ``step``
+    subword: SubwordModels | None = None  # the sentencepiece transform's models, if any
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -288,15 +289,6 @@ def _check_options(model: dict, dec: dict, emb: dict, cfg: dict) -> None:
     for key in ("src_feats", "n_src_feats", "tgt_feats", "adapter", "lm_prior_model"):
         if model.get(key) or cfg.get(key) or (cfg.get("training") or {}).get(key):
             raise EoleError(f"{key} is not supported (source/target features and extra modules)")
-    names = list(cfg.get("transforms") or [])
-    for corpus in (cfg.get("data") or {}).values():
-        names += (corpus or {}).get("transforms") or []
-    for name in names:
-        if name not in _TRAIN_ONLY_TRANSFORMS:
-            raise EoleError(
-                f"transform {name!r} is not supported (it rewrites or tokenises text; the "
-                "converter expects whitespace-tokenised Eole models)"
-            )
 
 
 def _take(w: dict[str, Tensor], key: str) -> Tensor:
@@ -327,8 +319,14 @@ def _load_into(module: nn.Module, w: dict[str, Tensor], prefix: str) -> None:
             p.copy_(t)
 
 
-def load_eole(path: Path) -> EoleModel:
-    """Read an Eole 0.6.4 RNN model directory; raise EoleError for anything it cannot express."""
+def load_eole(
+    path: Path, src_subword_model: Path | None = None, tgt_subword_model: Path | None = None
+) -> EoleModel:
+    """Read an Eole 0.6.4 RNN model directory; raise EoleError for anything it cannot express.
+
+    ``src_subword_model``/``tgt_subword_model``: SentencePiece models to use instead of
+    those the config names (a sentencepiece-transform model moved from its machine).
+    """
     path = Path(path)
     if not path.exists():
         raise EoleError(f"Eole model not found: {path} does not exist")
@@ -354,6 +352,17 @@ def load_eole(path: Path) -> EoleModel:
         model.get("embeddings") or {},
     )
     _check_options(model, dec, emb_cfg, cfg)
+    try:
+        subword = None
+        if check_transforms(cfg):
+            subword = subword_models(cfg, path, src_subword_model, tgt_subword_model)
+        elif src_subword_model or tgt_subword_model:
+            raise EoleTextError(
+                "--src/--tgt-subword-model given, but the model has no sentencepiece "
+                "transform (it was trained on whitespace tokens)"
+            )
+    except EoleTextError as exc:
+        raise EoleError(str(exc)) from None
 
     w: dict[str, Tensor] = {}
     for shard in shards:
@@ -462,6 +471,7 @@ def load_eole(path: Path) -> EoleModel:
         "generator_function": model.get("generator_function", "softmax"),
         "share_embeddings": bool(model.get("share_embeddings")),
         "share_decoder_embeddings": bool(model.get("share_decoder_embeddings")),
+        "transforms": list(cfg.get("transforms") or []),
     }
     return EoleModel(
         encoder=encoder,
@@ -479,5 +489,6 @@ def load_eole(path: Path) -> EoleModel:
         src_pad_id=idx(src_vocab, pad, "pad"),
         src_unk_id=idx(src_vocab, unk, "unk"),
         position_encoding=pes[1] is not None,
+        subword=subword,
         options=options,
     )

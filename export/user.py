@@ -26,6 +26,7 @@ from export.modules import AdaptedModel, AdapterError, Signature
 from export.parity import ParityError
 from export.spec import BundleConfig
 from export.writer import MAX_SOURCE_TOKENS, ExportError, write_bundle
+from models.pieces import PieceTokenizer
 from models.tokenizer import Tokenizer, read_lines
 
 
@@ -34,7 +35,8 @@ class UserModel:
     """A user's trained modules and what is needed to serve them.
 
     ``source``/``target``: tokenizers, a :class:`models.words.WordTokenizer` (word
-    vocabularies) or a :class:`models.tokenizer.Tokenizer` (SentencePiece).
+    vocabularies), a :class:`models.tokenizer.Tokenizer` (SentencePiece) or a
+    :class:`models.pieces.PieceTokenizer` (SentencePiece pieces, a vocabulary's ids).
     ``special_ids``: ``{"pad": .., "unk": .., "bos": .., "eos": ..}`` as the model was
     trained (any ids; the target side's are the ones decoding uses).
     """
@@ -93,7 +95,7 @@ def word_at(tokenizer: Any, token_id: int) -> str | None:
     word), else None (a marker, a control piece, an id outside the vocabulary)."""
     if not 0 <= token_id < tokenizer.vocab_size:
         return None
-    if isinstance(tokenizer, Tokenizer):  # SentencePiece: control pieces are no words
+    if isinstance(tokenizer, Tokenizer | PieceTokenizer):  # SentencePiece: control pieces
         return None if tokenizer.is_special(token_id) else tokenizer.decode([token_id]) or None
     (text,) = tokenizer.pieces([token_id])
     if _MARKER.match(text) or not hasattr(tokenizer, "words"):

@@ -19,7 +19,7 @@ import numpy as np
 
 from export import spec
 from export.spec import BundleConfig
-from models.tokenizer import read_lines, tokenizer_file
+from models.tokenizer import read_lines, tokenizer_files, write_tokenizer
 
 MAX_SOURCE_TOKENS = 128
 
@@ -157,9 +157,8 @@ def write_bundle(
         export_graphs(model, tmp)
         tokenizers = {}
         for side, tok in (("source", src_tokenizer), ("target", tgt_tokenizer)):
-            file = tokenizer_file(tok.kind, side)
-            tok.save(tmp / file)
-            tokenizers[side] = {"kind": tok.kind, "file": file} | tok.options()
+            tokenizers[side] = write_tokenizer(tok, tmp, side)
+        tok_files = [f for entry in tokenizers.values() for f in tokenizer_files(entry)]
         onnx_model = OnnxModel(
             tmp,
             config.state_names,
@@ -188,9 +187,9 @@ def write_bundle(
                 parity_limit,
                 force,
                 max_bleu_drop,
-                [tokenizers[s]["file"] for s in ("source", "target")],
+                tok_files,
             )
-        files = [spec.ENCODER_FILE, spec.DECODER_FILE] + [t["file"] for t in tokenizers.values()]
+        files = [spec.ENCODER_FILE, spec.DECODER_FILE] + tok_files
         manifest = {
             "format": spec.BUNDLE_FORMAT,
             "name": name or out.parent.name,

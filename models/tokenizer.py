@@ -1,5 +1,10 @@
 """SentencePiece tokenizers (the project's trainer fixes their special ids to 0/1/2/3;
-imported models give theirs), and the bundle's tokenizer loader (torch-free)."""
+imported models give theirs), and how bundles write and load tokenizers (torch-free).
+
+A bundle's manifest names each side's tokenizer by ``kind``: ``sentencepiece`` (ids are
+the SentencePiece model's), ``words`` (:mod:`models.words`) or ``pieces`` (SentencePiece
+segmentation numbered by a vocabulary of the model's own, :mod:`models.pieces`).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,9 @@ import sentencepiece as spm
 from models.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 DEFAULT_SPECIALS = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)
-TOKENIZER_KINDS = ("sentencepiece", "words")
+TOKENIZER_KINDS = ("sentencepiece", "words", "pieces")
+# Manifest keys of a tokenizer entry that name files of the bundle.
+_FILE_KEYS = ("file", "model_file")
 
 
 class TokenizerError(ValueError):
@@ -126,6 +133,12 @@ class Tokenizer:
     def save(self, path: Path) -> None:
         path.write_bytes(self.model_proto)
 
+    def write(self, directory: Path, side: str) -> dict[str, str]:
+        """Write this tokenizer's file into ``directory``; its manifest key."""
+        name = f"{side}.spm.model"
+        self.save(directory / name)
+        return {"file": name}
+
     def __getstate__(self) -> bytes:
         return self.model_proto
 
@@ -133,16 +146,23 @@ class Tokenizer:
         self.__init__(state)
 
 
-def tokenizer_file(kind: str, side: str) -> str:
-    """Bundle file name of the ``side`` ("source"/"target") tokenizer of ``kind``."""
-    return f"{side}.spm.model" if kind == "sentencepiece" else f"{side}.vocab.json"
+def write_tokenizer(tokenizer, directory: Path, side: str) -> dict:
+    """Write ``tokenizer`` as the bundle's ``side`` ("source"/"target") tokenizer into
+    ``directory``; returns its manifest entry (kind, files, options)."""
+    return {"kind": tokenizer.kind} | tokenizer.write(directory, side) | tokenizer.options()
+
+
+def tokenizer_files(entry: dict) -> list[str]:
+    """The bundle files a manifest tokenizer entry names."""
+    return [str(entry[key]) for key in _FILE_KEYS if key in entry]
 
 
 def load_tokenizer(entry: dict, directory: Path, special_ids: tuple[int, int, int, int]):
     """The tokenizer a manifest's ``tokenizers`` entry describes, from ``directory``.
 
-    ``entry``: ``{"kind": "sentencepiece", "file": ...}`` or ``{"kind": "words", "file":
-    ..., "unk_id": ..., "lowercase": ..., "fold_accents": ..., "split_punctuation": ...}``.
+    ``entry``: ``{"kind": "sentencepiece", "file": ...}``, ``{"kind": "words", "file":
+    ..., "unk_id": ..., "lowercase": ..., "fold_accents": ..., "split_punctuation": ...}``
+    or ``{"kind": "pieces", "file": vocab, "model_file": spm model, "unk_id": ...}``.
     """
     kind = entry.get("kind")
     if kind not in TOKENIZER_KINDS:
@@ -152,6 +172,13 @@ def load_tokenizer(entry: dict, directory: Path, special_ids: tuple[int, int, in
     path = directory / str(entry.get("file", ""))
     if kind == "sentencepiece":
         return Tokenizer.from_file(path, special_ids)
+    if kind == "pieces":
+        from models.pieces import PieceTokenizer
+
+        unk_id = entry.get("unk_id")
+        if not isinstance(unk_id, int) or "model_file" not in entry:
+            raise TokenizerError("a pieces tokenizer entry needs model_file and an integer unk_id")
+        return PieceTokenizer.from_files(directory / str(entry["model_file"]), path, unk_id=unk_id)
     from models.words import WordTokenizer
 
     options = {k: v for k, v in entry.items() if k not in ("kind", "file")}

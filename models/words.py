@@ -140,3 +140,9 @@ class WordTokenizer:
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(self.tokens, ensure_ascii=False) + "\n", encoding="utf-8")
+
+    def write(self, directory: Path, side: str) -> dict[str, str]:
+        """Write this tokenizer's file into ``directory``; its manifest key."""
+        name = f"{side}.vocab.json"
+        self.save(directory / name)
+        return {"file": name}

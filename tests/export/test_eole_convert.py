@@ -1,7 +1,8 @@
 """``nmt-convert eole`` against Eole 0.6.4's own outputs (tests/fixtures/eole, made by
 Eole itself; no eole import here): convert -> bundle -> the service's decode loop with the
 bundle's decoding defaults must give Eole's greedy translations token for token and its
-beam-5 n-best lists; one converted model is served through the real gRPC server."""
+beam-5 n-best lists; one converted model is served through the real gRPC server. The
+sentencepiece-transform model translates raw text: its sources and Eole's outputs are text."""
 
 from __future__ import annotations
 
@@ -22,9 +23,18 @@ from tests.service.server_helpers import proto_options, stub_for
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "eole"
 MODELS = sorted(p.name for p in FIXTURE.iterdir() if (p / "config.json").is_file())
 SOURCES = (FIXTURE / "src.txt").read_text(encoding="utf-8").splitlines()
+SPM_MODEL = "brnn_lstm1_spm_shared"
+
+
+def _sources(name: str) -> list[str]:
+    """What eole predict was given for ``name``: its own src.txt (raw text) or the words."""
+    own = FIXTURE / name / "src.txt"
+    return own.read_text(encoding="utf-8").splitlines() if own.is_file() else SOURCES
+
+
 # n-best lists (of 5) that differ from Eole's, out of 300 per model: in each, the 4th/5th
 # hypothesis of a sentence whose beam reached the length limit (README: Eole checkpoints).
-KNOWN_NBEST_DIFFERENCES = {"rnn_gru1_std_mlp_bridge": 3}
+KNOWN_NBEST_DIFFERENCES = {"rnn_gru1_std_mlp_bridge": 3, "brnn_lstm1_spm_shared": 1}
 
 
 @pytest.fixture(scope="module", params=MODELS)
@@ -36,7 +46,9 @@ def converted(request, tmp_path_factory):
         "--out",
         str(out),
         "--parity-src",
-        str(FIXTURE / "src.txt"),
+        str(FIXTURE / request.param / "src.txt")
+        if request.param == SPM_MODEL
+        else str(FIXTURE / "src.txt"),
         "--beam-sentences",
         "10",
     ]
@@ -48,13 +60,13 @@ def _eole(name: str, kind: str) -> list:
     return json.loads((FIXTURE / name / f"{kind}.json").read_text(encoding="utf-8"))
 
 
-def _decode(bundle, beam: int):
+def _decode(bundle, beam: int, name: str):
+    """(text, score) n-best lists of the fixture's sources, texts as eole predict writes
+    them (space-joined words, or the sentencepiece transform's detokenised text)."""
     options = dataclasses.replace(bundle.decoding, beam_size=beam, n_best=beam)
-    sources = [bundle.src_tokenizer.encode(line) for line in SOURCES]
+    sources = [bundle.src_tokenizer.encode(line) for line in _sources(name)]
     nbest = decode(bundle.model, sources, options=options, special=bundle.special)
-    return [
-        [(" ".join(bundle.tgt_tokenizer.pieces(h.tokens)), h.score) for h in hyps] for hyps in nbest
-    ]
+    return [[(bundle.tgt_tokenizer.decode(h.tokens), h.score) for h in hyps] for hyps in nbest]
 
 
 def test_manifest_records_eole_and_its_decoding(converted):
@@ -64,7 +76,8 @@ def test_manifest_records_eole_and_its_decoding(converted):
     assert manifest["source_model"]["origin"]["converter"] == "eole"
     assert manifest["parity"]["greedy_sentences"] == 300
     assert manifest["parity"]["greedy_mismatches"] == 0
-    assert manifest["tokenizers"]["source"]["kind"] == "words"
+    kind = "pieces" if name == SPM_MODEL else "words"
+    assert {t["kind"] for t in manifest["tokenizers"].values()} == {kind}
     # Eole's specials are not 0/1/2/3: <unk> 0, <blank> 1, <s> 2, </s> 3
     vocab = json.loads((FIXTURE / name / "vocab.json").read_text())
     ids = manifest["special_ids"]
@@ -74,7 +87,7 @@ def test_manifest_records_eole_and_its_decoding(converted):
 def test_greedy_is_eoles_token_for_token(converted):
     name, out = converted
     bundle = load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
-    got = _decode(bundle, 1)
+    got = _decode(bundle, 1, name)
     want = _eole(name, "greedy")
     same = [g[0][0] == w["tokens"] for g, w in zip(got, want, strict=True)]
     assert sum(same) == 300, [i for i, s in enumerate(same) if not s][:10]
@@ -86,7 +99,7 @@ def test_greedy_is_eoles_token_for_token(converted):
 def test_beam_is_eoles(converted):
     name, out = converted
     bundle = load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
-    got = _decode(bundle, 5)
+    got = _decode(bundle, 5, name)
     want = _eole(name, "beam5")
     best = sum(g[0][0] == w["nbest"][0]["tokens"] for g, w in zip(got, want, strict=True))
     lists = sum(
@@ -110,7 +123,7 @@ def test_this_projects_beam_is_what_differs(converted):
     name, out = converted
     bundle = load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
     bundle.decoding = dataclasses.replace(bundle.decoding, search="standard")
-    got = _decode(bundle, 5)
+    got = _decode(bundle, 5, name)
     want = _eole(name, "beam5")
     lists = sum(
         [t for t, _ in g] == [h["tokens"] for h in w["nbest"]]
@@ -165,6 +178,50 @@ def test_served_with_attention(tmp_path_factory):
         channel.close()
     finally:
         factory.close()
+
+
+def test_sentencepiece_model_served_as_text(tmp_path_factory):
+    """Raw text in, Eole's detokenised n-best texts out through the real gRPC server; the
+    tokens and the attention's columns are pieces of Eole's own vocabulary."""
+    repo = tmp_path_factory.mktemp("eole-spm-served")
+    out = repo / "eole-spm" / "1"
+    argv = ["eole", str(FIXTURE / SPM_MODEL), "--out", str(out), "--beam-sentences", "3"]
+    assert main([*argv, "--parity-limit", "20"]) == 0
+    factory = ServerFactory(repo)
+    try:
+        server = factory()
+        channel, stub = stub_for(server.port)
+        from nmt_api.nmt.v1 import translator_pb2 as pb
+
+        texts = _sources(SPM_MODEL)[:8]
+        reply = stub.Translate(
+            pb.TranslateRequest(
+                texts=texts, options=proto_options(beam=5, n_best=5, return_attention=True)
+            ),
+            timeout=60,
+        )
+        want = _eole(SPM_MODEL, "beam5")
+        vocab = json.loads((FIXTURE / SPM_MODEL / "vocab.json").read_text(encoding="utf-8"))
+        bundle = load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
+        for i, t in enumerate(reply.translations):
+            assert [h.text for h in t.hypotheses] == [h["tokens"] for h in want[i]["nbest"]]
+            hyp = t.hypotheses[0]
+            assert set(hyp.tokens) <= set(vocab["tgt"]) and "▁" in "".join(hyp.tokens)
+            att = np.array(hyp.attention.values).reshape(hyp.attention.rows, hyp.attention.cols)
+            pieces = len(bundle.src_tokenizer.encode(texts[i]))
+            assert att.shape == (len(hyp.tokens) + 1, pieces) and pieces > len(texts[i].split())
+        channel.close()
+    finally:
+        factory.close()
+
+
+def test_sentencepiece_model_refuses_word_options(tmp_path, capsys):
+    out = tmp_path / "out" / "1"
+    argv = ["eole", str(FIXTURE / SPM_MODEL), "--out", str(out), "--lowercase"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--lowercase: this model's sentencepiece transform" in err
+    assert not out.exists()
 
 
 def test_converted_bundle_serves_without_torch(converted):

@@ -1,6 +1,7 @@
 """export/eole_modules.py against outputs recorded by Eole 0.6.4 itself (tests/fixtures/eole).
 
-No eole import: the fixture holds Eole's checkpoints and its `eole predict` outputs.
+No eole import: the fixture holds Eole's checkpoints and its `eole predict` outputs. The
+sentencepiece-transform model's sources and outputs are text; the others' are word tokens.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import sentencepiece as spm
 
 torch = pytest.importorskip("torch")
 
@@ -17,13 +19,30 @@ from export.eole_modules import EoleError, EoleModel, load_eole  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "eole"
 MODELS = sorted(p.name for p in FIXTURE.iterdir() if (p / "config.json").is_file())
-SOURCES = [line.split() for line in (FIXTURE / "src.txt").read_text(encoding="utf-8").splitlines()]
+WORD_MODELS = [m for m in MODELS if not (FIXTURE / m / "src.txt").is_file()]
+WORDS = [line.split() for line in (FIXTURE / "src.txt").read_text(encoding="utf-8").splitlines()]
 MAX_LENGTH, MAX_LENGTH_RATIO = 250, 2.0  # Eole's predict defaults: min(250, 2 * src_len + 5)
 
 
 @pytest.fixture(scope="module", params=MODELS)
 def model(request: pytest.FixtureRequest) -> tuple[str, EoleModel]:
     return request.param, load_eole(FIXTURE / request.param)
+
+
+def sources(name: str, m: EoleModel) -> list[list[str]]:
+    """The fixture's 300 sources as Eole tokenises them for this model."""
+    if m.subword is None:
+        return WORDS
+    sp = spm.SentencePieceProcessor(model_file=str(m.subword.src))
+    lines = (FIXTURE / name / "src.txt").read_text(encoding="utf-8").splitlines()
+    return [sp.encode(line, out_type=str) for line in lines]
+
+
+def text(m: EoleModel, tokens: list[str]) -> str:
+    """What eole predict writes for ``tokens``: detokenised by the transform, if any."""
+    if m.subword is None:
+        return " ".join(tokens)
+    return spm.SentencePieceProcessor(model_file=str(m.subword.tgt)).decode_pieces(tokens)
 
 
 def encode(m: EoleModel, sents: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -72,18 +91,19 @@ def greedy(m: EoleModel, sents: list[list[str]]) -> list[tuple[list[str], float]
 def test_greedy_matches_eole(model: tuple[str, EoleModel]) -> None:
     name, m = model
     expected = json.loads((FIXTURE / name / "greedy.json").read_text(encoding="utf-8"))
+    src = sources(name, m)
     got = []
-    for start in range(0, len(SOURCES), 50):
-        got += greedy(m, SOURCES[start : start + 50])
-    same = [g[0] == e["tokens"].split() for g, e in zip(got, expected, strict=True)]
+    for start in range(0, len(src), 50):
+        got += greedy(m, src[start : start + 50])
+    same = [text(m, g[0]) == e["tokens"] for g, e in zip(got, expected, strict=True)]
     assert all(same), f"{name}: {sum(same)}/{len(same)} greedy translations match Eole"
     worst = max(abs(g[1] - e["score"]) for g, e in zip(got, expected, strict=True))
     assert worst < 1e-4, f"{name}: greedy scores differ from Eole's by up to {worst}"
 
 
 def test_padded_batch_equals_one_at_a_time(model: tuple[str, EoleModel]) -> None:
-    _, m = model
-    sents = sorted(SOURCES[:40], key=len)[::3]  # mixed lengths, heavy padding
+    name, m = model
+    sents = sorted(sources(name, m)[:40], key=len)[::3]  # mixed lengths, heavy padding
     batched = greedy(m, sents)
     for sent, (tokens, score) in zip(sents, batched, strict=True):
         alone_tokens, alone_score = greedy(m, [sent])[0]
@@ -91,17 +111,19 @@ def test_padded_batch_equals_one_at_a_time(model: tuple[str, EoleModel]) -> None
         assert abs(score - alone_score) < 1e-5
 
 
-def test_beam_best_score_is_eole_avg_of_forced_decode(model: tuple[str, EoleModel]) -> None:
+@pytest.mark.parametrize("name", WORD_MODELS)
+def test_beam_best_score_is_eole_avg_of_forced_decode(name: str) -> None:
     """Eole's beam scores = sum(log p of generated tokens, EOS included) / (generated + 1);
-    a hypothesis of max_length tokens ended without EOS. Check the best hypotheses."""
-    name, m = model
+    a hypothesis of max_length tokens ended without EOS. Check the best hypotheses (of the
+    word-token models: a detokenised output does not give back its pieces)."""
+    m = load_eole(FIXTURE / name)
     beams = json.loads((FIXTURE / name / "beam5.json").read_text(encoding="utf-8"))
     for i in range(0, 300, 10):
         hyp = beams[i]["nbest"][0]
         ids = [m.tgt_vocab.index(t) for t in hyp["tokens"].split()]
-        if len(ids) < int(min(MAX_LENGTH, len(SOURCES[i]) * MAX_LENGTH_RATIO + 5)):
+        if len(ids) < int(min(MAX_LENGTH, len(WORDS[i]) * MAX_LENGTH_RATIO + 5)):
             ids.append(m.eos_id)
-        src, lengths = encode(m, [SOURCES[i]])
+        src, lengths = encode(m, [WORDS[i]])
         with torch.no_grad():
             memory, hidden = m.encoder(src, lengths)
             mask = torch.ones_like(src, dtype=torch.bool)
@@ -117,8 +139,9 @@ def test_beam_best_score_is_eole_avg_of_forced_decode(model: tuple[str, EoleMode
 
 def test_onnx_export_matches_torch(model: tuple[str, EoleModel], tmp_path: Path) -> None:
     ort = pytest.importorskip("onnxruntime")
-    _, m = model
-    src, lengths = encode(m, [SOURCES[3], SOURCES[0], SOURCES[7]])
+    name, m = model
+    sents = sources(name, m)
+    src, lengths = encode(m, [sents[3], sents[0], sents[7]])
     with torch.no_grad():
         memory, hidden = m.encoder(src, lengths)
     h_names = ["h", "c"] if m.rnn_type == "lstm" else ["h"]
@@ -165,7 +188,7 @@ def test_onnx_export_matches_torch(model: tuple[str, EoleModel], tmp_path: Path)
         },
     )
     # a different batch and length than the traced one
-    src2, lengths2 = encode(m, [SOURCES[10], SOURCES[11], SOURCES[12], SOURCES[13], SOURCES[14]])
+    src2, lengths2 = encode(m, [sents[10], sents[11], sents[12], sents[13], sents[14]])
     enc = ort.InferenceSession(str(tmp_path / "enc.onnx"))
     got = enc.run(None, {"src": src2.numpy(), "lengths": lengths2.numpy()})
     with torch.no_grad():
@@ -232,10 +255,23 @@ def test_refuses_unsupported_options(
 def test_refuses_tokenising_transform(tmp_path: Path) -> None:
     path = _copy(tmp_path, MODELS[0])
     cfg = json.loads((path / "config.json").read_text())
-    cfg["transforms"] = ["sentencepiece", "filtertoolong"]
+    cfg["transforms"] = ["onmt_tokenize", "filtertoolong"]
     (path / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(EoleError, match="sentencepiece"):
+    with pytest.raises(EoleError, match="transform 'onmt_tokenize' .* is not supported"):
         load_eole(path)
+
+
+def test_sentencepiece_model_found_or_named(tmp_path: Path) -> None:
+    (spm_model,) = [m for m in MODELS if m not in WORD_MODELS]
+    path = _copy(tmp_path, spm_model)
+    assert load_eole(path).subword.src == path / "joint_spm.model"
+    moved = tmp_path / "moved.model"
+    (path / "joint_spm.model").rename(moved)
+    with pytest.raises(EoleError, match="pass --src-subword-model PATH"):
+        load_eole(path)
+    assert load_eole(path, moved, moved).subword.tgt == moved
+    with pytest.raises(EoleError, match="has no sentencepiece transform"):
+        load_eole(FIXTURE / WORD_MODELS[0], moved)
 
 
 def test_refuses_missing_path(tmp_path: Path) -> None:
