@@ -17,9 +17,11 @@ import torch
 from torch import Tensor, nn
 
 from export.cli import add_bundle_arguments, bundle_options, check_bundle_arguments, run_export
+from export.eole_text import SideText
 from export.modules import Signature
 from export.user import UserModel, export_modules
 from models.commands import show_defaults
+from models.onmt import OnmtTokenizer
 from models.pieces import PieceTokenizer
 from models.tokenizer import TokenizerError
 from models.words import WordTokenizer
@@ -85,18 +87,18 @@ def eole_user_model(
             "(separate vocabularies with different special layouts are not supported)"
         )
     text = dict(lowercase=lowercase, split_punctuation=split_punctuation, fold_accents=fold_accents)
-    if m.subword is not None:
+    if m.text is not None:
         given = [f"--{k.replace('_', '-')}" for k, v in text.items() if v]
         if given:
             raise ExportError(
-                f"{' '.join(given)}: this model's sentencepiece transform tokenises the text "
-                "itself, as eole predict does; drop the option"
+                f"{' '.join(given)}: this model's {m.text.transform} transform tokenises the "
+                "text itself, as eole predict does; drop the option"
             )
         try:
-            source = PieceTokenizer(m.subword.src.read_bytes(), m.src_vocab, unk_id=m.src_unk_id)
-            target = PieceTokenizer(m.subword.tgt.read_bytes(), m.tgt_vocab, unk_id=m.unk_id)
+            source = _subword_tokenizer(m.text.src, m.src_vocab, m.src_unk_id)
+            target = _subword_tokenizer(m.text.tgt, m.tgt_vocab, m.unk_id)
         except TokenizerError as exc:
-            raise ExportError(f"{exc} ({m.subword.src}, {m.subword.tgt})") from None
+            raise ExportError(f"{m.text.transform}: {exc}") from None
     else:
         source = WordTokenizer(m.src_vocab, unk_id=m.src_unk_id, **text)
         target = WordTokenizer(m.tgt_vocab, unk_id=m.unk_id, **text)
@@ -121,6 +123,19 @@ def eole_user_model(
     )
 
 
+def _subword_tokenizer(side: SideText, vocab: list[str], unk_id: int):
+    """The tokenizer that reproduces one side of Eole's subword transform."""
+    if side.onmttok is None:  # the sentencepiece transform
+        return PieceTokenizer(side.model.read_bytes(), vocab, unk_id=unk_id)
+    return OnmtTokenizer(
+        vocab,
+        unk_id=unk_id,
+        options=side.onmttok,
+        subword_type=side.subword_type,
+        model_file=side.model,
+    )
+
+
 def convert_eole(
     path: Path | str,
     out: Path | str,
@@ -134,9 +149,9 @@ def convert_eole(
 ) -> dict:
     """Convert an Eole RNN model directory into a bundle in ``out``; returns the manifest.
 
-    A model trained with Eole's ``sentencepiece`` transform serves raw text: the bundle
-    keeps its SentencePiece models (found in the model directory, or given as
-    ``src_subword_model``/``tgt_subword_model``). A model trained on text already
+    A model trained with Eole's ``sentencepiece`` or ``onmt_tokenize`` transform serves
+    raw text: the bundle keeps its subword models (found in the model directory, or given
+    as ``src_subword_model``/``tgt_subword_model``). A model trained on text already
     tokenised takes ``lowercase`` / ``split_punctuation`` / ``fold_accents`` to reproduce
     the preprocessing you applied (none: plain whitespace tokens). ``options``: those of
     :func:`export.user.export_modules`.
@@ -164,24 +179,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Convert an Eole 0.6 RNN model directory (config.json, "
         "model.00.safetensors, vocab.json): rnn/brnn encoders, LSTM/GRU, any layer count, "
         "StdRNN and InputFeed decoders, dot/general/mlp attention, bridge; whitespace "
-        "tokens or the sentencepiece transform. Other options are refused by name.",
+        "tokens or the sentencepiece / onmt_tokenize transforms. Other options are refused "
+        "by name.",
     )
     eole.add_argument("model", type=Path, help="the model directory Eole wrote")
     spm = eole.add_argument_group(
-        "sentencepiece transform (models whose config lists it; found in the model "
-        "directory by default)"
+        "sentencepiece / onmt_tokenize transforms (models whose config lists one; the "
+        "subword models are found in the model directory by default)"
     )
     spm.add_argument(
         "--src-subword-model",
         type=Path,
         metavar="PATH",
-        help="the source SentencePiece model, when the one the config names is elsewhere",
+        help="the source subword model (SentencePiece model or BPE codes), when the one "
+        "the config names is elsewhere",
     )
     spm.add_argument(
         "--tgt-subword-model",
         type=Path,
         metavar="PATH",
-        help="the target SentencePiece model, when the one the config names is elsewhere",
+        help="the target subword model, when the one the config names is elsewhere",
     )
     text = eole.add_argument_group("preprocessing a whitespace-tokenised model was trained with")
     text.add_argument("--lowercase", action="store_true", help="lower-case the input")

@@ -31,7 +31,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from export.eole_text import EoleTextError, SubwordModels, check_transforms, subword_models
+from export.eole_text import EoleText, EoleTextError, eole_text
 
 Hidden = Tensor | tuple[Tensor, Tensor]
 
@@ -196,7 +196,7 @@ class EoleModel:
     src_pad_id: int
     src_unk_id: int
     position_encoding: bool  # decoder needs ``step``
-    subword: SubwordModels | None = None  # the sentencepiece transform's models, if any
+    text: EoleText | None = None  # its subword transform, if any (None: whitespace tokens)
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -353,14 +353,7 @@ def load_eole(
     )
     _check_options(model, dec, emb_cfg, cfg)
     try:
-        subword = None
-        if check_transforms(cfg):
-            subword = subword_models(cfg, path, src_subword_model, tgt_subword_model)
-        elif src_subword_model or tgt_subword_model:
-            raise EoleTextError(
-                "--src/--tgt-subword-model given, but the model has no sentencepiece "
-                "transform (it was trained on whitespace tokens)"
-            )
+        text = eole_text(cfg, path, src_subword_model, tgt_subword_model)
     except EoleTextError as exc:
         raise EoleError(str(exc)) from None
 
@@ -489,6 +482,6 @@ def load_eole(
         src_pad_id=idx(src_vocab, pad, "pad"),
         src_unk_id=idx(src_vocab, unk, "unk"),
         position_encoding=pes[1] is not None,
-        subword=subword,
+        text=text,
         options=options,
     )

@@ -1,12 +1,13 @@
-"""How an Eole model turns text into tokens: whitespace, or its ``sentencepiece`` transform.
+"""How an Eole model turns text into tokens: whitespace, or a subword transform.
 
 Eole applies the transforms of its config's top-level ``transforms`` list at ``eole
-predict`` time too. Those that only filter or perturb training data are no-ops there;
-``sentencepiece`` segments the source and joins the output's pieces back into text, and
-this converter reproduces it (:class:`models.pieces.PieceTokenizer`). Every other text
-transform (``onmt_tokenize``, ``bpe``, ``normalize``, ...) is refused by name.
+predict`` time too. Those that only filter or perturb training data are no-ops there; two
+tokenise, and this converter reproduces both: ``sentencepiece`` (SentencePiece pieces,
+:class:`models.pieces.PieceTokenizer`) and ``onmt_tokenize`` (the OpenNMT Tokenizer with
+its options and optional BPE or SentencePiece subwords, :class:`models.onmt.OnmtTokenizer`).
+Every other text transform (``bpe``, ``normalize``, ...) is refused by name.
 
-Eole copies the SentencePiece models into the model directory when it saves, and its
+Eole copies the subword models into the model directory when it saves, and its
 ``config.json`` names them ``${MODEL_PATH}/<file>``; older runs name the path they were
 trained with, which may not exist on this machine (``--src-subword-model`` points at it).
 """
@@ -15,10 +16,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # Transforms that only act on training data (or filter it); everything else rewrites text.
 TRAIN_ONLY_TRANSFORMS = {"filtertoolong", "filtertooshort", "switchout", "tokendrop", "tokenmask"}
-SUBWORD_TRANSFORMS = {"sentencepiece"}
+SUBWORD_TRANSFORMS = {"sentencepiece", "onmt_tokenize"}
+# pyonmttok options that name files: the subword model comes from <side>_subword_model.
+_PATH_OPTIONS = {"bpe_model_path", "sp_model_path", "vocabulary_path", "bpe_vocab_path"}
 
 
 class EoleTextError(ValueError):
@@ -26,16 +30,27 @@ class EoleTextError(ValueError):
 
 
 @dataclass(frozen=True)
-class SubwordModels:
-    """The SentencePiece model files of each side (the same file when shared)."""
+class SideText:
+    """How one side is tokenised."""
 
-    src: Path
-    tgt: Path
+    subword_type: str  # "sentencepiece", "bpe" or "none"
+    model: Path | None  # the subword model file (None for "none")
+    onmttok: dict[str, Any] | None  # pyonmttok options (onmt_tokenize only)
+
+
+@dataclass(frozen=True)
+class EoleText:
+    """The subword transform and each side's tokenisation."""
+
+    transform: str  # "sentencepiece" or "onmt_tokenize"
+    src: SideText
+    tgt: SideText
 
 
 def check_transforms(cfg: dict) -> str | None:
-    """The subword transform the model translates with (``"sentencepiece"``) or None
-    (whitespace tokens); raises EoleTextError for a transform that rewrites text."""
+    """The subword transform the model translates with (``"sentencepiece"`` or
+    ``"onmt_tokenize"``) or None (whitespace tokens); raises EoleTextError for a
+    transform that rewrites text otherwise."""
     top = list(cfg.get("transforms") or [])
     corpus_only = {
         name
@@ -50,8 +65,9 @@ def check_transforms(cfg: dict) -> str | None:
         where = "data.<corpus>.transforms only" if name in corpus_only else "transforms"
         raise EoleTextError(
             f"transform {name!r} (in {where}) is not supported: it rewrites or tokenises "
-            "text, and only sentencepiece (listed in the top-level transforms, as eole "
-            "predict applies it) or whitespace-tokenised models can be converted"
+            "text, and only sentencepiece or onmt_tokenize (listed in the top-level "
+            "transforms, as eole predict applies them) or whitespace-tokenised models can "
+            "be converted"
         )
     subword = [name for name in top if name in SUBWORD_TRANSFORMS]
     if len(subword) > 1:
@@ -59,46 +75,87 @@ def check_transforms(cfg: dict) -> str | None:
     return subword[0] if subword else None
 
 
-def subword_models(
+def eole_text(
     cfg: dict, model_dir: Path, src: Path | None = None, tgt: Path | None = None
-) -> SubwordModels:
-    """Find the sentencepiece transform's model files; ``src``/``tgt`` override the config.
+) -> EoleText | None:
+    """How the model's text is tokenised (None: whitespace); ``src``/``tgt`` override the
+    subword model files the config names.
 
-    Eole's rule (``SentencePieceTransform.warm_up``): the target uses the source's model
-    when ``share_vocab`` is set, else ``tgt_subword_model``.
+    Eole's rule (``warm_up`` of both transforms): the target uses the source's
+    tokenizer when ``share_vocab`` is set and both sides restrict the vocabulary alike.
     """
-    opts = ((cfg.get("transforms_configs") or {}).get("sentencepiece")) or {}
+    transform = check_transforms(cfg)
+    if transform is None:
+        if src or tgt:
+            raise EoleTextError(
+                "--src/--tgt-subword-model given, but the model has no sentencepiece or "
+                "onmt_tokenize transform (it was trained on whitespace tokens)"
+            )
+        return None
+    opts = ((cfg.get("transforms_configs") or {}).get(transform)) or {}
+    for key in ("gpt2_pretok", "mapped_tokens"):
+        if opts.get(key):
+            raise EoleTextError(f"{transform} option {key} is not supported")
     for side in ("src", "tgt"):
         vocab, threshold = opts.get(f"{side}_subword_vocab"), opts.get(f"{side}_vocab_threshold")
         if vocab and (threshold or 0) > 0:
             raise EoleTextError(
                 f"{side}_subword_vocab with {side}_vocab_threshold {threshold} restricts "
-                "SentencePiece's output to frequent pieces; not supported"
+                "the subword output to frequent pieces; not supported"
             )
-    src_path = src or _find(opts.get("src_subword_model"), "src", model_dir)
-    same_vocab = all(
-        opts.get(f"src_{key}") == opts.get(f"tgt_{key}")
-        for key in ("subword_vocab", "vocab_threshold")
-    )
+    keys = ("subword_vocab", "vocab_threshold")
+    same_vocab = all(opts.get(f"src_{key}") == opts.get(f"tgt_{key}") for key in keys)
+    source = _side(transform, opts, "src", model_dir, src)
     if tgt is None and cfg.get("share_vocab") and same_vocab:
-        tgt_path = src_path  # Eole loads the source model for both sides
+        target = source  # Eole loads the source tokenizer for both sides
     else:
-        tgt_path = tgt or _find(opts.get("tgt_subword_model"), "tgt", model_dir)
-    for side, path in (("src", src_path), ("tgt", tgt_path)):
-        if not path.is_file():
+        target = _side(transform, opts, "tgt", model_dir, tgt)
+    for side, part in (("src", source), ("tgt", target)):
+        if part.model is not None and not part.model.is_file():
             raise EoleTextError(
-                f"SentencePiece model {path} not found; pass --{side}-subword-model PATH"
+                f"subword model {part.model} not found; pass --{side}-subword-model PATH"
             )
-    return SubwordModels(src_path, tgt_path)
+    return EoleText(transform, source, target)
 
 
-def _find(named: str | None, side: str, model_dir: Path) -> Path:
-    """The file ``transforms_configs.sentencepiece.<side>_subword_model`` names."""
-    key = f"transforms_configs.sentencepiece.{side}_subword_model"
-    if not named:
+def _side(transform: str, opts: dict, side: str, model_dir: Path, given: Path | None) -> SideText:
+    if transform == "sentencepiece":
+        return SideText("sentencepiece", given or _find(transform, opts, side, model_dir), None)
+    kind = opts.get(f"{side}_subword_type") or "none"
+    if kind not in ("none", "bpe", "sentencepiece"):
+        raise EoleTextError(f"{side}_subword_type {kind!r} is not supported")
+    onmttok = dict(opts.get(f"{side}_onmttok_kwargs") or {"mode": "none"})
+    paths = sorted(set(onmttok) & _PATH_OPTIONS)
+    if paths:
         raise EoleTextError(
-            f"the sentencepiece transform has no {key}; pass --{side}-subword-model"
+            f"{side}_onmttok_kwargs names files ({', '.join(paths)}); give the subword "
+            f"model as {side}_subword_model"
         )
+    nbest, alpha = opts.get(f"{side}_subword_nbest", 1), opts.get(f"{side}_subword_alpha", 0)
+    if kind == "bpe":
+        onmttok["bpe_dropout"] = alpha
+    elif kind == "sentencepiece":
+        onmttok |= {"sp_nbest_size": nbest, "sp_alpha": alpha}
+    sampling = (kind == "bpe" and alpha) or (kind == "sentencepiece" and nbest not in (0, 1))
+    if sampling:
+        raise EoleTextError(
+            f"{side}_subword_nbest {nbest} / {side}_subword_alpha {alpha}: eole predict "
+            "would sample subwords at random (onmt_tokenize regularises at inference too); "
+            "not supported"
+        )
+    if kind == "none":
+        if given:
+            raise EoleTextError(f"--{side}-subword-model given, but {side}_subword_type is none")
+        return SideText("none", None, onmttok)
+    return SideText(kind, given or _find(transform, opts, side, model_dir), onmttok)
+
+
+def _find(transform: str, opts: dict, side: str, model_dir: Path) -> Path:
+    """The file ``transforms_configs.<transform>.<side>_subword_model`` names."""
+    key = f"transforms_configs.{transform}.{side}_subword_model"
+    named = opts.get(f"{side}_subword_model")
+    if not named:
+        raise EoleTextError(f"the {transform} transform has no {key}; pass --{side}-subword-model")
     path = Path(named.replace("${MODEL_PATH}", str(model_dir)))
     if path.is_file():
         return path

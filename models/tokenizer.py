@@ -3,7 +3,8 @@ imported models give theirs), and how bundles write and load tokenizers (torch-f
 
 A bundle's manifest names each side's tokenizer by ``kind``: ``sentencepiece`` (ids are
 the SentencePiece model's), ``words`` (:mod:`models.words`) or ``pieces`` (SentencePiece
-segmentation numbered by a vocabulary of the model's own, :mod:`models.pieces`).
+segmentation numbered by a vocabulary of the model's own, :mod:`models.pieces`) or
+``onmt`` (the OpenNMT Tokenizer, :mod:`models.onmt`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sentencepiece as spm
 from models.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 DEFAULT_SPECIALS = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)
-TOKENIZER_KINDS = ("sentencepiece", "words", "pieces")
+TOKENIZER_KINDS = ("sentencepiece", "words", "pieces", "onmt")
 # Manifest keys of a tokenizer entry that name files of the bundle.
 _FILE_KEYS = ("file", "model_file")
 
@@ -172,6 +173,10 @@ def load_tokenizer(entry: dict, directory: Path, special_ids: tuple[int, int, in
     path = directory / str(entry.get("file", ""))
     if kind == "sentencepiece":
         return Tokenizer.from_file(path, special_ids)
+    if kind == "onmt":
+        from models.onmt import load_onmt
+
+        return load_onmt(entry, directory)
     if kind == "pieces":
         from models.pieces import PieceTokenizer
 

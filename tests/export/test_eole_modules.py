@@ -10,12 +10,14 @@ import json
 import shutil
 from pathlib import Path
 
+import pyonmttok
 import pytest
 import sentencepiece as spm
 
 torch = pytest.importorskip("torch")
 
 from export.eole_modules import EoleError, EoleModel, load_eole  # noqa: E402
+from export.eole_text import SideText  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "eole"
 MODELS = sorted(p.name for p in FIXTURE.iterdir() if (p / "config.json").is_file())
@@ -29,20 +31,28 @@ def model(request: pytest.FixtureRequest) -> tuple[str, EoleModel]:
     return request.param, load_eole(FIXTURE / request.param)
 
 
+def _transform(side: SideText):
+    """(tokenise, detokenise) as Eole's transform calls its library for ``side``."""
+    if side.onmttok is None:  # sentencepiece
+        sp = spm.SentencePieceProcessor(model_file=str(side.model))
+        return (lambda line: sp.encode(line, out_type=str)), sp.decode_pieces
+    model = {"bpe": "bpe_model_path", "sentencepiece": "sp_model_path"}.get(side.subword_type)
+    tok = pyonmttok.Tokenizer(**side.onmttok, **({model: str(side.model)} if model else {}))
+    return tok, tok.detokenize
+
+
 def sources(name: str, m: EoleModel) -> list[list[str]]:
     """The fixture's 300 sources as Eole tokenises them for this model."""
-    if m.subword is None:
+    if m.text is None:
         return WORDS
-    sp = spm.SentencePieceProcessor(model_file=str(m.subword.src))
+    tokenise, _ = _transform(m.text.src)
     lines = (FIXTURE / name / "src.txt").read_text(encoding="utf-8").splitlines()
-    return [sp.encode(line, out_type=str) for line in lines]
+    return [tokenise(line) for line in lines]
 
 
 def text(m: EoleModel, tokens: list[str]) -> str:
     """What eole predict writes for ``tokens``: detokenised by the transform, if any."""
-    if m.subword is None:
-        return " ".join(tokens)
-    return spm.SentencePieceProcessor(model_file=str(m.subword.tgt)).decode_pieces(tokens)
+    return " ".join(tokens) if m.text is None else _transform(m.text.tgt)[1](tokens)
 
 
 def encode(m: EoleModel, sents: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -255,22 +265,22 @@ def test_refuses_unsupported_options(
 def test_refuses_tokenising_transform(tmp_path: Path) -> None:
     path = _copy(tmp_path, MODELS[0])
     cfg = json.loads((path / "config.json").read_text())
-    cfg["transforms"] = ["onmt_tokenize", "filtertoolong"]
+    cfg["transforms"] = ["bpe", "filtertoolong"]  # subword-nmt's BPE: not reproduced
     (path / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(EoleError, match="transform 'onmt_tokenize' .* is not supported"):
+    with pytest.raises(EoleError, match="transform 'bpe' .* is not supported"):
         load_eole(path)
 
 
 def test_sentencepiece_model_found_or_named(tmp_path: Path) -> None:
-    (spm_model,) = [m for m in MODELS if m not in WORD_MODELS]
+    spm_model = "brnn_lstm1_spm_shared"
     path = _copy(tmp_path, spm_model)
-    assert load_eole(path).subword.src == path / "joint_spm.model"
+    assert load_eole(path).text.src.model == path / "joint_spm.model"
     moved = tmp_path / "moved.model"
     (path / "joint_spm.model").rename(moved)
     with pytest.raises(EoleError, match="pass --src-subword-model PATH"):
         load_eole(path)
-    assert load_eole(path, moved, moved).subword.tgt == moved
-    with pytest.raises(EoleError, match="has no sentencepiece transform"):
+    assert load_eole(path, moved, moved).text.tgt.model == moved
+    with pytest.raises(EoleError, match="has no sentencepiece or onmt_tokenize transform"):
         load_eole(FIXTURE / WORD_MODELS[0], moved)
 
 
