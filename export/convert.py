@@ -1,9 +1,11 @@
-"""``nmt-convert eole MODEL_DIR --out model_repository/<name>/<version>``.
+"""``nmt-convert eole MODEL_DIR --out model_repository/<name>/<version>``, and
+``nmt-convert opennmt-py model_step_N.pt --out ...``.
 
 Converters in CTranslate2's shape: load the checkpoint, refuse (by name) every option
 the bundle cannot express, then write the bundle through the same gate as every other
 way in (:func:`export.user.export_modules`). Eole's modules are rebuilt from its weights
-in :mod:`export.eole_modules`; this module declares how they are called.
+in :mod:`export.eole_modules` (OpenNMT-py's, which Eole forked, too: :mod:`export.onmt_py`
+renames them); this module declares how they are called and tokenised.
 """
 
 from __future__ import annotations
@@ -46,17 +48,19 @@ class EoleStep(nn.Module):
     Eole's embeddings add a sinusoidal position encoding on the target side too, so a
     step needs its position; the bundle contract has no step input, so the position
     rides along as a ``(rows, 1)`` state that starts at 0 (the BOS input) and is
-    gathered with the rest of the state when beams reorder.
+    gathered with the rest of the state when beams reorder. OpenNMT-py's RNN decoders
+    embed every step at position 0 (``advance=False``).
     """
 
-    def __init__(self, decoder: nn.Module) -> None:
+    def __init__(self, decoder: nn.Module, advance: bool = True) -> None:
         super().__init__()
         self.decoder = decoder
+        self.advance = advance
 
     def forward(self, token, hidden, memory, mask, feed, position: Tensor):
         step = position[:, 0].to(torch.long)
         log_probs, hidden, attention, feed = self.decoder(token, hidden, memory, mask, feed, step)
-        return log_probs, hidden, attention, feed, position + 1
+        return log_probs, hidden, attention, feed, position + 1 if self.advance else position
 
 
 def eole_user_model(
@@ -67,19 +71,26 @@ def eole_user_model(
     fold_accents: bool,
     src_subword_model: Path | None = None,
     tgt_subword_model: Path | None = None,
+    framework: str = "eole",
 ) -> UserModel:
-    """Load and validate an Eole model directory; its modules with their declaration."""
+    """Load and validate an Eole model directory (``framework="eole"``) or an OpenNMT-py
+    3.x checkpoint (``"opennmt-py"``); its modules with their declaration."""
     from export.eole_modules import EoleError, load_eole
+    from export.onmt_py import ONMT_DECODING, load_onmt_py
     from export.writer import ExportError
 
+    load, decoding, wrote = {
+        "eole": (load_eole, EOLE_DECODING, "the directory eole train wrote"),
+        "opennmt-py": (load_onmt_py, ONMT_DECODING, "the model_step_N.pt onmt_train wrote"),
+    }[framework]
     try:
-        m = load_eole(Path(path), src_subword_model, tgt_subword_model)
+        m = load(Path(path), src_subword_model, tgt_subword_model)
     except EoleError as exc:
         raise ExportError(str(exc)) from None
     except (KeyError, TypeError, AttributeError, ValueError) as exc:  # malformed files
         raise ExportError(
-            f"{path} is not a readable Eole model ({type(exc).__name__}: {exc}); "
-            "give the directory eole train wrote"
+            f"{path} is not a readable {framework} model ({type(exc).__name__}: {exc}); "
+            f"give {wrote}"
         ) from None
     if m.src_pad_id != m.pad_id:
         raise ExportError(
@@ -92,7 +103,7 @@ def eole_user_model(
         if given:
             raise ExportError(
                 f"{' '.join(given)}: this model's {m.text.transform} transform tokenises the "
-                "text itself, as eole predict does; drop the option"
+                "text itself, as it did in training; drop the option"
             )
         try:
             source = _subword_tokenizer(m.text.src, m.src_vocab, m.src_unk_id)
@@ -113,13 +124,13 @@ def eole_user_model(
     )
     return UserModel(
         m.encoder,
-        EoleStep(m.decoder),
+        EoleStep(m.decoder, advance=m.decoder_positions),
         source,
         target,
         {"pad": m.pad_id, "unk": m.unk_id, "bos": m.bos_id, "eos": m.eos_id},
         signature,
-        origin={"converter": "eole", "path": str(path), **m.options},
-        decoding=EOLE_DECODING,
+        origin={"converter": framework, "path": str(path), **m.options},
+        decoding=decoding,
     )
 
 
@@ -145,16 +156,18 @@ def convert_eole(
     fold_accents: bool = False,
     src_subword_model: Path | str | None = None,
     tgt_subword_model: Path | str | None = None,
+    framework: str = "eole",
     **options,
 ) -> dict:
-    """Convert an Eole RNN model directory into a bundle in ``out``; returns the manifest.
+    """Convert an Eole RNN model directory (or, ``framework="opennmt-py"``, an OpenNMT-py
+    3.x checkpoint) into a bundle in ``out``; returns the manifest.
 
-    A model trained with Eole's ``sentencepiece`` or ``onmt_tokenize`` transform serves
-    raw text: the bundle keeps its subword models (found in the model directory, or given
-    as ``src_subword_model``/``tgt_subword_model``). A model trained on text already
-    tokenised takes ``lowercase`` / ``split_punctuation`` / ``fold_accents`` to reproduce
-    the preprocessing you applied (none: plain whitespace tokens). ``options``: those of
-    :func:`export.user.export_modules`.
+    A model trained with the ``sentencepiece`` or ``onmt_tokenize`` transform serves raw
+    text: the bundle keeps its subword models (found where the options name them or
+    beside the model, or given as ``src_subword_model``/``tgt_subword_model``). A model
+    trained on text already tokenised takes ``lowercase`` / ``split_punctuation`` /
+    ``fold_accents`` to reproduce the preprocessing you applied (none: plain whitespace
+    tokens). ``options``: those of :func:`export.user.export_modules`.
     """
     user = eole_user_model(
         Path(path),
@@ -163,8 +176,47 @@ def convert_eole(
         fold_accents=fold_accents,
         src_subword_model=Path(src_subword_model) if src_subword_model else None,
         tgt_subword_model=Path(tgt_subword_model) if tgt_subword_model else None,
+        framework=framework,
     )
     return export_modules(user, out, **options)
+
+
+_SUPPORTED = (
+    "rnn/brnn encoders, LSTM/GRU, any layer count, StdRNN and InputFeed decoders, "
+    "dot/general/mlp attention, bridge; whitespace tokens or the sentencepiece / "
+    "onmt_tokenize transforms. Other options are refused by name."
+)
+
+
+def _framework_parser(sub, name: str, what: str, description: str, model_help: str):
+    parser = sub.add_parser(name, help=what, description=description + _SUPPORTED)
+    parser.add_argument("model", type=Path, help=model_help)
+    spm = parser.add_argument_group(
+        "sentencepiece / onmt_tokenize transforms (models trained with one; the subword "
+        "models are found where the options name them, or beside the model)"
+    )
+    spm.add_argument(
+        "--src-subword-model",
+        type=Path,
+        metavar="PATH",
+        help="the source subword model (SentencePiece model or BPE codes), when the one "
+        "the options name is elsewhere",
+    )
+    spm.add_argument(
+        "--tgt-subword-model",
+        type=Path,
+        metavar="PATH",
+        help="the target subword model, when the one the options name is elsewhere",
+    )
+    text = parser.add_argument_group("preprocessing a whitespace-tokenised model was trained with")
+    text.add_argument("--lowercase", action="store_true", help="lower-case the input")
+    text.add_argument(
+        "--split-punctuation",
+        action="store_true",
+        help="split punctuation off words (and glue it back on output)",
+    )
+    text.add_argument("--fold-accents", action="store_true", help="strip accents (é -> e)")
+    add_bundle_arguments(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -173,42 +225,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Convert a model trained elsewhere into a bundle nmt-serve loads.",
     )
     sub = parser.add_subparsers(dest="framework", required=True, metavar="FRAMEWORK")
-    eole = sub.add_parser(
+    _framework_parser(
+        sub,
         "eole",
-        help="an Eole (or OpenNMT-py successor) RNN model directory",
-        description="Convert an Eole 0.6 RNN model directory (config.json, "
-        "model.00.safetensors, vocab.json): rnn/brnn encoders, LSTM/GRU, any layer count, "
-        "StdRNN and InputFeed decoders, dot/general/mlp attention, bridge; whitespace "
-        "tokens or the sentencepiece / onmt_tokenize transforms. Other options are refused "
-        "by name.",
+        "an Eole (OpenNMT-py's successor) RNN model directory",
+        "Convert an Eole 0.6 RNN model directory (config.json, model.00.safetensors, vocab.json): ",
+        "the model directory Eole wrote",
     )
-    eole.add_argument("model", type=Path, help="the model directory Eole wrote")
-    spm = eole.add_argument_group(
-        "sentencepiece / onmt_tokenize transforms (models whose config lists one; the "
-        "subword models are found in the model directory by default)"
+    _framework_parser(
+        sub,
+        "opennmt-py",
+        "an OpenNMT-py 3.x RNN checkpoint (.pt)",
+        "Convert an OpenNMT-py 3.x RNN checkpoint (model_step_N.pt; read without "
+        "OpenNMT-py and without running pickled code): ",
+        "the checkpoint onmt_train wrote",
     )
-    spm.add_argument(
-        "--src-subword-model",
-        type=Path,
-        metavar="PATH",
-        help="the source subword model (SentencePiece model or BPE codes), when the one "
-        "the config names is elsewhere",
-    )
-    spm.add_argument(
-        "--tgt-subword-model",
-        type=Path,
-        metavar="PATH",
-        help="the target subword model, when the one the config names is elsewhere",
-    )
-    text = eole.add_argument_group("preprocessing a whitespace-tokenised model was trained with")
-    text.add_argument("--lowercase", action="store_true", help="lower-case the input")
-    text.add_argument(
-        "--split-punctuation",
-        action="store_true",
-        help="split punctuation off words (and glue it back on output)",
-    )
-    text.add_argument("--fold-accents", action="store_true", help="strip accents (é -> e)")
-    add_bundle_arguments(eole)
     args = show_defaults(parser).parse_args(argv)
     problem = check_bundle_arguments(args)
     if problem:
@@ -225,6 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             fold_accents=args.fold_accents,
             src_subword_model=args.src_subword_model,
             tgt_subword_model=args.tgt_subword_model,
+            framework=args.framework,
             **options,
         )
 

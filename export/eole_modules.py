@@ -196,6 +196,7 @@ class EoleModel:
     src_pad_id: int
     src_unk_id: int
     position_encoding: bool  # decoder needs ``step``
+    decoder_positions: bool = True  # False: every step at position 0 (OpenNMT-py)
     text: EoleText | None = None  # its subword transform, if any (None: whitespace tokens)
     options: dict[str, Any] = field(default_factory=dict)
 
@@ -237,8 +238,7 @@ def _refuse_file(path: Path) -> None:
     if {"model", "generator", "vocab", "opt"} <= _pickle_strings(path):
         raise EoleError(
             f"{path} is an OpenNMT-py checkpoint (.pt), not an Eole model directory: "
-            "Eole 0.6.4 ships no checkpoint converter (only `eole convert onmt_config` "
-            "for YAML configs); retrain with Eole"
+            f"convert it with `nmt-convert opennmt-py {path}`"
         )
     raise EoleError(
         f"{path} is a file, expected an Eole model directory (config.json, "
@@ -246,7 +246,9 @@ def _refuse_file(path: Path) -> None:
     )
 
 
-def _check_options(model: dict, dec: dict, emb: dict, cfg: dict) -> None:
+def _check_options(cfg: dict) -> None:
+    model = cfg.get("model") or {}
+    dec, emb = model.get("decoder") or {}, model.get("embeddings") or {}
     arch = model.get("architecture", "custom")
     if arch not in ("rnn", "custom"):
         raise EoleError(f"architecture {arch!r} is not supported (only RNN encoder-decoders)")
@@ -345,23 +347,39 @@ def load_eole(
         vocab = json.loads((path / "vocab.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise EoleError(f"unreadable Eole config/vocab in {path}: {exc}") from None
+    w: dict[str, Tensor] = {}
+    for shard in shards:
+        w.update(_read_safetensors(shard))
+    for k in [k for k in w if k.startswith("estimator.")]:
+        w.pop(k)  # add_estimator: a quality-estimation head, not used to translate
+    return build_model(cfg, vocab, w, path, src_subword_model, tgt_subword_model)
+
+
+def build_model(
+    cfg: dict,
+    vocab: dict,
+    w: dict[str, Tensor],
+    path: Path,
+    src_subword_model: Path | None = None,
+    tgt_subword_model: Path | None = None,
+    *,
+    bridge_with_brnn: str = "Eole 0.6.4 cannot run it either",
+) -> EoleModel:
+    """The modules of an Eole-layout checkpoint: ``cfg`` (config.json's shape), ``vocab``
+    (vocab.json's), weights ``w`` under Eole's names (consumed: leftovers are refused),
+    ``path`` where the subword models are looked for. OpenNMT-py checkpoints come here
+    renamed (:mod:`export.onmt_py`)."""
+    _check_options(cfg)
     model = cfg.get("model") or {}
     enc, dec, emb_cfg = (
         model.get("encoder") or {},
         model.get("decoder") or {},
         model.get("embeddings") or {},
     )
-    _check_options(model, dec, emb_cfg, cfg)
     try:
         text = eole_text(cfg, path, src_subword_model, tgt_subword_model)
     except EoleTextError as exc:
         raise EoleError(str(exc)) from None
-
-    w: dict[str, Tensor] = {}
-    for shard in shards:
-        w.update(_read_safetensors(shard))
-    for k in [k for k in w if k.startswith("estimator.")]:
-        w.pop(k)  # add_estimator: a quality-estimation head, not used to translate
 
     rnn_type = enc.get("rnn_type") or model.get("rnn_type") or "LSTM"
     if (dec.get("rnn_type") or model.get("rnn_type") or "LSTM") != rnn_type:
@@ -400,9 +418,7 @@ def load_eole(
     bridge = None
     if "encoder.bridge.0.weight" in w:
         if bidir:
-            raise EoleError(
-                "bridge with a brnn encoder is not supported (Eole 0.6.4 cannot run it either)"
-            )
+            raise EoleError(f"bridge with a brnn encoder is not supported ({bridge_with_brnn})")
         bridge = nn.ModuleList(
             [_linear(w, f"encoder.bridge.{i}") for i in range(2 if rnn_type == "LSTM" else 1)]
         )

@@ -38,7 +38,7 @@ class Eos(IntEnum):
 class ScoringRules:
     """How one sentence is decoded and scored, whatever the search strategy.
 
-    * Length limit: at most ``min(max_length, ceil(max_length_ratio * src_len) +
+    * Length limit: at most ``min(max_length, floor(max_length_ratio * src_len) +
       max_length_offset)`` target tokens, EOS included (:meth:`length_limit`).
     * EOS (:meth:`eos_rule`, applied by :func:`restrict`): banned before ``min_length``
       real tokens; the only candidate at the last position the limit allows, with the
@@ -84,7 +84,9 @@ class ScoringRules:
 
     def length_limit(self, src_len: int) -> int:
         """Most target tokens (EOS included) for a source of ``src_len`` tokens; >= 1."""
-        by_ratio = math.ceil(self.max_length_ratio * src_len) + self.max_length_offset
+        # floor, as Eole and OpenNMT-py do (int(ratio * src + offset)): their limits are
+        # then this rule with offset + 1 (the EOS counted here), whatever the ratio
+        by_ratio = math.floor(self.max_length_ratio * src_len) + self.max_length_offset
         return max(1, min(self.max_length, by_ratio))
 
     def eos_rule(self, step: int, limit: int) -> Eos:

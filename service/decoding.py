@@ -333,7 +333,8 @@ class EoleBeam(Beam):
 
     Each step keeps the best ``beam`` continuations of the live hypotheses; those that
     are EOS finish (so fewer stay live), the rest continue. The sentence is done at a
-    step whose best continuation is EOS once ``n_best`` hypotheses have finished. Its
+    step whose best continuation is EOS once ``n_best`` hypotheses have finished, unless
+    the continuations reach the length limit there (Eole ends and ranks them too). Its
     scoring rules (BOS in the length, no EOS at the length limit) are
     ``ScoringRules.of(options)``'s for ``search="eole"``.
     """
@@ -355,9 +356,15 @@ class EoleBeam(Beam):
             parents.append(row)
             tokens.append(tok)
             scores.append(score)
-        # Eole's end: this step's best continuation is EOS and n_best have finished
+        # Eole's end: this step's best continuation is EOS and n_best have finished. Not
+        # when the continuations reach the length limit: Eole ends them at this very step
+        # (ensure_max_length) and ranks them with the rest before stopping; here they end
+        # at the next, EOS-forced step, so the search must get there.
+        at_limit = s.step + 1 >= s.limit - 1
         enough = top_finished and s.finished + len(finished) >= s.options.n_best
-        return Selection(parents, tokens, scores, finished, enough or not parents)
+        return Selection(
+            parents, tokens, scores, finished, (enough and not at_limit) or not parents
+        )
 
 
 class Prefix:

@@ -46,7 +46,13 @@ def test_length_limit_arithmetic() -> None:
     assert default.length_limit(5) == 2 * 5 + 10
     assert default.length_limit(1) == 12
     assert default.length_limit(200) == 256  # capped by max_length
-    assert ScoringRules(max_length_ratio=1.5, max_length_offset=0).length_limit(3) == 5
+    # floor(1.5 * 3) = 4: rounded down, as Eole/OpenNMT-py's int(ratio * src + 5) is
+    assert ScoringRules(max_length_ratio=1.5, max_length_offset=0).length_limit(3) == 4
+    # OpenNMT-py's default int(min(250, 1.25 * src + 5)) before EOS, for every length
+    onmt = ScoringRules(max_length=251, max_length_ratio=1.25, max_length_offset=6)
+    assert [onmt.length_limit(n) for n in range(1, 300)] == [
+        int(min(250, n * 1.25 + 5)) + 1 for n in range(1, 300)
+    ]
     assert ScoringRules(max_length_ratio=1.5, max_length_offset=2).length_limit(4) == 8
     assert ScoringRules(max_length=1).length_limit(30) == 1
     assert ScoringRules(max_length_ratio=0.0, max_length_offset=0).length_limit(7) == 1

@@ -195,7 +195,7 @@ def toks(hyps: list[Hypothesis]) -> list[tuple[int, ...]]:
 
 def length_limit(options: DecodeOptions, src_len: int) -> int:
     """The documented limit, EOS included (written out here, not taken from the code)."""
-    by_ratio = math.ceil(options.max_length_ratio * src_len) + options.max_length_offset
+    by_ratio = math.floor(options.max_length_ratio * src_len) + options.max_length_offset
     return max(1, min(options.max_length, by_ratio))
 
 
@@ -257,8 +257,9 @@ def eole_reference(table: Table, src: tuple[int, ...], options: DecodeOptions) -
     """Eole's search (``search="eole"``) by its documented rules, full vocabulary, one
     sentence. Greedy: argmax. Beam: the best ``beam`` continuations; the EOS ones finish,
     the rest stay live; done at a step whose best continuation is EOS once ``n_best``
-    have finished. Either way a hypothesis ended at the length limit has no EOS (its
-    log-prob and length leave it out) and lengths count BOS."""
+    have finished, except at the step whose continuations reach the length limit (they
+    end too and are ranked with the rest). Either way a hypothesis ended at the length
+    limit has no EOS (its log-prob and length leave it out) and lengths count BOS."""
     beam = options.beam_size
     limit = length_limit(options, len(src))
     live: list[tuple[Prefix, np.float32 | float]] = [((), np.float32(0.0) if beam > 1 else 0.0)]
@@ -285,7 +286,8 @@ def eole_reference(table: Table, src: tuple[int, ...], options: DecodeOptions) -
                     finished.append((prefix, float(total), len(prefix) + 2))
                 continue
             new_live.append((prefix + (tok,), total))
-        if (top_eos and len(finished) >= options.n_best) or not new_live:
+        reaches_limit = step + 1 >= limit - 1
+        if (top_eos and len(finished) >= options.n_best and not reaches_limit) or not new_live:
             break
         live = new_live
     penalty = options.length_penalty

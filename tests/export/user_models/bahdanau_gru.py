@@ -154,9 +154,9 @@ def trained():
 def translate(encoder, decoder, src_ids: list[int]):
     """Greedy decoding of one sentence: ``(token ids without EOS, attention rows)``.
 
-    The service's rules: at most ``min(256, ceil(2 * len) + 10)`` target tokens, EOS
+    The service's rules: at most ``min(256, floor(2 * len) + 10)`` target tokens, EOS
     included; never ``<pad>`` or ``<s>``; EOS not as the first token."""
-    limit = min(256, math.ceil(2.0 * len(src_ids)) + 10)
+    limit = min(256, math.floor(2.0 * len(src_ids)) + 10)
     with torch.no_grad():
         outputs, hidden = encoder(torch.tensor([src_ids]), torch.tensor([len(src_ids)]))
         input = torch.tensor([[BOS]])

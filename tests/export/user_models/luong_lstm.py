@@ -178,9 +178,9 @@ def trained():
 def translate(model: NMTModel, src_ids: list[int]):
     """Greedy decoding of one sentence: ``(token ids without EOS, attention rows)``.
 
-    The service's rules: at most ``min(256, ceil(2 * len) + 10)`` target tokens, EOS
+    The service's rules: at most ``min(256, floor(2 * len) + 10)`` target tokens, EOS
     included; never ``<blank>`` or ``<s>``; EOS not as the first token."""
-    limit = min(256, math.ceil(2.0 * len(src_ids)) + 10)
+    limit = min(256, math.floor(2.0 * len(src_ids)) + 10)
     with torch.no_grad():
         src = torch.tensor([src_ids])
         memory, state = model.encoder(src, torch.tensor([len(src_ids)]))

@@ -1,0 +1,178 @@
+"""Read an OpenNMT-py 3.x RNN checkpoint (``model_step_N.pt``) into the Eole modules.
+
+Eole forked OpenNMT-py 3.5, and for RNN translation models the two compute the same
+thing: the same embeddings, (b)RNN encoder and bridge, StdRNN / InputFeed decoders,
+global attention and beam search. What differs is where things are written:
+
+* one ``.pt`` file, a pickled dict ``{"model", "generator", "vocab", "opt", "optim"}``:
+  the options are an ``argparse.Namespace`` of every training option (flat, not Eole's
+  nested config), the vocabularies lists of tokens, the generator's weights apart;
+* embeddings live under ``encoder.embeddings.make_embedding.emb_luts.0`` (Eole:
+  ``src_emb.embeddings``);
+* with ``position_encoding``, OpenNMT-py's RNN decoders call the embeddings without the
+  step, so every target position gets ``pe[0]`` (Eole: ``pe[step]``);
+* ``onmt_translate``'s length limit is ``min(250, 1.25 x source + 5)`` (Eole: 2 x).
+
+The checkpoint is read with ``torch.load(weights_only=True)`` allowing only
+``argparse.Namespace`` besides tensors and containers: no OpenNMT-py install is needed
+and no code in the file runs. This module renames what it read into Eole's layout and
+hands it to :func:`export.eole_modules.build_model`, which checks every option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from export.eole_modules import EoleError, EoleModel, build_model
+
+# onmt_translate's defaults (OpenNMT-py 3.5.1, onmt/opts.py; translator.py:828): at most
+# int(min(250, 1.25 x source + 5)) target tokens before EOS, i.e. floor(1.25 x source)
+# + 6 with the EOS this server counts; no minimum length; Eole's beam search and "avg"
+# length penalty (Eole forked it unchanged).
+ONMT_DECODING = {
+    "max_length": 251,
+    "max_length_ratio": 1.25,
+    "max_length_offset": 6,
+    "min_length": 0,
+    "length_penalty": 1.0,
+    "search": "eole",
+}
+_RENAME = {
+    "encoder.embeddings.make_embedding.emb_luts.0.weight": "src_emb.embeddings.weight",
+    "encoder.embeddings.make_embedding.pe.pe": "src_emb.pe.pe",
+    "decoder.embeddings.make_embedding.emb_luts.0.weight": "tgt_emb.embeddings.weight",
+    "decoder.embeddings.make_embedding.pe.pe": "tgt_emb.pe.pe",
+}
+# Options Eole's nested config keeps under model.encoder / model.decoder.
+_SUBWORD_OPTIONS = (
+    "subword_model",
+    "subword_type",
+    "subword_nbest",
+    "subword_alpha",
+    "subword_vocab",
+    "vocab_threshold",
+    "onmttok_kwargs",
+)
+
+
+def read_checkpoint(path: Path) -> dict[str, Any]:
+    """The checkpoint's dict, unpickled with nothing but tensors, containers and the
+    options' ``argparse.Namespace`` allowed."""
+    if not path.is_file():
+        raise EoleError(f"OpenNMT-py checkpoint not found: {path}")
+    if not zipfile.is_zipfile(path):
+        raise EoleError(f"{path} is not a torch checkpoint (.pt written by onmt_train)")
+    try:
+        with torch.serialization.safe_globals([argparse.Namespace, set]):
+            ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # pickle/zip errors of every kind: one line
+        first = " ".join(str(exc).split())[:200]
+        raise EoleError(f"unreadable OpenNMT-py checkpoint {path}: {first}") from None
+    if not isinstance(ckpt, dict) or not {"vocab", "opt"} <= set(ckpt):
+        raise EoleError(f"{path} is not an OpenNMT-py checkpoint (no vocab and opt inside)")
+    if "model" not in ckpt or "generator" not in ckpt:
+        raise EoleError(
+            f"{path} holds no weights (save_format safetensors keeps them beside it in "
+            "*.safetensors); convert a checkpoint saved with the default save_format"
+        )
+    return ckpt
+
+
+def _config(opt: dict[str, Any]) -> dict[str, Any]:
+    """OpenNMT-py's flat options in the shape of Eole's config.json."""
+    if opt.get("model_type", "text") != "text":
+        raise EoleError(f"model_type {opt['model_type']!r} is not supported (only text)")
+    if opt.get("rnn_type", "LSTM") not in ("LSTM", "GRU"):
+        raise EoleError(f"rnn_type {opt['rnn_type']!r} is not supported (only LSTM and GRU)")
+    if opt.get("n_src_feats"):
+        raise EoleError("source features (n_src_feats) are not supported")
+    rnn = {"rnn_type": opt.get("rnn_type", "LSTM")}
+    position = opt.get("position_encoding_type", "SinusoidalInterleaved")
+    transforms: dict[str, dict[str, Any]] = {}
+    for name in set(opt.get("transforms") or []) & {"sentencepiece", "onmt_tokenize"}:
+        section = {}
+        for side in ("src", "tgt"):
+            for key in _SUBWORD_OPTIONS:
+                value = opt.get(f"{side}_{key}")
+                if key == "onmttok_kwargs" and isinstance(value, str):
+                    value = _literal(value, f"{side}_{key}")
+                if value is not None:
+                    section[f"{side}_{key}"] = value
+        for key in ("gpt2_pretok", "mapped_tokens"):
+            if opt.get(key):
+                section[key] = opt[key]
+        transforms[name] = section
+    return {
+        "share_vocab": bool(opt.get("share_vocab")),
+        "transforms": list(opt.get("transforms") or []),
+        "transforms_configs": transforms,
+        "model": {
+            "architecture": "custom",
+            "input_feed": int(opt.get("input_feed", 1)),
+            "share_embeddings": bool(opt.get("share_embeddings")),
+            "share_decoder_embeddings": bool(opt.get("share_decoder_embeddings")),
+            "copy_attn": bool(opt.get("copy_attn")),
+            "encoder": {"encoder_type": opt.get("encoder_type", "rnn"), **rnn},
+            "decoder": {
+                "decoder_type": opt.get("decoder_type", "rnn"),
+                "global_attention": opt.get("global_attention", "general"),
+                "global_attention_function": opt.get("global_attention_function", "softmax"),
+                "coverage_attn": bool(opt.get("coverage_attn")),
+                "context_gate": opt.get("context_gate"),
+                **rnn,
+            },
+            "embeddings": {
+                "position_encoding_type": position if opt.get("position_encoding") else None,
+            },
+        },
+    }
+
+
+def _literal(text: str, key: str) -> Any:
+    try:
+        return ast.literal_eval(text)  # OpenNMT-py keeps e.g. "{'mode': 'none'}" as text
+    except (ValueError, SyntaxError):
+        raise EoleError(f"{key} {text!r} is not a Python literal dict") from None
+
+
+def load_onmt_py(
+    path: Path, src_subword_model: Path | None = None, tgt_subword_model: Path | None = None
+) -> EoleModel:
+    """Read an OpenNMT-py 3.x RNN checkpoint; raise EoleError for anything it cannot
+    express. Subword models the options name are looked for where the options say, then
+    beside the checkpoint, unless given."""
+    path = Path(path)
+    ckpt = read_checkpoint(path)
+    opt = vars(ckpt["opt"]) if isinstance(ckpt["opt"], argparse.Namespace) else ckpt["opt"]
+    voc = ckpt["vocab"]
+    if not isinstance(opt, dict) or not isinstance(voc, dict) or "src" not in voc:
+        raise EoleError(
+            f"{path}: options or vocabulary in an older layout (OpenNMT-py 2.x or earlier "
+            "pickles torchtext fields); only 3.x checkpoints are supported"
+        )
+    w: dict[str, Tensor] = {_RENAME.get(k, k): v for k, v in ckpt["model"].items()}
+    w |= {f"generator.{k}": v for k, v in ckpt["generator"].items()}
+    vocab = {
+        "src": list(voc["src"]),
+        "tgt": list(voc["tgt"]),
+        "decoder_start_token": voc.get("decoder_start_token", "<s>"),
+    }
+    model = build_model(
+        _config(opt),
+        vocab,
+        w,
+        path.parent,
+        src_subword_model,
+        tgt_subword_model,
+        bridge_with_brnn="this converter does not reproduce OpenNMT-py's brnn bridge yet",
+    )
+    model.options |= {"opennmt_py_options": "3.x"}
+    model.decoder_positions = False
+    return model

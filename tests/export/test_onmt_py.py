@@ -1,0 +1,152 @@
+"""``nmt-convert opennmt-py`` against OpenNMT-py 3.5.1's own ``onmt_translate`` outputs
+(tests/fixtures/onmt_py, made by OpenNMT-py itself; no onmt import here): the checkpoint
+is read without OpenNMT-py, converted, and the service's decode loop with the bundle's
+decoding defaults must give OpenNMT-py's greedy translations and beam-5 n-best lists."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+
+from export.convert import main
+from export.eole_modules import EoleError
+from export.onmt_py import ONMT_DECODING, load_onmt_py
+from service.bundle import load_bundle
+from service.loop import decode
+from service.runtime import RuntimeConfig
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "onmt_py"
+MODELS = sorted(p.name for p in FIXTURE.iterdir() if (p / "model.pt").is_file())
+# n-best lists (of 5, out of 300 per model) that differ from OpenNMT-py's: a 4th/5th
+# hypothesis of a sentence whose beam reached the length limit, as with Eole.
+KNOWN_NBEST_DIFFERENCES: dict[str, int] = {}
+
+
+def _sources(name: str) -> list[str]:
+    own = FIXTURE / name / "src.txt"
+    return (own if own.is_file() else FIXTURE / "src.txt").read_text("utf-8").splitlines()
+
+
+def _lines(name: str, kind: str) -> list[str]:
+    return (FIXTURE / name / f"{kind}.txt").read_text(encoding="utf-8").split("\n")[:-1]
+
+
+@pytest.fixture(scope="module", params=MODELS)
+def converted(request, tmp_path_factory):
+    name = request.param
+    out = tmp_path_factory.mktemp("onmt") / name / "1"
+    src = FIXTURE / name / "src.txt"
+    argv = ["opennmt-py", str(FIXTURE / name / "model.pt"), "--out", str(out)]
+    argv += ["--parity-src", str(src if src.is_file() else FIXTURE / "src.txt")]
+    assert main([*argv, "--beam-sentences", "10"]) == 0
+    return name, load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
+
+
+def _decode(bundle, name: str, beam: int) -> list[list[str]]:
+    options = dataclasses.replace(bundle.decoding, beam_size=beam, n_best=beam)
+    sources = [bundle.src_tokenizer.encode(line) for line in _sources(name)]
+    nbest = decode(bundle.model, sources, options=options, special=bundle.special)
+    return [[bundle.tgt_tokenizer.decode(h.tokens) for h in hyps] for hyps in nbest]
+
+
+def test_manifest_records_opennmt_py_and_its_decoding(converted):
+    name, bundle = converted
+    assert bundle.manifest["decoding"] == ONMT_DECODING
+    assert bundle.manifest["source_model"]["origin"]["converter"] == "opennmt-py"
+    assert bundle.manifest["parity"]["greedy_mismatches"] == 0
+
+
+def test_greedy_is_opennmt_pys(converted):
+    name, bundle = converted
+    got = [hyps[0] for hyps in _decode(bundle, name, 1)]
+    want = _lines(name, "greedy")
+    same = [g == w for g, w in zip(got, want, strict=True)]
+    assert sum(same) == 300, [i for i, s in enumerate(same) if not s][:10]
+
+
+def test_beam_is_opennmt_pys(converted):
+    name, bundle = converted
+    got = _decode(bundle, name, 5)
+    want = _lines(name, "beam5")
+    lists = [want[i : i + 5] for i in range(0, 1500, 5)]
+    assert sum(g[0] == w[0] for g, w in zip(got, lists, strict=True)) == 300
+    same = sum(g == w for g, w in zip(got, lists, strict=True))
+    assert same == 300 - KNOWN_NBEST_DIFFERENCES.get(name, 0)
+
+
+def test_decoder_positions_stay_at_zero():
+    """OpenNMT-py's RNN decoders embed every step at pe[0]: a converted model with
+    position encoding must not advance the position Eole's would."""
+    m = load_onmt_py(FIXTURE / "rnn_gru1_std_mlp_bridge_pe" / "model.pt")
+    assert m.position_encoding and not m.decoder_positions
+
+
+def _save(path: Path, **ckpt) -> Path:
+    torch.save(ckpt, path)
+    return path
+
+
+class Custom:  # a class a checkpoint could pickle: code the loader must never run
+    pass
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda d: d / "missing.pt", "OpenNMT-py checkpoint not found"),
+        (lambda d: (d / "x.pt").write_text("hello") and d / "x.pt", "not a torch checkpoint"),
+        (lambda d: _save(d / "w.pt", model={}), "not an OpenNMT-py checkpoint"),
+        (
+            lambda d: _save(d / "s.pt", vocab={}, opt=argparse.Namespace()),
+            "holds no weights .*save_format safetensors",
+        ),
+        (lambda d: _save(d / "c.pt", vocab=Custom(), opt={}), "unreadable OpenNMT-py checkpoint"),
+        (
+            lambda d: _save(d / "v2.pt", model={}, generator={}, vocab=[("src", None)], opt={}),
+            "older layout .*only 3.x checkpoints",
+        ),
+    ],
+    ids=["missing", "not-zip", "no-opt", "safetensors", "pickled-class", "onmt-2.x"],
+)
+def test_unreadable_checkpoints_are_one_line(tmp_path, make, message):
+    with pytest.raises(EoleError, match=message):
+        load_onmt_py(make(tmp_path))
+
+
+def _with_options(tmp_path: Path, **changes) -> Path:
+    ckpt = torch.load(FIXTURE / "brnn_lstm2_inputfeed_general" / "model.pt", weights_only=False)
+    for key, value in changes.items():
+        setattr(ckpt["opt"], key, value)
+    return _save(tmp_path / "model.pt", **ckpt)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"rnn_type": "SRU"}, "rnn_type 'SRU' is not supported"),
+        ({"copy_attn": True}, "copy_attn is not supported"),
+        ({"coverage_attn": True}, "coverage_attn is not supported"),
+        ({"global_attention": "none"}, "global_attention 'none' is not supported"),
+        ({"global_attention_function": "sparsemax"}, "global_attention_function 'sparsemax'"),
+        ({"n_src_feats": 1}, "source features"),
+        ({"transforms": ["bpe"]}, "transform 'bpe' .* is not supported"),
+        (
+            {"transforms": ["onmt_tokenize"], "src_onmttok_kwargs": "{'mode': "},
+            "is not a Python literal dict",
+        ),
+    ],
+)
+def test_unsupported_options_are_refused_by_name(tmp_path, changes, message):
+    with pytest.raises(EoleError, match=message):
+        load_onmt_py(_with_options(tmp_path, **changes))
+
+
+def test_cli_refuses_in_one_line(tmp_path, capsys):
+    path = _with_options(tmp_path, copy_attn=True)
+    assert main(["opennmt-py", str(path), "--out", str(tmp_path / "o" / "1")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "copy_attn is not supported" in err, err
