@@ -283,3 +283,19 @@ def test_malformed_model_directories_are_one_line(tmp_path, capsys, edit, messag
     assert main(["eole", str(model), "--out", str(tmp_path / "out" / "1")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err, err
+
+
+def test_reduced_precision_variant_keeps_every_tokenizer_file(tmp_path):
+    """A subword bundle has two files per side; the int8 variant must carry all four."""
+    name = "brnn_lstm1_spm_shared"
+    ref = tmp_path / "ref.es"
+    ref.write_text("".join(h["tokens"] + "\n" for h in _eole(name, "greedy")), encoding="utf-8")
+    out = tmp_path / "int8" / "1"
+    argv = ["eole", str(FIXTURE / name), "--out", str(out), "--int8", "--force"]
+    argv += ["--parity-src", str(FIXTURE / name / "src.txt"), "--parity-ref", str(ref)]
+    assert main([*argv, "--parity-limit", "30", "--beam-sentences", "2"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    files = {"source.spm.model", "source.vocab.json", "target.spm.model", "target.vocab.json"}
+    assert manifest["precision"] == "int8" and files <= set(manifest["files"])
+    bundle = load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
+    assert bundle.src_tokenizer.kind == "pieces"
