@@ -106,8 +106,9 @@ def eole_user_model(
                 "text itself, as it did in training; drop the option"
             )
         try:
-            source = _subword_tokenizer(m.text.src, m.src_vocab, m.src_unk_id)
-            target = _subword_tokenizer(m.text.tgt, m.tgt_vocab, m.unk_id)
+            eole = framework == "eole"
+            source = _subword_tokenizer(m.text.src, m.src_vocab, m.src_unk_id, eole)
+            target = _subword_tokenizer(m.text.tgt, m.tgt_vocab, m.unk_id, eole)
         except TokenizerError as exc:
             raise ExportError(f"{m.text.transform}: {exc}") from None
     else:
@@ -134,8 +135,9 @@ def eole_user_model(
     )
 
 
-def _subword_tokenizer(side: SideText, vocab: list[str], unk_id: int):
-    """The tokenizer that reproduces one side of Eole's subword transform."""
+def _subword_tokenizer(side: SideText, vocab: list[str], unk_id: int, eole: bool):
+    """The tokenizer that reproduces one side of the subword transform (``eole``: Eole's
+    onmt_tokenize, which also decodes byte-fallback pieces; else OpenNMT-py's)."""
     if side.onmttok is None:  # the sentencepiece transform
         return PieceTokenizer(side.model.read_bytes(), vocab, unk_id=unk_id)
     return OnmtTokenizer(
@@ -144,6 +146,7 @@ def _subword_tokenizer(side: SideText, vocab: list[str], unk_id: int):
         options=side.onmttok,
         subword_type=side.subword_type,
         model_file=side.model,
+        decode_bytes=eole,
     )
 
 

@@ -6,7 +6,8 @@ Eole's ``onmt_tokenize`` transform (and OpenNMT-py's before it) tokenises text w
 markup, optional BPE or SentencePiece subwords. The model numbers the resulting tokens in
 its ``vocab.json``; on the way back Eole calls the same tokenizer's ``detokenize`` and turns
 byte-fallback pieces (``<0xE2><0x82><0xAC>``) back into characters. This module does the
-same with the same library, so a bundle of this kind needs ``pip install pyonmttok``.
+same with the same library, so a bundle of this kind needs ``pip install pyonmttok``
+(OpenNMT-py 3.5's transform leaves byte pieces as they are: ``decode_bytes=False``).
 """
 
 from __future__ import annotations
@@ -48,9 +49,12 @@ class OnmtTokenizer:
         options: dict[str, Any],
         subword_type: str = "none",
         model_file: Path | str | None = None,
+        decode_bytes: bool = True,
     ) -> None:
         """``options``: ``pyonmttok.Tokenizer`` keyword arguments (``mode`` included, no
-        file paths); ``subword_type``/``model_file``: the BPE codes or SentencePiece model."""
+        file paths); ``subword_type``/``model_file``: the BPE codes or SentencePiece model;
+        ``decode_bytes``: turn byte-fallback pieces back into characters after
+        detokenising (Eole does, OpenNMT-py 3.5 does not)."""
         try:
             import pyonmttok
         except ImportError:
@@ -94,6 +98,7 @@ class OnmtTokenizer:
                 )
             self.ids[token] = i
         self.unk_id = unk_id
+        self.decode_bytes = decode_bytes
 
     @property
     def vocab_size(self) -> int:
@@ -113,11 +118,17 @@ class OnmtTokenizer:
         return [self.tokens[int(i)] for i in ids]
 
     def decode(self, ids: Sequence[int]) -> str:
-        return _BYTES.sub(_bytes_to_text, self._tok.detokenize(self.pieces(ids)))
+        text = self._tok.detokenize(self.pieces(ids))
+        return _BYTES.sub(_bytes_to_text, text) if self.decode_bytes else text
 
     def options(self) -> dict:
         """What the manifest records besides the files."""
-        return {"unk_id": self.unk_id, "subword_type": self.subword_type, "onmttok": self.options_}
+        return {
+            "unk_id": self.unk_id,
+            "subword_type": self.subword_type,
+            "onmttok": self.options_,
+            "decode_bytes": self.decode_bytes,
+        }
 
     def write(self, directory: Path, side: str) -> dict[str, str]:
         """Write this tokenizer's files into ``directory``; their manifest keys."""
@@ -146,4 +157,5 @@ def load_onmt(entry: dict, directory: Path) -> OnmtTokenizer:
         options=options,
         subword_type=str(entry.get("subword_type", "none")),
         model_file=directory / str(model) if model else None,
+        decode_bytes=bool(entry.get("decode_bytes", True)),
     )

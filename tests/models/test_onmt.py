@@ -50,6 +50,16 @@ def test_sentencepiece_subwords_and_byte_fallback(tmp_path):
     euro = [tok.ids[p] for p in ("<0xE2>", "<0x82>", "<0xAC>")]
     assert tok.decode([tok.ids["▁It"], *euro]) == "It€"
     assert tok.decode([tok.ids["▁It"], euro[0]]) == "It\N{REPLACEMENT CHARACTER}"
+    # OpenNMT-py 3.5's transform does not: the pieces stay as they are
+    raw = OnmtTokenizer(
+        tok.tokens,
+        unk_id=0,
+        options=options,
+        subword_type="sentencepiece",
+        model_file=SPM,
+        decode_bytes=False,
+    )
+    assert raw.decode([tok.ids["▁It"], *euro]) == "It<0xE2><0x82><0xAC>"
 
 
 def test_written_bundle_entry_loads_the_same(tmp_path):
@@ -66,6 +76,7 @@ def test_written_bundle_entry_loads_the_same(tmp_path):
         "unk_id": 0,
         "subword_type": "sentencepiece",
         "onmttok": options,
+        "decode_bytes": True,
     }
     assert tokenizer_files(entry) == ["target.vocab.json", "target.spm.model"]
     again = load_tokenizer(entry, tmp_path, (1, 0, 2, 3))
