@@ -79,9 +79,14 @@ def eole_user_model(
     from export.onmt_py import ONMT_DECODING, load_onmt_py
     from export.writer import ExportError
 
-    load, decoding, wrote = {
-        "eole": (load_eole, EOLE_DECODING, "the directory eole train wrote"),
-        "opennmt-py": (load_onmt_py, ONMT_DECODING, "the model_step_N.pt onmt_train wrote"),
+    load, decoding, name, wrote = {
+        "eole": (load_eole, EOLE_DECODING, "Eole", "the directory eole train wrote"),
+        "opennmt-py": (
+            load_onmt_py,
+            ONMT_DECODING,
+            "OpenNMT-py",
+            "the model_step_N.pt onmt_train wrote",
+        ),
     }[framework]
     try:
         m = load(Path(path), src_subword_model, tgt_subword_model)
@@ -89,8 +94,7 @@ def eole_user_model(
         raise ExportError(str(exc)) from None
     except (KeyError, TypeError, AttributeError, ValueError) as exc:  # malformed files
         raise ExportError(
-            f"{path} is not a readable {framework} model ({type(exc).__name__}: {exc}); "
-            f"give {wrote}"
+            f"{path} is not a readable {name} model ({type(exc).__name__}: {exc}); give {wrote}"
         ) from None
     if m.src_pad_id != m.pad_id:
         raise ExportError(

@@ -98,8 +98,12 @@ class EoleEncoder(nn.Module):
 
     @staticmethod
     def _bridge(state: Tensor, linear: nn.Module) -> Tensor:
+        """relu(Linear) over each sentence's states ``[layers*dirs, B, h]`` flattened, in
+        rows of the Linear's width: one row per sentence for a unidirectional encoder;
+        two for OpenNMT-py's brnn bridge, whose Linear is ``layers*h`` wide and so sees
+        the first and the second half of ``(l0 fwd, l0 bwd, l1 fwd, ...)`` in turn."""
         n, b, h = state.shape
-        flat = state.permute(1, 0, 2).reshape(b, n * h)
+        flat = state.permute(1, 0, 2).reshape(-1, linear.in_features)
         return torch.relu(linear(flat)).view(b, n, h).permute(1, 0, 2).contiguous()
 
 
@@ -363,12 +367,13 @@ def build_model(
     src_subword_model: Path | None = None,
     tgt_subword_model: Path | None = None,
     *,
-    bridge_with_brnn: str = "Eole 0.6.4 cannot run it either",
+    bridge_with_brnn: str | None = "Eole 0.6.4 cannot run it either",
 ) -> EoleModel:
     """The modules of an Eole-layout checkpoint: ``cfg`` (config.json's shape), ``vocab``
     (vocab.json's), weights ``w`` under Eole's names (consumed: leftovers are refused),
     ``path`` where the subword models are looked for. OpenNMT-py checkpoints come here
-    renamed (:mod:`export.onmt_py`)."""
+    renamed (:mod:`export.onmt_py`). ``bridge_with_brnn``: why a bridge over a brnn
+    encoder is refused, or None where the framework runs one (OpenNMT-py)."""
     _check_options(cfg)
     model = cfg.get("model") or {}
     enc, dec, emb_cfg = (
@@ -417,7 +422,7 @@ def build_model(
     _load_into(enc_rnn, w, "encoder.rnn")
     bridge = None
     if "encoder.bridge.0.weight" in w:
-        if bidir:
+        if bidir and bridge_with_brnn:
             raise EoleError(f"bridge with a brnn encoder is not supported ({bridge_with_brnn})")
         bridge = nn.ModuleList(
             [_linear(w, f"encoder.bridge.{i}") for i in range(2 if rnn_type == "LSTM" else 1)]

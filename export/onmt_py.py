@@ -171,7 +171,7 @@ def load_onmt_py(
         path.parent,
         src_subword_model,
         tgt_subword_model,
-        bridge_with_brnn="this converter does not reproduce OpenNMT-py's brnn bridge yet",
+        bridge_with_brnn=None,
     )
     model.options |= {"opennmt_py_options": "3.x"}
     model.decoder_positions = False

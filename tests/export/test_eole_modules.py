@@ -295,5 +295,5 @@ def test_refuses_missing_path(tmp_path: Path) -> None:
 def test_refuses_opennmt_py_checkpoint(tmp_path: Path) -> None:
     path = tmp_path / "model_step_1000.pt"
     torch.save({"model": {}, "generator": {}, "vocab": {"src": [], "tgt": []}, "opt": {}}, path)
-    with pytest.raises(EoleError, match="OpenNMT-py checkpoint .* nmt-convert opennmt-py"):
+    with pytest.raises(EoleError, match="OpenNMT-py checkpoint .*`nmt-convert opennmt-py "):
         load_eole(path)
