@@ -75,7 +75,8 @@ def eole_user_model(
 ) -> UserModel:
     """Load and validate an Eole model directory (``framework="eole"``) or an OpenNMT-py
     3.x checkpoint (``"opennmt-py"``); its modules with their declaration."""
-    from export.eole_modules import EoleError, load_eole
+    from export.eole_modules import EoleError
+    from export.eole_reader import load_eole
     from export.onmt_py import ONMT_DECODING, load_onmt_py
     from export.writer import ExportError
 

@@ -16,7 +16,8 @@ import sentencepiece as spm
 
 torch = pytest.importorskip("torch")
 
-from export.eole_modules import EoleError, EoleModel, load_eole  # noqa: E402
+from export.eole_modules import EoleError, EoleModel  # noqa: E402
+from export.eole_reader import load_eole  # noqa: E402
 from export.eole_text import SideText  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "eole"
