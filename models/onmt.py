@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from models.tokenizer import TokenizerError
+from models.tokenizer import TokenizerError, index_vocabulary, nonempty_str
 
 SUBWORD_TYPES = ("none", "bpe", "sentencepiece")
 _MODEL_FILE = {"bpe": "bpe.codes", "sentencepiece": "spm.model"}
@@ -85,18 +85,9 @@ class OnmtTokenizer:
         except (TypeError, ValueError, RuntimeError) as exc:
             raise TokenizerError(f"pyonmttok refuses options {options}: {exc}") from None
         self.tokens = list(tokens)
-        if not 0 <= unk_id < len(self.tokens):
-            raise TokenizerError(f"unk id {unk_id} is outside the vocabulary of {len(tokens)}")
-        self.ids: dict[str, int] = {}
-        for i, token in enumerate(self.tokens):
-            if not isinstance(token, str) or not token:
-                raise TokenizerError(f"vocabulary entry {i} ({token!r}) is not a token")
-            if token in self.ids:  # Eole never writes one (pyonmttok drops repeats)
-                raise TokenizerError(
-                    f"vocabulary entry {i} ({token!r}) repeats entry {self.ids[token]}: "
-                    "which id the model learned for it is ambiguous"
-                )
-            self.ids[token] = i
+        self.ids = index_vocabulary(
+            self.tokens, unk_id, is_token=nonempty_str, bad="is not a token"
+        )
         self.unk_id = unk_id
         self.decode_bytes = decode_bytes
 

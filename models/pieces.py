@@ -16,9 +16,12 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-import sentencepiece as spm
-
-from models.tokenizer import TokenizerError
+from models.tokenizer import (
+    TokenizerError,
+    index_vocabulary,
+    nonempty_str,
+    sentencepiece_processor,
+)
 
 
 class PieceTokenizer:
@@ -31,24 +34,11 @@ class PieceTokenizer:
         """``model_proto``: the SentencePiece model's bytes; ``tokens``: the vocabulary,
         token by id; ``unk_id``: the id of pieces the vocabulary lacks."""
         self.model_proto = model_proto
-        self._sp = spm.SentencePieceProcessor()
-        try:
-            self._sp.LoadFromSerializedProto(model_proto)
-        except Exception as exc:  # sentencepiece raises plain RuntimeError/OSError
-            raise TokenizerError(f"not a SentencePiece model: {exc}") from None
+        self._sp = sentencepiece_processor(model_proto)
         self.tokens = list(tokens)
-        if not 0 <= unk_id < len(self.tokens):
-            raise TokenizerError(f"unk id {unk_id} is outside the vocabulary of {len(tokens)}")
-        self.ids: dict[str, int] = {}
-        for i, token in enumerate(self.tokens):
-            if not isinstance(token, str) or not token:
-                raise TokenizerError(f"vocabulary entry {i} ({token!r}) is not a piece")
-            if token in self.ids:  # Eole never writes one (pyonmttok drops repeats)
-                raise TokenizerError(
-                    f"vocabulary entry {i} ({token!r}) repeats entry {self.ids[token]}: "
-                    "which id the model learned for it is ambiguous"
-                )
-            self.ids[token] = i
+        self.ids = index_vocabulary(
+            self.tokens, unk_id, is_token=nonempty_str, bad="is not a piece"
+        )
         self.unk_id = unk_id
 
     @classmethod

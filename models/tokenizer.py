@@ -9,7 +9,7 @@ segmentation numbered by a vocabulary of the model's own, :mod:`models.pieces`) 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import sentencepiece as spm
@@ -24,6 +24,41 @@ _FILE_KEYS = ("file", "model_file")
 
 class TokenizerError(ValueError):
     """A tokenizer model that cannot be used with this project."""
+
+
+def sentencepiece_processor(model_proto: bytes) -> spm.SentencePieceProcessor:
+    """A SentencePiece processor of ``model_proto`` (a ``.model`` file's bytes)."""
+    sp = spm.SentencePieceProcessor()
+    try:
+        sp.LoadFromSerializedProto(model_proto)
+    except Exception as exc:  # sentencepiece raises plain RuntimeError/OSError
+        raise TokenizerError(f"not a SentencePiece model: {exc}") from None
+    return sp
+
+
+def index_vocabulary(
+    tokens: Sequence[str], unk_id: int, *, is_token: Callable[[object], bool], bad: str
+) -> dict[str, int]:
+    """Token -> id of a vocabulary listed by id; refuses an ``unk_id`` outside it, an
+    entry ``is_token`` rejects (the error says it ``bad``) and a repeated entry."""
+    if not 0 <= unk_id < len(tokens):
+        raise TokenizerError(f"unk id {unk_id} is outside the vocabulary of {len(tokens)}")
+    ids: dict[str, int] = {}
+    for i, token in enumerate(tokens):
+        if not is_token(token):
+            raise TokenizerError(f"vocabulary entry {i} ({token!r}) {bad}")
+        if token in ids:  # Eole never writes one either (pyonmttok drops repeats)
+            raise TokenizerError(
+                f"vocabulary entry {i} ({token!r}) repeats entry {ids[token]}: "
+                "which id the model learned for it is ambiguous"
+            )
+        ids[token] = i
+    return ids
+
+
+def nonempty_str(token: object) -> bool:
+    """A vocabulary entry that is a string of at least one character."""
+    return isinstance(token, str) and bool(token)
 
 
 def train_sentencepiece(
@@ -66,11 +101,7 @@ class Tokenizer:
         """``special_ids``: the (pad, unk, bos, eos) ids the model was trained with; each
         one the SentencePiece model defines must match (``None``: no check)."""
         self.model_proto = model_proto
-        self._sp = spm.SentencePieceProcessor()
-        try:
-            self._sp.LoadFromSerializedProto(model_proto)
-        except Exception as exc:  # sentencepiece raises plain RuntimeError/OSError
-            raise TokenizerError(f"not a SentencePiece model: {exc}") from None
+        self._sp = sentencepiece_processor(model_proto)
         self.special_ids = special_ids
         ids = (self._sp.pad_id(), self._sp.unk_id(), self._sp.bos_id(), self._sp.eos_id())
         if special_ids is None:

@@ -14,12 +14,17 @@ import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
-from models.tokenizer import TokenizerError
+from models.tokenizer import TokenizerError, index_vocabulary
 
 _WORDS = re.compile(r"\w+|[^\w\s]")
 # No space before closing punctuation, none after opening marks.
 _CLOSE = re.compile(r" ([.,!?;:%)\]}»…])")
 _OPEN = re.compile(r"([(\[{¿¡«]) ")
+
+
+def _is_word(token: object) -> bool:
+    """A vocabulary entry of a word vocabulary: text without whitespace."""
+    return isinstance(token, str) and bool(token) and not any(c.isspace() for c in token)
 
 
 def fold_accents(text: str) -> str:
@@ -73,18 +78,9 @@ class WordTokenizer:
         """``end_tokens``: appended to every encoded sentence, e.g. ``["EOS"]`` for a model
         trained on sources that end in EOS (the PyTorch tutorial's ``tensorFromSentence``)."""
         self.tokens = list(tokens)
-        if not 0 <= unk_id < len(self.tokens):
-            raise TokenizerError(f"unk id {unk_id} is outside the vocabulary of {len(tokens)}")
-        self.ids: dict[str, int] = {}
-        for i, token in enumerate(self.tokens):
-            if not token or any(c.isspace() for c in token):
-                raise TokenizerError(f"vocabulary entry {i} ({token!r}) is empty or has spaces")
-            if token in self.ids:
-                raise TokenizerError(
-                    f"vocabulary entry {i} ({token!r}) repeats entry {self.ids[token]}: "
-                    "which id the model learned for it is ambiguous"
-                )
-            self.ids[token] = i
+        self.ids = index_vocabulary(
+            self.tokens, unk_id, is_token=_is_word, bad="is empty or has spaces"
+        )
         self.unk_id = unk_id
         unknown = [t for t in end_tokens if t not in self.ids]
         if unknown:
