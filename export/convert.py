@@ -111,9 +111,8 @@ def eole_user_model(
                 "text itself, as it did in training; drop the option"
             )
         try:
-            eole = framework == "eole"
-            source = _subword_tokenizer(m.text.src, m.src_vocab, m.src_unk_id, eole)
-            target = _subword_tokenizer(m.text.tgt, m.tgt_vocab, m.unk_id, eole)
+            source = _subword_tokenizer(m.text.src, m.src_vocab, m.src_unk_id, m.decode_bytes)
+            target = _subword_tokenizer(m.text.tgt, m.tgt_vocab, m.unk_id, m.decode_bytes)
         except TokenizerError as exc:
             raise ExportError(f"{m.text.transform}: {exc}") from None
     else:
@@ -140,9 +139,9 @@ def eole_user_model(
     )
 
 
-def _subword_tokenizer(side: SideText, vocab: list[str], unk_id: int, eole: bool):
-    """The tokenizer that reproduces one side of the subword transform (``eole``: Eole's
-    onmt_tokenize, which also decodes byte-fallback pieces; else OpenNMT-py's)."""
+def _subword_tokenizer(side: SideText, vocab: list[str], unk_id: int, decode_bytes: bool):
+    """The tokenizer that reproduces one side of the subword transform (``decode_bytes``:
+    onmt_tokenize's byte-fallback pieces become text, as Eole's do and OpenNMT-py's not)."""
     if side.onmttok is None:  # the sentencepiece transform
         return PieceTokenizer(side.model.read_bytes(), vocab, unk_id=unk_id)
     return OnmtTokenizer(
@@ -151,7 +150,7 @@ def _subword_tokenizer(side: SideText, vocab: list[str], unk_id: int, eole: bool
         options=side.onmttok,
         subword_type=side.subword_type,
         model_file=side.model,
-        decode_bytes=eole,
+        decode_bytes=decode_bytes,
     )
 
 

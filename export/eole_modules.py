@@ -192,6 +192,7 @@ class EoleModel:
     src_unk_id: int
     position_encoding: bool  # decoder needs ``step``
     decoder_positions: bool = True  # False: every step at position 0 (OpenNMT-py)
+    decode_bytes: bool = True  # onmt_tokenize output: byte pieces to text (not OpenNMT-py)
     text: EoleText | None = None  # its subword transform, if any (None: whitespace tokens)
     options: dict[str, Any] = field(default_factory=dict)
 

@@ -175,4 +175,5 @@ def load_onmt_py(
     )
     model.options |= {"opennmt_py_options": "3.x"}
     model.decoder_positions = False
+    model.decode_bytes = False  # its onmt_tokenize leaves <0x..> pieces as they are
     return model

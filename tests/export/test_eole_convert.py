@@ -80,6 +80,7 @@ def test_manifest_records_eole_and_its_decoding(converted):
     assert manifest["parity"]["greedy_mismatches"] == 0
     kind = RAW_MODELS.get(name, "words")
     assert {t["kind"] for t in manifest["tokenizers"].values()} == {kind}
+    assert all(t.get("decode_bytes", True) for t in manifest["tokenizers"].values())
     # Eole's specials are not 0/1/2/3: <unk> 0, <blank> 1, <s> 2, </s> 3
     vocab = json.loads((FIXTURE / name / "vocab.json").read_text())
     ids = manifest["special_ids"]

@@ -58,6 +58,10 @@ def test_manifest_records_opennmt_py_and_its_decoding(converted):
     assert bundle.manifest["decoding"] == ONMT_DECODING
     assert bundle.manifest["source_model"]["origin"]["converter"] == "opennmt-py"
     assert bundle.manifest["parity"]["greedy_mismatches"] == 0
+    # OpenNMT-py's onmt_tokenize leaves byte-fallback pieces as they are (Eole's does not)
+    onmt = [t for t in bundle.manifest["tokenizers"].values() if t["kind"] == "onmt"]
+    assert all(t["decode_bytes"] is False for t in onmt)
+    assert bool(onmt) == (name == "rnn_lstm1_onmt_bpe")
 
 
 def test_greedy_is_opennmt_pys(converted):
