@@ -184,7 +184,7 @@ def check_search(
     """Decode ``sources`` both ways (the reference ``batch_size`` sentences at a time);
     returns the number of sentences that differ."""
     cfg = model.config
-    special = SpecialIds(cfg.pad_id, cfg.bos_id, cfg.eos_id)
+    special = SpecialIds(cfg.pad_id, cfg.bos_id, cfg.eos_id, cfg.unk_id)
     ref = translate_ids(model, sources, options=options, batch_size=batch_size)
     got = decode(onnx, [list(s) for s in sources], options=options, special=special)
     mismatches = 0

@@ -101,7 +101,7 @@ def _model(bundle_dir: Path, config, providers):
 def _special(config):
     from service.decoding import SpecialIds
 
-    return SpecialIds(config.pad_id, config.bos_id, config.eos_id)
+    return SpecialIds(config.pad_id, config.bos_id, config.eos_id, config.unk_id)
 
 
 def _translate(model, config, sources) -> tuple[list, float]:

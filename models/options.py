@@ -11,6 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 
 SEARCHES = ("standard", "eole")
+# Longest n-gram block_ngram_repeat may name: longer ones never repeat in a sentence the
+# length limit allows, and each step scans the hypothesis once per row.
+MAX_BLOCK_NGRAM = 32
 
 
 class DecodeOptionsError(ValueError):
@@ -38,6 +41,13 @@ class DecodeOptions:
     search: str = "standard"
     # GNMT coverage penalty β (models.scoring.ScoringRules.score); 0: none.
     coverage_penalty: float = 0.0
+    # Never emit the unknown token (Eole/OpenNMT-py ``ban_unk_token``).
+    ban_unk: bool = False
+    # No n-gram of this many target tokens twice in a hypothesis (Eole/OpenNMT-py
+    # ``block_ngram_repeat``); 0: no blocking. ``ignore_when_blocking``: target token ids
+    # an n-gram may repeat with (e.g. punctuation). See ScoringRules.banned.
+    block_ngram_repeat: int = 0
+    ignore_when_blocking: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.beam_size < 1:
@@ -60,6 +70,15 @@ class DecodeOptions:
             raise DecodeOptionsError(f"min_length must be >= 0, got {self.min_length}")
         if not (math.isfinite(self.coverage_penalty) and self.coverage_penalty >= 0.0):
             raise DecodeOptionsError(f"coverage_penalty must be >= 0, got {self.coverage_penalty}")
+        if not 0 <= self.block_ngram_repeat <= MAX_BLOCK_NGRAM:
+            raise DecodeOptionsError(
+                f"block_ngram_repeat must be between 0 (off) and {MAX_BLOCK_NGRAM}, "
+                f"got {self.block_ngram_repeat}"
+            )
+        if any(i < 0 for i in self.ignore_when_blocking):
+            raise DecodeOptionsError(
+                f"ignore_when_blocking must hold token ids >= 0, got {self.ignore_when_blocking}"
+            )
         if self.search not in SEARCHES:
             raise DecodeOptionsError(f"search must be one of {SEARCHES}, got {self.search!r}")
 

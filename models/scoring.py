@@ -56,6 +56,12 @@ class ScoringRules:
       included); ``c_i`` is floored at :data:`COVERAGE_FLOOR` so that an unattended
       position costs a large finite amount, not -inf. Applied to finished hypotheses
       only (not to the ranking of live ones), as GNMT does.
+
+    * Banned tokens (:meth:`banned`, before a step ranks its candidates): the unknown
+      token with ``ban_unk``; with ``block_ngram_repeat`` n > 0, every token that would
+      complete an n-gram the hypothesis already holds (n-grams with a token of
+      ``ignore_when_blocking`` do not count) — Eole's / OpenNMT-py's ``ban_unk_token``
+      and ``block_ngram_repeat``, which ban a token, not a whole hypothesis.
     """
 
     min_length: int = 1
@@ -66,6 +72,9 @@ class ScoringRules:
     bos_in_length: bool = False
     eos_at_limit: bool = True
     coverage_penalty: float = 0.0
+    ban_unk: bool = False
+    block_ngram_repeat: int = 0
+    ignore_when_blocking: frozenset[int] = frozenset()
 
     @classmethod
     def of(cls, options: DecodeOptions) -> ScoringRules:
@@ -80,6 +89,9 @@ class ScoringRules:
             bos_in_length=eole,
             eos_at_limit=not eole,
             coverage_penalty=options.coverage_penalty,
+            ban_unk=options.ban_unk,
+            block_ngram_repeat=options.block_ngram_repeat,
+            ignore_when_blocking=frozenset(options.ignore_when_blocking),
         )
 
     def length_limit(self, src_len: int) -> int:
@@ -121,6 +133,38 @@ class ScoringRules:
         return score
 
     @property
+    def bans_tokens(self) -> bool:
+        """Whether :meth:`banned` can ban anything."""
+        return self.ban_unk or self.block_ngram_repeat > 0
+
+    def banned(self, tokens: Sequence[int], unk_id: int) -> list[int]:
+        """The token ids a hypothesis whose target so far is ``tokens`` (no BOS) may not
+        take next, each once, in the order found.
+
+        The n-grams are the hypothesis's own: a token is banned when the last ``n - 1``
+        tokens followed by it form an n-gram already in ``tokens`` (``n = 1``: every
+        token already there). Eole's beam search counts BOS in its n-grams too; BOS never
+        comes again, so those never ban anything and are left out here.
+        """
+        out: list[int] = [unk_id] if self.ban_unk and unk_id >= 0 else []
+        n = self.block_ngram_repeat
+        if n <= 0 or len(tokens) < n:
+            return out
+        ignore = self.ignore_when_blocking
+        seen = set(out)
+        length = len(tokens)
+        key = tuple(tokens[length - n + 1 :]) if n > 1 else ()
+        for i in range(length - n + 1):
+            gram = tokens[i : i + n]
+            if tuple(gram[:-1]) != key or gram[-1] in seen:
+                continue
+            if ignore and any(t in ignore for t in gram):
+                continue
+            seen.add(gram[-1])
+            out.append(gram[-1])
+        return out
+
+    @property
     def needs_coverage(self) -> bool:
         """Whether :meth:`score` needs each hypothesis's attention sums."""
         return self.coverage_penalty > 0.0
@@ -145,4 +189,22 @@ def restrict(values: np.ndarray, eos: Sequence[int] | np.ndarray) -> np.ndarray:
     codes = np.asarray(eos)
     values[codes == Eos.BLOCKED, -1] = NEG_INF
     values[codes == Eos.FORCED, :-1] = NEG_INF
+    return values
+
+
+def ban(
+    values: np.ndarray,
+    ids: np.ndarray,
+    rows: Sequence[int] | np.ndarray,
+    tokens: Sequence[int] | np.ndarray,
+) -> np.ndarray:
+    """Give each banned ``(rows[j], tokens[j])`` candidate -inf, in place; returns
+    ``values`` (a banned token outside a row's candidates needs nothing).
+
+    Args:
+        values: ``(rows, k + 1)`` candidate log-probs; ids: ``(rows, k + 1)`` their ids.
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    hit_j, hit_col = np.nonzero(ids[rows] == np.asarray(tokens, dtype=ids.dtype)[:, None])
+    values[rows[hit_j], hit_col] = NEG_INF
     return values

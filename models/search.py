@@ -68,6 +68,16 @@ def _coverage(steps: list[Tensor]):
     return total.numpy()
 
 
+def apply_bans(log_probs: Tensor, rules: ScoringRules, hyps: Sequence[Sequence[int]], unk_id: int):
+    """-inf for the tokens each row's hypothesis ``hyps[row]`` may not take next
+    (:meth:`models.scoring.ScoringRules.banned`). ``log_probs``: ``(rows, vocab)``."""
+    if rules.bans_tokens:
+        for row, tokens in enumerate(hyps):
+            banned = rules.banned(tokens, unk_id)
+            if banned:
+                log_probs[row, banned] = NEG_INF
+
+
 def _next_log_probs(model: Seq2Seq, prev: Tensor, state, keys, memory, mask):
     logits, state, weights = model.decoder(prev, state, keys, memory, mask)
     log_probs = torch.log_softmax(logits.float(), dim=-1)
@@ -110,6 +120,7 @@ def greedy_search(
         log_probs, state, weights = _next_log_probs(
             model, prev, state, enc.keys, enc.memory, enc.mask
         )
+        apply_bans(log_probs, rules, tokens, cfg.unk_id)
         values, ids = step_candidates(log_probs, k=1, eos_id=cfg.eos_id)
         values = restrict_candidates(values, [rules.eos_rule(step, limit) for limit in limits])
         # argmax keeps the first of equal values: the non-EOS candidate, as in the service.
@@ -209,6 +220,7 @@ def _beam_one(
             state = tuple(s[:1] for s in state)
             prev = torch.tensor([prefix[step]], device=device)
             continue
+        apply_bans(log_probs, rules, live_tokens, cfg.unk_id)
         values, ids = step_candidates(log_probs, k=2 * k, eos_id=cfg.eos_id)
         values = restrict_candidates(values, [rules.eos_rule(step, limit)] * rows)
         width = values.size(1)

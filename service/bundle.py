@@ -79,7 +79,12 @@ class Bundle:
 
     @property
     def special(self) -> SpecialIds:
-        return SpecialIds(pad=self.config.pad_id, bos=self.config.bos_id, eos=self.config.eos_id)
+        return SpecialIds(
+            pad=self.config.pad_id,
+            bos=self.config.bos_id,
+            eos=self.config.eos_id,
+            unk=self.config.unk_id,
+        )
 
     @property
     def max_source_tokens(self) -> int | None:

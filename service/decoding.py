@@ -31,6 +31,7 @@ class SpecialIds:
     pad: int
     bos: int
     eos: int
+    unk: int = -1  # -1: the model has none (then ``ban_unk`` bans nothing)
 
 
 def candidates(
@@ -113,7 +114,15 @@ class SentenceSearch:
                 f"target prefix of {len(self.prefix)} tokens leaves no room for EOS under "
                 f"the length limit of {self.limit}"
             )
-        self.top_k = strategy.top_k(options)
+        # Candidates the strategy ranks per row; the decoder is asked for as many more as
+        # a row of the step has banned tokens (:attr:`top_k`), so that banning them
+        # leaves the strategy exactly its ``rank_k`` best allowed ones.
+        self.rank_k = strategy.top_k(options)
+        self.top_k = self.rank_k
+        self.unk = special.unk
+        # each live row's banned tokens for the next step (ScoringRules.banned); None
+        # when these options ban nothing
+        self.bans: list[list[int]] | None = None
         self.step = 0
         self.done = False
         # One entry per live row: the token its next step is fed, the row of the previous
@@ -128,6 +137,13 @@ class SentenceSearch:
         self._track_cov = self.rules.needs_coverage
         self._live = [_Partial([], coverage=np.zeros(src_len) if self._track_cov else None)]
         self._finished: list[Hypothesis] = []
+        self._update_bans()
+
+    def _update_bans(self) -> None:
+        if not self.rules.bans_tokens:
+            return
+        self.bans = [self.rules.banned(h.tokens, self.unk) for h in self._live]
+        self.top_k = self.rank_k + max(map(len, self.bans), default=0)
 
     @property
     def finished(self) -> int:
@@ -186,6 +202,7 @@ class SentenceSearch:
         self.prev_tokens = selection.tokens
         self.parents = selection.parents
         self.scores = selection.scores
+        self._update_bans()
 
     def results(self) -> list[Hypothesis]:
         """The ``n_best`` finished hypotheses, best score first."""
@@ -240,8 +257,9 @@ class Strategy(Protocol):
 
 def _own_columns(values: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """A sentence's candidates: its first ``k`` top-k columns and EOS. Ranking exactly
-    these (not the wider step's) keeps its result independent of its batch mates."""
-    if values.shape[1] == k + 1:
+    these (not the wider step's) keeps its result independent of its batch mates. A step
+    capped at the vocabulary (``DecodeLoop.max_top_k``) has all of them already."""
+    if values.shape[1] <= k + 1:
         return values, ids
     cols = [*range(k), values.shape[1] - 1]
     return values[:, cols], ids[:, cols]
@@ -260,13 +278,15 @@ class Greedy:
         return self.K
 
     def select(self, searches, first_rows, values, ids) -> list[Selection]:
-        k = self.K
-        if values.shape[1] == k + 1 and len(searches) == values.shape[0]:
+        # Every column, whatever the step's width: the top-k columns come best first, so
+        # the first best of a row is the same in any wider step (its result does not
+        # depend on its batch mates), and a row whose best tokens are banned finds the
+        # next ones in the columns it asked for.
+        if len(searches) == values.shape[0]:
             v, i = values, ids  # every row of the step is greedy: nothing to pick out
         else:
-            index = np.asarray(first_rows, dtype=np.int64)[:, None]
-            cols = np.array([*range(k), values.shape[1] - 1], dtype=np.int64)
-            v, i = values[index, cols], ids[index, cols]
+            index = np.asarray(first_rows, dtype=np.int64)
+            v, i = values[index], ids[index]
         best = v.argmax(axis=1)
         pick = np.arange(len(searches))
         chosen = []
@@ -296,7 +316,7 @@ class Beam:
             rows = slice(first, first + s.rows)
             v, i = _own_columns(values[rows], ids[rows], s.top_k)
             total = (np.array(s.scores, dtype=np.float32)[:, None] + v).ravel()
-            order = np.argsort(-total, kind="stable")[: s.top_k]
+            order = np.argsort(-total, kind="stable")[: s.rank_k]
             chosen.append(
                 self._choose(
                     s, order.tolist(), total[order].tolist(), i.ravel()[order].tolist(), v.shape[1]

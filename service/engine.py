@@ -89,7 +89,9 @@ class Engine(EngineFront):
         # export's parity gate verified (its manifest's max_source_tokens).
         verified = bundle.max_source_tokens
         self.max_source_tokens = min(config.max_source_tokens, verified or config.max_source_tokens)
-        self._loop = DecodeLoop(bundle.model, bundle.special)
+        self._loop = DecodeLoop(
+            bundle.model, bundle.special, max_top_k=bundle.config.tgt_vocab_size
+        )
         self._queue: deque[Job] = deque()
         # One lock, two conditions: the scheduler waits on ``_cond`` (new requests,
         # finished encodings), the encoder thread on ``_encoder_cond`` (a batch to encode).

@@ -21,7 +21,7 @@ from typing import TypeVar
 import numpy as np
 
 from models.options import DecodeOptions, Hypothesis
-from models.scoring import restrict
+from models.scoring import ban, restrict
 from service.decoding import (
     Encoded,
     Selection,
@@ -59,9 +59,15 @@ class DecodeLoop:
     by ``parent_rows`` in the graph.
     """
 
-    def __init__(self, model: StepModel, special: SpecialIds) -> None:
+    def __init__(
+        self, model: StepModel, special: SpecialIds, *, max_top_k: int | None = None
+    ) -> None:
+        """``max_top_k``: the most candidates the decoder can return per row (its target
+        vocabulary size); a step asks for at most that many, however many tokens its
+        sentences ban."""
         self.model = model
         self.special = special
+        self.max_top_k = max_top_k
         self.active: list[_Active] = []
         self.pool = MemoryPool()
         self._states: tuple[np.ndarray, ...] = ()
@@ -164,9 +170,15 @@ class DecodeLoop:
         # the entries of each strategy, and where each one's rows start
         groups: dict[Strategy, tuple[list[SentenceSearch], list[int], list[int]]] = {}
         top_k = 0
+        ban_rows: list[int] = []
+        ban_tokens: list[int] = []
         for i, a in enumerate(entries):
             s = a.search
             n = s.rows
+            if s.bans is not None:
+                for r, banned in enumerate(s.bans, start=len(prev)):
+                    ban_rows.extend([r] * len(banned))
+                    ban_tokens.extend(banned)
             group = groups.get(s.strategy)
             if group is None:
                 group = groups[s.strategy] = ([], [], [])
@@ -184,6 +196,8 @@ class DecodeLoop:
             eos.append(s.eos_rule())
             if s.top_k > top_k:
                 top_k = s.top_k
+        if self.max_top_k is not None and top_k > self.max_top_k:
+            top_k = self.max_top_k  # every token is a candidate: banning stays exact
         out = self.model.step(
             prev_tokens=np.array(prev, dtype=np.int64),
             parent_rows=np.array(parents, dtype=np.int64),
@@ -197,6 +211,8 @@ class DecodeLoop:
         values, ids = candidates(out.topk_values, out.topk_ids, out.eos_values, self.special)
         if any(eos):  # some sentence's EOS is banned or forced this step
             restrict(values, np.repeat(np.array(eos, dtype=np.int64), counts))
+        if ban_rows:  # some sentence bans tokens (ban_unk, block_ngram_repeat)
+            ban(values, ids, ban_rows, ban_tokens)
         # one select per strategy, over all its sentences of the step
         selections: list[Selection | None] = [None] * len(entries)
         for strategy, (searches, firsts, members) in groups.items():
@@ -295,9 +311,11 @@ def decode(
     special: SpecialIds,
     batch_size: int = 64,
     prefixes: Sequence[Sequence[int]] | None = None,
+    max_top_k: int | None = None,
 ) -> list[list[Hypothesis]]:
     """Decode token-id sentences (each non-empty) and return each one's n-best list;
-    ``prefixes``: each sentence's forced target prefix (token ids, may be empty).
+    ``prefixes``: each sentence's forced target prefix (token ids, may be empty);
+    ``max_top_k``: see :class:`DecodeLoop`.
 
     Sentences are encoded ``batch_size`` at a time, sorted by length, and new ones are
     admitted as soon as earlier ones finish, exactly as the service schedules them.
@@ -305,7 +323,7 @@ def decode(
     if isinstance(options, DecodeOptions):
         options = [options] * len(sources)
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-    loop = DecodeLoop(model, special)
+    loop = DecodeLoop(model, special, max_top_k=max_top_k)
     results: list[list[Hypothesis]] = [[] for _ in sources]
     pending = list(order)
     while pending or loop.active:

@@ -10,8 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from models.options import DecodeOptions
-from models.scoring import NEG_INF, Eos, ScoringRules, restrict
+from models.options import DecodeOptions, DecodeOptionsError
+from models.scoring import NEG_INF, Eos, ScoringRules, ban, restrict
 
 
 def test_torch_free():
@@ -172,3 +172,48 @@ def test_coverage_penalty_out_of_range(beta):
 
     with pytest.raises(DecodeOptionsError, match="coverage_penalty"):
         DecodeOptions(coverage_penalty=beta)
+
+
+@pytest.mark.parametrize(
+    ("options", "tokens", "banned"),
+    [
+        (DecodeOptions(), (5, 6, 5), []),
+        (DecodeOptions(ban_unk=True), (), [1]),
+        # bigrams: after "5" came 6 and 7 before; the last token is 5 again
+        (DecodeOptions(block_ngram_repeat=2), (5, 6, 5, 7, 5), [6, 7]),
+        (DecodeOptions(block_ngram_repeat=2), (5, 6, 5), [6]),
+        (DecodeOptions(block_ngram_repeat=2), (5, 6), []),
+        (DecodeOptions(block_ngram_repeat=1, ban_unk=True), (5, 6, 5), [1, 5, 6]),
+        (DecodeOptions(block_ngram_repeat=3), (4, 5, 6, 4, 5), [6]),
+        (DecodeOptions(block_ngram_repeat=3), (4, 5, 6, 4, 6), []),
+        # an n-gram holding an ignored token is not blocked
+        (DecodeOptions(block_ngram_repeat=2, ignore_when_blocking=(6,)), (5, 6, 5, 7, 5), [7]),
+        (DecodeOptions(block_ngram_repeat=2, ignore_when_blocking=(5,)), (5, 6, 5, 7, 5), []),
+        (DecodeOptions(block_ngram_repeat=1, ignore_when_blocking=(5,)), (5, 6, 5), [6]),
+    ],
+)
+def test_banned_tokens(options, tokens, banned):
+    rules = ScoringRules.of(options)
+    assert rules.bans_tokens == bool(options.ban_unk or options.block_ngram_repeat)
+    assert rules.banned(tokens, 1) == banned
+
+
+def test_ban_sets_only_the_named_candidates():
+    values = np.zeros((3, 4), dtype=np.float32)
+    ids = np.array([[4, 5, 6, 3], [5, 4, 7, 3], [6, 7, 8, 3]])
+    ban(values, ids, [0, 0, 1, 2], [5, 9, 7, 4])  # 9 and row 2's 4 are not candidates
+    assert np.isneginf(values[0, 1]) and np.isneginf(values[1, 2])
+    assert np.isneginf(values).sum() == 2
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"block_ngram_repeat": -1}, "block_ngram_repeat must be between 0"),
+        ({"block_ngram_repeat": 33}, "block_ngram_repeat must be between 0"),
+        ({"ignore_when_blocking": (4, -2)}, "ignore_when_blocking must hold token ids"),
+    ],
+)
+def test_ban_options_out_of_range(fields, message):
+    with pytest.raises(DecodeOptionsError, match=message):
+        DecodeOptions(**fields)

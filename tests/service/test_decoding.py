@@ -39,7 +39,7 @@ from service.decoding import (
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 VOCAB = 10
 REAL = tuple(range(4, VOCAB))
-SPECIAL = SpecialIds(pad=PAD, bos=BOS, eos=EOS)
+SPECIAL = SpecialIds(pad=PAD, bos=BOS, eos=EOS, unk=UNK)
 
 Prefix = tuple[int, ...]
 Table = Callable[[tuple[int, ...], Prefix], dict[int, float]]
@@ -136,8 +136,13 @@ class FakeStepModel:
             lp = vector(self.table(src, prefix))
             cand = np.flatnonzero(allowed)
             best = cand[np.argsort(-lp[cand], kind="stable")][:top_k]
-            assert len(best) == top_k, "top_k larger than the fake's vocabulary"
-            values[r], ids[r], eos[r] = lp[best], best, lp[EOS]
+            assert top_k <= VOCAB, "top_k larger than the fake's vocabulary"
+            # past the allowed tokens, the blocked ones at -inf (as the graph's TopK over
+            # the whole vocabulary returns them)
+            blocked = np.flatnonzero(~allowed)[: top_k - len(best)]
+            values[r, : len(best)], ids[r, : len(best)] = lp[best], best
+            values[r, len(best) :], ids[r, len(best) :] = NEG_INF, blocked
+            eos[r] = lp[EOS]
             attention[r, : len(src)] = 1.0 / len(src)
             new[r, 0, 0] = self._history(uid, prefix)
         return StepOutput(values, ids, eos, attention, (new,))
@@ -185,7 +190,12 @@ def random_table(seed: int) -> Table:
 
 def run(table: Table, sources, options, **kwargs) -> list[list[Hypothesis]]:
     return decode(
-        FakeStepModel(table), [list(s) for s in sources], options=options, special=SPECIAL, **kwargs
+        FakeStepModel(table),
+        [list(s) for s in sources],
+        options=options,
+        special=SPECIAL,
+        max_top_k=VOCAB,
+        **kwargs,
     )
 
 
@@ -199,14 +209,37 @@ def length_limit(options: DecodeOptions, src_len: int) -> int:
     return max(1, min(options.max_length, by_ratio))
 
 
+def written_bans(prefix: Prefix, options: DecodeOptions) -> set[int]:
+    """The documented bans, written out: unk with ``ban_unk``; with ``block_ngram_repeat``
+    n, each token that after the last n - 1 tokens would repeat an n-gram of ``prefix``
+    free of ``ignore_when_blocking`` tokens."""
+    out = {UNK} if options.ban_unk else set()
+    n = options.block_ngram_repeat
+    if n:
+        context = prefix[len(prefix) - (n - 1) :] if n > 1 else ()
+        grams = [prefix[i : i + n] for i in range(len(prefix) - n + 1)]
+        for gram in grams:
+            if gram[:-1] == context and not set(gram) & set(options.ignore_when_blocking):
+                out.add(gram[-1])
+    return out
+
+
 def step_log_probs(
-    table: Table, src: tuple[int, ...], prefix: Prefix, step: int, limit: int, min_length: int
+    table: Table,
+    src: tuple[int, ...],
+    prefix: Prefix,
+    step: int,
+    limit: int,
+    min_length: int,
+    options: DecodeOptions | None = None,
 ) -> np.ndarray:
     """Full-vocabulary log-probs of a step with the documented rules applied: no pad or
-    bos; EOS alone (with its own log-prob) at the last allowed step, else none before
-    ``min_length`` tokens."""
+    bos, nor the tokens ``options`` ban; EOS alone (with its own log-prob) at the last
+    allowed step, else none before ``min_length`` tokens."""
     lp = vector(table(src, prefix))
     lp[PAD] = lp[BOS] = NEG_INF
+    if options is not None:
+        lp[sorted(written_bans(prefix, options))] = NEG_INF
     if step >= limit - 1:
         keep = lp[EOS]
         lp[:] = NEG_INF
@@ -229,7 +262,7 @@ def reference(table: Table, src: tuple[int, ...], options: DecodeOptions) -> lis
     for step in range(limit):
         scored = []
         for row, (prefix, score) in enumerate(live):
-            lp = step_log_probs(table, src, prefix, step, limit, options.min_length)
+            lp = step_log_probs(table, src, prefix, step, limit, options.min_length, options)
             for tok in range(VOCAB):
                 scored.append((np.float32(score + lp[tok]), row, tok))
         scored.sort(key=lambda c: -c[0])
@@ -268,7 +301,7 @@ def eole_reference(table: Table, src: tuple[int, ...], options: DecodeOptions) -
         forced = step >= limit - 1
         scored = []
         for row, (prefix, score) in enumerate(live):
-            lp = step_log_probs(table, src, prefix, step, limit, options.min_length)
+            lp = step_log_probs(table, src, prefix, step, limit, options.min_length, options)
             for tok in range(VOCAB):
                 total = np.float32(score + lp[tok]) if beam > 1 else score + float(lp[tok])
                 scored.append((total, row, tok))
@@ -657,6 +690,29 @@ OPTION_SETS = [
         beam_size=2, n_best=1, length_penalty=2.0, max_length_ratio=1.0, max_length_offset=2
     ),
 ]
+BAN_OPTION_SETS = [
+    DecodeOptions(max_length=9, ban_unk=True),
+    DecodeOptions(max_length=9, block_ngram_repeat=1),
+    DecodeOptions(max_length=9, block_ngram_repeat=2, ban_unk=True),
+    DecodeOptions(beam_size=2, n_best=2, max_length=9, block_ngram_repeat=1, ban_unk=True),
+    DecodeOptions(beam_size=3, n_best=2, max_length=9, block_ngram_repeat=2, min_length=3),
+    DecodeOptions(
+        beam_size=3, n_best=3, max_length=9, block_ngram_repeat=2, ignore_when_blocking=(4, 5)
+    ),
+    DecodeOptions(search="eole", max_length=9, min_length=0, block_ngram_repeat=2, ban_unk=True),
+    DecodeOptions(
+        beam_size=3, n_best=2, search="eole", max_length=9, min_length=0, block_ngram_repeat=1
+    ),
+    DecodeOptions(
+        beam_size=2,
+        n_best=2,
+        search="eole",
+        max_length=9,
+        block_ngram_repeat=3,
+        ignore_when_blocking=(6,),
+        ban_unk=True,
+    ),
+]
 EOLE_OPTION_SETS = [
     DecodeOptions(search="eole", max_length=6, min_length=0),
     DecodeOptions(beam_size=2, n_best=2, search="eole", max_length=6, min_length=0),
@@ -681,7 +737,9 @@ def random_sources(seed: int, n: int, max_len: int = 8) -> list[tuple[int, ...]]
 
 
 @pytest.mark.parametrize(
-    "options", OPTION_SETS + EOLE_OPTION_SETS, ids=lambda o: f"{o.search}-beam{o.beam_size}"
+    "options",
+    OPTION_SETS + EOLE_OPTION_SETS + BAN_OPTION_SETS,
+    ids=lambda o: f"{o.search}-beam{o.beam_size}-unk{o.ban_unk:d}-block{o.block_ngram_repeat}",
 )
 def test_random_tables_match_reference(options):
     for seed in range(3):
@@ -916,3 +974,38 @@ def test_stable_prefix_only_grows_and_ends_as_the_best(options):
         assert prefixes[-1] == best
         for before, after in zip(prefixes, prefixes[1:], strict=False):
             assert after[: len(before)] == before, "a streamed prefix was taken back"
+
+
+def test_banning_sentences_do_not_change_their_batch_mates():
+    """Sentences that ban tokens widen the step's top-k; mixed in one batch with others
+    (greedy, beam, standard and Eole), every sentence decodes as it does alone."""
+    table = random_table(7)
+    sources = random_sources(7, 8)
+    mixes = [
+        DecodeOptions(max_length=9),
+        DecodeOptions(max_length=9, block_ngram_repeat=1, ban_unk=True),
+        DecodeOptions(beam_size=3, n_best=3, max_length=9),
+        DecodeOptions(beam_size=3, n_best=3, max_length=9, block_ngram_repeat=2),
+        DecodeOptions(beam_size=2, n_best=2, search="eole", max_length=9, min_length=0),
+        DecodeOptions(beam_size=2, n_best=2, search="eole", max_length=9, ban_unk=True),
+        DecodeOptions(max_length=9, ban_unk=True),
+        DecodeOptions(beam_size=2, max_length=9, block_ngram_repeat=1, ignore_when_blocking=(4,)),
+    ]
+    model = FakeStepModel(table)
+    together = decode(
+        model, [list(s) for s in sources], options=mixes, special=SPECIAL, max_top_k=VOCAB
+    )
+    assert max(k for _, k in model.calls) > 2 * 3  # a ban widened some step
+    for src, options, got in zip(sources, mixes, together, strict=True):
+        assert_same(got, run(table, [src], options)[0])
+        assert_same(got, reference(table, src, options))
+
+
+def test_ban_unk_takes_the_next_best_token():
+    script = {(): {UNK: -0.1, 5: -2.0}, (5,): {EOS: -0.1}, (UNK,): {EOS: -0.1}}
+    for beam in (1, 3):
+        plain = run(scripted(script), [(4, 4)], DecodeOptions(beam_size=beam))[0][0]
+        banned = run(scripted(script), [(4, 4)], DecodeOptions(beam_size=beam, ban_unk=True))
+        assert plain.tokens == (UNK,)
+        assert banned[0][0].tokens == (5,)
+        assert banned[0][0].log_prob == approx(-2.1)

@@ -40,6 +40,11 @@ VARIANTS = {
     "beam5-n3-lp0.6": DecodeOptions(beam_size=5, n_best=3, length_penalty=0.6),
     "greedy-cov0.4": DecodeOptions(coverage_penalty=0.4),
     "beam5-n3-cov0.4": DecodeOptions(beam_size=5, n_best=3, coverage_penalty=0.4),
+    "greedy-ban-unk": DecodeOptions(ban_unk=True),
+    "greedy-block2": DecodeOptions(block_ngram_repeat=2),
+    "greedy-block1-ignore": DecodeOptions(block_ngram_repeat=1, ignore_when_blocking=(5, 6, 7)),
+    "beam5-n3-block2": DecodeOptions(beam_size=5, n_best=3, block_ngram_repeat=2),
+    "beam4-n2-block3-unk": DecodeOptions(beam_size=4, n_best=2, block_ngram_repeat=3, ban_unk=True),
 }
 
 
