@@ -17,5 +17,7 @@ NOT_READY_HINT = "retry shortly"
 # Metadata key of a call's request id: sent by a client that wants to name its call,
 # returned by the server in the trailing metadata of every call (errors included).
 REQUEST_ID_HEADER = "x-request-id"
+# The longest n-gram DecodeOptions.block_ngram_repeat may name.
+MAX_BLOCK_NGRAM = 32
 
-__all__ = ["NOT_READY_HINT", "REQUEST_ID_HEADER", "RETRY_HINT", "SERVICE_NAME"]
+__all__ = ["MAX_BLOCK_NGRAM", "NOT_READY_HINT", "REQUEST_ID_HEADER", "RETRY_HINT", "SERVICE_NAME"]

@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
+from nmt_api import MAX_BLOCK_NGRAM
 from nmt_client.errors import InvalidRequest, TranslatorError
 from nmt_client.heatmap import MATPLOTLIB_HINT, have_matplotlib, plot_attention
 from nmt_client.options import DecodeOptions
@@ -198,6 +199,35 @@ def parser() -> argparse.ArgumentParser:
         help="cap on target tokens (default, or 0: the server's)",
     )
     d.add_argument(
+        "--min-length",
+        metavar="N",
+        type=int,
+        default=None,
+        help="fewest target tokens before EOS (default: the model's)",
+    )
+    d.add_argument(
+        "--ban-unk",
+        action="store_true",
+        default=None,
+        help="never emit the unknown token (Eole's -ban_unk_token)",
+    )
+    d.add_argument(
+        "--block-ngram-repeat",
+        metavar="N",
+        type=int,
+        default=None,
+        help="no n-gram of N target tokens twice in a translation (Eole's "
+        "-block_ngram_repeat; 0: off, the default)",
+    )
+    d.add_argument(
+        "--ignore-when-blocking",
+        metavar="TOKEN",
+        action="append",
+        default=[],
+        help="a target token (as --scores/--attention-png show them) whose n-grams may "
+        "repeat; repeat the flag for several",
+    )
+    d.add_argument(
         "--prefix",
         metavar="TEXT",
         default="",
@@ -256,6 +286,15 @@ def check_args(args: argparse.Namespace) -> str | None:
         return f"--length-penalty {lp} must be a finite number >= 0 (1.0: no preference)"
     if args.max_length is not None and args.max_length < 0:
         return f"--max-length {args.max_length} must be >= 1 (or 0: the server's default)"
+    if args.min_length is not None and args.min_length < 0:
+        return f"--min-length {args.min_length} must be >= 0"
+    n = args.block_ngram_repeat
+    if n is not None and not 0 <= n <= MAX_BLOCK_NGRAM:
+        return f"--block-ngram-repeat {n} must be between 0 (off) and {MAX_BLOCK_NGRAM}"
+    if args.ignore_when_blocking and not n:
+        return "--ignore-when-blocking goes with --block-ngram-repeat N (N >= 1)"
+    if any(not t for t in args.ignore_when_blocking):
+        return "--ignore-when-blocking needs a token, not an empty string"
     if args.stream and (len(args.text) != 1 or args.n_best > 1):
         return "--stream translates one sentence to its best hypothesis: give exactly one"
     if args.prefix and not args.text:
@@ -389,6 +428,10 @@ def run(args: argparse.Namespace) -> int:
         return_attention=args.attention_png is not None,
         return_scores=args.scores,
         return_diagnostics=args.diagnostics,
+        min_length=args.min_length,
+        ban_unk=args.ban_unk,
+        block_ngram_repeat=args.block_ngram_repeat,
+        ignore_when_blocking=tuple(args.ignore_when_blocking),
     )
     first: Result | None = None
     with translator_from_args(args, args.server) as translator:

@@ -43,6 +43,15 @@ class DecodeOptions:
     coverage_penalty: float | None = None
     # Each hypothesis's attention diagnostics (entropy, coverage; Hypothesis.diagnostics)
     return_diagnostics: bool = False
+    # Fewest target tokens before EOS (server default: the model's, usually 1)
+    min_length: int | None = None
+    # Never emit the unknown token (Eole's ban_unk_token; server default: off)
+    ban_unk: bool | None = None
+    # No n-gram of this many target tokens twice in a hypothesis (0: off, at most 32;
+    # server default: off), except n-grams holding a token of ignore_when_blocking
+    # (target tokens as Hypothesis.tokens spells them)
+    block_ngram_repeat: int | None = None
+    ignore_when_blocking: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.strategy is not None and self.strategy not in _STRATEGIES:
@@ -60,6 +69,19 @@ class DecodeOptions:
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0 (or None), got {value!r}")
+        for name in ("min_length", "block_ngram_repeat"):
+            value = getattr(self, name)
+            if value is not None and (
+                not isinstance(value, int) or isinstance(value, bool) or value < 0
+            ):
+                raise ValueError(f"{name} must be an integer >= 0 (or None), got {value!r}")
+        if isinstance(self.ignore_when_blocking, str):
+            raise TypeError("ignore_when_blocking is a sequence of tokens: pass [token]")
+        object.__setattr__(self, "ignore_when_blocking", tuple(self.ignore_when_blocking))
+        if not all(isinstance(t, str) and t for t in self.ignore_when_blocking):
+            raise ValueError(
+                f"ignore_when_blocking must hold non-empty strings, got {self.ignore_when_blocking}"
+            )
 
     @property
     def resolved_strategy(self) -> Strategy:
@@ -93,6 +115,13 @@ class DecodeOptions:
             msg.max_length_ratio = self.max_length_ratio
         if self.coverage_penalty is not None:
             msg.coverage_penalty = self.coverage_penalty
+        if self.min_length is not None:
+            msg.min_length = self.min_length
+        if self.ban_unk is not None:
+            msg.ban_unk = self.ban_unk
+        if self.block_ngram_repeat is not None:
+            msg.block_ngram_repeat = self.block_ngram_repeat
+        msg.ignore_when_blocking.extend(self.ignore_when_blocking)
         return msg
 
     @classmethod
@@ -110,6 +139,12 @@ class DecodeOptions:
             return_scores=msg.return_scores,
             coverage_penalty=(msg.coverage_penalty if msg.HasField("coverage_penalty") else None),
             return_diagnostics=msg.return_diagnostics,
+            min_length=msg.min_length if msg.HasField("min_length") else None,
+            ban_unk=msg.ban_unk if msg.HasField("ban_unk") else None,
+            block_ngram_repeat=(
+                msg.block_ngram_repeat if msg.HasField("block_ngram_repeat") else None
+            ),
+            ignore_when_blocking=tuple(msg.ignore_when_blocking),
         )
 
 

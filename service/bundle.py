@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,15 @@ class Bundle:
             unk=self.config.unk_id,
         )
 
+    @cached_property
+    def target_index(self) -> dict[str, int]:
+        """Target token (as :meth:`pieces` spells it) -> id, first id of a spelling."""
+        tok = self.tgt_tokenizer
+        index: dict[str, int] = {}
+        for i, piece in enumerate(tok.pieces(range(tok.vocab_size))):
+            index.setdefault(piece, i)
+        return index
+
     @property
     def max_source_tokens(self) -> int | None:
         """The longest source (in tokens) the export's parity gate verified, or None when
@@ -102,6 +112,8 @@ DECODING_DEFAULTS = {
     "min_length": int,
     "length_penalty": float,
     "search": str,
+    "ban_unk": bool,
+    "block_ngram_repeat": int,
 }
 
 
@@ -117,7 +129,7 @@ def _decoding(decoding: Any) -> DecodeOptions:
                 f"{', '.join(DECODING_DEFAULTS)}"
             )
         ok = isinstance(value, kind) or (kind is float and isinstance(value, int))
-        if not ok or isinstance(value, bool):
+        if not ok or (kind is not bool and isinstance(value, bool)):
             raise BundleError(f"the manifest's decoding default {key} must be {kind.__name__}")
     try:
         return DecodeOptions(**decoding)

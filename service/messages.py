@@ -4,7 +4,7 @@ Torch-free, no gRPC calls; the servicer uses these at the edge of every RPC."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from models.options import DecodeOptions
 from nmt_api.nmt.v1 import translator_pb2 as pb
@@ -13,13 +13,20 @@ from service.engine import Job, TranslationResult, decode_options
 from service.errors import InvalidRequest
 
 DEFAULT_BEAM = 5
+# More tokens than anyone would exempt from n-gram blocking: a guard against huge lists.
+MAX_IGNORED_TOKENS = 1024
 
 
 def to_options(
-    msg: pb.DecodeOptions, *, default_max_length: int, defaults: DecodeOptions | None = None
+    msg: pb.DecodeOptions,
+    *,
+    default_max_length: int,
+    defaults: DecodeOptions | None = None,
+    target_index: Mapping[str, int] | None = None,
 ) -> DecodeOptions:
     """Proto options -> domain options: what the request sets, else the model's decoding
-    defaults (``defaults``, from its manifest), else the documented ones."""
+    defaults (``defaults``, from its manifest), else the documented ones;
+    ``target_index``: the model's target token -> id (for ``ignore_when_blocking``)."""
     defaults = defaults or DecodeOptions()
     beam = msg.beam_size
     if msg.strategy == pb.STRATEGY_GREEDY:
@@ -53,7 +60,33 @@ def to_options(
         coverage_penalty=(
             msg.coverage_penalty if msg.HasField("coverage_penalty") else defaults.coverage_penalty
         ),
+        min_length=msg.min_length if msg.HasField("min_length") else defaults.min_length,
+        ban_unk=msg.ban_unk if msg.HasField("ban_unk") else defaults.ban_unk,
+        block_ngram_repeat=(
+            msg.block_ngram_repeat
+            if msg.HasField("block_ngram_repeat")
+            else defaults.block_ngram_repeat
+        ),
+        ignore_when_blocking=_token_ids(msg.ignore_when_blocking, target_index),
     )
+
+
+def _token_ids(tokens: Sequence[str], index: Mapping[str, int] | None) -> tuple[int, ...]:
+    """``ignore_when_blocking``'s tokens as target ids; each must be a vocabulary entry."""
+    if not tokens:
+        return ()
+    if len(tokens) > MAX_IGNORED_TOKENS:
+        raise InvalidRequest(
+            f"ignore_when_blocking lists {len(tokens)} tokens: give at most {MAX_IGNORED_TOKENS}"
+        )
+    missing = [t for t in tokens if index is None or t not in index]
+    if missing:
+        shown = ", ".join(repr(t[:40]) for t in missing[:3])
+        raise InvalidRequest(
+            f"ignore_when_blocking: {shown} not in the model's target vocabulary; give tokens "
+            "as a hypothesis's tokens spell them (e.g. '.' or a SentencePiece piece)"
+        )
+    return tuple(sorted({index[t] for t in tokens}))  # type: ignore[index]
 
 
 def strategy_label(options: DecodeOptions | None) -> str:

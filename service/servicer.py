@@ -425,6 +425,7 @@ class TranslatorServicer:
                 request.options,
                 default_max_length=min(256, engine.config.max_target_length),
                 defaults=engine.bundle.decoding,
+                target_index=engine.bundle.target_index,
             )
             timeout = self._timeout(context)
             job = engine.submit(
@@ -466,6 +467,7 @@ class TranslatorServicer:
                 request.options,
                 default_max_length=min(256, engine.config.max_target_length),
                 defaults=engine.bundle.decoding,
+                target_index=engine.bundle.target_index,
             )
             loop = asyncio.get_running_loop()
             # Prefixes from the scheduler thread, then None once the job resolves: both go

@@ -166,6 +166,14 @@ def test_n_best_needs_a_beam(capsys):
         (["--length-penalty", "-1"], "--length-penalty -1.0 must be a finite number >= 0"),
         (["--max-length", "-5"], "--max-length -5 must be >= 1 (or 0: the server's default)"),
         (["--list-models", "Hello"], "--list-models lists every model and translates nothing"),
+        (["--min-length", "-1"], "--min-length -1 must be >= 0"),
+        (["--block-ngram-repeat", "33"], "--block-ngram-repeat 33 must be between 0 (off) and 32"),
+        (["--block-ngram-repeat", "-2"], "--block-ngram-repeat -2 must be between 0 (off) and 32"),
+        (["--ignore-when-blocking", "."], "--ignore-when-blocking goes with --block-ngram-repeat"),
+        (
+            ["--block-ngram-repeat", "2", "--ignore-when-blocking", ""],
+            "--ignore-when-blocking needs a token, not an empty string",
+        ),
         (["--list-models", "--model", "nope"], "--list-models lists every model and translates"),
     ],
 )
@@ -269,3 +277,24 @@ def test_a_sentence_too_long_is_named_by_its_input_line(address, tiny_bundle, mo
     (err,) = capsys.readouterr().err.splitlines()
     assert err.startswith("nmt-translate: error: INVALID_ARGUMENT: stdin line 7 has "), err
     assert "texts[" not in err
+
+
+def test_banning_flags_reach_the_server(address, tiny_bundle, capsys):
+    # sample line 0 runs to the length limit on the tiny model, repeating itself
+    text = tiny_bundle.sentences[0]
+    with Translator(address) as translator:
+        plain = translator.translate_one(text).best
+        blocked = translator.translate_one(text, block_ngram_repeat=1, min_length=2).best
+    assert len(set(plain.tokens)) < len(plain.tokens)  # repeats without blocking
+    assert len(set(blocked.tokens)) == len(blocked.tokens)
+    argv = ["--server", address, text, "--block-ngram-repeat", "1", "--min-length", "2"]
+    assert cli.main(argv) == 0
+    assert capsys.readouterr().out == blocked.text + "\n"
+
+
+def test_an_unknown_ignored_token_is_one_line(address, capsys):
+    argv = ["--server", address, "A house.", "--block-ngram-repeat", "2"]
+    assert cli.main([*argv, "--ignore-when-blocking", "no-such-token"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.splitlines()) == 1
+    assert "'no-such-token' not in the model's target vocabulary" in captured.err

@@ -99,8 +99,10 @@ def test_package_layering(package, forbidden):
 def test_wire_conventions_match_the_server():
     """The client's copy of the protocol's conventions is the server's."""
     import nmt_api
+    from models import options
     from service import errors, logs, servicer
 
+    assert nmt_api.MAX_BLOCK_NGRAM == options.MAX_BLOCK_NGRAM
     assert nmt_api.RETRY_HINT == errors.RETRY_HINT
     assert nmt_api.REQUEST_ID_HEADER == logs.REQUEST_ID_HEADER
     assert nmt_api.SERVICE_NAME == servicer.SERVICE_NAME

@@ -1,0 +1,138 @@
+"""The token-banning options on the wire (``ban_unk``, ``block_ngram_repeat``,
+``ignore_when_blocking``) and ``min_length``: a real server against the PyTorch
+reference (:mod:`models.search`, which applies the same :class:`ScoringRules`), and the
+precise errors for options it cannot take."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import grpc
+import pytest
+
+from models.options import DecodeOptions
+from nmt_api.nmt.v1 import translator_pb2 as pb
+from service.errors import InvalidRequest
+from service.messages import to_options
+from tests.service.server_helpers import (
+    TIMEOUT,
+    assert_same_nbest,
+    domain_options,
+    proto_options,
+    reference,
+    rpc_error,
+    served,
+    stub_for,
+)
+
+# 0 (LOOP_SENTENCE) runs to the length limit, repeating itself: blocking changes it
+SENTENCES = (0, 1, 2, 5, 6, 7, 9, 13)
+
+
+@pytest.fixture(scope="module")
+def server(server_factory):
+    return server_factory(max_live_rows=256, max_beam_size=8, max_n_best=8)
+
+
+@pytest.fixture(scope="module")
+def stub(server):
+    channel, stub = stub_for(server.port)
+    yield stub
+    channel.close()
+
+
+@pytest.fixture(scope="module")
+def texts(tiny_bundle):
+    return [tiny_bundle.sentences[i] for i in SENTENCES]
+
+
+def translate(stub, texts, options):
+    return stub.Translate(pb.TranslateRequest(texts=texts, options=options), timeout=TIMEOUT)
+
+
+@pytest.mark.parametrize(
+    ("beam", "fields"),
+    [
+        (1, {"block_ngram_repeat": 1}),
+        (1, {"block_ngram_repeat": 1, "ban_unk": True, "min_length": 3}),
+        (4, {"block_ngram_repeat": 2}),
+        (4, {"block_ngram_repeat": 1, "ban_unk": True}),
+    ],
+)
+def test_served_as_the_reference_bans(stub, texts, tiny_checkpoint, beam, fields):
+    options = proto_options(beam=beam, n_best=beam, **fields)
+    got = served(translate(stub, texts, options))
+    want_options = dataclasses.replace(domain_options(options), **fields)
+    assert_same_nbest(got, reference(tiny_checkpoint, texts, want_options))
+    plain = served(translate(stub, texts, proto_options(beam=beam, n_best=beam)))
+    assert got != plain  # the tiny model repeats itself: blocking changes something
+    n = fields["block_ngram_repeat"]
+    for hyps in got:
+        for h in hyps:
+            grams = [h.pieces[i : i + n] for i in range(len(h.pieces) - n + 1)]
+            assert len(set(grams)) == len(grams), h.pieces
+
+
+def test_ignore_when_blocking_names_target_tokens(stub, texts, tiny_checkpoint, tiny_bundle):
+    plain = served(translate(stub, texts, proto_options(block_ngram_repeat=1)))
+    # the token an unblocked translation repeats most, exempted: it may repeat again
+    counts: dict[str, int] = {}
+    for hyps in served(translate(stub, texts, proto_options())):
+        for piece in set(hyps[0].pieces):
+            counts[piece] = max(counts.get(piece, 0), hyps[0].pieces.count(piece))
+    token = max(counts, key=counts.get)
+    assert counts[token] > 1
+    options = proto_options(block_ngram_repeat=1, ignore_when_blocking=[token])
+    got = served(translate(stub, texts, options))
+    tgt = tiny_checkpoint.tgt_tokenizer
+    token_id = tgt.pieces(range(tgt.vocab_size)).index(token)
+    want_options = DecodeOptions(block_ngram_repeat=1, ignore_when_blocking=(token_id,))
+    assert_same_nbest(got, reference(tiny_checkpoint, texts, want_options))
+    assert got != plain
+    assert any(h[0].pieces.count(token) > 1 for h in got)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"block_ngram_repeat": 33}, "block_ngram_repeat must be between 0 .off. and 32"),
+        (
+            {"block_ngram_repeat": 2, "ignore_when_blocking": ["no-such-token"]},
+            "ignore_when_blocking: 'no-such-token' not in the model's target vocabulary",
+        ),
+    ],
+)
+def test_bad_ban_options_are_invalid_argument(stub, texts, fields, message):
+    msg = pb.DecodeOptions(**fields)
+    err = rpc_error(lambda: translate(stub, texts[:1], msg))
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert re.search(message, err.details()), err.details()
+
+
+def test_min_length_on_the_wire(stub, texts, tiny_checkpoint):
+    options = proto_options(beam=1, min_length=6)
+    got = served(translate(stub, texts, options))
+    want = reference(tiny_checkpoint, texts, DecodeOptions(min_length=6))
+    assert_same_nbest(got, want)
+    assert all(len(h[0].pieces) >= 6 for h in got)
+
+
+def test_options_fall_back_to_the_models_defaults():
+    model = DecodeOptions(ban_unk=True, block_ngram_repeat=3, min_length=0)
+    got = to_options(pb.DecodeOptions(), default_max_length=256, defaults=model)
+    assert (got.ban_unk, got.block_ngram_repeat, got.min_length) == (True, 3, 0)
+    msg = pb.DecodeOptions(ban_unk=False, block_ngram_repeat=0, min_length=2)
+    got = to_options(msg, default_max_length=256, defaults=model)
+    assert (got.ban_unk, got.block_ngram_repeat, got.min_length) == (False, 0, 2)
+    plain = to_options(pb.DecodeOptions(), default_max_length=256)
+    assert (plain.ban_unk, plain.block_ngram_repeat, plain.ignore_when_blocking) == (False, 0, ())
+
+
+def test_ignore_when_blocking_lists_are_bounded():
+    msg = pb.DecodeOptions(block_ngram_repeat=2, ignore_when_blocking=["."] * 1025)
+    with pytest.raises(InvalidRequest, match="lists 1025 tokens: give at most 1024"):
+        to_options(msg, default_max_length=256, target_index={".": 5})
+    msg = pb.DecodeOptions(block_ngram_repeat=2, ignore_when_blocking=[".", ".", ","])
+    got = to_options(msg, default_max_length=256, target_index={".": 5, ",": 4})
+    assert got.ignore_when_blocking == (4, 5)
