@@ -109,7 +109,16 @@ class OnmtTokenizer:
         return [self.tokens[int(i)] for i in ids]
 
     def decode(self, ids: Sequence[int]) -> str:
-        text = self._tok.detokenize(self.pieces(ids))
+        return self.detokenize(self.pieces(ids))
+
+    def surface(self, text: str) -> list[str]:
+        """``text``'s tokens as written, one per id of :meth:`encode`."""
+        tokens, _ = self._tok.tokenize(text, training=False)
+        return list(tokens)
+
+    def detokenize(self, pieces: Sequence[str]) -> str:
+        """The text of token strings, some perhaps copied from a source (``replace_unk``)."""
+        text = self._tok.detokenize(list(pieces))
         return _BYTES.sub(_bytes_to_text, text) if self.decode_bytes else text
 
     def options(self) -> dict:

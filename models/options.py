@@ -48,6 +48,10 @@ class DecodeOptions:
     # an n-gram may repeat with (e.g. punctuation). See ScoringRules.banned.
     block_ngram_repeat: int = 0
     ignore_when_blocking: tuple[int, ...] = ()
+    # Replace each unknown target token by the source token the hypothesis attended to
+    # most at that step (Luong et al. 2015; Eole/OpenNMT-py ``replace_unk``): done when
+    # rendering text (service.front), from the attention the loop then keeps.
+    replace_unk: bool = False
 
     def __post_init__(self) -> None:
         if self.beam_size < 1:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from models.tokenizer import (
     TokenizerError,
+    decode_pieces,
     index_vocabulary,
     nonempty_str,
     sentencepiece_processor,
@@ -86,6 +87,14 @@ class PieceTokenizer:
         """SentencePiece's detokenisation of the pieces (a piece it does not know, such as
         ``<unk>``, comes out as its unknown surface `` ⁇ ``, as in Eole)."""
         return self._sp.decode_pieces(self.pieces(ids))
+
+    def surface(self, text: str) -> list[str]:
+        """``text``'s pieces as written, one per id of :meth:`encode`."""
+        return self._sp.encode(text, out_type=str)
+
+    def detokenize(self, pieces: Sequence[str]) -> str:
+        """The text of piece strings, some perhaps copied from a source (``replace_unk``)."""
+        return decode_pieces(self._sp, pieces)
 
     def options(self) -> dict:
         """What the manifest records besides the files."""

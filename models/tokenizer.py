@@ -36,6 +36,35 @@ def sentencepiece_processor(model_proto: bytes) -> spm.SentencePieceProcessor:
     return sp
 
 
+def decode_pieces(sp: spm.SentencePieceProcessor, pieces: Sequence[str]) -> str:
+    """SentencePiece's detokenisation of ``pieces``; a piece its model does not have (a
+    source piece copied in by ``replace_unk``) comes out as its text, ``▁`` a space,
+    where SentencePiece would keep the ``▁``."""
+    unk = sp.unk_id()
+    unk_piece = sp.id_to_piece(unk)
+    if all(p == unk_piece or sp.piece_to_id(p) != unk for p in pieces):
+        return sp.decode_pieces(list(pieces))
+    out: list[str] = []
+    run: list[str] = []
+    for piece in pieces:
+        if piece != unk_piece and sp.piece_to_id(piece) == unk:  # foreign
+            if run:
+                out.append(_decode_run(sp, run, bool(out)))
+                run = []
+            out.append(piece.replace("\u2581", " "))
+        else:
+            run.append(piece)
+    if run:
+        out.append(_decode_run(sp, run, bool(out)))
+    return "".join(out).lstrip(" ")
+
+
+def _decode_run(sp: spm.SentencePieceProcessor, run: list[str], after: bool) -> str:
+    text = sp.decode_pieces(run)
+    # SentencePiece drops a leading word boundary: keep it after text already out
+    return " " + text if after and run[0].startswith("\u2581") else text
+
+
 def index_vocabulary(
     tokens: Sequence[str], unk_id: int, *, is_token: Callable[[object], bool], bad: str
 ) -> dict[str, int]:
@@ -151,6 +180,15 @@ class Tokenizer:
 
     def decode(self, ids: Sequence[int]) -> str:
         return self._sp.decode(list(ids))
+
+    def surface(self, text: str) -> list[str]:
+        """``text``'s pieces as written, one per id of :meth:`encode` (a character the
+        model does not know is itself here, ``<unk>`` there)."""
+        return self._sp.encode(text, out_type=str)
+
+    def detokenize(self, pieces: Sequence[str]) -> str:
+        """The text of piece strings (:meth:`pieces`, some perhaps copied from a source)."""
+        return decode_pieces(self._sp, pieces)
 
     def is_special(self, token_id: int) -> bool:
         """Whether ``token_id`` is a control, unknown or unused piece (no text maps to it)."""

@@ -118,8 +118,17 @@ class WordTokenizer:
     def pieces(self, ids: Sequence[int]) -> list[str]:
         return [self.tokens[int(i)] for i in ids]
 
+    def surface(self, text: str) -> list[str]:
+        """``text``'s words as normalised (not looked up), one per id of :meth:`encode`."""
+        words = self.words(text)
+        return words + list(self.end_tokens) if words else words
+
     def decode(self, ids: Sequence[int]) -> str:
-        text = " ".join(self.pieces(ids))
+        return self.detokenize(self.pieces(ids))
+
+    def detokenize(self, pieces: Sequence[str]) -> str:
+        """The text of words, some perhaps copied from a source (``replace_unk``)."""
+        text = " ".join(pieces)
         if self.split_punctuation:
             text = _OPEN.sub(r"\1", _CLOSE.sub(r"\1", text))
         return text

@@ -228,6 +228,12 @@ def parser() -> argparse.ArgumentParser:
         "repeat; repeat the flag for several",
     )
     d.add_argument(
+        "--replace-unk",
+        action="store_true",
+        help="an unknown target token becomes the source word it attended to most "
+        "(Eole's -replace_unk; not with --stream)",
+    )
+    d.add_argument(
         "--prefix",
         metavar="TEXT",
         default="",
@@ -297,6 +303,8 @@ def check_args(args: argparse.Namespace) -> str | None:
         return "--ignore-when-blocking needs a token, not an empty string"
     if args.stream and (len(args.text) != 1 or args.n_best > 1):
         return "--stream translates one sentence to its best hypothesis: give exactly one"
+    if args.stream and args.replace_unk:
+        return "--replace-unk needs the finished translation's attention: drop --stream"
     if args.prefix and not args.text:
         return "--prefix goes with sentences on the command line, not stdin"
     if args.list_models and (args.text or args.model):
@@ -432,6 +440,7 @@ def run(args: argparse.Namespace) -> int:
         ban_unk=args.ban_unk,
         block_ngram_repeat=args.block_ngram_repeat,
         ignore_when_blocking=tuple(args.ignore_when_blocking),
+        replace_unk=args.replace_unk,
     )
     first: Result | None = None
     with translator_from_args(args, args.server) as translator:

@@ -52,6 +52,8 @@ class DecodeOptions:
     # (target tokens as Hypothesis.tokens spells them)
     block_ngram_repeat: int | None = None
     ignore_when_blocking: tuple[str, ...] = ()
+    # Unknown target tokens become the source tokens they attended to most (Translate only)
+    replace_unk: bool = False
 
     def __post_init__(self) -> None:
         if self.strategy is not None and self.strategy not in _STRATEGIES:
@@ -122,6 +124,7 @@ class DecodeOptions:
         if self.block_ngram_repeat is not None:
             msg.block_ngram_repeat = self.block_ngram_repeat
         msg.ignore_when_blocking.extend(self.ignore_when_blocking)
+        msg.replace_unk = self.replace_unk
         return msg
 
     @classmethod
@@ -145,6 +148,7 @@ class DecodeOptions:
                 msg.block_ngram_repeat if msg.HasField("block_ngram_repeat") else None
             ),
             ignore_when_blocking=tuple(msg.ignore_when_blocking),
+            replace_unk=msg.replace_unk,
         )
 
 

@@ -174,6 +174,7 @@ class Translator:
         ban_unk: bool | None = None,
         block_ngram_repeat: int | None = None,
         ignore_when_blocking: Sequence[str] | None = None,
+        replace_unk: bool | None = None,
         options: DecodeOptions | None = None,
         model: str | None = None,
         timeout: float | None = None,

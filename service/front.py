@@ -24,6 +24,21 @@ DEADLINE_MESSAGE = (
 )
 
 
+def replace_unknowns(
+    pieces: list[str], hyp: Hypothesis, source: Sequence[str], unk_id: int
+) -> list[str]:
+    """``pieces`` (of ``hyp.tokens``) with each unknown token replaced by the ``source``
+    token (as written) with the most attention at its step; ``hyp.attention``
+    ``(len(tokens) + 1, src_len)``. Ties: the first such source token, as argmax."""
+    if hyp.attention is None:
+        raise ValueError("replace_unk needs the hypothesis's attention")
+    out = list(pieces)
+    for step, token in enumerate(hyp.tokens):
+        if token == unk_id:
+            out[step] = source[int(hyp.attention[step].argmax())]
+    return out
+
+
 class EngineFront(abc.ABC):
     """The request side of an engine; subclasses set ``bundle``, ``config`` and
     ``max_source_tokens`` and implement :meth:`enqueue`."""
@@ -69,7 +84,12 @@ class EngineFront(abc.ABC):
         each text's forced target start (target-language text, "" for none)."""
         sources = self.validate(texts, options)
         forced = validate_prefixes(prefixes, sources, options, self.bundle.tgt_tokenizer)
-        return self.enqueue(sources, options, timeout, on_prefix, forced)
+        surface = None
+        if options.replace_unk:  # before queueing: a tokenizer error must not leave a job
+            surface = [self.bundle.src_tokenizer.surface(t) for t in texts]
+        job = self.enqueue(sources, options, timeout, on_prefix, forced)
+        job.surface = surface
+        return job
 
     def wait(self, job: Job, timeout: float | None = None) -> list[list[Hypothesis]]:
         """Block until ``job`` is done; translate timeouts into :class:`DeadlineExpired`."""
@@ -80,16 +100,25 @@ class EngineFront(abc.ABC):
             raise DeadlineExpired(DEADLINE_MESSAGE) from None
 
     def render(self, job: Job, nbest: list[list[Hypothesis]]) -> list[TranslationResult]:
-        """Detokenise (in the caller's thread, not the scheduler's)."""
+        """Detokenise (in the caller's thread, not the scheduler's); with ``replace_unk``,
+        unknown target tokens first become the source tokens they attended to most."""
         src_tok, tgt_tok = self.bundle.src_tokenizer, self.bundle.tgt_tokenizer
+        surface = job.surface if job.options.replace_unk else None
+        unk = self.bundle.config.unk_id
         out = []
-        for ids, hyps in zip(job.sources, nbest, strict=True):
+        for i, (ids, hyps) in enumerate(zip(job.sources, nbest, strict=True)):
+            rendered = []
+            for h in hyps:
+                pieces = tgt_tok.pieces(h.tokens)
+                if surface is not None and unk in h.tokens:
+                    pieces = replace_unknowns(pieces, h, surface[i], unk)
+                    rendered.append((tgt_tok.detokenize(pieces), pieces, h))
+                else:
+                    rendered.append((tgt_tok.decode(h.tokens), pieces, h))
             out.append(
                 TranslationResult(
                     source_pieces=src_tok.pieces(ids),
-                    hypotheses=[
-                        (tgt_tok.decode(h.tokens), tgt_tok.pieces(h.tokens), h) for h in hyps
-                    ],
+                    hypotheses=rendered,
                     source_ids=tuple(ids),
                 )
             )

@@ -58,6 +58,9 @@ class Job:
     on_cancel: Callable[[], None] | None = field(default=None, repr=False)
     # Per sentence, the target token ids its translation is forced to start with.
     prefixes: list[tuple[int, ...]] = field(default_factory=list)
+    # Per sentence, its source tokens as written (``replace_unk``); set by the front,
+    # which renders the result, and never sent to an engine process.
+    surface: list[list[str]] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not self.prefixes:

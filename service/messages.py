@@ -55,8 +55,8 @@ def to_options(
         max_length_ratio=(
             msg.max_length_ratio if msg.HasField("max_length_ratio") else defaults.max_length_ratio
         ),
-        # Diagnostics are computed from the attention: the loop must keep it.
-        return_attention=msg.return_attention or msg.return_diagnostics,
+        # Diagnostics and replace_unk read the attention: the loop must keep it.
+        return_attention=msg.return_attention or msg.return_diagnostics or msg.replace_unk,
         coverage_penalty=(
             msg.coverage_penalty if msg.HasField("coverage_penalty") else defaults.coverage_penalty
         ),
@@ -68,6 +68,7 @@ def to_options(
             else defaults.block_ngram_repeat
         ),
         ignore_when_blocking=_token_ids(msg.ignore_when_blocking, target_index),
+        replace_unk=msg.replace_unk,
     )
 
 

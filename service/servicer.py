@@ -469,6 +469,11 @@ class TranslatorServicer:
                 defaults=engine.bundle.decoding,
                 target_index=engine.bundle.target_index,
             )
+            if record.options.replace_unk:
+                raise InvalidRequest(
+                    "replace_unk is for Translate: a stream sends its text before the "
+                    "attention that picks each replacement is final"
+                )
             loop = asyncio.get_running_loop()
             # Prefixes from the scheduler thread, then None once the job resolves: both go
             # through call_soon_threadsafe from that one thread, so None comes last.

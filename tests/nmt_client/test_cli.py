@@ -167,6 +167,7 @@ def test_n_best_needs_a_beam(capsys):
         (["--max-length", "-5"], "--max-length -5 must be >= 1 (or 0: the server's default)"),
         (["--list-models", "Hello"], "--list-models lists every model and translates nothing"),
         (["--min-length", "-1"], "--min-length -1 must be >= 0"),
+        (["--stream", "--replace-unk"], "--replace-unk needs the finished translation's attention"),
         (["--block-ngram-repeat", "33"], "--block-ngram-repeat 33 must be between 0 (off) and 32"),
         (["--block-ngram-repeat", "-2"], "--block-ngram-repeat -2 must be between 0 (off) and 32"),
         (["--ignore-when-blocking", "."], "--ignore-when-blocking goes with --block-ngram-repeat"),

@@ -136,3 +136,15 @@ def test_ignore_when_blocking_lists_are_bounded():
     msg = pb.DecodeOptions(block_ngram_repeat=2, ignore_when_blocking=[".", ".", ","])
     got = to_options(msg, default_max_length=256, target_index={".": 5, ",": 4})
     assert got.ignore_when_blocking == (4, 5)
+
+
+def test_replace_unk_is_refused_on_streams(stub, texts):
+    request = pb.TranslateStreamRequest(text=texts[0], options=pb.DecodeOptions(replace_unk=True))
+    err = rpc_error(lambda: list(stub.TranslateStream(request, timeout=TIMEOUT)))
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "replace_unk is for Translate" in err.details()
+
+
+def test_replace_unk_keeps_the_attention_without_sending_it():
+    got = to_options(pb.DecodeOptions(replace_unk=True), default_max_length=256)
+    assert got.replace_unk and got.return_attention  # the loop keeps what it reads

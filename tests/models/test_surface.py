@@ -1,0 +1,95 @@
+"""Every bundle tokenizer kind's ``surface`` (source tokens as written, one per id) and
+``detokenize`` (text of token strings, some copied from a source): what ``replace_unk``
+renders with (service.front.replace_unknowns)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from models.onmt import OnmtTokenizer
+from models.options import Hypothesis
+from models.pieces import PieceTokenizer
+from models.tokenizer import Tokenizer
+from models.words import WordTokenizer
+from service.front import replace_unknowns
+
+ROOT = Path(__file__).resolve().parents[2]
+SPM = ROOT / "model_repository" / "en-es" / "6" / "target.spm.model"
+EOLE = ROOT / "tests" / "fixtures" / "eole"
+TEXTS = [
+    "The cat sat on the mat.",
+    "Zyxwq met Qorvath in Paris, didn't she?",
+    "Emoji 😀 and 漢字 are new here.",
+]
+
+
+def _words():
+    vocab = ["<unk>", "<blank>", "<s>", "</s>", "the", "cat", "sat", "on", "mat", ".", ",", "?"]
+    return WordTokenizer(vocab, unk_id=0)
+
+
+def _pieces():
+    vocab = json.loads((EOLE / "brnn_lstm1_spm_shared" / "vocab.json").read_text())["tgt"]
+    proto = (EOLE / "brnn_lstm1_spm_shared" / "joint_spm.model").read_bytes()
+    return PieceTokenizer(proto, [v[0] if isinstance(v, list) else v for v in vocab], unk_id=0)
+
+
+def _onmt():
+    fixture = EOLE / "rnn_gru1_onmt_bpe"
+    vocab = json.loads((fixture / "vocab.json").read_text())["tgt"]
+    return OnmtTokenizer(
+        [v[0] if isinstance(v, list) else v for v in vocab],
+        unk_id=0,
+        options={"mode": "aggressive", "joiner_annotate": True, "segment_numbers": True},
+        subword_type="bpe",
+        model_file=fixture / "joint_bpe.codes",
+    )
+
+
+KINDS = {
+    "sentencepiece": lambda: Tokenizer.from_file(SPM),
+    "words": _words,
+    "pieces": _pieces,
+    "onmt": _onmt,
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_surface_is_one_token_per_id_and_detokenize_is_decode(kind):
+    tok = KINDS[kind]()
+    for text in TEXTS:
+        ids = tok.encode(text)
+        surface = tok.surface(text)
+        assert len(surface) == len(ids) > 0
+        unk = getattr(tok, "unk_id", 1)  # the sentencepiece kind's unk is its model's, 1
+        pieces = tok.pieces(ids)
+        # a known token is spelt as the vocabulary spells it; an unknown one as written
+        assert all(s == p for s, p, i in zip(surface, pieces, ids, strict=True) if i != unk)
+        assert all(s != "<unk>" for s in surface)
+        assert tok.detokenize(pieces) == tok.decode(ids)
+    assert any(unk in tok.encode(t) for t in TEXTS)  # the texts have unknown tokens
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_copied_source_token_reads_as_written(kind):
+    tok = KINDS[kind]()
+    text = "Zyxwq 😀"
+    target = tok.pieces(tok.encode("the cat"))
+    for token in tok.surface(text):
+        out = tok.detokenize([*target, token])
+        assert token.replace("\u2581", "").replace("\uffed", "") in out, (token, out)
+
+
+def test_replace_unknowns_takes_the_most_attended_source_token():
+    attention = np.array(
+        [[0.1, 0.8, 0.1], [0.3, 0.3, 0.4], [0.5, 0.5, 0.0], [0.2, 0.2, 0.6]], dtype=np.float32
+    )
+    hyp = Hypothesis(tokens=(1, 7, 1), score=0.0, log_prob=0.0, attention=attention)
+    got = replace_unknowns(["<unk>", "casa", "<unk>"], hyp, ["Zyx", "Qor", "."], unk_id=1)
+    assert got == ["Qor", "casa", "Zyx"]  # a tie (0.5, 0.5): the first
+    with pytest.raises(ValueError, match="needs the hypothesis's attention"):
+        replace_unknowns(["<unk>"], Hypothesis((1,), 0.0, 0.0), ["x"], unk_id=1)
