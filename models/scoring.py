@@ -139,7 +139,7 @@ class ScoringRules:
 
     def banned(self, tokens: Sequence[int], unk_id: int) -> list[int]:
         """The token ids a hypothesis whose target so far is ``tokens`` (no BOS) may not
-        take next, each once, in the order found.
+        take next, each once: unk first, then the blocked ones (n = 1: ascending ids).
 
         The n-grams are the hypothesis's own: a token is banned when the last ``n - 1``
         tokens followed by it form an n-gram already in ``tokens`` (``n = 1``: every
@@ -152,16 +152,21 @@ class ScoringRules:
             return out
         ignore = self.ignore_when_blocking
         seen = set(out)
-        length = len(tokens)
-        key = tuple(tokens[length - n + 1 :]) if n > 1 else ()
-        for i in range(length - n + 1):
-            gram = tokens[i : i + n]
-            if tuple(gram[:-1]) != key or gram[-1] in seen:
+        if n == 1:  # every token already there (set operations: hypotheses get long)
+            return out + sorted(set(tokens) - ignore - seen)
+        context = tokens[len(tokens) - n + 1 :]
+        if ignore and any(t in ignore for t in context):
+            return out  # every n-gram it would complete holds an ignored token
+        last = context[-1]
+        # earlier ends of the context (the scan that costs: kept to one comprehension)
+        for j in [i for i, t in enumerate(tokens[: len(tokens) - 1]) if t == last]:
+            start = j - n + 2
+            if start < 0 or tokens[start : j + 1] != context:
                 continue
-            if ignore and any(t in ignore for t in gram):
-                continue
-            seen.add(gram[-1])
-            out.append(gram[-1])
+            following = tokens[j + 1]
+            if following not in seen and following not in ignore:
+                seen.add(following)
+                out.append(following)
         return out
 
     @property
