@@ -3,8 +3,9 @@ the export parity gate share).
 
 Every :meth:`DecodeLoop.step` runs *one* decoder call over the live rows of all active
 sentences, greedy and beam together. The host-side work around that call is vectorised
-over rows: the candidates (:func:`service.decoding.candidates`) and the EOS rules
-(:func:`models.scoring.restrict`) are built once for the whole step, then each search
+over rows: the candidates (:func:`service.decoding.candidates`), the EOS rules
+(:func:`models.scoring.restrict`) and the tokens sentences ban (:func:`models.scoring.ban`)
+are applied once for the whole step, then each search
 strategy chooses for all its sentences at once (greedy: one ``argmax``); a sentence's own
 Python then only records its :class:`~service.decoding.Selection`. The loop knows no
 strategy by name: it groups sentences by ``search.strategy`` and calls ``select``.

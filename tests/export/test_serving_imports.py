@@ -166,12 +166,22 @@ def test_corrupt_tokenizer_with_matching_hash(copy):
         ({"beam_size": 5}, "cannot set 'beam_size'"),
         ({"max_length": 5.5}, "max_length must be int"),
         ({"min_length": True}, "min_length must be int"),
+        ({"ban_unk": 1}, "ban_unk must be bool"),
+        ({"block_ngram_repeat": True}, "block_ngram_repeat must be int"),
+        ({"block_ngram_repeat": 40}, "block_ngram_repeat must be between 0"),
+        ({"ignore_when_blocking": [5]}, "cannot set 'ignore_when_blocking'"),
     ],
 )
 def test_bad_decoding_defaults(copy, decoding, message):
     edit_manifest(copy, decoding=decoding)
     with pytest.raises(BundleError, match=message):
         load_bundle(copy, CPU)
+
+
+def test_decoding_defaults_may_ban_tokens(copy):
+    edit_manifest(copy, decoding={"ban_unk": True, "block_ngram_repeat": 3})
+    decoding = load_bundle(copy, CPU).decoding
+    assert (decoding.ban_unk, decoding.block_ngram_repeat) == (True, 3)
 
 
 @pytest.mark.parametrize("files", [None, {}, {"source.spm.model": "0" * 64}])
