@@ -300,3 +300,115 @@ def test_reduced_precision_variant_keeps_every_tokenizer_file(tmp_path):
     assert manifest["precision"] == "int8" and files <= set(manifest["files"])
     bundle = load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
     assert bundle.src_tokenizer.kind == "pieces"
+
+
+# -- Eole's own outputs for the token-banning options (tests/fixtures/eole/options) ------
+
+OPTIONS = FIXTURE / "options"
+# eole predict flags of each run (make_options.sh) -> the same request here
+OPTION_RUNS = {
+    "greedy": {"beam_size": 1, "n_best": 1},
+    "greedy_ban_unk": {"beam_size": 1, "n_best": 1, "ban_unk": True},
+    "greedy_block2": {"beam_size": 1, "n_best": 1, "block_ngram_repeat": 2},
+    "beam5_block2_ban_unk": {"beam_size": 5, "n_best": 5, "block_ngram_repeat": 2, "ban_unk": True},
+    "beam5_block3_ignore": {"beam_size": 5, "n_best": 5, "block_ngram_repeat": 3},
+    "beam5": {"beam_size": 5, "n_best": 5},
+}
+
+
+def test_banning_options_are_eoles(converted):
+    """100 dictionary glosses each model never saw (most words unknown to it): Eole's
+    n-best lists with -ban_unk_token, -block_ngram_repeat and -ignore_when_blocking,
+    reproduced text for text and score for score."""
+    name, out = converted
+    fixture = json.loads((OPTIONS / f"{name}.json").read_text(encoding="utf-8"))
+    bundle = load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
+    texts = (OPTIONS / ("src.raw.txt" if name in RAW_MODELS else "src.words.txt")).read_text(
+        encoding="utf-8"
+    )
+    sources = [bundle.src_tokenizer.encode(line) for line in texts.splitlines()]
+    ignore = tuple(bundle.target_index[t] for t in fixture["ignore_when_blocking"])
+    texts_of = {}
+    for run, fields in OPTION_RUNS.items():
+        if "block_ngram_repeat" in fields and run.endswith("ignore"):
+            fields = {**fields, "ignore_when_blocking": ignore}
+        options = dataclasses.replace(bundle.decoding, **fields)
+        nbest = decode(bundle.model, sources, options=options, special=bundle.special)
+        want = fixture["runs"][run]
+        got = [[bundle.tgt_tokenizer.decode(h.tokens) for h in hyps] for hyps in nbest]
+        same = [g == [h["tokens"] for h in w] for g, w in zip(got, want, strict=True)]
+        assert all(same), (run, [i for i, s in enumerate(same) if not s][:10])
+        diffs = [
+            abs(h.score - w["score"])
+            for hyps, ws in zip(nbest, want, strict=True)
+            for h, w in zip(hyps, ws, strict=True)
+        ]
+        assert max(diffs) < 1e-4, run
+        texts_of[run] = got
+    # each option changed some of Eole's outputs (else the check would prove nothing)
+    for run in ("beam5_block2_ban_unk", "beam5_block3_ignore"):
+        assert texts_of[run] != texts_of["beam5"], run
+    assert texts_of["greedy_block2"] != texts_of["greedy"]
+
+
+def test_ban_unk_is_tested_where_eole_emits_unk():
+    """The model trained with words seen once left out of its vocabularies emits <unk>
+    (its targets had them); with -ban_unk_token Eole's outputs have none. Our outputs are
+    Eole's in both runs (test_banning_options_are_eoles), so the ban is checked there."""
+    runs = json.loads((OPTIONS / "rnn_lstm1_unk_vocab.json").read_text(encoding="utf-8"))["runs"]
+
+    def with_unk(run: str) -> int:
+        return sum(any("<unk>" in h["tokens"].split() for h in hyps) for hyps in runs[run])
+
+    assert with_unk("beam5") >= 10
+    assert with_unk("greedy_ban_unk") == with_unk("beam5_block2_ban_unk") == 0
+
+
+def test_replace_unk_copies_what_eole_copies_or_the_word_itself(tmp_path_factory):
+    """``replace_unk`` through the real server on the model that emits <unk>: where Eole
+    (-replace_unk) copies a source word its vocabulary knows, the same word here; where
+    the source word is unknown Eole copies its vocabulary entry, <unk>, and this server
+    the word as written (CTranslate2's replace_unknowns)."""
+    name = "rnn_lstm1_unk_vocab"
+    repo = tmp_path_factory.mktemp("eole-replace-unk")
+    out = repo / "unk" / "1"
+    argv = ["eole", str(FIXTURE / name), "--out", str(out), "--beam-sentences", "3"]
+    assert main([*argv, "--parity-limit", "20"]) == 0
+    runs = json.loads((OPTIONS / f"{name}.json").read_text(encoding="utf-8"))["runs"]
+    texts = (OPTIONS / "src.words.txt").read_text(encoding="utf-8").splitlines()
+    vocab = set(json.loads((FIXTURE / name / "vocab.json").read_text(encoding="utf-8"))["src"])
+    factory = ServerFactory(repo)
+    try:
+        server = factory()
+        channel, stub = stub_for(server.port)
+        from nmt_api.nmt.v1 import translator_pb2 as pb
+
+        counts = {"copied": 0, "word": 0}
+        for run, plain, beam in (
+            ("greedy_replace_unk", "greedy", 1),
+            ("beam5_replace_unk", "beam5", 5),
+        ):
+            options = proto_options(beam=beam, n_best=beam, replace_unk=True)
+            translations = []
+            for first in range(0, len(texts), 10):  # within the server's request limits
+                request = pb.TranslateRequest(texts=texts[first : first + 10], options=options)
+                translations += stub.Translate(request, timeout=120).translations
+            for i, t in enumerate(translations):
+                words = texts[i].split()
+                assert not t.hypotheses[0].attention.values  # not asked for
+                for h, w, p in zip(t.hypotheses, runs[run][i], runs[plain][i], strict=True):
+                    ours, theirs, before = h.text.split(), w["tokens"].split(), p["tokens"].split()
+                    assert list(h.tokens) == ours and len(ours) == len(theirs) == len(before)
+                    for o, e, b in zip(ours, theirs, before, strict=True):
+                        if b != "<unk>":
+                            assert o == e == b
+                        elif e != "<unk>":  # Eole copied a source word its vocabulary has
+                            assert o == e and e in words
+                            counts["copied"] += 1
+                        else:  # an unknown source word: Eole copies <unk>, we the word
+                            assert o in words and o not in vocab, (o, words)
+                            counts["word"] += 1
+        assert counts["word"] >= 10 and counts["copied"] >= 10, counts
+        channel.close()
+    finally:
+        factory.close()

@@ -154,3 +154,35 @@ def test_cli_refuses_in_one_line(tmp_path, capsys):
     assert main(["opennmt-py", str(path), "--out", str(tmp_path / "o" / "1")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "copy_attn is not supported" in err, err
+
+
+# -- onmt_translate's own outputs for -ban_unk_token / -block_ngram_repeat (options/) -----
+
+OPTIONS = FIXTURE / "options"
+GLOSSES = FIXTURE.parent / "eole" / "options"
+OPTION_RUNS = {  # make_options.sh's runs -> the same request here
+    "greedy": {"beam_size": 1, "n_best": 1},
+    "greedy_block2": {"beam_size": 1, "n_best": 1, "block_ngram_repeat": 2},
+    "beam5": {"beam_size": 5, "n_best": 5},
+    "beam5_block2_ban_unk": {"beam_size": 5, "n_best": 5, "block_ngram_repeat": 2, "ban_unk": True},
+}
+
+
+def test_banning_options_are_opennmt_pys(converted):
+    """100 dictionary glosses none of the models saw: OpenNMT-py's texts with
+    -ban_unk_token and -block_ngram_repeat, greedy and 5-best, reproduced."""
+    name, bundle = converted
+    raw = (FIXTURE / name / "src.txt").is_file()
+    texts = (GLOSSES / ("src.raw.txt" if raw else "src.words.txt")).read_text("utf-8")
+    sources = [bundle.src_tokenizer.encode(line) for line in texts.splitlines()]
+    got = {}
+    for run, fields in OPTION_RUNS.items():
+        options = dataclasses.replace(bundle.decoding, **fields)
+        nbest = decode(bundle.model, sources, options=options, special=bundle.special)
+        got[run] = [[bundle.tgt_tokenizer.decode(h.tokens) for h in hyps] for hyps in nbest]
+        lines = (OPTIONS / name / f"{run}.txt").read_text(encoding="utf-8").split("\n")[:-1]
+        n = fields["n_best"]
+        want = [lines[i : i + n] for i in range(0, len(lines), n)]
+        same = [g == w for g, w in zip(got[run], want, strict=True)]
+        assert len(same) == 100 and all(same), (run, [i for i, s in enumerate(same) if not s])
+    assert got["greedy_block2"] != got["greedy"] and got["beam5_block2_ban_unk"] != got["beam5"]
