@@ -14,6 +14,8 @@ SEARCHES = ("standard", "eole")
 # Longest n-gram block_ngram_repeat may name: longer ones never repeat in a sentence the
 # length limit allows, and each step scans the hypothesis once per row.
 MAX_BLOCK_NGRAM = 32
+# Highest sampling temperature: past it every candidate is about equally likely anyway.
+MAX_TEMPERATURE = 100.0
 
 
 class DecodeOptionsError(ValueError):
@@ -52,6 +54,15 @@ class DecodeOptions:
     # most at that step (Luong et al. 2015; Eole/OpenNMT-py ``replace_unk``): done when
     # rendering text (service.front), from the attention the loop then keeps.
     replace_unk: bool = False
+    # Random sampling (service.decoding.Sampling): each step draws the next token from
+    # the ``sampling_topk`` most likely ones (0 or 1: no sampling; the vocabulary size or
+    # more: the whole distribution), their probabilities tempered by
+    # ``sampling_temperature``; one row per sentence (beam_size 1). ``seed`` and the
+    # sentence's index in its request fix the draws: the same request gives the same
+    # translations, whatever else is being decoded.
+    sampling_topk: int = 0
+    sampling_temperature: float = 1.0
+    seed: int = 0
 
     def __post_init__(self) -> None:
         if self.beam_size < 1:
@@ -83,8 +94,29 @@ class DecodeOptions:
             raise DecodeOptionsError(
                 f"ignore_when_blocking must hold token ids >= 0, got {self.ignore_when_blocking}"
             )
+        if self.sampling_topk < 0:
+            raise DecodeOptionsError(
+                f"sampling_topk must be >= 0 (0: no sampling), got {self.sampling_topk}"
+            )
+        t = self.sampling_temperature
+        if not (math.isfinite(t) and 0.0 < t <= MAX_TEMPERATURE):
+            raise DecodeOptionsError(
+                f"sampling_temperature must be in (0, {MAX_TEMPERATURE:g}], got {t}"
+            )
+        if not 0 <= self.seed < 2**64:
+            raise DecodeOptionsError(f"seed must be in [0, 2^64), got {self.seed}")
+        if self.sampling and self.beam_size != 1:
+            raise DecodeOptionsError(
+                f"sampling (sampling_topk {self.sampling_topk}) draws one hypothesis: use "
+                f"beam_size 1, not {self.beam_size}, or sampling_topk 0 for beam search"
+            )
         if self.search not in SEARCHES:
             raise DecodeOptionsError(f"search must be one of {SEARCHES}, got {self.search!r}")
+
+    @property
+    def sampling(self) -> bool:
+        """Whether the tokens are drawn at random (``sampling_topk`` > 1)."""
+        return self.sampling_topk > 1
 
 
 @dataclass(frozen=True)

@@ -234,6 +234,28 @@ def parser() -> argparse.ArgumentParser:
         "(Eole's -replace_unk; not with --stream)",
     )
     d.add_argument(
+        "--sampling-topk",
+        metavar="K",
+        type=int,
+        default=None,
+        help="draw each token at random among the K most likely (a number >= the "
+        "vocabulary: all of them), e.g. for back-translation; with --beam 1",
+    )
+    d.add_argument(
+        "--sampling-temperature",
+        metavar="T",
+        type=float,
+        default=None,
+        help="divide the log-probs by T before drawing (default: 1.0)",
+    )
+    d.add_argument(
+        "--seed",
+        metavar="S",
+        type=int,
+        default=None,
+        help="fixes the draws of --sampling-topk (default: the server picks one)",
+    )
+    d.add_argument(
         "--prefix",
         metavar="TEXT",
         default="",
@@ -303,6 +325,15 @@ def check_args(args: argparse.Namespace) -> str | None:
         return "--ignore-when-blocking needs a token, not an empty string"
     if args.stream and (len(args.text) != 1 or args.n_best > 1):
         return "--stream translates one sentence to its best hypothesis: give exactly one"
+    if args.sampling_topk is not None and args.sampling_topk < 0:
+        return f"--sampling-topk {args.sampling_topk} must be >= 0 (0 or 1: no sampling)"
+    if (args.sampling_topk or 0) > 1 and args.beam > 1:
+        return "--sampling-topk draws one translation: use it with --beam 1"
+    t = args.sampling_temperature
+    if t is not None and not (math.isfinite(t) and t > 0):
+        return f"--sampling-temperature {t} must be a finite number > 0"
+    if args.seed is not None and not 0 <= args.seed < 2**64:
+        return f"--seed {args.seed} must be in [0, 2^64)"
     if args.stream and args.replace_unk:
         return "--replace-unk needs the finished translation's attention: drop --stream"
     if args.prefix and not args.text:
@@ -441,6 +472,9 @@ def run(args: argparse.Namespace) -> int:
         block_ngram_repeat=args.block_ngram_repeat,
         ignore_when_blocking=tuple(args.ignore_when_blocking),
         replace_unk=args.replace_unk,
+        sampling_topk=args.sampling_topk,
+        sampling_temperature=args.sampling_temperature,
+        seed=args.seed,
     )
     first: Result | None = None
     with translator_from_args(args, args.server) as translator:

@@ -54,6 +54,12 @@ class DecodeOptions:
     ignore_when_blocking: tuple[str, ...] = ()
     # Unknown target tokens become the source tokens they attended to most (Translate only)
     replace_unk: bool = False
+    # Random sampling among the sampling_topk most likely tokens (0/None: none; beam 1),
+    # tempered by sampling_temperature (server default 1.0); seed fixes the draws
+    # (unset: the server picks one)
+    sampling_topk: int | None = None
+    sampling_temperature: float | None = None
+    seed: int | None = None
 
     def __post_init__(self) -> None:
         if self.strategy is not None and self.strategy not in _STRATEGIES:
@@ -71,7 +77,10 @@ class DecodeOptions:
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0 (or None), got {value!r}")
-        for name in ("min_length", "block_ngram_repeat"):
+        t = self.sampling_temperature
+        if t is not None and not (math.isfinite(t) and t > 0):
+            raise ValueError(f"sampling_temperature must be a finite number > 0, got {t!r}")
+        for name in ("min_length", "block_ngram_repeat", "sampling_topk", "seed"):
             value = getattr(self, name)
             if value is not None and (
                 not isinstance(value, int) or isinstance(value, bool) or value < 0
@@ -125,6 +134,11 @@ class DecodeOptions:
             msg.block_ngram_repeat = self.block_ngram_repeat
         msg.ignore_when_blocking.extend(self.ignore_when_blocking)
         msg.replace_unk = self.replace_unk
+        msg.sampling_topk = self.sampling_topk or 0
+        if self.sampling_temperature is not None:
+            msg.sampling_temperature = self.sampling_temperature
+        if self.seed is not None:
+            msg.seed = self.seed
         return msg
 
     @classmethod
@@ -149,6 +163,11 @@ class DecodeOptions:
             ),
             ignore_when_blocking=tuple(msg.ignore_when_blocking),
             replace_unk=msg.replace_unk,
+            sampling_topk=msg.sampling_topk or None,
+            sampling_temperature=(
+                msg.sampling_temperature if msg.HasField("sampling_temperature") else None
+            ),
+            seed=msg.seed if msg.HasField("seed") else None,
         )
 
 

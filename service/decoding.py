@@ -100,7 +100,10 @@ class SentenceSearch:
         options: DecodeOptions,
         special: SpecialIds,
         prefix: Sequence[int] = (),
+        sentence: int = 0,
     ) -> None:
+        """``sentence``: its index in its request, which with ``options.seed`` fixes its
+        random draws (:class:`Sampling`)."""
         self.strategy = strategy
         # Target tokens forced at the first steps (:class:`Prefix`); no EOS.
         self.prefix: tuple[int, ...] = tuple(prefix)
@@ -120,6 +123,8 @@ class SentenceSearch:
         self.rank_k = strategy.top_k(options)
         self.top_k = self.rank_k
         self.unk = special.unk
+        # its own generator: its draws do not depend on what else is being decoded
+        self.rng = np.random.default_rng([options.seed, sentence]) if options.sampling else None
         # each live row's banned tokens for the next step (ScoringRules.banned); None
         # when these options ban nothing
         self.bans: list[list[int]] | None = None
@@ -387,6 +392,45 @@ class EoleBeam(Beam):
         )
 
 
+class Sampling:
+    """Random sampling, one row per sentence (Eole's ``random_sampling_topk`` /
+    ``random_sampling_temp``, CTranslate2's ``sampling_topk`` / ``sampling_temperature``).
+
+    Each step ranks the sentence's own candidates (its top-k and EOS, after the EOS rules
+    and bans), keeps the ``sampling_topk`` best, and draws one with probability
+    ``softmax(log_prob / sampling_temperature)`` by one uniform number of the sentence's
+    own generator (:attr:`SentenceSearch.rng`) against the cumulative probabilities, in
+    rank order. The hypothesis's log-prob is the model's own (untempered) log-prob of
+    what was drawn. Ties rank as the candidates come (a token before EOS), so the draws
+    are a function of the seed, the sentence's index and the model alone.
+    """
+
+    def top_k(self, options: DecodeOptions) -> int:
+        return options.sampling_topk
+
+    def select(self, searches, first_rows, values, ids) -> list[Selection]:
+        chosen = []
+        for s, first in zip(searches, first_rows, strict=True):
+            v, i = _own_columns(values[first : first + 1], ids[first : first + 1], s.top_k)
+            v, i = v[0], i[0]
+            order = np.argsort(-v, kind="stable")[: s.rank_k]
+            logits = v[order].astype(np.float64) / s.options.sampling_temperature
+            if not np.isfinite(logits[0]):  # nothing allowed: end here (as greedy would)
+                chosen.append(Selection([], [], [], [(0, s.scores[0] + float(v[order[0]]))], True))
+                continue
+            weights = np.exp(logits - logits[0])  # -inf (banned) -> 0
+            cumulative = np.cumsum(weights / weights.sum())
+            pick = order[
+                min(int(np.searchsorted(cumulative, s.rng.random(), side="right")), len(order) - 1)
+            ]
+            tok, total = int(i[pick]), s.scores[0] + float(v[pick])
+            if tok == s.eos:
+                chosen.append(Selection([], [], [], [(0, total)], True))
+            else:
+                chosen.append(Selection([0], [tok], [total], [], False))
+        return chosen
+
+
 class Prefix:
     """Forced decoding of a target prefix, around any ``inner`` strategy.
 
@@ -429,26 +473,33 @@ class Prefix:
 GREEDY: Strategy = Greedy()
 BEAM: Strategy = Beam()
 EOLE_BEAM: Strategy = EoleBeam()
+SAMPLING: Strategy = Sampling()
 # One wrapper per strategy, so that the loop groups prefixed sentences together.
-_PREFIXED: dict[Strategy, Strategy] = {s: Prefix(s) for s in (GREEDY, BEAM, EOLE_BEAM)}
+_PREFIXED: dict[Strategy, Strategy] = {s: Prefix(s) for s in (GREEDY, BEAM, EOLE_BEAM, SAMPLING)}
 
 
 def strategy_for(options: DecodeOptions, *, prefix: bool = False) -> Strategy:
-    """Greedy for ``beam_size == 1`` (cheaper bookkeeping, same results), else the beam
-    search ``options.search`` names; wrapped in :class:`Prefix` when ``prefix``."""
+    """Greedy for ``beam_size == 1`` (cheaper bookkeeping, same results) or sampling when
+    ``options`` ask for it, else the beam search ``options.search`` names; wrapped in
+    :class:`Prefix` when ``prefix``."""
     inner = BEAM if options.search != "eole" else EOLE_BEAM
     if options.beam_size == 1:
-        inner = GREEDY
+        inner = SAMPLING if options.sampling else GREEDY
     return _PREFIXED[inner] if prefix else inner
 
 
 def make_search(
-    src_len: int, options: DecodeOptions, special: SpecialIds, prefix: Sequence[int] = ()
+    src_len: int,
+    options: DecodeOptions,
+    special: SpecialIds,
+    prefix: Sequence[int] = (),
+    sentence: int = 0,
 ) -> SentenceSearch:
     """A sentence of ``src_len`` source tokens, decoded as ``options`` say, its target
-    starting with the token ids ``prefix`` (forced, see :class:`Prefix`)."""
+    starting with the token ids ``prefix`` (forced, see :class:`Prefix`); ``sentence``:
+    its index in its request (the draws of :class:`Sampling`)."""
     strategy = strategy_for(options, prefix=bool(prefix))
-    return SentenceSearch(strategy, src_len, options, special, prefix)
+    return SentenceSearch(strategy, src_len, options, special, prefix, sentence)
 
 
 # -- the step model contract --------------------------------------------------------

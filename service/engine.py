@@ -467,7 +467,7 @@ class Engine(EngineFront):
         for group, enc in outcome.encoded:
             handles = [admitted[i] for i in group]
             searches = [
-                make_search(len(j.sources[i]), j.options, special, j.prefixes[i])
+                make_search(len(j.sources[i]), j.options, special, j.prefixes[i], i)
                 for j, i in handles
             ]
             self._loop.add_encoded(enc, searches, handles)

@@ -335,7 +335,7 @@ def decode(
                 [sources[i] for i in take],
                 [
                     make_search(
-                        len(sources[i]), options[i], special, prefixes[i] if prefixes else ()
+                        len(sources[i]), options[i], special, prefixes[i] if prefixes else (), i
                     )
                     for i in take
                 ],

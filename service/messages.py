@@ -4,6 +4,7 @@ Torch-free, no gRPC calls; the servicer uses these at the edge of every RPC."""
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Mapping, Sequence
 
 from models.options import DecodeOptions
@@ -69,6 +70,12 @@ def to_options(
         ),
         ignore_when_blocking=_token_ids(msg.ignore_when_blocking, target_index),
         replace_unk=msg.replace_unk,
+        sampling_topk=msg.sampling_topk,
+        sampling_temperature=(
+            msg.sampling_temperature if msg.HasField("sampling_temperature") else 1.0
+        ),
+        # unset: a fresh seed, so that two requests draw differently
+        seed=msg.seed if msg.HasField("seed") else secrets.randbits(64),
     )
 
 

@@ -167,6 +167,11 @@ def test_n_best_needs_a_beam(capsys):
         (["--max-length", "-5"], "--max-length -5 must be >= 1 (or 0: the server's default)"),
         (["--list-models", "Hello"], "--list-models lists every model and translates nothing"),
         (["--min-length", "-1"], "--min-length -1 must be >= 0"),
+        (["--sampling-topk", "-1"], "--sampling-topk -1 must be >= 0 (0 or 1: no sampling)"),
+        (["--sampling-topk", "5", "--beam", "3"], "--sampling-topk draws one translation"),
+        (["--sampling-temperature", "0"], "--sampling-temperature 0.0 must be a finite number"),
+        (["--sampling-temperature", "nan"], "--sampling-temperature nan must be a finite"),
+        (["--seed", "-1"], "--seed -1 must be in [0, 2^64)"),
         (["--stream", "--replace-unk"], "--replace-unk needs the finished translation's attention"),
         (["--block-ngram-repeat", "33"], "--block-ngram-repeat 33 must be between 0 (off) and 32"),
         (["--block-ngram-repeat", "-2"], "--block-ngram-repeat -2 must be between 0 (off) and 32"),
@@ -299,3 +304,12 @@ def test_an_unknown_ignored_token_is_one_line(address, capsys):
     captured = capsys.readouterr()
     assert captured.out == "" and len(captured.err.splitlines()) == 1
     assert "'no-such-token' not in the model's target vocabulary" in captured.err
+
+
+def test_sampling_flags_reach_the_server(address, tiny_bundle, capsys):
+    text = tiny_bundle.sentences[3]
+    with Translator(address) as translator:
+        want = translator.translate_one(text, sampling_topk=40, seed=9).best.text
+    argv = ["--server", address, text, "--sampling-topk", "40", "--seed", "9"]
+    assert cli.main(argv) == 0 and cli.main(argv) == 0
+    assert capsys.readouterr().out == f"{want}\n{want}\n"

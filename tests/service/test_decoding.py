@@ -1009,3 +1009,127 @@ def test_ban_unk_takes_the_next_best_token():
         assert plain.tokens == (UNK,)
         assert banned[0][0].tokens == (5,)
         assert banned[0][0].log_prob == approx(-2.1)
+
+
+# -- random sampling -----------------------------------------------------------------
+
+
+def written_sample(table: Table, src: tuple[int, ...], options: DecodeOptions, sentence: int):
+    """The documented sampler, written out over the full vocabulary: candidates ranked as
+    the graph gives them (non-EOS tokens by log-prob, lower id first on ties, then EOS;
+    a stable sort keeps a token before an equal EOS), the ``sampling_topk`` best kept,
+    one uniform draw of the sentence's generator against the cumulative
+    ``softmax(log_prob / T)``."""
+    rng = np.random.default_rng([options.seed, sentence])
+    limit = length_limit(options, len(src))
+    prefix: Prefix = ()
+    total = 0.0
+    for step in range(limit):
+        lp = step_log_probs(table, src, prefix, step, limit, options.min_length, options)
+        tokens = sorted((t for t in range(VOCAB) if t != EOS), key=lambda t: (-lp[t], t))
+        ranked = sorted([*tokens, EOS], key=lambda t: -lp[t])[: options.sampling_topk]
+        logits = np.array([lp[t] for t in ranked], dtype=np.float64)
+        weights = np.exp((logits - logits[0]) / options.sampling_temperature)
+        cumulative = np.cumsum(weights / weights.sum())
+        pick = ranked[
+            min(int(np.searchsorted(cumulative, rng.random(), side="right")), len(ranked) - 1)
+        ]
+        if pick == EOS:
+            if not (options.search == "eole" and step >= limit - 1):  # Eole: no EOS there
+                total += float(lp[pick])
+            break
+        total += float(lp[pick])
+        prefix += (pick,)
+    return prefix, total
+
+
+SAMPLING_SETS = [
+    DecodeOptions(sampling_topk=3, seed=11, max_length=9),
+    DecodeOptions(sampling_topk=VOCAB, seed=12, max_length=9, sampling_temperature=2.0),
+    DecodeOptions(sampling_topk=4, seed=13, max_length=9, min_length=2, sampling_temperature=0.5),
+    DecodeOptions(sampling_topk=5, seed=14, max_length=9, block_ngram_repeat=1, ban_unk=True),
+    DecodeOptions(sampling_topk=2, seed=15, search="eole", max_length=9, min_length=0),
+]
+
+
+@pytest.mark.parametrize("options", SAMPLING_SETS, ids=lambda o: f"top{o.sampling_topk}")
+def test_sampling_draws_as_documented(options):
+    table = random_table(options.seed)
+    sources = random_sources(options.seed, 12)
+    got = run(table, sources, options)
+    for i, (src, hyps) in enumerate(zip(sources, got, strict=True)):
+        tokens, log_prob = written_sample(table, src, options, i)
+        assert len(hyps) == 1 and hyps[0].tokens == tokens
+        assert hyps[0].log_prob == approx(log_prob)
+    greedy = run(table, sources, dataclasses.replace(options, sampling_topk=0))
+    assert [h[0].tokens for h in got] != [h[0].tokens for h in greedy]  # it did sample
+
+
+def test_sampling_frequencies_follow_the_tempered_distribution():
+    probs = {5: 0.5, 6: 0.3, 7: 0.2}
+    script = {(): {t: math.log(p) for t, p in probs.items()}}
+    sources = [(4, 4)] * 3000  # 3000 sentences of one request: 3000 independent draws
+    for temperature in (1.0, 2.0):
+        options = DecodeOptions(sampling_topk=3, seed=5, sampling_temperature=temperature)
+        got = run(scripted(script), sources, options, batch_size=256)
+        first = [h[0].tokens[0] for h in got]
+        tempered = {t: p ** (1 / temperature) for t, p in probs.items()}
+        norm = sum(tempered.values())
+        for tok, p in tempered.items():
+            assert abs(first.count(tok) / len(first) - p / norm) < 0.03, (temperature, tok)
+
+
+def test_sampling_is_greedy_at_topk_1_and_reproducible_by_seed():
+    table = random_table(3)
+    sources = random_sources(3, 10)
+    greedy = run(table, sources, DecodeOptions(max_length=9))
+    assert run(table, sources, DecodeOptions(max_length=9, sampling_topk=1, seed=4)) == greedy
+    a = run(table, sources, DecodeOptions(max_length=9, sampling_topk=6, seed=4))
+    assert run(table, sources, DecodeOptions(max_length=9, sampling_topk=6, seed=4)) == a
+    b = run(table, sources, DecodeOptions(max_length=9, sampling_topk=6, seed=5))
+    assert [h[0].tokens for h in a] != [h[0].tokens for h in b]
+
+
+def test_a_sampled_sentence_does_not_depend_on_its_batch_mates():
+    table = random_table(8)
+    sources = random_sources(8, 6)
+    options = DecodeOptions(max_length=9, sampling_topk=5, seed=21)
+    alone = []
+    for i, src in enumerate(sources):
+        loop = DecodeLoop(FakeStepModel(table), SPECIAL, max_top_k=VOCAB)
+        loop.add([list(src)], [make_search(len(src), options, SPECIAL, sentence=i)], [i])
+        while loop.active:
+            done = loop.step()
+        alone.append(done[0][1].results())
+    mates = [
+        DecodeOptions(max_length=9, beam_size=3, n_best=2),
+        DecodeOptions(max_length=9, block_ngram_repeat=1),
+        DecodeOptions(max_length=9, sampling_topk=VOCAB, seed=99),
+    ]
+    loop = DecodeLoop(FakeStepModel(table), SPECIAL, max_top_k=VOCAB)
+    searches = [make_search(len(s), options, SPECIAL, sentence=i) for i, s in enumerate(sources)]
+    extra = random_sources(9, 3)
+    searches += [make_search(len(s), o, SPECIAL) for s, o in zip(extra, mates, strict=True)]
+    loop.add([list(s) for s in [*sources, *extra]], searches, list(range(len(searches))))
+    together: dict[int, list[Hypothesis]] = {}
+    while loop.active:
+        together.update({h: s.results() for h, s in loop.step()})
+    for i in range(len(sources)):
+        assert_same(together[i], alone[i])
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"sampling_topk": -1}, "sampling_topk must be >= 0"),
+        ({"sampling_topk": 5, "beam_size": 4}, "use beam_size 1, not 4"),
+        ({"sampling_temperature": 0.0}, r"sampling_temperature must be in \(0, 100\]"),
+        ({"sampling_temperature": float("nan")}, "sampling_temperature must be in"),
+        ({"seed": -3}, r"seed must be in \[0, 2\^64\)"),
+    ],
+)
+def test_sampling_options_out_of_range(fields, message):
+    from models.options import DecodeOptionsError
+
+    with pytest.raises(DecodeOptionsError, match=message):
+        DecodeOptions(**fields)

@@ -1,0 +1,72 @@
+"""Random sampling on the wire (``sampling_topk``, ``sampling_temperature``, ``seed``):
+a real server, reproducible by seed, streamed as decoded, refused with beam search."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from nmt_api.nmt.v1 import translator_pb2 as pb
+from service.messages import to_options
+from tests.service.server_helpers import TIMEOUT, proto_options, rpc_error, stub_for
+
+
+@pytest.fixture(scope="module")
+def stub(server_factory):
+    channel, stub = stub_for(server_factory(max_live_rows=256).port)
+    yield stub
+    channel.close()
+
+
+@pytest.fixture(scope="module")
+def texts(tiny_bundle):
+    return list(tiny_bundle.sentences[:12])
+
+
+def hypotheses(stub, texts, options) -> list[tuple[str, float]]:
+    reply = stub.Translate(pb.TranslateRequest(texts=texts, options=options), timeout=TIMEOUT)
+    return [(t.hypotheses[0].text, t.hypotheses[0].log_prob) for t in reply.translations]
+
+
+def test_a_seed_fixes_the_draws_and_an_unset_one_does_not(stub, texts):
+    seeded = proto_options(sampling_topk=50, seed=7)
+    first = hypotheses(stub, texts, seeded)
+    assert hypotheses(stub, texts, seeded) == first
+    # the same sentence first in another request: its index, not its batch mates, fixes it
+    assert hypotheses(stub, texts[:1] + texts[6:], seeded)[0] == first[0]
+    assert hypotheses(stub, texts, proto_options(sampling_topk=50, seed=8)) != first
+    unseeded = proto_options(sampling_topk=50)
+    assert hypotheses(stub, texts, unseeded) != hypotheses(stub, texts, unseeded)
+    greedy = hypotheses(stub, texts, proto_options())
+    assert first != greedy
+    assert hypotheses(stub, texts, proto_options(sampling_topk=1, seed=7)) == greedy
+
+
+def test_a_stream_draws_what_translate_draws(stub, texts):
+    options = proto_options(sampling_topk=20, sampling_temperature=1.5, seed=3)
+    (want,) = hypotheses(stub, texts[:1], options)
+    request = pb.TranslateStreamRequest(text=texts[0], options=options)
+    final = list(stub.TranslateStream(request, timeout=TIMEOUT))[-1]
+    assert final.final and final.text == want[0]
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"sampling_topk": 10, "beam_size": 4, "strategy": pb.STRATEGY_BEAM}, "use beam_size 1"),
+        ({"sampling_topk": 10, "sampling_temperature": 0.0}, "sampling_temperature must be in"),
+        ({"sampling_topk": 10, "sampling_temperature": 1e9}, "sampling_temperature must be in"),
+    ],
+)
+def test_bad_sampling_options_are_invalid_argument(stub, texts, fields, message):
+    msg = pb.DecodeOptions(**fields)
+    err = rpc_error(lambda: stub.Translate(pb.TranslateRequest(texts=texts[:1], options=msg)))
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert message in err.details()
+
+
+def test_an_unset_seed_is_drawn_per_request():
+    a = to_options(pb.DecodeOptions(sampling_topk=5), default_max_length=256).seed
+    b = to_options(pb.DecodeOptions(sampling_topk=5), default_max_length=256).seed
+    assert a != b and 0 <= a < 2**64
+    assert to_options(pb.DecodeOptions(seed=0), default_max_length=256).seed == 0
