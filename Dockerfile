@@ -30,6 +30,10 @@ ARG ORT_GPU_SPEC="onnxruntime-gpu==1.31.1"
 # supports; this is the one release the image ships. Move it deliberately (and run the
 # tests on the new release).
 ARG ORT_CPU_SPEC="onnxruntime==1.32.0"
+# Optional extras of the package, comma-separated, none by default: `onmt` adds pyonmttok,
+# which bundles converted from Eole/OpenNMT-py models trained with the onmt_tokenize
+# transform need (docker build --build-arg EXTRAS=onmt ...).
+ARG EXTRAS=""
 
 # ---------------------------------------------------------------- sources (shared)
 # Files only, nothing runs here: `scratch` keeps these layers small (on the vfs storage
@@ -47,13 +51,14 @@ COPY nmt_client/ nmt_client/
 # ---------------------------------------------------------------- CPU build stage
 FROM ${PYTHON_IMAGE} AS build-cpu
 ARG ORT_CPU_SPEC
+ARG EXTRAS
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PATH=/opt/venv/bin:$PATH
 COPY --from=sources /src /src
-# The serving install: no extras, so no torch, onnx, sacrebleu or locust; onnxruntime
-# exactly ORT_CPU_SPEC.
+# The serving install: no extras but EXTRAS, so no torch, onnx, sacrebleu or locust;
+# onnxruntime exactly ORT_CPU_SPEC.
 # hadolint ignore=DL3013
 RUN python -m venv /opt/venv \
-    && pip install /src "${ORT_CPU_SPEC}" \
+    && pip install "/src${EXTRAS:+[$EXTRAS]}" "${ORT_CPU_SPEC}" \
     && python -c "import importlib.util as u, sys; sys.exit(bool(u.find_spec('torch')))" \
     && python -c "import onnxruntime, service.server"
 
@@ -92,6 +97,7 @@ RUN apt-get update \
 # ---------------------------------------------------------------- GPU build stage
 FROM gpu-base AS build-gpu
 ARG ORT_GPU_SPEC
+ARG EXTRAS
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 RUN python3 -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
@@ -99,7 +105,7 @@ COPY --from=sources /src /src
 # Same serving install, then swap onnxruntime for onnxruntime-gpu (both ship the
 # `onnxruntime` module, so the CPU wheel must go first). ORT_GPU_SPEC is the pin.
 # hadolint ignore=DL3013
-RUN pip install /src \
+RUN pip install "/src${EXTRAS:+[$EXTRAS]}" \
     && pip uninstall -y onnxruntime \
     && pip install "${ORT_GPU_SPEC}" \
     && python -c "import importlib.util as u, sys; sys.exit(bool(u.find_spec('torch')))" \

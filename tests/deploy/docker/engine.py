@@ -12,7 +12,8 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
@@ -123,6 +124,19 @@ class Docker:
         status = self.health(container)
         logs = self.run("logs", "--tail", "30", container, stderr=subprocess.STDOUT)
         assert status == "healthy", f"{container} is {status}, not healthy:\n{logs}"
+
+    @contextmanager
+    def healthy_container(self, suffix: str, *run_args: str) -> Iterator[str]:
+        """``docker run -d`` of ``run_args`` (options, then the image) as a container of its
+        own name, waited for until healthy; removed at the end. Yields its name."""
+        name = f"nmt-test-{os.getpid()}-{suffix}"
+        self.run("rm", "-f", name, check=False)
+        self.run("run", "-d", "--name", name, *run_args)
+        try:
+            self.wait_healthy(name)
+            yield name
+        finally:
+            self.run("rm", "-f", name, check=False)
 
     def host_port(self, container: str, port: int) -> int:
         """The 127.0.0.1 port published for the container's ``port``."""

@@ -4,7 +4,6 @@ published ports, clean start log, pinned runtime, and a clean exit on `docker st
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Iterator
 
@@ -23,17 +22,9 @@ CALLS = 6
 def container(docker: Docker, cpu_image: str) -> Iterator[str]:
     """The image run as its README says, ports published on 127.0.0.1 (Docker picks
     them), healthy; removed at the end."""
-    name = f"nmt-test-{os.getpid()}-cpu"
-    docker.run("rm", "-f", name, check=False)
-    docker.run(
-        "run", "-d", "--name", name,
-        "-p", "127.0.0.1::50051", "-p", "127.0.0.1::9464", cpu_image,
-    )  # fmt: skip
-    try:
-        docker.wait_healthy(name)
+    ports = ("-p", "127.0.0.1::50051", "-p", "127.0.0.1::9464")
+    with docker.healthy_container("cpu", *ports, cpu_image) as name:
         yield name
-    finally:
-        docker.run("rm", "-f", name, check=False)
 
 
 def test_runs_as_uid_10001_not_root(docker, container):
