@@ -101,6 +101,8 @@ def strategy_label(options: DecodeOptions | None) -> str:
     """The ``strategy`` label of the latency histogram."""
     if options is None:
         return "unknown"
+    if options.sampling:
+        return "sampling"
     return "greedy" if options.beam_size == 1 else "beam"
 
 
