@@ -62,6 +62,9 @@ class DecodeOptions:
     # translations, whatever else is being decoded.
     sampling_topk: int = 0
     sampling_temperature: float = 1.0
+    # Nucleus sampling (Holtzman et al. 2020): of the ``sampling_topk`` candidates, only
+    # the most likely ones whose probabilities first add up to ``sampling_topp``; 1.0: all.
+    sampling_topp: float = 1.0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -102,6 +105,10 @@ class DecodeOptions:
         if not (math.isfinite(t) and 0.0 < t <= MAX_TEMPERATURE):
             raise DecodeOptionsError(
                 f"sampling_temperature must be in (0, {MAX_TEMPERATURE:g}], got {t}"
+            )
+        if not (math.isfinite(self.sampling_topp) and 0.0 < self.sampling_topp <= 1.0):
+            raise DecodeOptionsError(
+                f"sampling_topp must be in (0, 1] (1: no cut), got {self.sampling_topp}"
             )
         if not 0 <= self.seed < 2**64:
             raise DecodeOptionsError(f"seed must be in [0, 2^64), got {self.seed}")

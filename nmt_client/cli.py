@@ -249,6 +249,14 @@ def parser() -> argparse.ArgumentParser:
         help="divide the log-probs by T before drawing (default: 1.0)",
     )
     d.add_argument(
+        "--sampling-topp",
+        metavar="P",
+        type=float,
+        default=None,
+        help="nucleus: of those K, only the most likely whose probabilities add up to P "
+        "(default: 1.0, all)",
+    )
+    d.add_argument(
         "--seed",
         metavar="S",
         type=int,
@@ -332,6 +340,9 @@ def check_args(args: argparse.Namespace) -> str | None:
     t = args.sampling_temperature
     if t is not None and not (math.isfinite(t) and t > 0):
         return f"--sampling-temperature {t} must be a finite number > 0"
+    p = args.sampling_topp
+    if p is not None and not (math.isfinite(p) and 0 < p <= 1):
+        return f"--sampling-topp {p} must be in (0, 1]"
     if args.seed is not None and not 0 <= args.seed < 2**64:
         return f"--seed {args.seed} must be in [0, 2^64)"
     if args.stream and args.replace_unk:
@@ -474,6 +485,7 @@ def run(args: argparse.Namespace) -> int:
         replace_unk=args.replace_unk,
         sampling_topk=args.sampling_topk,
         sampling_temperature=args.sampling_temperature,
+        sampling_topp=args.sampling_topp,
         seed=args.seed,
     )
     first: Result | None = None

@@ -59,6 +59,8 @@ class DecodeOptions:
     # (unset: the server picks one)
     sampling_topk: int | None = None
     sampling_temperature: float | None = None
+    # nucleus: of those, the most likely whose probabilities add up to this (default 1.0)
+    sampling_topp: float | None = None
     seed: int | None = None
 
     def __post_init__(self) -> None:
@@ -80,6 +82,9 @@ class DecodeOptions:
         t = self.sampling_temperature
         if t is not None and not (math.isfinite(t) and t > 0):
             raise ValueError(f"sampling_temperature must be a finite number > 0, got {t!r}")
+        p = self.sampling_topp
+        if p is not None and not (math.isfinite(p) and 0 < p <= 1):
+            raise ValueError(f"sampling_topp must be in (0, 1], got {p!r}")
         for name in ("min_length", "block_ngram_repeat", "sampling_topk", "seed"):
             value = getattr(self, name)
             if value is not None and (
@@ -137,6 +142,8 @@ class DecodeOptions:
         msg.sampling_topk = self.sampling_topk or 0
         if self.sampling_temperature is not None:
             msg.sampling_temperature = self.sampling_temperature
+        if self.sampling_topp is not None:
+            msg.sampling_topp = self.sampling_topp
         if self.seed is not None:
             msg.seed = self.seed
         return msg
@@ -167,6 +174,7 @@ class DecodeOptions:
             sampling_temperature=(
                 msg.sampling_temperature if msg.HasField("sampling_temperature") else None
             ),
+            sampling_topp=msg.sampling_topp if msg.HasField("sampling_topp") else None,
             seed=msg.seed if msg.HasField("seed") else None,
         )
 

@@ -177,6 +177,7 @@ class Translator:
         replace_unk: bool | None = None,
         sampling_topk: int | None = None,
         sampling_temperature: float | None = None,
+        sampling_topp: float | None = None,
         seed: int | None = None,
         options: DecodeOptions | None = None,
         model: str | None = None,

@@ -397,7 +397,10 @@ class Sampling:
     ``random_sampling_temp``, CTranslate2's ``sampling_topk`` / ``sampling_temperature``).
 
     Each step ranks the sentence's own candidates (its top-k and EOS, after the EOS rules
-    and bans), keeps the ``sampling_topk`` best, and draws one with probability
+    and bans), keeps the ``sampling_topk`` best, then (``sampling_topp`` < 1) only the
+    first of them whose tempered probabilities add up to ``sampling_topp`` (the nucleus
+    of the k best, renormalised: Hugging Face's order; Eole cuts the nucleus from the
+    whole distribution, then the k best), and draws one with probability
     ``softmax(log_prob / sampling_temperature)`` by one uniform number of the sentence's
     own generator (:attr:`SentenceSearch.rng`) against the cumulative probabilities, in
     rank order. The hypothesis's log-prob is the model's own (untempered) log-prob of
@@ -420,6 +423,10 @@ class Sampling:
                 continue
             weights = np.exp(logits - logits[0])  # -inf (banned) -> 0
             cumulative = np.cumsum(weights / weights.sum())
+            if s.options.sampling_topp < 1.0:  # the nucleus: first to reach topp
+                keep = int(np.searchsorted(cumulative, s.options.sampling_topp)) + 1
+                order, weights = order[:keep], weights[:keep]
+                cumulative = np.cumsum(weights / weights.sum())
             pick = order[
                 min(int(np.searchsorted(cumulative, s.rng.random(), side="right")), len(order) - 1)
             ]

@@ -74,6 +74,7 @@ def to_options(
         sampling_temperature=(
             msg.sampling_temperature if msg.HasField("sampling_temperature") else 1.0
         ),
+        sampling_topp=msg.sampling_topp if msg.HasField("sampling_topp") else 1.0,
         # unset: a fresh seed, so that two requests draw differently
         seed=msg.seed if msg.HasField("seed") else secrets.randbits(64),
     )

@@ -172,6 +172,7 @@ def test_n_best_needs_a_beam(capsys):
         (["--sampling-temperature", "0"], "--sampling-temperature 0.0 must be a finite number"),
         (["--sampling-temperature", "nan"], "--sampling-temperature nan must be a finite"),
         (["--seed", "-1"], "--seed -1 must be in [0, 2^64)"),
+        (["--sampling-topp", "0"], "--sampling-topp 0.0 must be in (0, 1]"),
         (["--stream", "--replace-unk"], "--replace-unk needs the finished translation's attention"),
         (["--block-ngram-repeat", "33"], "--block-ngram-repeat 33 must be between 0 (off) and 32"),
         (["--block-ngram-repeat", "-2"], "--block-ngram-repeat -2 must be between 0 (off) and 32"),

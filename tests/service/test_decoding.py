@@ -1031,6 +1031,13 @@ def written_sample(table: Table, src: tuple[int, ...], options: DecodeOptions, s
         logits = np.array([lp[t] for t in ranked], dtype=np.float64)
         weights = np.exp((logits - logits[0]) / options.sampling_temperature)
         cumulative = np.cumsum(weights / weights.sum())
+        if options.sampling_topp < 1.0:  # the fewest best whose probabilities reach p
+            keep = next(
+                (n + 1 for n, c in enumerate(cumulative) if c >= options.sampling_topp),
+                len(ranked),
+            )
+            ranked, weights = ranked[:keep], weights[:keep]
+            cumulative = np.cumsum(weights / weights.sum())
         pick = ranked[
             min(int(np.searchsorted(cumulative, rng.random(), side="right")), len(ranked) - 1)
         ]
@@ -1049,10 +1056,16 @@ SAMPLING_SETS = [
     DecodeOptions(sampling_topk=4, seed=13, max_length=9, min_length=2, sampling_temperature=0.5),
     DecodeOptions(sampling_topk=5, seed=14, max_length=9, block_ngram_repeat=1, ban_unk=True),
     DecodeOptions(sampling_topk=2, seed=15, search="eole", max_length=9, min_length=0),
+    DecodeOptions(sampling_topk=VOCAB, seed=16, max_length=9, sampling_topp=0.6),
+    DecodeOptions(
+        sampling_topk=5, seed=17, max_length=9, sampling_topp=0.9, sampling_temperature=1.5
+    ),
 ]
 
 
-@pytest.mark.parametrize("options", SAMPLING_SETS, ids=lambda o: f"top{o.sampling_topk}")
+@pytest.mark.parametrize(
+    "options", SAMPLING_SETS, ids=lambda o: f"top{o.sampling_topk}-p{o.sampling_topp}"
+)
 def test_sampling_draws_as_documented(options):
     table = random_table(options.seed)
     sources = random_sources(options.seed, 12)
@@ -1077,6 +1090,11 @@ def test_sampling_frequencies_follow_the_tempered_distribution():
         norm = sum(tempered.values())
         for tok, p in tempered.items():
             assert abs(first.count(tok) / len(first) - p / norm) < 0.03, (temperature, tok)
+    # the nucleus of 0.7: 5 and 6 (0.5 + 0.3 reach it), renormalised; 7 never
+    nucleus = run(scripted(script), sources, DecodeOptions(sampling_topk=3, sampling_topp=0.7))
+    first = [h[0].tokens[0] for h in nucleus]
+    assert first.count(7) == 0
+    assert abs(first.count(5) / len(first) - 0.625) < 0.03
 
 
 def test_sampling_is_greedy_at_topk_1_and_reproducible_by_seed():
@@ -1126,6 +1144,8 @@ def test_a_sampled_sentence_does_not_depend_on_its_batch_mates():
         ({"sampling_temperature": 0.0}, r"sampling_temperature must be in \(0, 100\]"),
         ({"sampling_temperature": float("nan")}, "sampling_temperature must be in"),
         ({"seed": -3}, r"seed must be in \[0, 2\^64\)"),
+        ({"sampling_topp": 0.0}, r"sampling_topp must be in \(0, 1\]"),
+        ({"sampling_topp": 1.5}, r"sampling_topp must be in \(0, 1\]"),
     ],
 )
 def test_sampling_options_out_of_range(fields, message):

@@ -43,7 +43,7 @@ def test_a_seed_fixes_the_draws_and_an_unset_one_does_not(stub, texts):
 
 
 def test_a_stream_draws_what_translate_draws(stub, texts):
-    options = proto_options(sampling_topk=20, sampling_temperature=1.5, seed=3)
+    options = proto_options(sampling_topk=20, sampling_temperature=1.5, sampling_topp=0.9, seed=3)
     (want,) = hypotheses(stub, texts[:1], options)
     request = pb.TranslateStreamRequest(text=texts[0], options=options)
     final = list(stub.TranslateStream(request, timeout=TIMEOUT))[-1]
@@ -56,6 +56,7 @@ def test_a_stream_draws_what_translate_draws(stub, texts):
         ({"sampling_topk": 10, "beam_size": 4, "strategy": pb.STRATEGY_BEAM}, "use beam_size 1"),
         ({"sampling_topk": 10, "sampling_temperature": 0.0}, "sampling_temperature must be in"),
         ({"sampling_topk": 10, "sampling_temperature": 1e9}, "sampling_temperature must be in"),
+        ({"sampling_topk": 10, "sampling_topp": 2.0}, "sampling_topp must be in (0, 1]"),
     ],
 )
 def test_bad_sampling_options_are_invalid_argument(stub, texts, fields, message):
