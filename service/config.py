@@ -229,6 +229,12 @@ FLAGS: tuple[Flag, ...] = (
     Flag("engine", "max_source_tokens", "source pieces per sentence"),
     Flag("engine", "max_beam_size", "largest beam a request may ask for"),
     Flag("engine", "max_n_best", "most hypotheses a request may ask for"),
+    Flag(
+        "engine",
+        "max_sampling_topk",
+        "largest sampling_topk a request may ask for (every row of a step gets that many "
+        "candidates)",
+    ),
     Flag("", "tls_cert", "serve TLS with this certificate (PEM)", parse=_optional_path),
     Flag("", "tls_key", "private key (PEM) of --tls-cert", parse=_optional_path),
     Flag(

@@ -29,6 +29,10 @@ class EngineConfig:
     max_source_tokens: int = 128
     max_beam_size: int = 16
     max_n_best: int = 16
+    # Largest sampling_topk: a step asks the decoder for as many candidates for every
+    # row it decodes, so one request sampling from thousands slows all the others (1/8
+    # of the sentences sampling from all 8,000 tokens halved greedy throughput).
+    max_sampling_topk: int = 100
     max_target_length: int = 512
     encode_batch_sentences: int = 16
     # Padding tokens an encoder batch may carry before it is split (see length_groups).
@@ -55,6 +59,7 @@ class EngineConfig:
             "max_source_tokens",
             "max_beam_size",
             "max_n_best",
+            "max_sampling_topk",
             "max_target_length",
             "encode_batch_sentences",
         ):
@@ -102,6 +107,11 @@ def validate_request(
     if options.n_best > cfg.max_n_best:
         raise InvalidRequest(
             f"n_best {options.n_best} > max {cfg.max_n_best}: use n_best <= {cfg.max_n_best}"
+        )
+    if options.sampling_topk > cfg.max_sampling_topk:
+        raise InvalidRequest(
+            f"sampling_topk {options.sampling_topk} > max {cfg.max_sampling_topk}: use "
+            f"sampling_topk <= {cfg.max_sampling_topk} (the server's --max-sampling-topk)"
         )
     if options.max_length > cfg.max_target_length:
         raise InvalidRequest(

@@ -82,3 +82,13 @@ def test_sampled_requests_have_their_own_latency_label():
         for o in (DecodeOptions(), DecodeOptions(beam_size=3), DecodeOptions(sampling_topk=9))
     ]
     assert labels == ["greedy", "beam", "sampling"]
+
+
+def test_sampling_topk_over_the_servers_limit_is_refused(stub, texts):
+    err = rpc_error(
+        lambda: stub.Translate(
+            pb.TranslateRequest(texts=texts[:1], options=pb.DecodeOptions(sampling_topk=101))
+        )
+    )
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "sampling_topk 101 > max 100: use sampling_topk <= 100" in err.details()
