@@ -75,9 +75,14 @@ def to_options(
             msg.sampling_temperature if msg.HasField("sampling_temperature") else 1.0
         ),
         sampling_topp=msg.sampling_topp if msg.HasField("sampling_topp") else 1.0,
-        # unset: a fresh seed, so that two requests draw differently
-        seed=msg.seed if msg.HasField("seed") else secrets.randbits(64),
+        seed=msg.seed if msg.HasField("seed") else _fresh_seed(msg),
     )
+
+
+def _fresh_seed(msg: pb.DecodeOptions) -> int:
+    """A sampling request without a seed gets a fresh one, so that two such requests draw
+    differently; 0 when nothing is drawn (the options stay a plain value)."""
+    return secrets.randbits(64) if msg.sampling_topk > 1 else 0
 
 
 def _token_ids(tokens: Sequence[str], index: Mapping[str, int] | None) -> tuple[int, ...]:

@@ -71,6 +71,7 @@ def test_an_unset_seed_is_drawn_per_request():
     b = to_options(pb.DecodeOptions(sampling_topk=5), default_max_length=256).seed
     assert a != b and 0 <= a < 2**64
     assert to_options(pb.DecodeOptions(seed=0), default_max_length=256).seed == 0
+    assert to_options(pb.DecodeOptions(), default_max_length=256).seed == 0  # no sampling
 
 
 def test_sampled_requests_have_their_own_latency_label():
