@@ -52,10 +52,12 @@ class ScoringRules:
     * Coverage penalty (GNMT, Wu et al. 2016; OpenNMT-py/Eole ``coverage_penalty="wu"``,
       CTranslate2 ``coverage_penalty``): with ``coverage_penalty`` β > 0 the score of a
       finished hypothesis adds ``β · Σ_i log min(c_i, 1)``, ``c_i = Σ_t a_{t,i}`` the
-      total attention source position ``i`` got over the hypothesis's steps (EOS step
-      included); ``c_i`` is floored at :data:`COVERAGE_FLOOR` so that an unattended
-      position costs a large finite amount, not -inf. Applied to finished hypotheses
-      only (not to the ranking of live ones), as GNMT does.
+      total attention source position ``i`` got over the hypothesis's steps (its EOS step
+      included, unless that EOS is not scored: Eole at the length limit). ``c_i`` is
+      floored at ``coverage_floor`` (:data:`COVERAGE_FLOOR`) so that an unattended
+      position costs a large finite amount, not -inf; Eole's search has no floor (a
+      position its attention never reached scores -inf there, and here). Applied to
+      finished hypotheses only (not to the ranking of live ones), as GNMT does.
 
     * Banned tokens (:meth:`banned`, before a step ranks its candidates): the unknown
       token with ``ban_unk``; with ``block_ngram_repeat`` n > 0, every token that would
@@ -72,6 +74,7 @@ class ScoringRules:
     bos_in_length: bool = False
     eos_at_limit: bool = True
     coverage_penalty: float = 0.0
+    coverage_floor: float = COVERAGE_FLOOR
     ban_unk: bool = False
     block_ngram_repeat: int = 0
     ignore_when_blocking: frozenset[int] = frozenset()
@@ -89,6 +92,7 @@ class ScoringRules:
             bos_in_length=eole,
             eos_at_limit=not eole,
             coverage_penalty=options.coverage_penalty,
+            coverage_floor=0.0 if eole else COVERAGE_FLOOR,
             ban_unk=options.ban_unk,
             block_ngram_repeat=options.block_ngram_repeat,
             ignore_when_blocking=frozenset(options.ignore_when_blocking),
@@ -175,13 +179,14 @@ class ScoringRules:
         return self.coverage_penalty > 0.0
 
     def coverage_term(self, coverage: np.ndarray | None) -> float:
-        """``β · Σ_i log min(max(c_i, COVERAGE_FLOOR), 1)``; 0 with β = 0."""
+        """``β · Σ_i log min(max(c_i, coverage_floor), 1)``; 0 with β = 0."""
         if self.coverage_penalty == 0.0:
             return 0.0
         if coverage is None:
             raise ValueError("coverage_penalty > 0 needs the hypothesis's attention sums")
-        c = np.clip(np.asarray(coverage, dtype=np.float64), COVERAGE_FLOOR, 1.0)
-        return float(self.coverage_penalty * np.log(c).sum())
+        c = np.clip(np.asarray(coverage, dtype=np.float64), self.coverage_floor, 1.0)
+        with np.errstate(divide="ignore"):  # no floor: log(0) is the -inf Eole gets
+            return float(self.coverage_penalty * np.log(c).sum())
 
 
 def restrict(values: np.ndarray, eos: Sequence[int] | np.ndarray) -> np.ndarray:

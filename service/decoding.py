@@ -172,7 +172,9 @@ class SentenceSearch:
                 attn = hyp.attention + [attention[row, : self.src_len]] if keep_attn else None
                 cov = None
                 if self._track_cov:
-                    cov = hyp.coverage + attention[row, : self.src_len]
+                    # an unscored EOS (Eole at the length limit) is no step: its
+                    # attention is not the hypothesis's either
+                    cov = hyp.coverage + attention[row, : self.src_len] if scored else hyp.coverage
                 self._finished.append(
                     Hypothesis(
                         tokens=tuple(hyp.tokens),

@@ -313,6 +313,7 @@ OPTION_RUNS = {
     "beam5_block2_ban_unk": {"beam_size": 5, "n_best": 5, "block_ngram_repeat": 2, "ban_unk": True},
     "beam5_block3_ignore": {"beam_size": 5, "n_best": 5, "block_ngram_repeat": 3},
     "beam5": {"beam_size": 5, "n_best": 5},
+    "beam5_coverage": {"beam_size": 5, "n_best": 5, "coverage_penalty": 0.2},
 }
 
 
@@ -343,10 +344,10 @@ def test_banning_options_are_eoles(converted):
             for hyps, ws in zip(nbest, want, strict=True)
             for h, w in zip(hyps, ws, strict=True)
         ]
-        assert max(diffs) < 1e-4, run
+        assert np.all(np.isfinite(diffs)) and max(diffs) < 1e-4, run
         texts_of[run] = got
     # each option changed some of Eole's outputs (else the check would prove nothing)
-    for run in ("beam5_block2_ban_unk", "beam5_block3_ignore"):
+    for run in ("beam5_block2_ban_unk", "beam5_block3_ignore", "beam5_coverage"):
         assert texts_of[run] != texts_of["beam5"], run
     assert texts_of["greedy_block2"] != texts_of["greedy"]
 

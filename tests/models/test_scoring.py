@@ -217,3 +217,15 @@ def test_ban_sets_only_the_named_candidates():
 def test_ban_options_out_of_range(fields, message):
     with pytest.raises(DecodeOptionsError, match=message):
         DecodeOptions(**fields)
+
+
+def test_eoles_coverage_penalty_has_no_floor():
+    """A source position the attention never reached: -inf under Eole's search (as Eole
+    scores it), a large finite cost under the standard one."""
+    coverage = np.array([1.0, 0.0, 0.5])
+    eole = ScoringRules.of(DecodeOptions(coverage_penalty=0.2, search="eole"))
+    standard = ScoringRules.of(DecodeOptions(coverage_penalty=0.2))
+    assert eole.coverage_term(coverage) == -np.inf
+    assert standard.coverage_term(coverage) == pytest.approx(0.2 * (math.log(1e-6) + math.log(0.5)))
+    tiny = np.array([1e-9, 1.0])
+    assert eole.coverage_term(tiny) == pytest.approx(0.2 * math.log(1e-9))
