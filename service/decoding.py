@@ -136,7 +136,7 @@ class SentenceSearch:
         self.parents: list[int] = [0]
         self.scores: list[float] = [0.0]
         self.rows = 1  # live rows: decoded by the next step
-        self._keep_attn = options.return_attention
+        self._keep_attn = options.return_attention or options.replace_unk  # it reads them
         # attention summed over each live row's steps (``(src_len,)``), for the coverage
         # penalty only
         self._track_cov = self.rules.needs_coverage

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from models.onmt import OnmtTokenizer
-from models.options import Hypothesis
+from models.options import DecodeOptions, Hypothesis
 from models.pieces import PieceTokenizer
 from models.tokenizer import Tokenizer
 from models.words import WordTokenizer
@@ -93,3 +93,16 @@ def test_replace_unknowns_takes_the_most_attended_source_token():
     assert got == ["Qor", "casa", "Zyx"]  # a tie (0.5, 0.5): the first
     with pytest.raises(ValueError, match="needs the hypothesis's attention"):
         replace_unknowns(["<unk>"], Hypothesis((1,), 0.0, 0.0), ["x"], unk_id=1)
+
+
+def test_the_loop_keeps_the_attention_replace_unk_reads():
+    from service.loop import decode
+    from tests.service.test_decoding import SPECIAL, FakeStepModel, copy_table
+
+    (hyps,) = decode(
+        FakeStepModel(copy_table),
+        [[4, 5]],
+        options=DecodeOptions(replace_unk=True),
+        special=SPECIAL,
+    )
+    assert hyps[0].attention is not None and hyps[0].attention.shape == (3, 2)
