@@ -15,6 +15,18 @@ from nmt_api.nmt.v1 import translator_pb2 as pb
 
 Strategy = Literal["greedy", "beam"]
 _STRATEGIES = {"greedy": pb.STRATEGY_GREEDY, "beam": pb.STRATEGY_BEAM}
+# Fields that are proto3 ``optional`` of the same name: None here is unset there.
+_OPTIONAL = (
+    "length_penalty",
+    "max_length_ratio",
+    "coverage_penalty",
+    "min_length",
+    "ban_unk",
+    "block_ngram_repeat",
+    "sampling_temperature",
+    "sampling_topp",
+    "seed",
+)
 
 
 @dataclass(frozen=True)
@@ -125,27 +137,13 @@ class DecodeOptions:
             return_scores=self.return_scores,
             return_diagnostics=self.return_diagnostics,
         )
-        if self.length_penalty is not None:
-            msg.length_penalty = self.length_penalty
-        if self.max_length_ratio is not None:
-            msg.max_length_ratio = self.max_length_ratio
-        if self.coverage_penalty is not None:
-            msg.coverage_penalty = self.coverage_penalty
-        if self.min_length is not None:
-            msg.min_length = self.min_length
-        if self.ban_unk is not None:
-            msg.ban_unk = self.ban_unk
-        if self.block_ngram_repeat is not None:
-            msg.block_ngram_repeat = self.block_ngram_repeat
+        for name in _OPTIONAL:  # None: unset, the server's default
+            value = getattr(self, name)
+            if value is not None:
+                setattr(msg, name, value)
         msg.ignore_when_blocking.extend(self.ignore_when_blocking)
         msg.replace_unk = self.replace_unk
         msg.sampling_topk = self.sampling_topk or 0
-        if self.sampling_temperature is not None:
-            msg.sampling_temperature = self.sampling_temperature
-        if self.sampling_topp is not None:
-            msg.sampling_topp = self.sampling_topp
-        if self.seed is not None:
-            msg.seed = self.seed
         return msg
 
     @classmethod
@@ -156,26 +154,14 @@ class DecodeOptions:
             strategy=strategy,
             beam_size=msg.beam_size or None,
             n_best=msg.n_best or None,
-            length_penalty=msg.length_penalty if msg.HasField("length_penalty") else None,
             max_length=msg.max_length or None,
-            max_length_ratio=msg.max_length_ratio if msg.HasField("max_length_ratio") else None,
             return_attention=msg.return_attention,
             return_scores=msg.return_scores,
-            coverage_penalty=(msg.coverage_penalty if msg.HasField("coverage_penalty") else None),
             return_diagnostics=msg.return_diagnostics,
-            min_length=msg.min_length if msg.HasField("min_length") else None,
-            ban_unk=msg.ban_unk if msg.HasField("ban_unk") else None,
-            block_ngram_repeat=(
-                msg.block_ngram_repeat if msg.HasField("block_ngram_repeat") else None
-            ),
             ignore_when_blocking=tuple(msg.ignore_when_blocking),
             replace_unk=msg.replace_unk,
             sampling_topk=msg.sampling_topk or None,
-            sampling_temperature=(
-                msg.sampling_temperature if msg.HasField("sampling_temperature") else None
-            ),
-            sampling_topp=msg.sampling_topp if msg.HasField("sampling_topp") else None,
-            seed=msg.seed if msg.HasField("seed") else None,
+            **{name: getattr(msg, name) if msg.HasField(name) else None for name in _OPTIONAL},
         )
 
 

@@ -222,3 +222,24 @@ def test_decode_options_round_trip_through_the_proto():
     assert DecodeOptions(strategy="beam").to_proto().beam_size == 0  # the server's default
     with pytest.raises(ValueError, match="strategy 'greedy' with beam_size 3"):
         DecodeOptions(strategy="greedy", beam_size=3)
+
+
+def test_every_optional_proto_field_round_trips_through_none():
+    """``_OPTIONAL`` is the proto's ``optional`` fields, each a field of the options:
+    unset there is None here, both ways."""
+    from nmt_client import options
+
+    fields = pb.DecodeOptions.DESCRIPTOR.fields_by_name
+    assert set(options._OPTIONAL) == {n for n, f in fields.items() if f.has_presence}
+    # (to_proto always names the strategy it resolves to)
+    plain = DecodeOptions(strategy="greedy")
+    assert DecodeOptions.from_proto(plain.to_proto()) == plain
+    assert not any(plain.to_proto().HasField(name) for name in options._OPTIONAL)
+    given = DecodeOptions(
+        strategy="greedy", length_penalty=0.5, max_length_ratio=1.5, coverage_penalty=0.25,
+        min_length=0, ban_unk=False, block_ngram_repeat=2, sampling_temperature=0.75,
+        sampling_topp=0.5, seed=0,
+    )  # fmt: skip
+    msg = given.to_proto()
+    assert all(msg.HasField(name) for name in options._OPTIONAL)
+    assert DecodeOptions.from_proto(msg) == given
