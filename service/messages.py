@@ -14,6 +14,17 @@ from service.engine import Job, TranslationResult, decode_options
 from service.errors import InvalidRequest
 
 DEFAULT_BEAM = 5
+# The proto's ``optional`` fields a request leaves unset to take the model's default.
+MODEL_DEFAULTED = (
+    "length_penalty",
+    "max_length_ratio",
+    "coverage_penalty",
+    "min_length",
+    "ban_unk",
+    "block_ngram_repeat",
+    "sampling_temperature",
+    "sampling_topp",
+)
 # More tokens than anyone would exempt from n-gram blocking: a guard against huge lists.
 MAX_IGNORED_TOKENS = 1024
 
@@ -49,33 +60,17 @@ def to_options(
         defaults,
         beam_size=beam,
         n_best=msg.n_best or 1,
-        length_penalty=(
-            msg.length_penalty if msg.HasField("length_penalty") else defaults.length_penalty
-        ),
         max_length=msg.max_length or min(default_max_length, defaults.max_length),
-        max_length_ratio=(
-            msg.max_length_ratio if msg.HasField("max_length_ratio") else defaults.max_length_ratio
-        ),
         # Diagnostics and replace_unk read the attention: the loop must keep it.
         return_attention=msg.return_attention or msg.return_diagnostics or msg.replace_unk,
-        coverage_penalty=(
-            msg.coverage_penalty if msg.HasField("coverage_penalty") else defaults.coverage_penalty
-        ),
-        min_length=msg.min_length if msg.HasField("min_length") else defaults.min_length,
-        ban_unk=msg.ban_unk if msg.HasField("ban_unk") else defaults.ban_unk,
-        block_ngram_repeat=(
-            msg.block_ngram_repeat
-            if msg.HasField("block_ngram_repeat")
-            else defaults.block_ngram_repeat
-        ),
         ignore_when_blocking=_token_ids(msg.ignore_when_blocking, target_index),
         replace_unk=msg.replace_unk,
         sampling_topk=msg.sampling_topk,
-        sampling_temperature=(
-            msg.sampling_temperature if msg.HasField("sampling_temperature") else 1.0
-        ),
-        sampling_topp=msg.sampling_topp if msg.HasField("sampling_topp") else 1.0,
         seed=msg.seed if msg.HasField("seed") else _fresh_seed(msg),
+        **{
+            name: getattr(msg, name) if msg.HasField(name) else getattr(defaults, name)
+            for name in MODEL_DEFAULTED
+        },
     )
 
 

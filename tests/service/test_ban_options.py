@@ -118,6 +118,13 @@ def test_min_length_on_the_wire(stub, texts, tiny_checkpoint):
     assert all(len(h[0].pieces) >= 6 for h in got)
 
 
+def test_every_optional_field_but_the_seed_falls_back_to_the_model():
+    from service.messages import MODEL_DEFAULTED
+
+    fields = pb.DecodeOptions.DESCRIPTOR.fields_by_name
+    assert {*MODEL_DEFAULTED, "seed"} == {n for n, f in fields.items() if f.has_presence}
+
+
 def test_options_fall_back_to_the_models_defaults():
     model = DecodeOptions(ban_unk=True, block_ngram_repeat=3, min_length=0)
     got = to_options(pb.DecodeOptions(), default_max_length=256, defaults=model)
