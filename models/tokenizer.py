@@ -9,6 +9,7 @@ segmentation numbered by a vocabulary of the model's own, :mod:`models.pieces`) 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -42,27 +43,20 @@ def decode_pieces(sp: spm.SentencePieceProcessor, pieces: Sequence[str]) -> str:
     where SentencePiece would keep the ``▁``."""
     unk = sp.unk_id()
     unk_piece = sp.id_to_piece(unk)
-    if all(p == unk_piece or sp.piece_to_id(p) != unk for p in pieces):
+    foreign = [p != unk_piece and sp.piece_to_id(p) == unk for p in pieces]
+    if not any(foreign):
         return sp.decode_pieces(list(pieces))
     out: list[str] = []
-    run: list[str] = []
-    for piece in pieces:
-        if piece != unk_piece and sp.piece_to_id(piece) == unk:  # foreign
-            if run:
-                out.append(_decode_run(sp, run, bool(out)))
-                run = []
-            out.append(piece.replace("\u2581", " "))
+    pairs = zip(pieces, foreign, strict=True)
+    for is_foreign, group in itertools.groupby(pairs, key=lambda pair: pair[1]):
+        run = [piece for piece, _ in group]
+        if is_foreign:
+            out.extend(piece.replace("\u2581", " ") for piece in run)
         else:
-            run.append(piece)
-    if run:
-        out.append(_decode_run(sp, run, bool(out)))
+            text = sp.decode_pieces(run)
+            # SentencePiece drops a leading word boundary: keep it after text already out
+            out.append(" " + text if out and run[0].startswith("\u2581") else text)
     return "".join(out).lstrip(" ")
-
-
-def _decode_run(sp: spm.SentencePieceProcessor, run: list[str], after: bool) -> str:
-    text = sp.decode_pieces(run)
-    # SentencePiece drops a leading word boundary: keep it after text already out
-    return " " + text if after and run[0].startswith("\u2581") else text
 
 
 def index_vocabulary(

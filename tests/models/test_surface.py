@@ -106,3 +106,17 @@ def test_the_loop_keeps_the_attention_replace_unk_reads():
         special=SPECIAL,
     )
     assert hyps[0].attention is not None and hyps[0].attention.shape == (3, 2)
+
+
+@pytest.mark.parametrize(
+    ("pieces", "text"),
+    [
+        (["▁la", "▁casa", "▁de"], "la casa de"),  # all known: SentencePiece's own
+        (["▁la", "▁casa", "▁Zyxwq", "rt", "▁de"], "la casa Zyxwqrt de"),
+        (["▁Zyx", "▁de"], "Zyx de"),
+        (["😀", "▁de"], "😀 de"),
+        (["▁la", "😀"], "la😀"),
+    ],
+)
+def test_foreign_pieces_keep_their_word_boundaries(pieces, text):
+    assert KINDS["sentencepiece"]().detokenize(pieces) == text
