@@ -29,3 +29,9 @@ def test_unusable_arguments_are_refused(tmp_path, argv, capsys):
         optionscost.main([*argv, "--out", str(tmp_path / "x")])
     assert info.value.code == 2 and "must be >=" in capsys.readouterr().err
     assert not (tmp_path / "x.json").exists()
+
+
+def test_a_missing_bundle_is_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as info:
+        optionscost.main(["--bundle", str(tmp_path / "none"), "--out", str(tmp_path / "x")])
+    assert info.value.code == 2 and "bundle directory not found" in capsys.readouterr().err

@@ -1146,6 +1146,7 @@ def test_a_sampled_sentence_does_not_depend_on_its_batch_mates():
         ({"seed": -3}, r"seed must be in \[0, 2\^64\)"),
         ({"sampling_topp": 0.0}, r"sampling_topp must be in \(0, 1\]"),
         ({"sampling_topp": 1.5}, r"sampling_topp must be in \(0, 1\]"),
+        ({"sampling_topp": float("nan")}, r"sampling_topp must be in \(0, 1\]"),
     ],
 )
 def test_sampling_options_out_of_range(fields, message):
