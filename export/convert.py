@@ -22,6 +22,7 @@ from export.cli import add_bundle_arguments, bundle_options, check_bundle_argume
 from export.eole_text import SideText
 from export.modules import Signature
 from export.user import UserModel, export_modules
+from models.bpe import BpeTokenizer
 from models.commands import show_defaults
 from models.onmt import OnmtTokenizer
 from models.pieces import PieceTokenizer
@@ -111,8 +112,12 @@ def eole_user_model(
                 "text itself, as it did in training; drop the option"
             )
         try:
-            source = _subword_tokenizer(m.text.src, m.src_vocab, m.src_unk_id, m.decode_bytes)
-            target = _subword_tokenizer(m.text.tgt, m.tgt_vocab, m.unk_id, m.decode_bytes)
+            source = _subword_tokenizer(
+                m.text.transform, m.text.src, m.src_vocab, m.src_unk_id, m.decode_bytes
+            )
+            target = _subword_tokenizer(
+                m.text.transform, m.text.tgt, m.tgt_vocab, m.unk_id, m.decode_bytes
+            )
         except TokenizerError as exc:
             raise ExportError(f"{m.text.transform}: {exc}") from None
     else:
@@ -139,11 +144,16 @@ def eole_user_model(
     )
 
 
-def _subword_tokenizer(side: SideText, vocab: list[str], unk_id: int, decode_bytes: bool):
-    """The tokenizer that reproduces one side of the subword transform (``decode_bytes``:
-    onmt_tokenize's byte-fallback pieces become text, as Eole's do and OpenNMT-py's not)."""
-    if side.onmttok is None:  # the sentencepiece transform
+def _subword_tokenizer(
+    transform: str, side: SideText, vocab: list[str], unk_id: int, decode_bytes: bool
+):
+    """The tokenizer that reproduces one side of the subword ``transform``
+    (``decode_bytes``: onmt_tokenize's byte-fallback pieces become text, as Eole's do and
+    OpenNMT-py's not)."""
+    if transform == "sentencepiece":
         return PieceTokenizer(side.model.read_bytes(), vocab, unk_id=unk_id)
+    if transform == "bpe":
+        return BpeTokenizer(vocab, unk_id=unk_id, codes_file=side.model, vocabulary=side.vocabulary)
     return OnmtTokenizer(
         vocab,
         unk_id=unk_id,
@@ -191,7 +201,7 @@ def convert_eole(
 _SUPPORTED = (
     "rnn/brnn encoders, LSTM/GRU, any layer count, StdRNN and InputFeed decoders, "
     "dot/general/mlp attention, bridge; whitespace tokens or the sentencepiece / "
-    "onmt_tokenize transforms. Other options are refused by name."
+    "onmt_tokenize / bpe transforms. Other options are refused by name."
 )
 
 

@@ -1,11 +1,13 @@
 """How an Eole model turns text into tokens: whitespace, or a subword transform.
 
 Eole applies the transforms of its config's top-level ``transforms`` list at ``eole
-predict`` time too. Those that only filter or perturb training data are no-ops there; two
-tokenise, and this converter reproduces both: ``sentencepiece`` (SentencePiece pieces,
-:class:`models.pieces.PieceTokenizer`) and ``onmt_tokenize`` (the OpenNMT Tokenizer with
-its options and optional BPE or SentencePiece subwords, :class:`models.onmt.OnmtTokenizer`).
-Every other text transform (``bpe``, ``normalize``, ...) is refused by name.
+predict`` time too. Those that only filter or perturb training data are no-ops there; three
+tokenise, and this converter reproduces them: ``sentencepiece`` (SentencePiece pieces,
+:class:`models.pieces.PieceTokenizer`), ``onmt_tokenize`` (the OpenNMT Tokenizer with
+its options and optional BPE or SentencePiece subwords, :class:`models.onmt.OnmtTokenizer`)
+and ``bpe`` (subword-nmt BPE of word-tokenised text, optionally restricted by a subword
+vocabulary and threshold, :class:`models.bpe.BpeTokenizer`). Every other text transform
+(``normalize``, ...) is refused by name.
 
 Eole copies the subword models into the model directory when it saves, and its
 ``config.json`` names them ``${MODEL_PATH}/<file>``; older runs name the path they were
@@ -18,9 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from models.bpe import read_vocabulary
+from models.tokenizer import TokenizerError
+
 # Transforms that only act on training data (or filter it); everything else rewrites text.
 TRAIN_ONLY_TRANSFORMS = {"filtertoolong", "filtertooshort", "switchout", "tokendrop", "tokenmask"}
-SUBWORD_TRANSFORMS = {"sentencepiece", "onmt_tokenize"}
+SUBWORD_TRANSFORMS = {"sentencepiece", "onmt_tokenize", "bpe"}
 # pyonmttok options that name files: the subword model comes from <side>_subword_model.
 _PATH_OPTIONS = {"bpe_model_path", "sp_model_path", "vocabulary_path", "bpe_vocab_path"}
 
@@ -36,21 +41,22 @@ class SideText:
     subword_type: str  # "sentencepiece", "bpe" or "none"
     model: Path | None  # the subword model file (None for "none")
     onmttok: dict[str, Any] | None  # pyonmttok options (onmt_tokenize only)
+    vocabulary: tuple[str, ...] | None = None  # pieces the bpe transform may output
 
 
 @dataclass(frozen=True)
 class EoleText:
     """The subword transform and each side's tokenisation."""
 
-    transform: str  # "sentencepiece" or "onmt_tokenize"
+    transform: str  # "sentencepiece", "onmt_tokenize" or "bpe"
     src: SideText
     tgt: SideText
 
 
 def check_transforms(cfg: dict) -> str | None:
-    """The subword transform the model translates with (``"sentencepiece"`` or
-    ``"onmt_tokenize"``) or None (whitespace tokens); raises EoleTextError for a
-    transform that rewrites text otherwise."""
+    """The subword transform the model translates with (``"sentencepiece"``,
+    ``"onmt_tokenize"`` or ``"bpe"``) or None (whitespace tokens); raises EoleTextError
+    for a transform that rewrites text otherwise."""
     top = list(cfg.get("transforms") or [])
     corpus_only = {
         name
@@ -65,7 +71,7 @@ def check_transforms(cfg: dict) -> str | None:
         where = "data.<corpus>.transforms only" if name in corpus_only else "transforms"
         raise EoleTextError(
             f"transform {name!r} (in {where}) is not supported: it rewrites or tokenises "
-            "text, and only sentencepiece or onmt_tokenize (listed in the top-level "
+            "text, and only sentencepiece, onmt_tokenize or bpe (listed in the top-level "
             "transforms, as eole predict applies them) or whitespace-tokenised models can "
             "be converted"
         )
@@ -88,20 +94,22 @@ def eole_text(
     if transform is None:
         if src or tgt:
             raise EoleTextError(
-                "--src/--tgt-subword-model given, but the model has no sentencepiece or "
-                "onmt_tokenize transform (it was trained on whitespace tokens)"
+                "--src/--tgt-subword-model given, but the model has no sentencepiece, "
+                "onmt_tokenize or bpe transform (it was trained on whitespace tokens)"
             )
         return None
     opts = ((cfg.get("transforms_configs") or {}).get(transform)) or {}
     for key in ("gpt2_pretok", "mapped_tokens"):
         if opts.get(key):
             raise EoleTextError(f"{transform} option {key} is not supported")
+    if transform == "bpe":
+        return _bpe_text(cfg, opts, model_dir, src, tgt)
     for side in ("src", "tgt"):
         vocab, threshold = opts.get(f"{side}_subword_vocab"), opts.get(f"{side}_vocab_threshold")
         if vocab and (threshold or 0) > 0:
             raise EoleTextError(
                 f"{side}_subword_vocab with {side}_vocab_threshold {threshold} restricts "
-                "the subword output to frequent pieces; not supported"
+                f"the subword output to frequent pieces; not supported with {transform}"
             )
     keys = ("subword_vocab", "vocab_threshold")
     same_vocab = all(opts.get(f"src_{key}") == opts.get(f"tgt_{key}") for key in keys)
@@ -116,6 +124,40 @@ def eole_text(
                 f"subword model {part.model} not found; pass --{side}-subword-model PATH"
             )
     return EoleText(transform, source, target)
+
+
+def _bpe_text(
+    cfg: dict, opts: dict, model_dir: Path, src: Path | None, tgt: Path | None
+) -> EoleText:
+    """The ``bpe`` transform (``warm_up`` of Eole's ``BPETransform``): BPE codes per side,
+    a side's subword vocabulary only with a threshold above 0, and the source's codes for
+    the target when ``share_vocab`` is set and both sides' vocabularies are the same.
+    BPE dropout (``subword_alpha``) acts in training only."""
+
+    def vocabulary(side: str) -> tuple[str, ...] | None:
+        threshold = opts.get(f"{side}_vocab_threshold") or 0
+        named = opts.get(f"{side}_subword_vocab") or ""
+        if not named or threshold <= 0:
+            return None
+        path = _locate(named, model_dir, f"transforms_configs.bpe.{side}_subword_vocab")
+        try:
+            return tuple(read_vocabulary(path.read_text(encoding="utf-8"), threshold))
+        except (OSError, UnicodeDecodeError, TokenizerError) as exc:
+            raise EoleTextError(f"{side}_subword_vocab {path}: {exc}") from None
+
+    def codes(side: str, given: Path | None) -> Path:
+        path = given or _find("bpe", opts, side, model_dir)
+        if not path.is_file():
+            raise EoleTextError(f"subword model {path} not found; pass --{side}-subword-model PATH")
+        return path
+
+    src_vocab, tgt_vocab = vocabulary("src"), vocabulary("tgt")
+    source = SideText("bpe", codes("src", src), None, src_vocab)
+    if tgt is None and cfg.get("share_vocab") and src_vocab == tgt_vocab:
+        target = source  # Eole segments the target with the source's model
+    else:
+        target = SideText("bpe", codes("tgt", tgt), None, tgt_vocab)
+    return EoleText("bpe", source, target)
 
 
 def _side(transform: str, opts: dict, side: str, model_dir: Path, given: Path | None) -> SideText:
@@ -156,13 +198,20 @@ def _find(transform: str, opts: dict, side: str, model_dir: Path) -> Path:
     named = opts.get(f"{side}_subword_model")
     if not named:
         raise EoleTextError(f"the {transform} transform has no {key}; pass --{side}-subword-model")
+    return _locate(named, model_dir, key, f"--{side}-subword-model")
+
+
+def _locate(named: str, model_dir: Path, key: str, flag: str | None = None) -> Path:
+    """The file a config option names: as named (``${MODEL_PATH}`` expanded), else a file
+    of that name in the model directory; ``flag``: the option that gives it instead."""
     path = Path(named.replace("${MODEL_PATH}", str(model_dir)))
     if path.is_file():
         return path
     beside = model_dir / path.name  # a model directory copied from another machine
     if beside.is_file():
         return beside
+    how = f"pass {flag} PATH" if flag else f"copy it into {model_dir}"
     raise EoleTextError(
         f"{key} names {named}, which is not on this machine (nor is {path.name} in "
-        f"{model_dir}); pass --{side}-subword-model PATH"
+        f"{model_dir}); {how}"
     )

@@ -96,7 +96,7 @@ def _config(opt: dict[str, Any]) -> dict[str, Any]:
     rnn = {"rnn_type": opt.get("rnn_type", "LSTM")}
     position = opt.get("position_encoding_type", "SinusoidalInterleaved")
     transforms: dict[str, dict[str, Any]] = {}
-    for name in set(opt.get("transforms") or []) & {"sentencepiece", "onmt_tokenize"}:
+    for name in set(opt.get("transforms") or []) & {"sentencepiece", "onmt_tokenize", "bpe"}:
         section = {}
         for side in ("src", "tgt"):
             for key in _SUBWORD_OPTIONS:

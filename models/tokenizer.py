@@ -4,7 +4,8 @@ imported models give theirs), and how bundles write and load tokenizers (torch-f
 A bundle's manifest names each side's tokenizer by ``kind``: ``sentencepiece`` (ids are
 the SentencePiece model's), ``words`` (:mod:`models.words`) or ``pieces`` (SentencePiece
 segmentation numbered by a vocabulary of the model's own, :mod:`models.pieces`) or
-``onmt`` (the OpenNMT Tokenizer, :mod:`models.onmt`).
+``onmt`` (the OpenNMT Tokenizer, :mod:`models.onmt`) or ``bpe`` (subword-nmt BPE,
+:mod:`models.bpe`).
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ import sentencepiece as spm
 from models.config import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 DEFAULT_SPECIALS = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)
-TOKENIZER_KINDS = ("sentencepiece", "words", "pieces", "onmt")
+TOKENIZER_KINDS = ("sentencepiece", "words", "pieces", "onmt", "bpe")
 # Manifest keys of a tokenizer entry that name files of the bundle.
-_FILE_KEYS = ("file", "model_file")
+_FILE_KEYS = ("file", "model_file", "vocabulary_file")
 
 
 class TokenizerError(ValueError):
@@ -240,6 +241,10 @@ def load_tokenizer(entry: dict, directory: Path, special_ids: tuple[int, int, in
         from models.onmt import load_onmt
 
         return load_onmt(entry, directory)
+    if kind == "bpe":
+        from models.bpe import load_bpe
+
+        return load_bpe(entry, directory)
     if kind == "pieces":
         from models.pieces import PieceTokenizer
 

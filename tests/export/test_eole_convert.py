@@ -23,9 +23,15 @@ from tests.service.server_helpers import proto_options, stub_for
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "eole"
 MODELS = sorted(p.name for p in FIXTURE.iterdir() if (p / "config.json").is_file())
 SOURCES = (FIXTURE / "src.txt").read_text(encoding="utf-8").splitlines()
-# Models trained on raw text through a subword transform, and the bundle tokenizer kind
-# that reproduces it (the others: whitespace tokens, "words").
-RAW_MODELS = {"brnn_lstm1_spm_shared": "pieces", "rnn_gru1_onmt_bpe": "onmt"}
+# Models trained through a subword transform, and the bundle tokenizer kind that
+# reproduces it (the others: whitespace tokens, "words").
+SUBWORD_MODELS = {
+    "brnn_lstm1_spm_shared": "pieces",
+    "rnn_gru1_onmt_bpe": "onmt",
+    "rnn_gru1_subword_nmt": "bpe",
+}
+# Those that translate raw text (the bpe transform's model takes word tokens).
+RAW_MODELS = {"brnn_lstm1_spm_shared", "rnn_gru1_onmt_bpe"}
 
 
 def _sources(name: str) -> list[str]:
@@ -78,7 +84,7 @@ def test_manifest_records_eole_and_its_decoding(converted):
     assert manifest["source_model"]["origin"]["converter"] == "eole"
     assert manifest["parity"]["greedy_sentences"] == 300
     assert manifest["parity"]["greedy_mismatches"] == 0
-    kind = RAW_MODELS.get(name, "words")
+    kind = SUBWORD_MODELS.get(name, "words")
     assert {t["kind"] for t in manifest["tokenizers"].values()} == {kind}
     assert all(t.get("decode_bytes", True) for t in manifest["tokenizers"].values())
     # Eole's specials are not 0/1/2/3: <unk> 0, <blank> 1, <s> 2, </s> 3
@@ -183,9 +189,9 @@ def test_served_with_attention(tmp_path_factory):
         factory.close()
 
 
-@pytest.mark.parametrize("name", sorted(RAW_MODELS))
+@pytest.mark.parametrize("name", sorted(SUBWORD_MODELS))
 def test_subword_model_served_as_text(tmp_path_factory, name):
-    """Raw text in, Eole's detokenised n-best texts out through the real gRPC server; the
+    """Text in, Eole's detokenised n-best texts out through the real gRPC server; the
     tokens and the attention's columns are subwords of Eole's own vocabulary."""
     repo = tmp_path_factory.mktemp("eole-raw-served")
     out = repo / "eole-raw" / "1"
@@ -219,7 +225,7 @@ def test_subword_model_served_as_text(tmp_path_factory, name):
         factory.close()
 
 
-@pytest.mark.parametrize("name", sorted(RAW_MODELS))
+@pytest.mark.parametrize("name", sorted(SUBWORD_MODELS))
 def test_subword_model_refuses_word_options(tmp_path, capsys, name):
     out = tmp_path / "out" / "1"
     argv = ["eole", str(FIXTURE / name), "--out", str(out), "--lowercase"]

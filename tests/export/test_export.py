@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from export import spec
-from export.parity import ParityError, ParityReport, ParityThresholds, run_gate
+from export.parity import ParityError, ParityReport, ParityThresholds, max_abs_diff, run_gate
 from models.config import ATTENTION_TYPES, LUONG_ONLY_ATTENTION, PLACEMENTS, RNN_TYPES
 from models.options import DecodeOptions
 from models.translate import translate_ids
@@ -369,11 +369,58 @@ def test_gate_thresholds_are_configurable(lstm_luong):
             o, topk_values=o.topk_values - 5e-4, eos_values=o.eos_values - 5e-4
         )
 
-    with pytest.raises(ParityError, match=r"log-probs differ by 5\.\d+e-04 > 1e-04"):
+    with pytest.raises(
+        ParityError,
+        match=r"log-probs differ by 5\.\d+e-04 \(more than 1e-04 \+ 1e-05 x \|log-prob\|\)",
+    ):
         gate(model, Perturbed(onnx_model, shift))
     report = gate(model, Perturbed(onnx_model, shift), thresholds=ParityThresholds(1e-3, 1e-5))
     assert report.max_log_prob_diff == pytest.approx(5e-4, rel=1e-2)
     assert report.greedy_mismatches == report.beam_mismatches == 0
+
+
+def test_log_prob_tolerance_grows_with_the_log_prob():
+    """``max_abs_diff(..., rtol)``: what the gate holds to its absolute tolerance."""
+    want = np.array([[-0.5, -20.0, -np.inf]])
+    got = want - np.array([[5e-5, 1.6e-4, 0.0]])  # 1.6e-4: 8e-6 of 20
+    assert max_abs_diff(got, want) == pytest.approx(1.6e-4)
+    assert max_abs_diff(got, want, 1e-5) == pytest.approx(5e-5 - 5e-6)
+    near_zero = want - np.array([[2e-4, 0.0, 0.0]])
+    assert max_abs_diff(near_zero, want, 1e-5) == pytest.approx(2e-4 - 5e-6)
+    assert max_abs_diff(np.array([[np.nan]]), np.array([[-1.0]]), 1e-5) == np.inf
+    assert max_abs_diff(np.array([[-np.inf]]), np.array([[-1.0]]), 1e-5) == np.inf
+
+
+def test_gate_allows_float32_rounding_that_grows_with_the_log_prob(lstm_luong):
+    """Log-probs off by 9e-5 + 9e-6 of themselves pass the log-prob check (over 1e-4 in
+    absolute terms, within the rtol part) and fail it with rtol 0. (The scores, sums of
+    such steps, drift by 9e-5 a step: that check fails either way.)"""
+    model, onnx_model = lstm_luong
+
+    def scale(o):  # every value lower by 9e-5 + 9e-6 |value|: no ranking changes
+        def move(v):
+            return v - (9e-5 + 9e-6 * np.abs(v))
+
+        return dataclasses.replace(
+            o, topk_values=move(o.topk_values), eos_values=move(o.eos_values)
+        )
+
+    with pytest.raises(ParityError) as info:
+        gate(model, Perturbed(onnx_model, scale))
+    assert "decoder log-probs" not in str(info.value) and "hypothesis scores" in str(info.value)
+    strict = ParityThresholds(log_prob_rtol=0.0)
+    with pytest.raises(
+        ParityError, match=r"log-probs differ by 1\.\d+e-04 \(more than 1e-04 \+ 0e\+00 x"
+    ):
+        gate(model, Perturbed(onnx_model, scale), thresholds=strict)
+
+    def shift(o):
+        return dataclasses.replace(
+            o, topk_values=o.topk_values - 2e-4, eos_values=o.eos_values - 2e-4
+        )
+
+    with pytest.raises(ParityError, match="decoder log-probs differ by 2"):
+        gate(model, Perturbed(onnx_model, shift), thresholds=ParityThresholds(log_prob_rtol=1e-5))
 
 
 def test_tied_scores_rank_like_the_reference():

@@ -62,6 +62,10 @@ def test_manifest_records_opennmt_py_and_its_decoding(converted):
     onmt = [t for t in bundle.manifest["tokenizers"].values() if t["kind"] == "onmt"]
     assert all(t["decode_bytes"] is False for t in onmt)
     assert bool(onmt) == (name == "rnn_lstm1_onmt_bpe")
+    bpe = [t for t in bundle.manifest["tokenizers"].values() if t["kind"] == "bpe"]
+    assert len(bpe) == 2 * (name == "brnn_gru1_subword_nmt")
+    # the source side keeps the vocabulary restriction (src_vocab_threshold), the target not
+    assert [("vocabulary_file" in t) for t in bpe] == [True, False][: len(bpe)]
 
 
 def test_greedy_is_opennmt_pys(converted):
