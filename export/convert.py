@@ -209,7 +209,7 @@ def _framework_parser(sub, name: str, what: str, description: str, model_help: s
     parser = sub.add_parser(name, help=what, description=description + _SUPPORTED)
     parser.add_argument("model", type=Path, help=model_help)
     spm = parser.add_argument_group(
-        "sentencepiece / onmt_tokenize transforms (models trained with one; the subword "
+        "sentencepiece / onmt_tokenize / bpe transforms (models trained with one; the subword "
         "models are found where the options name them, or beside the model)"
     )
     spm.add_argument(

@@ -7,6 +7,7 @@ sentencepiece-transform model's sources and outputs are text; the others' are wo
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -22,7 +23,10 @@ from export.eole_text import SideText  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "eole"
 MODELS = sorted(p.name for p in FIXTURE.iterdir() if (p / "config.json").is_file())
-WORD_MODELS = [m for m in MODELS if not (FIXTURE / m / "src.txt").is_file()]
+# Models without a text transform: their outputs are vocabulary tokens joined by spaces.
+WORD_MODELS = [
+    m for m in MODELS if not json.loads((FIXTURE / m / "config.json").read_text()).get("transforms")
+]
 WORDS = [line.split() for line in (FIXTURE / "src.txt").read_text(encoding="utf-8").splitlines()]
 MAX_LENGTH, MAX_LENGTH_RATIO = 250, 2.0  # Eole's predict defaults: min(250, 2 * src_len + 5)
 
@@ -32,11 +36,20 @@ def model(request: pytest.FixtureRequest) -> tuple[str, EoleModel]:
     return request.param, load_eole(FIXTURE / request.param)
 
 
-def _transform(side: SideText):
-    """(tokenise, detokenise) as Eole's transform calls its library for ``side``."""
-    if side.onmttok is None:  # sentencepiece
+def _transform(transform: str, side: SideText):
+    """(tokenise, detokenise) as Eole's ``transform`` calls its library for ``side``."""
+    if transform == "sentencepiece":
         sp = spm.SentencePieceProcessor(model_file=str(side.model))
         return (lambda line: sp.encode(line, out_type=str)), sp.decode_pieces
+    if transform == "bpe":  # Eole's BPETransform over subword-nmt
+        from subword_nmt.apply_bpe import BPE
+
+        with open(side.model, encoding="utf-8") as codes:
+            bpe = BPE(codes, vocab=set(side.vocabulary) if side.vocabulary else None)
+        return (
+            lambda line: bpe.segment_tokens(line.split(" ")),
+            lambda tokens: re.sub(r"(@@ )|(@@ ?$)", "", " ".join(tokens)),
+        )
     model = {"bpe": "bpe_model_path", "sentencepiece": "sp_model_path"}.get(side.subword_type)
     tok = pyonmttok.Tokenizer(**side.onmttok, **({model: str(side.model)} if model else {}))
     return tok, tok.detokenize
@@ -46,14 +59,17 @@ def sources(name: str, m: EoleModel) -> list[list[str]]:
     """The fixture's 300 sources as Eole tokenises them for this model."""
     if m.text is None:
         return WORDS
-    tokenise, _ = _transform(m.text.src)
-    lines = (FIXTURE / name / "src.txt").read_text(encoding="utf-8").splitlines()
-    return [tokenise(line) for line in lines]
+    tokenise, _ = _transform(m.text.transform, m.text.src)
+    own = FIXTURE / name / "src.txt"  # raw text; the bpe transform's model takes words
+    lines = (own if own.is_file() else FIXTURE / "src.txt").read_text(encoding="utf-8")
+    return [tokenise(line) for line in lines.splitlines()]
 
 
 def text(m: EoleModel, tokens: list[str]) -> str:
     """What eole predict writes for ``tokens``: detokenised by the transform, if any."""
-    return " ".join(tokens) if m.text is None else _transform(m.text.tgt)[1](tokens)
+    return (
+        " ".join(tokens) if m.text is None else _transform(m.text.transform, m.text.tgt)[1](tokens)
+    )
 
 
 def encode(m: EoleModel, sents: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -266,9 +282,41 @@ def test_refuses_unsupported_options(
 def test_refuses_tokenising_transform(tmp_path: Path) -> None:
     path = _copy(tmp_path, MODELS[0])
     cfg = json.loads((path / "config.json").read_text())
-    cfg["transforms"] = ["bpe", "filtertoolong"]  # subword-nmt's BPE: not reproduced
+    cfg["transforms"] = ["normalize", "filtertoolong"]  # Moses-style normalising: not reproduced
     (path / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(EoleError, match="transform 'bpe' .* is not supported"):
+    with pytest.raises(EoleError, match="transform 'normalize' .* is not supported"):
+        load_eole(path)
+
+
+def test_bpe_transform_files_and_shared_codes(tmp_path: Path) -> None:
+    """The bpe transform: codes and the subword vocabulary found beside the model (Eole's
+    ``${MODEL_PATH}``), the vocabulary only with a threshold above 0, the source's codes
+    for the target when share_vocab and both vocabularies are the same (Eole's rule)."""
+    name = "rnn_gru1_subword_nmt"
+    path = _copy(tmp_path, name)
+    text = load_eole(path).text
+    assert text.transform == "bpe" and text.src.model == path / "joint_subword_nmt.codes"
+    assert text.src.vocabulary and all(isinstance(p, str) for p in text.src.vocabulary)
+    assert text.tgt.vocabulary is None and text.tgt is not text.src
+    cfg = json.loads((path / "config.json").read_text())
+    cfg["share_vocab"] = True
+    (path / "config.json").write_text(json.dumps(cfg))
+    assert load_eole(path).text.tgt is not load_eole(path).text.src  # vocabularies differ
+    cfg["transforms_configs"]["bpe"]["src_vocab_threshold"] = 0  # no restriction either side
+    (path / "config.json").write_text(json.dumps(cfg))
+    text = load_eole(path).text
+    assert text.src.vocabulary is None and text.tgt == text.src
+    cfg["transforms_configs"]["bpe"]["src_vocab_threshold"] = 2
+    (path / "config.json").write_text(json.dumps(cfg))
+    (path / "joint_subword_nmt.vocab.en").unlink()
+    with pytest.raises(
+        EoleError,
+        match="src_subword_vocab names .*joint_subword_nmt.vocab.en, "
+        "which is not on this machine .*copy it into",
+    ):
+        load_eole(path)
+    (path / "joint_subword_nmt.vocab.en").write_text("piece-without-count\n")
+    with pytest.raises(EoleError, match="BPE vocabulary line 1 is 'piece-without-count'"):
         load_eole(path)
 
 
@@ -281,7 +329,7 @@ def test_sentencepiece_model_found_or_named(tmp_path: Path) -> None:
     with pytest.raises(EoleError, match="pass --src-subword-model PATH"):
         load_eole(path)
     assert load_eole(path, moved, moved).text.tgt.model == moved
-    with pytest.raises(EoleError, match="has no sentencepiece or onmt_tokenize transform"):
+    with pytest.raises(EoleError, match="has no sentencepiece, onmt_tokenize or bpe transform"):
         load_eole(FIXTURE / WORD_MODELS[0], moved)
 
 

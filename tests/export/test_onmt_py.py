@@ -141,7 +141,7 @@ def _with_options(tmp_path: Path, **changes) -> Path:
         ({"global_attention": "none"}, "global_attention 'none' is not supported"),
         ({"global_attention_function": "sparsemax"}, "global_attention_function 'sparsemax'"),
         ({"n_src_feats": 1}, "source features"),
-        ({"transforms": ["bpe"]}, "transform 'bpe' .* is not supported"),
+        ({"transforms": ["normalize"]}, "transform 'normalize' .* is not supported"),
         (
             {"transforms": ["onmt_tokenize"], "src_onmttok_kwargs": "{'mode': "},
             "is not a Python literal dict",

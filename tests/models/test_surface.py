@@ -93,7 +93,10 @@ def test_a_copied_source_token_reads_as_written(kind):
     target = tok.pieces(tok.encode("the cat"))
     for token in tok.surface(text):
         out = tok.detokenize([*target, token])
-        assert token.replace("\u2581", "").replace("\uffed", "").replace("@@", "") in out, (token, out)
+        assert token.replace("\u2581", "").replace("\uffed", "").replace("@@", "") in out, (
+            token,
+            out,
+        )
 
 
 def test_replace_unknowns_takes_the_most_attended_source_token():

@@ -83,5 +83,8 @@ def test_bad_vocabularies(tmp_path):
     assert read_vocabulary(bom) == ["<pad>", "x"]
     with pytest.raises(TokenizerError, match="unk id 5 is outside"):
         WordTokenizer(["a"], unk_id=5)
-    with pytest.raises(TokenizerError, match="unknown tokenizer kind 'bpe'"):
-        load_tokenizer({"kind": "bpe", "file": "x"}, tmp_path, (0, 1, 2, 3))
+    with pytest.raises(
+        TokenizerError,
+        match="unknown tokenizer kind 'wordpiece'; known: sentencepiece, words, pieces, onmt, bpe",
+    ):
+        load_tokenizer({"kind": "wordpiece", "file": "x"}, tmp_path, (0, 1, 2, 3))
