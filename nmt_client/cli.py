@@ -7,7 +7,6 @@ blank) when none is given; each prints one line (``--n-best N``: N lines, ranked
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import re
 import sys
@@ -15,7 +14,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
-from nmt_api import MAX_BLOCK_NGRAM
+from nmt_client.decoding_args import add_decoding_args, check_decoding_args, options_from_args
 from nmt_client.errors import InvalidRequest, TranslatorError
 from nmt_client.heatmap import MATPLOTLIB_HINT, have_matplotlib, plot_attention
 from nmt_client.options import DecodeOptions
@@ -169,100 +168,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("text", nargs="*", help="sentences to translate (none: read stdin)")
     add_connection_args(p, server_default=DEFAULT_TARGET)
-    d = p.add_argument_group("decoding")
-    d.add_argument(
-        "--beam",
-        metavar="N",
-        type=int,
-        default=1,
-        help="beam size, 1: greedy (default: %(default)s)",
-    )
-    d.add_argument(
-        "--n-best",
-        metavar="N",
-        type=int,
-        default=1,
-        help="hypotheses per sentence, at most --beam (default: %(default)s)",
-    )
-    d.add_argument(
-        "--length-penalty",
-        metavar="LP",
-        type=float,
-        default=None,
-        help="score = log-prob / length^LP (default: the model's, else 1.0)",
-    )
-    d.add_argument(
-        "--max-length",
-        metavar="N",
-        type=int,
-        default=None,
-        help="cap on target tokens (default, or 0: the server's)",
-    )
-    d.add_argument(
-        "--min-length",
-        metavar="N",
-        type=int,
-        default=None,
-        help="fewest target tokens before EOS (default: the model's)",
-    )
-    d.add_argument(
-        "--ban-unk",
-        action="store_true",
-        default=None,
-        help="never emit the unknown token (Eole's -ban_unk_token)",
-    )
-    d.add_argument(
-        "--block-ngram-repeat",
-        metavar="N",
-        type=int,
-        default=None,
-        help="no n-gram of N target tokens twice in a translation (Eole's "
-        "-block_ngram_repeat; 0: off, the default)",
-    )
-    d.add_argument(
-        "--ignore-when-blocking",
-        metavar="TOKEN",
-        action="append",
-        default=[],
-        help="a target token (as --scores/--attention-png show them) whose n-grams may "
-        "repeat; repeat the flag for several",
-    )
-    d.add_argument(
-        "--replace-unk",
-        action="store_true",
-        help="an unknown target token becomes the source word it attended to most "
-        "(Eole's -replace_unk; not with --stream)",
-    )
-    d.add_argument(
-        "--sampling-topk",
-        metavar="K",
-        type=int,
-        default=None,
-        help="draw each token at random among the K most likely (a number >= the "
-        "vocabulary: all of them), e.g. for back-translation; with --beam 1",
-    )
-    d.add_argument(
-        "--sampling-temperature",
-        metavar="T",
-        type=float,
-        default=None,
-        help="divide the log-probs by T before drawing (default: 1.0)",
-    )
-    d.add_argument(
-        "--sampling-topp",
-        metavar="P",
-        type=float,
-        default=None,
-        help="nucleus: of those K, only the most likely whose probabilities add up to P "
-        "(default: 1.0, all)",
-    )
-    d.add_argument(
-        "--seed",
-        metavar="S",
-        type=int,
-        default=None,
-        help="fixes the draws of --sampling-topk (default: the server picks one)",
-    )
+    d = add_decoding_args(p)
     d.add_argument(
         "--prefix",
         metavar="TEXT",
@@ -311,40 +217,13 @@ def parser() -> argparse.ArgumentParser:
 
 def check_args(args: argparse.Namespace) -> str | None:
     """What is wrong with the arguments, found before anything is sent (``None``: fine)."""
-    if args.beam < 1 or args.n_best < 1:
-        return "--beam and --n-best must be >= 1"
-    if args.n_best > args.beam:
-        return f"--n-best {args.n_best} needs --beam {args.n_best} or more"
+    problem = check_decoding_args(args)
+    if problem:
+        return problem
     if args.batch_size < 1:
         return "--batch-size must be >= 1"
-    lp = args.length_penalty
-    if lp is not None and not (math.isfinite(lp) and lp >= 0):
-        return f"--length-penalty {lp} must be a finite number >= 0 (1.0: no preference)"
-    if args.max_length is not None and args.max_length < 0:
-        return f"--max-length {args.max_length} must be >= 1 (or 0: the server's default)"
-    if args.min_length is not None and args.min_length < 0:
-        return f"--min-length {args.min_length} must be >= 0"
-    n = args.block_ngram_repeat
-    if n is not None and not 0 <= n <= MAX_BLOCK_NGRAM:
-        return f"--block-ngram-repeat {n} must be between 0 (off) and {MAX_BLOCK_NGRAM}"
-    if args.ignore_when_blocking and not n:
-        return "--ignore-when-blocking goes with --block-ngram-repeat N (N >= 1)"
-    if any(not t for t in args.ignore_when_blocking):
-        return "--ignore-when-blocking needs a token, not an empty string"
     if args.stream and (len(args.text) != 1 or args.n_best > 1):
         return "--stream translates one sentence to its best hypothesis: give exactly one"
-    if args.sampling_topk is not None and args.sampling_topk < 0:
-        return f"--sampling-topk {args.sampling_topk} must be >= 0 (0 or 1: no sampling)"
-    if (args.sampling_topk or 0) > 1 and args.beam > 1:
-        return "--sampling-topk draws one translation: use it with --beam 1"
-    t = args.sampling_temperature
-    if t is not None and not (math.isfinite(t) and t > 0):
-        return f"--sampling-temperature {t} must be a finite number > 0"
-    p = args.sampling_topp
-    if p is not None and not (math.isfinite(p) and 0 < p <= 1):
-        return f"--sampling-topp {p} must be in (0, 1]"
-    if args.seed is not None and not 0 <= args.seed < 2**64:
-        return f"--seed {args.seed} must be in [0, 2^64)"
     if args.stream and args.replace_unk:
         return "--replace-unk needs the finished translation's attention: drop --stream"
     if args.prefix and not args.text:
@@ -470,23 +349,11 @@ def _list_models(translator: Translator) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    options = DecodeOptions(
-        beam_size=args.beam,
-        n_best=args.n_best,
-        length_penalty=args.length_penalty,
-        max_length=args.max_length or None,  # 0: the server's default
+    options = options_from_args(
+        args,
         return_attention=args.attention_png is not None,
         return_scores=args.scores,
         return_diagnostics=args.diagnostics,
-        min_length=args.min_length,
-        ban_unk=args.ban_unk,
-        block_ngram_repeat=args.block_ngram_repeat,
-        ignore_when_blocking=tuple(args.ignore_when_blocking),
-        replace_unk=args.replace_unk,
-        sampling_topk=args.sampling_topk,
-        sampling_temperature=args.sampling_temperature,
-        sampling_topp=args.sampling_topp,
-        seed=args.seed,
     )
     first: Result | None = None
     with translator_from_args(args, args.server) as translator:

@@ -6,6 +6,7 @@ Prints sacreBLEU's signature line (``BLEU = ...``) and chrF.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import os
 import sys
@@ -19,7 +20,9 @@ from nmt_client.cli import (
     translate_lines,
     translator_from_args,
 )
+from nmt_client.decoding_args import add_decoding_args, check_decoding_args, options_from_args
 from nmt_client.errors import TranslatorError
+from nmt_client.options import DecodeOptions
 from nmt_client.translator import Translator
 
 PROG = "nmt-eval"
@@ -67,34 +70,41 @@ def skip_blank(translate: Callable[[list[str]], list[str]], lines: list[str]) ->
 
 
 def translate_with_server(
-    translator: Translator, lines: list[str], beam: int, *, batch: int = 32
+    translator: Translator,
+    lines: list[str],
+    options: DecodeOptions | None = None,
+    *,
+    batch: int = 32,
 ) -> list[str]:
     """Best translations of ``lines`` from the server ("" for a blank line): requests of
     at most ``batch`` sentences (fewer for wide beams), :data:`EVAL_WINDOW` in flight;
     the translator retries while the server is busy. A refused request's error names
     the ``--src`` line, and over the server's sentence limit asks for a lower
     ``--batch-size``."""
-    batch = max(1, min(batch, EVAL_ROWS // max(1, beam)))
+    options = dataclasses.replace(options or DecodeOptions(), n_best=1, return_scores=False)
+    batch = max(1, min(batch, EVAL_ROWS // max(1, options.beam_size)))
     results = translate_lines(
         translator,
         lines,
         what="--src line",
         batch_size=batch,
         concurrency=EVAL_WINDOW,
-        beam_size=beam,
-        return_scores=False,
+        options=options,
     )
     return [r.text if r is not None else "" for r in results]
 
 
-def translate_with_bundle(bundle_dir: Path, lines: list[str], beam: int) -> list[str]:
-    """Best translations decoded in this process. The one part of ``nmt-eval`` that
-    needs the serving package (ONNX Runtime and all): imported here, only for
-    ``--bundle``, so that the client library never depends on the server."""
+def translate_with_bundle(
+    bundle_dir: Path, lines: list[str], options: DecodeOptions | None = None
+) -> list[str]:
+    """Best translations decoded in this process, the options applied as the server
+    applies a request's. The one part of ``nmt-eval`` that needs the serving package
+    (ONNX Runtime and all): imported here, only for ``--bundle``, so that the client
+    library never depends on the server."""
     # By name, not an import statement: the package-layering test reads this package's
     # imports and keeps it free of the server's (tests/nmt_client/test_imports.py).
     offline = importlib.import_module("service.offline")
-    return offline.translate_with_bundle(bundle_dir, lines, beam)
+    return offline.translate_with_bundle(bundle_dir, lines, (options or DecodeOptions()).to_proto())
 
 
 def parser() -> argparse.ArgumentParser:
@@ -110,13 +120,7 @@ def parser() -> argparse.ArgumentParser:
     where.add_argument(
         "--bundle", metavar="DIR", type=Path, help="bundle directory (decode in this process)"
     )
-    p.add_argument(
-        "--beam",
-        metavar="N",
-        type=int,
-        default=1,
-        help="beam size, 1: greedy (default: %(default)s)",
-    )
+    add_decoding_args(p, n_best=False)
     p.add_argument(
         "--batch-size",
         metavar="N",
@@ -159,13 +163,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError:
         print(f"{PROG}: error: {SACREBLEU_HINT}", file=sys.stderr)
         return 2
-    problem = check_connection_args(args)
-    if args.beam < 1 or args.batch_size < 1:
-        problem = "--beam and --batch-size must be >= 1"
-    elif args.limit < 0:
-        problem = f"--limit {args.limit} must be >= 0 (0: all lines)"
-    elif args.out is not None:
-        problem = check_out(args.out)
+    problem = (
+        check_decoding_args(args)
+        or check_connection_args(args)
+        or ("--batch-size must be >= 1" if args.batch_size < 1 else None)
+        or (f"--limit {args.limit} must be >= 0 (0: all lines)" if args.limit < 0 else None)
+        or (check_out(args.out) if args.out is not None else None)
+    )
     if problem:
         print(f"{PROG}: error: {problem}", file=sys.stderr)
         return 2
@@ -189,14 +193,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.limit:
         src, ref = src[: args.limit], ref[: args.limit]
+    options = options_from_args(args)
     start = time.monotonic()
     try:
         if args.server:
             # --timeout bounds each request, retries included (not the whole file)
             with translator_from_args(args, args.server) as translator:
-                hyps = translate_with_server(translator, src, args.beam, batch=args.batch_size)
+                hyps = translate_with_server(translator, src, options, batch=args.batch_size)
         else:
-            hyps = skip_blank(lambda ls: translate_with_bundle(args.bundle, ls, args.beam), src)
+            hyps = skip_blank(lambda ls: translate_with_bundle(args.bundle, ls, options), src)
     except TranslatorError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1

@@ -1,21 +1,49 @@
 """Translate with a bundle in this process, without a server (``nmt-eval --bundle``):
-the serving decoder on ONNX Runtime's CPU provider, with the bundle's own decoding
-defaults."""
+the serving decoder on ONNX Runtime's CPU provider, a request's options applied as the
+server applies them (over the bundle's own decoding defaults)."""
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
 
+from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.bundle import load_bundle
 from service.decoding import decode
+from service.front import replace_unknowns
+from service.limits import EngineConfig
+from service.messages import to_options
 from service.runtime import RuntimeConfig
 
 
-def translate_with_bundle(bundle_dir: Path, lines: list[str], beam: int) -> list[str]:
-    """Best translations of ``lines`` at beam size ``beam`` (1: greedy)."""
+def translate_with_bundle(
+    bundle_dir: Path, lines: list[str], request: pb.DecodeOptions | None = None
+) -> list[str]:
+    """Best translations of ``lines`` with the options of ``request`` (None: the
+    bundle's defaults, greedy). Raises :class:`service.errors.InvalidRequest` for options
+    the server would refuse the same way (an ``ignore_when_blocking`` token the model
+    does not have, ...)."""
     bundle = load_bundle(Path(bundle_dir), RuntimeConfig(providers=("cpu",)))
-    options = dataclasses.replace(bundle.decoding, beam_size=beam, n_best=1)
-    sources = [bundle.src_tokenizer.encode(line) or [bundle.config.unk_id] for line in lines]
+    options = to_options(
+        request or pb.DecodeOptions(),
+        default_max_length=EngineConfig().max_target_length,
+        defaults=bundle.decoding,
+        target_index=bundle.target_index,
+    )
+    options = dataclasses.replace(options, n_best=1)
+    src_tok, tgt_tok, unk = bundle.src_tokenizer, bundle.tgt_tokenizer, bundle.config.unk_id
+    sources = [src_tok.encode(line) or [unk] for line in lines]
     nbest = decode(bundle.model, sources, options=options, special=bundle.special)
-    return [bundle.tgt_tokenizer.decode(h[0].tokens) for h in nbest]
+    out = []
+    for line, ids, hyps in zip(lines, sources, nbest, strict=True):
+        best = hyps[0]
+        surface = src_tok.surface(line) if options.replace_unk and unk in best.tokens else None
+        if surface is not None and len(surface) == len(ids):
+            out.append(
+                tgt_tok.detokenize(
+                    replace_unknowns(tgt_tok.pieces(best.tokens), best, surface, unk)
+                )
+            )
+        else:
+            out.append(tgt_tok.decode(best.tokens))
+    return out

@@ -167,6 +167,8 @@ def test_n_best_needs_a_beam(capsys):
         (["--max-length", "-5"], "--max-length -5 must be >= 1 (or 0: the server's default)"),
         (["--list-models", "Hello"], "--list-models lists every model and translates nothing"),
         (["--min-length", "-1"], "--min-length -1 must be >= 0"),
+        (["--coverage-penalty", "-0.2"], "--coverage-penalty -0.2 must be a finite number >= 0"),
+        (["--coverage-penalty", "nan"], "--coverage-penalty nan must be a finite number >= 0"),
         (["--sampling-topk", "-1"], "--sampling-topk -1 must be >= 0 (0 or 1: no sampling)"),
         (["--sampling-topk", "5", "--beam", "3"], "--sampling-topk draws one translation"),
         (["--sampling-temperature", "0"], "--sampling-temperature 0.0 must be a finite number"),
@@ -305,6 +307,20 @@ def test_an_unknown_ignored_token_is_one_line(address, capsys):
     captured = capsys.readouterr()
     assert captured.out == "" and len(captured.err.splitlines()) == 1
     assert "'no-such-token' not in the model's target vocabulary" in captured.err
+
+
+def test_coverage_penalty_flag_reaches_the_server(address, tiny_bundle, capsys):
+    texts = tiny_bundle.sentences[:12]
+    with Translator(address) as translator:
+        plain = [translator.translate_one(t, beam_size=4).best for t in texts]
+        covered = [
+            translator.translate_one(t, beam_size=4, coverage_penalty=1.0).best for t in texts
+        ]
+    assert [h.text for h in plain] != [h.text for h in covered]  # the penalty moved some
+    i = next(i for i, (p, c) in enumerate(zip(plain, covered, strict=True)) if p.text != c.text)
+    argv = ["--server", address, texts[i], "--beam", "4", "--coverage-penalty", "1.0"]
+    assert cli.main(argv) == 0
+    assert capsys.readouterr().out == covered[i].text + "\n"
 
 
 def test_sampling_flags_reach_the_server(address, tiny_bundle, capsys):

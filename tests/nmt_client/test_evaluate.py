@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nmt_client import Translator, evaluate
+from nmt_client import DecodeOptions, Translator, evaluate
 
 SAMPLE = Path(__file__).resolve().parents[2] / "models" / "sample"
 SAMPLE_EN, SAMPLE_ES = SAMPLE / "sample.en", SAMPLE / "sample.es"
@@ -104,13 +104,51 @@ def test_requests_are_sized_to_the_beam(address, tiny_bundle):
     """32 sentences x beam 12 would exceed the server's 256 rows: nmt-eval sends fewer."""
     lines = list(tiny_bundle.sentences[1:41])
     with Translator(address) as translator:
-        got = evaluate.translate_with_server(translator, lines, 12)
+        got = evaluate.translate_with_server(translator, lines, DecodeOptions(beam_size=12))
     assert len(got) == len(lines) and all(got)
+
+
+def test_decoding_flags_apply_alike_with_bundle_and_server(
+    tiny_bundle, address, subset, tmp_path, capsys
+):
+    """nmt-translate's decoding flags, here too: the in-process bundle applies them as the
+    server does (same translations), and they change the translations."""
+    src, ref = subset
+    args = ["--src", str(src), "--ref", str(ref), "--limit", "10"]
+    flags = ["--beam", "3", "--block-ngram-repeat", "1", "--length-penalty", "0.2", "--ban-unk"]
+    plain, local, remote = (tmp_path / f"{n}.txt" for n in ("plain", "local", "remote"))
+    bundle = ["--bundle", str(tiny_bundle.bundle_dir)]
+    assert evaluate.main([*args, *bundle, "--out", str(plain)]) == 0
+    assert evaluate.main([*args, *flags, *bundle, "--out", str(local)]) == 0
+    assert evaluate.main([*args, *flags, "--server", address, "--out", str(remote)]) == 0
+    capsys.readouterr()
+    assert local.read_text() == remote.read_text() != plain.read_text()
+    for line in local.read_text().splitlines():  # block 1: no token twice
+        assert len(line.split()) == len(set(line.split())), line
+
+
+@pytest.mark.parametrize("where", ["bundle", "server"])
+def test_an_unknown_ignore_token_is_one_line_either_way(
+    tiny_bundle, address, subset, where, capsys
+):
+    src, ref = subset
+    target = (
+        ["--bundle", str(tiny_bundle.bundle_dir)] if where == "bundle" else ["--server", address]
+    )
+    argv = ["--src", str(src), "--ref", str(ref), "--limit", "3", *target]
+    argv += ["--block-ngram-repeat", "2", "--ignore-when-blocking", "zzz-not-a-token"]
+    assert evaluate.main(argv) == 1
+    (err,) = capsys.readouterr().err.splitlines()
+    assert err.startswith("nmt-eval: error: ") and "zzz-not-a-token" in err, err
 
 
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
+        (["--beam", "0"], "--beam and --n-best must be >= 1"),
+        (["--block-ngram-repeat", "99"], "--block-ngram-repeat 99 must be between 0 (off) and 32"),
+        (["--sampling-topk", "5", "--beam", "2"], "--sampling-topk draws one translation"),
+        (["--length-penalty", "nan"], "--length-penalty nan must be a finite number >= 0"),
         (["--limit", "-1"], "--limit -1 must be >= 0 (0: all lines)"),
         (["--out", "/nonexistent/x.txt"], "--out /nonexistent/x.txt: directory /nonexistent"),
     ],
