@@ -5,6 +5,7 @@ server applies them (over the bundle's own decoding defaults)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 from nmt_api.nmt.v1 import translator_pb2 as pb
@@ -17,12 +18,20 @@ from service.runtime import RuntimeConfig
 
 
 def translate_with_bundle(
-    bundle_dir: Path, lines: list[str], request: pb.DecodeOptions | None = None
+    bundle_dir: Path,
+    lines: list[str],
+    request: pb.DecodeOptions | None = None,
+    *,
+    batch: int | None = None,
+    on_done: Callable[[int], None] | None = None,
 ) -> list[str]:
     """Best translations of ``lines`` with the options of ``request`` (None: the
-    bundle's defaults, greedy). Raises :class:`service.errors.InvalidRequest` for options
-    the server would refuse the same way (an ``ignore_when_blocking`` token the model
-    does not have, ...)."""
+    bundle's defaults, greedy), decoded ``batch`` sentences at a time (None: all at
+    once) as if each batch were one request (what a seeded ``sampling_topk`` draws
+    depends on a sentence's index in its request; nothing else depends on the batch);
+    ``on_done(n)`` after every ``n`` sentences translated.
+    Raises :class:`service.errors.InvalidRequest` for options the server would refuse
+    the same way (an ``ignore_when_blocking`` token the model does not have, ...)."""
     bundle = load_bundle(Path(bundle_dir), RuntimeConfig(providers=("cpu",)))
     options = to_options(
         request or pb.DecodeOptions(),
@@ -33,7 +42,13 @@ def translate_with_bundle(
     options = dataclasses.replace(options, n_best=1)
     src_tok, tgt_tok, unk = bundle.src_tokenizer, bundle.tgt_tokenizer, bundle.config.unk_id
     sources = [src_tok.encode(line) or [unk] for line in lines]
-    nbest = decode(bundle.model, sources, options=options, special=bundle.special)
+    nbest = []
+    step = batch or max(1, len(sources))
+    for first in range(0, len(sources), step):
+        chunk = sources[first : first + step]
+        nbest += decode(bundle.model, chunk, options=options, special=bundle.special)
+        if on_done is not None:
+            on_done(len(chunk))
     out = []
     for line, ids, hyps in zip(lines, sources, nbest, strict=True):
         best = hyps[0]

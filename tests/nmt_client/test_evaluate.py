@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import builtins
+import io
 import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -210,3 +212,54 @@ def test_a_file_not_utf8_is_one_line_naming_the_line(subset, tmp_path, capsys):
     assert capsys.readouterr().err.splitlines() == [
         f"nmt-eval: error: --ref {latin1}: line 4 is not valid UTF-8: convert the file to UTF-8"
     ]
+
+
+def test_progress_line_on_a_terminal_only():
+    times = iter([0.0, 0.1, 0.5, 1.0, 2.0])
+    out = io.StringIO()
+    progress = evaluate.Progress(4, out, enabled=True, clock=lambda: next(times))
+    progress.advance()  # 0.1 s after the start: under the interval, not shown
+    assert out.getvalue() == ""
+    progress.advance()
+    progress.advance(2)  # the last one is always shown
+    progress.close()
+    lines = out.getvalue().split("\r")[1:]
+    assert lines[0].startswith("nmt-eval: 2/4 sentences (50%), 4.0 sentences/s, about 0 s")
+    assert lines[1].startswith("nmt-eval: 4/4 sentences (100%), 4.0 sentences/s")
+    assert out.getvalue().endswith("\n")
+    quiet = io.StringIO()
+    silent = evaluate.Progress(3, quiet)  # a StringIO is no terminal: off by default
+    silent.advance(3)
+    silent.close()
+    assert quiet.getvalue() == ""
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_reaches_every_sentence_with_the_bundle(tiny_bundle, subset, monkeypatch, capsys):
+    src, ref = subset
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    argv = ["--src", str(src), "--ref", str(ref), "--bundle", str(tiny_bundle.bundle_dir)]
+    assert evaluate.main([*argv, "--batch-size", "5"]) == 0
+    shown = terminal.getvalue()
+    assert "nmt-eval: 12/12 sentences (100%)" in shown and shown.endswith("\n")
+    _ = capsys.readouterr()
+
+
+def test_seeded_sampling_is_the_same_with_bundle_and_server(
+    tiny_bundle, address, subset, tmp_path, capsys
+):
+    """A seeded draw depends on a sentence's index in its request: the bundle decodes in
+    the requests nmt-eval would send."""
+    src, ref = subset
+    args = ["--src", str(src), "--ref", str(ref), "--sampling-topk", "20", "--seed", "3"]
+    args += ["--batch-size", "5"]
+    local, remote = tmp_path / "local.txt", tmp_path / "remote.txt"
+    assert evaluate.main([*args, "--bundle", str(tiny_bundle.bundle_dir), "--out", str(local)]) == 0
+    assert evaluate.main([*args, "--server", address, "--out", str(remote)]) == 0
+    capsys.readouterr()
+    assert local.read_text() == remote.read_text()
