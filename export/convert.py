@@ -24,6 +24,7 @@ from export.modules import Signature
 from export.user import UserModel, export_modules
 from models.bpe import BpeTokenizer
 from models.commands import show_defaults
+from models.normalize import NormalizingTokenizer
 from models.onmt import OnmtTokenizer
 from models.pieces import PieceTokenizer
 from models.tokenizer import TokenizerError
@@ -123,6 +124,8 @@ def eole_user_model(
     else:
         source = WordTokenizer(m.src_vocab, unk_id=m.src_unk_id, **text)
         target = WordTokenizer(m.tgt_vocab, unk_id=m.unk_id, **text)
+    if m.normalize is not None:  # eole predict normalises the source before tokenising
+        source = NormalizingTokenizer(source, m.normalize)
     signature = Signature(
         encoder_args=("src", "lengths"),
         encoder_returns=("memory", "hidden"),

@@ -28,7 +28,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from export.eole_text import EoleText, EoleTextError, eole_text
+from export.eole_text import EoleText, EoleTextError, eole_text, source_normalization
+from models.normalize import Normalization
 
 Hidden = Tensor | tuple[Tensor, Tensor]
 
@@ -194,6 +195,7 @@ class EoleModel:
     decoder_positions: bool = True  # False: every step at position 0 (OpenNMT-py)
     decode_bytes: bool = True  # onmt_tokenize output: byte pieces to text (not OpenNMT-py)
     text: EoleText | None = None  # its subword transform, if any (None: whitespace tokens)
+    normalize: Normalization | None = None  # the normalize transform on the source, if any
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -296,6 +298,7 @@ def build_model(
     )
     try:
         text = eole_text(cfg, path, src_subword_model, tgt_subword_model)
+        normalization = source_normalization(cfg)
     except EoleTextError as exc:
         raise EoleError(str(exc)) from None
 
@@ -417,5 +420,6 @@ def build_model(
         src_unk_id=idx(src_vocab, unk, "unk"),
         position_encoding=pes[1] is not None,
         text=text,
+        normalize=normalization,
         options=options,
     )

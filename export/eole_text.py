@@ -7,7 +7,9 @@ tokenise, and this converter reproduces them: ``sentencepiece`` (SentencePiece p
 its options and optional BPE or SentencePiece subwords, :class:`models.onmt.OnmtTokenizer`)
 and ``bpe`` (subword-nmt BPE of word-tokenised text, optionally restricted by a subword
 vocabulary and threshold, :class:`models.bpe.BpeTokenizer`). Every other text transform
-(``normalize``, ...) is refused by name.
+(``filtertoolong`` and the like aside, which act in training only) is refused by name;
+``normalize`` (Moses punctuation normalisation, :mod:`models.normalize`) is reproduced on
+the source side, before whichever tokenises.
 
 Eole copies the subword models into the model directory when it saves, and its
 ``config.json`` names them ``${MODEL_PATH}/<file>``; older runs name the path they were
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from models.bpe import read_vocabulary
+from models.normalize import Normalization
 from models.tokenizer import TokenizerError
 
 # Transforms that only act on training data (or filter it); everything else rewrites text.
@@ -66,7 +69,7 @@ def check_transforms(cfg: dict) -> str | None:
     for name in top + sorted(corpus_only):
         if name in TRAIN_ONLY_TRANSFORMS:
             continue
-        if name in SUBWORD_TRANSFORMS and name not in corpus_only:
+        if name in SUBWORD_TRANSFORMS | {"normalize"} and name not in corpus_only:
             continue
         where = "data.<corpus>.transforms only" if name in corpus_only else "transforms"
         raise EoleTextError(
@@ -78,7 +81,35 @@ def check_transforms(cfg: dict) -> str | None:
     subword = [name for name in top if name in SUBWORD_TRANSFORMS]
     if len(subword) > 1:
         raise EoleTextError(f"transforms {subword} tokenise twice; not supported")
+    if subword and "normalize" in top and top.index("normalize") > top.index(subword[0]):
+        raise EoleTextError(
+            f"transforms list normalize after {subword[0]}: the normalize transform reads "
+            "text, so eole predict fails on this order; list normalize first"
+        )
     return subword[0] if subword else None
+
+
+# The normalize transform's options and Eole's defaults for them (NormalizeConfig).
+_NORMALIZE_OPTIONS = {
+    "penn": True,
+    "norm_quote_commas": True,
+    "norm_numbers": True,
+    "pre_replace_unicode_punct": False,
+    "post_remove_control_chars": False,
+}
+
+
+def source_normalization(cfg: dict) -> Normalization | None:
+    """The Moses punctuation normalisation ``eole predict`` applies to the source (the
+    ``normalize`` transform in the top-level ``transforms``), or None; the target is not
+    normalised at inference."""
+    if "normalize" not in list(cfg.get("transforms") or []):
+        return None
+    opts = ((cfg.get("transforms_configs") or {}).get("normalize")) or {}
+    return Normalization(
+        lang=opts.get("src_lang") or "",
+        **{key: opts.get(key, default) for key, default in _NORMALIZE_OPTIONS.items()},
+    )
 
 
 def eole_text(

@@ -109,6 +109,10 @@ def _config(opt: dict[str, Any]) -> dict[str, Any]:
             if opt.get(key):
                 section[key] = opt[key]
         transforms[name] = section
+    if "normalize" in (opt.get("transforms") or []):  # OpenNMT-py's options are flat
+        keys = ("src_lang", "tgt_lang", "penn", "norm_quote_commas", "norm_numbers")
+        keys += ("pre_replace_unicode_punct", "post_remove_control_chars")
+        transforms["normalize"] = {k: opt[k] for k in keys if opt.get(k) is not None}
     return {
         "share_vocab": bool(opt.get("share_vocab")),
         "transforms": list(opt.get("transforms") or []),

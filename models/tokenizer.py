@@ -227,8 +227,24 @@ def load_tokenizer(entry: dict, directory: Path, special_ids: tuple[int, int, in
 
     ``entry``: ``{"kind": "sentencepiece", "file": ...}``, ``{"kind": "words", "file":
     ..., "unk_id": ..., "lowercase": ..., "fold_accents": ..., "split_punctuation": ...}``
-    or ``{"kind": "pieces", "file": vocab, "model_file": spm model, "unk_id": ...}``.
+    or ``{"kind": "pieces", "file": vocab, "model_file": spm model, "unk_id": ...}``, ...;
+    any of them with ``"normalize": {...}`` (Moses punctuation normalisation of the text
+    first, :mod:`models.normalize`).
     """
+    if "normalize" not in entry:
+        return _load_kind(entry, directory, special_ids)
+    from models.normalize import Normalization, NormalizingTokenizer
+
+    options = entry["normalize"]
+    try:
+        normalization = Normalization(**options)
+    except TypeError as exc:
+        raise TokenizerError(f"bad normalize options {options!r}: {exc}") from None
+    inner = {k: v for k, v in entry.items() if k != "normalize"}
+    return NormalizingTokenizer(_load_kind(inner, directory, special_ids), normalization)
+
+
+def _load_kind(entry: dict, directory: Path, special_ids: tuple[int, int, int, int]):
     kind = entry.get("kind")
     if kind not in TOKENIZER_KINDS:
         raise TokenizerError(

@@ -282,9 +282,9 @@ def test_refuses_unsupported_options(
 def test_refuses_tokenising_transform(tmp_path: Path) -> None:
     path = _copy(tmp_path, MODELS[0])
     cfg = json.loads((path / "config.json").read_text())
-    cfg["transforms"] = ["normalize", "filtertoolong"]  # Moses-style normalising: not reproduced
+    cfg["transforms"] = ["inlinetags", "filtertoolong"]  # tags rewritten: not reproduced
     (path / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(EoleError, match="transform 'normalize' .* is not supported"):
+    with pytest.raises(EoleError, match="transform 'inlinetags' .* is not supported"):
         load_eole(path)
 
 

@@ -28,7 +28,12 @@ def test_transforms_that_convert(cfg, subword):
 @pytest.mark.parametrize(
     ("cfg", "message"),
     [
-        ({"transforms": ["normalize"]}, r"'normalize' \(in transforms\) is not supported"),
+        ({"transforms": ["inlinetags"]}, r"'inlinetags' \(in transforms\) is not supported"),
+        (
+            {"transforms": ["sentencepiece", "normalize"]},
+            "transforms list normalize after sentencepiece: .* list normalize first",
+        ),
+        ({"data": {"c": {"transforms": ["normalize"]}}}, r"'normalize' \(in data"),
         ({"transforms": ["sentencepiece", "bpe"]}, "'bpe'"),
         (
             {"data": {"c": {"transforms": ["sentencepiece"]}}},

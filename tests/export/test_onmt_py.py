@@ -141,7 +141,7 @@ def _with_options(tmp_path: Path, **changes) -> Path:
         ({"global_attention": "none"}, "global_attention 'none' is not supported"),
         ({"global_attention_function": "sparsemax"}, "global_attention_function 'sparsemax'"),
         ({"n_src_feats": 1}, "source features"),
-        ({"transforms": ["normalize"]}, "transform 'normalize' .* is not supported"),
+        ({"transforms": ["inlinetags"]}, "transform 'inlinetags' .* is not supported"),
         (
             {"transforms": ["onmt_tokenize"], "src_onmttok_kwargs": "{'mode': "},
             "is not a Python literal dict",
@@ -151,6 +151,17 @@ def _with_options(tmp_path: Path, **changes) -> Path:
 def test_unsupported_options_are_refused_by_name(tmp_path, changes, message):
     with pytest.raises(EoleError, match=message):
         load_onmt_py(_with_options(tmp_path, **changes))
+
+
+def test_normalize_options_are_read_from_the_flat_options(tmp_path):
+    """OpenNMT-py keeps the normalize transform's options at the top level (the same
+    MosesPunctNormalizer as Eole's: tests/models/test_normalize.py)."""
+    from models.normalize import Normalization
+
+    changes = {"transforms": ["normalize"], "src_lang": "de", "tgt_lang": "es", "penn": False}
+    m = load_onmt_py(_with_options(tmp_path, **changes))
+    assert m.normalize == Normalization(lang="de", penn=False)
+    assert load_onmt_py(_with_options(tmp_path, transforms=[])).normalize is None
 
 
 def test_cli_refuses_in_one_line(tmp_path, capsys):

@@ -1,0 +1,60 @@
+"""models.normalize against Eole 0.6.4's own normalize transform (its outputs in
+tests/fixtures/eole/normalize/cases.json, made by make_normalize.sh there)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from models.normalize import Normalization, NormalizingTokenizer
+from models.tokenizer import load_tokenizer, write_tokenizer
+from models.words import WordTokenizer
+
+HERE = Path(__file__).resolve().parents[1] / "fixtures" / "eole" / "normalize"
+INPUTS = json.loads((HERE / "inputs.json").read_text(encoding="utf-8"))
+RUNS = json.loads((HERE / "cases.json").read_text(encoding="utf-8"))["runs"]
+
+
+@pytest.mark.parametrize(
+    "run", RUNS, ids=lambda r: "-".join(f"{k}={v}" for k, v in r["options"].items())
+)
+def test_normalization_is_eoles(run):
+    normalize = Normalization(**run["options"])
+    got = [normalize(text) for text in INPUTS]
+    differ = [(t, g, w) for t, g, w in zip(INPUTS, got, run["outputs"], strict=True) if g != w]
+    assert differ == []
+
+
+def test_every_option_changes_some_of_eoles_outputs():
+    """Each option, turned from its default, changes some fixture outputs (else the
+    comparison above would not cover it)."""
+
+    def outputs(**options):
+        full = dict(RUNS[0]["options"]) | options
+        return next(r["outputs"] for r in RUNS if r["options"] == full)
+
+    assert outputs(lang="en", penn=False) != outputs(lang="en")
+    assert outputs(lang="es", norm_quote_commas=False) != outputs(lang="es")
+    assert outputs(lang="de", norm_numbers=False) != outputs(lang="de")
+    assert outputs(lang="en", pre_replace_unicode_punct=True) != outputs(lang="en")
+    assert outputs(lang="en", post_remove_control_chars=True) != outputs(lang="en")
+    assert len({tuple(outputs(lang=lang)) for lang in ("", "en", "es", "de", "fr", "cs")}) >= 4
+
+
+def test_normalizing_tokenizer_round_trip(tmp_path):
+    vocab = ["<unk>", "<blank>", "<s>", "</s>", "he", "said", '"', "hello", ",", "..."]
+    inner = WordTokenizer(vocab, unk_id=0, lowercase=True, split_punctuation=True)
+    tok = NormalizingTokenizer(inner, Normalization(lang="en"))
+    text = "He said “hello”…"
+    assert Normalization(lang="en")(text) == 'He said "hello..."'
+    assert tok.encode(text) == inner.encode('He said "hello..."') != inner.encode(text)
+    assert tok.surface(text) == inner.surface('He said "hello..."')
+    assert tok.vocab_size == inner.vocab_size and tok.pieces([4]) == ["he"]
+    entry = write_tokenizer(tok, tmp_path, "source")
+    assert entry["normalize"]["lang"] == "en" and entry["kind"] == "words"
+    back = load_tokenizer(json.loads(json.dumps(entry)), tmp_path, (1, 0, 2, 3))
+    assert isinstance(back, NormalizingTokenizer) and back.encode(text) == tok.encode(text)
+    target = load_tokenizer(write_tokenizer(inner, tmp_path, "target"), tmp_path, (1, 0, 2, 3))
+    assert not isinstance(target, NormalizingTokenizer)
