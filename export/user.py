@@ -95,6 +95,7 @@ def word_at(tokenizer: Any, token_id: int) -> str | None:
     word), else None (a marker, a control piece, an id outside the vocabulary)."""
     if not 0 <= token_id < tokenizer.vocab_size:
         return None
+    tokenizer = getattr(tokenizer, "inner", tokenizer)  # a NormalizingTokenizer's own
     if isinstance(tokenizer, Tokenizer | PieceTokenizer):  # SentencePiece: control pieces
         return None if tokenizer.is_special(token_id) else tokenizer.decode([token_id]) or None
     (text,) = tokenizer.pieces([token_id])

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
+import json
 import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -329,6 +330,25 @@ def test_special_ids_on_words_are_refused(source, target, ids, message):
 
     with pytest.raises(AdapterError, match=message):
         check_special_ids(_words(*source), _words(*target), ids)
+
+
+def test_special_ids_on_words_are_refused_behind_a_normalizing_tokenizer():
+    """The source tokenizer of a model with Eole's normalize transform is wrapped; the
+    check reads the vocabulary inside."""
+    from export.user import check_special_ids
+    from models.normalize import Normalization, NormalizingTokenizer
+    from models.pieces import PieceTokenizer
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "eole" / "brnn_lstm1_spm_shared"
+    vocab = [
+        v[0] if isinstance(v, list) else v
+        for v in json.loads((fixture / "vocab.json").read_text())["src"]
+    ]
+    pieces = PieceTokenizer((fixture / "joint_spm.model").read_bytes(), vocab, unk_id=0)
+    source = NormalizingTokenizer(pieces, Normalization(lang="en"))
+    word = vocab.index("▁the")
+    with pytest.raises(AdapterError, match=f"unk {word} is the source word 'the'"):
+        check_special_ids(source, pieces, {"pad": 1, "unk": word, "bos": 2, "eos": 3})
 
 
 @pytest.mark.parametrize(
