@@ -83,8 +83,8 @@ def check_transforms(cfg: dict) -> str | None:
         raise EoleTextError(f"transforms {subword} tokenise twice; not supported")
     if subword and "normalize" in top and top.index("normalize") > top.index(subword[0]):
         raise EoleTextError(
-            f"transforms list normalize after {subword[0]}: the normalize transform reads "
-            "text, so eole predict fails on this order; list normalize first"
+            f"transforms list normalize after {subword[0]}: normalize works on text and "
+            "must come before the transform that tokenises it; list normalize first"
         )
     return subword[0] if subword else None
 

@@ -51,7 +51,7 @@ def max_abs_diff(got, want, rtol: float = 0.0) -> float:
         diff = np.where(got == want, 0.0, np.abs(got - want) - rtol * np.abs(want))
     if not np.isfinite(diff).all():
         return math.inf
-    return float(diff.max())
+    return max(0.0, float(diff.max()))  # within the rtol part: 0, not a negative excess
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,7 @@ class ParityReport:
     beam_size: int = 5
     beam_sentences: int = 0
     beam_mismatches: int = 0
+    # max |difference| - log_prob_rtol * |score|: scores are sums of log-probs
     max_score_diff: float = 0.0
     seconds: float = 0.0
     failures: list[str] = field(default_factory=list)
@@ -193,9 +194,11 @@ def check_search(
     options: DecodeOptions,
     report: ParityReport,
     batch_size: int = 64,
+    rtol: float = 0.0,
 ) -> int:
     """Decode ``sources`` both ways (the reference ``batch_size`` sentences at a time);
-    returns the number of sentences that differ."""
+    returns the number of sentences that differ. Score differences are recorded as
+    ``max |difference| - rtol * |score|`` (see :class:`ParityThresholds`)."""
     cfg = model.config
     special = SpecialIds(cfg.pad_id, cfg.bos_id, cfg.eos_id, cfg.unk_id)
     ref = translate_ids(model, sources, options=options, batch_size=batch_size)
@@ -206,7 +209,7 @@ def check_search(
             mismatches += 1
             continue
         for hr, hg in zip(r, g, strict=True):
-            diff = max_abs_diff(hg.score, hr.score)
+            diff = max_abs_diff(hg.score, hr.score, rtol)
             report.max_score_diff = max(report.max_score_diff, diff)
     return mismatches
 
@@ -266,6 +269,7 @@ def run_gate(
         options=DecodeOptions(beam_size=1),
         report=report,
         batch_size=reference_batch_size,
+        rtol=th.log_prob_rtol,
     )
     if report.greedy_mismatches:
         report.failures.append(
@@ -279,12 +283,19 @@ def run_gate(
         sample,
         options=DecodeOptions(beam_size=beam_size, n_best=beam_size),
         report=report,
+        rtol=th.log_prob_rtol,
     )
     if report.beam_mismatches:
         report.failures.append(
             f"beam {beam_size} n-best differs on {report.beam_mismatches}/{len(sample)} sentences"
         )
-    _check_diff(report, report.max_score_diff, th.log_prob_atol, "hypothesis scores", "differ")
+    _check_diff(
+        report,
+        report.max_score_diff,
+        th.log_prob_atol,
+        "hypothesis scores",
+        f"differ (beyond {th.log_prob_rtol:.0e} x |score|)",
+    )
     report.seconds = time.monotonic() - start
     if report.failures:
         raise ParityError("; ".join(report.failures))

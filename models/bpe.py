@@ -32,7 +32,13 @@ from models.tokenizer import TokenizerError, index_vocabulary, nonempty_str
 SEPARATOR = "@@"  # the transform's (subword-nmt's default); Eole has no option for it
 END = "</w>"
 _REVERSE = re.compile(r"(@@ )|(@@ ?$)")  # the transform's detokenisation
-_CACHE_WORDS = 1 << 16  # segmented words kept; a full cache starts again (bounded memory)
+# Segmented words kept (at most this many characters of words, each of at most
+# _CACHE_LONGEST): a full cache starts again. Bounded by characters, not words: a word of
+# 8,000 characters in an unmerged script holds ~700 KB of pieces.
+_CACHE_CHARS = 1 << 18
+_CACHE_LONGEST = 48
+# What eole predict strips from a line (bytes.strip(): ASCII whitespace) before the split.
+_LINE_ENDS = " \t\n\r\x0b\x0c"
 
 
 class BpeCodes:
@@ -155,7 +161,10 @@ def read_vocabulary(text: str, threshold: int | None) -> list[str]:
     """subword-nmt's ``read_vocabulary``: the pieces of ``piece count`` lines counted at
     least ``threshold`` times (all with None)."""
     pieces = []
-    for i, line in enumerate(text.splitlines()):
+    lines = text.split("\n")  # (read_text made \r\n and \r newlines; no other breaks)
+    if lines and lines[-1] == "":
+        lines.pop()
+    for i, line in enumerate(lines):
         parts = line.strip("\r\n ").split(" ")
         if len(parts) != 2 or not parts[1].lstrip("-").isdigit():
             raise TokenizerError(f"BPE vocabulary line {i + 1} is {line!r}: expected 'piece count'")
@@ -189,6 +198,7 @@ class BpeTokenizer:
         self.vocabulary = sorted(set(vocabulary)) if vocabulary else None
         self._codes = BpeCodes(text, self.vocabulary)
         self._cache: dict[str, tuple[str, ...]] = {}
+        self._cached_chars = 0
         self.tokens = list(tokens)
         self.ids = index_vocabulary(
             self.tokens, unk_id, is_token=nonempty_str, bad="is not a token"
@@ -201,16 +211,21 @@ class BpeTokenizer:
 
     def surface(self, text: str) -> list[str]:
         """``text``'s pieces as the transform writes them (``@@`` on all but a word's last),
-        one per id of :meth:`encode`."""
+        one per id of :meth:`encode`. The line's ends are stripped of ASCII whitespace
+        first, as ``eole predict`` strips each line it reads."""
         cache, out = self._cache, []
-        for word in text.split(" "):
+        for word in text.strip(_LINE_ENDS).split(" "):
             if not word:  # subword-nmt skips the empty words of repeated spaces
                 continue
             pieces = cache.get(word)
             if pieces is None:
-                if len(cache) >= _CACHE_WORDS:
-                    cache.clear()
-                pieces = cache[word] = self._codes.segment(word)
+                pieces = self._codes.segment(word)
+                if len(word) <= _CACHE_LONGEST:
+                    if self._cached_chars + len(word) > _CACHE_CHARS:
+                        cache.clear()
+                        self._cached_chars = 0
+                    cache[word] = pieces
+                    self._cached_chars += len(word)
             out.extend(piece + SEPARATOR for piece in pieces[:-1])
             out.append(pieces[-1])
         return out

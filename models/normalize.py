@@ -4,8 +4,12 @@ applies it to the source before tokenising (torch-free).
 The tables are those of the transform's ``MosesPunctNormalizer`` (Eole 0.6.4
 ``eole/transforms/normalize.py`` = OpenNMT-py 3.5.1's, "most code taken from sacremoses",
 a port of Moses' ``normalize-punctuation.perl``; MIT), applied in the same order with the
-same options. The one difference in means: control characters are removed by Unicode
-category (``C*``) instead of the ``regex`` module's ``p{C}`` class.
+same options. The one difference in means: ``post_remove_control_chars`` removes the
+characters of Unicode categories Cc, Cf, Cs and Co (``unicodedata``) where the transform
+uses the ``regex`` module's ``p{C}``, which also has Cn, the unassigned code points.
+Python 3.11's Unicode tables (14.0) are older than ``regex``'s: a character assigned
+since (emoji such as U+1FAE8) would be unassigned here and removed, so Cn is kept;
+code points unassigned in both are the one difference.
 ``tests/models/test_normalize.py`` compares with the transform's own outputs.
 """
 
@@ -166,13 +170,14 @@ class Normalization:
         for pattern, replacement in self._rules:
             text = pattern.sub(replacement, text)
         if self.post_remove_control_chars:
-            text = "".join(c for c in text if not unicodedata.category(c).startswith("C"))
+            text = "".join(c for c in text if unicodedata.category(c) not in _CONTROL)
         return text.strip()
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if not k.startswith("_")}
 
 
+_CONTROL = frozenset({"Cc", "Cf", "Cs", "Co"})  # p{C} but Cn (see the module docstring)
 _UNICODE_PUNCT = tuple((re.compile(p), s) for p, s in REPLACE_UNICODE_PUNCTUATION)
 
 

@@ -5,16 +5,20 @@ server applies them (over the bundle's own decoding defaults)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.bundle import load_bundle
 from service.decoding import decode
+from service.errors import InvalidRequest
 from service.front import replace_unknowns
-from service.limits import EngineConfig
+from service.limits import EngineConfig, validate_request
 from service.messages import to_options
 from service.runtime import RuntimeConfig
+
+_TEXT_INDEX = re.compile(r"^texts\[(\d+)\]")
 
 
 def translate_with_bundle(
@@ -30,8 +34,10 @@ def translate_with_bundle(
     once) as if each batch were one request (what a seeded ``sampling_topk`` draws
     depends on a sentence's index in its request; nothing else depends on the batch);
     ``on_done(n)`` after every ``n`` sentences translated.
-    Raises :class:`service.errors.InvalidRequest` for options the server would refuse
-    the same way (an ``ignore_when_blocking`` token the model does not have, ...)."""
+    Raises :class:`service.errors.InvalidRequest` for what a server with the default
+    limits would refuse, with the same message (``texts[i]``: ``lines[i]``): an
+    ``ignore_when_blocking`` token the model does not have, a sentence over the source
+    length limit or with no tokens, ..."""
     bundle = load_bundle(Path(bundle_dir), RuntimeConfig(providers=("cpu",)))
     options = to_options(
         request or pb.DecodeOptions(),
@@ -41,11 +47,26 @@ def translate_with_bundle(
     )
     options = dataclasses.replace(options, n_best=1)
     src_tok, tgt_tok, unk = bundle.src_tokenizer, bundle.tgt_tokenizer, bundle.config.unk_id
-    sources = [src_tok.encode(line) or [unk] for line in lines]
+    limits = EngineConfig()
+    sources: list[list[int]] = []
     nbest = []
-    step = batch or max(1, len(sources))
-    for first in range(0, len(sources), step):
-        chunk = sources[first : first + step]
+    step = batch or max(1, len(lines))
+    for first in range(0, len(lines), step):
+        try:  # the server's checks of a request, tokenising included
+            chunk = validate_request(
+                lines[first : first + step],
+                options,
+                limits,
+                src_tok,
+                max_source_tokens=bundle.max_source_tokens,
+            )
+        except InvalidRequest as exc:  # texts[i] of this batch: lines[first + i]
+            index = _TEXT_INDEX.match(str(exc))
+            if index is None:
+                raise
+            where = f"texts[{first + int(index.group(1))}]"
+            raise InvalidRequest(where + str(exc)[index.end() :]) from None
+        sources += chunk
         nbest += decode(bundle.model, chunk, options=options, special=bundle.special)
         if on_done is not None:
             on_done(len(chunk))

@@ -167,13 +167,37 @@ def test_tokenizer_is_the_transform(tmp_path, learnt):
 
 
 def test_cache_is_bounded_and_changes_nothing(tmp_path, learnt, monkeypatch):
+    """Bounded by characters (a long word's pieces are many), long words never kept."""
     tok = _tokenizer(tmp_path, learnt)
     words = sorted(set(TEXT.split()))[:500]
     want = [tok.surface(w) for w in words]
     tok._cache.clear()
-    monkeypatch.setattr(models.bpe, "_CACHE_WORDS", 50)
+    tok._cached_chars = 0
+    monkeypatch.setattr(models.bpe, "_CACHE_CHARS", 200)
     got = [tok.surface(w) for w in words]
-    assert got == want and 0 < len(tok._cache) <= 50
+    assert got == want and 0 < sum(map(len, tok._cache)) <= 200
+    tok._cache.clear()
+    long = "x" * (models.bpe._CACHE_LONGEST + 1)
+    tok.surface(f"{long} the")
+    assert list(tok._cache) == ["the"]
+
+
+def test_line_ends_are_stripped_as_eole_predict_does(tmp_path, learnt):
+    """eole predict strips each -src line (bytes.strip: ASCII whitespace); a tab or a CR
+    at the end would otherwise become a piece of its own."""
+    tok = _tokenizer(tmp_path, learnt)
+    plain = tok.surface("the house .")
+    for text in ("the house .\t", "\tthe house .\r", " the house .\r\n", "the house .\x0c"):
+        assert tok.surface(text) == plain, text
+    assert tok.surface("the\thouse") != tok.surface("the house")  # inside: a character
+
+
+def test_vocabulary_lines_break_at_newlines_only():
+    """subword-nmt reads the vocabulary file line by line: a U+2028 inside a piece is
+    part of it (str.splitlines would break there)."""
+    assert read_vocabulary("a\u2028b@@ 5\nc 3\n", 1) == ["a\u2028b@@", "c"]
+    with pytest.raises(TokenizerError, match="BPE vocabulary line 2 is ''"):
+        read_vocabulary("a 5\n\nc 3\n", 1)
 
 
 @pytest.mark.parametrize("vocabulary", [None, ["th@@", "e"]])

@@ -58,3 +58,14 @@ def test_normalizing_tokenizer_round_trip(tmp_path):
     assert isinstance(back, NormalizingTokenizer) and back.encode(text) == tok.encode(text)
     target = load_tokenizer(write_tokenizer(inner, tmp_path, "target"), tmp_path, (1, 0, 2, 3))
     assert not isinstance(target, NormalizingTokenizer)
+
+
+def test_control_characters_go_and_newer_characters_stay():
+    """``post_remove_control_chars``: format and control characters removed; an emoji
+    assigned after Python 3.11's Unicode tables (U+1FAE8, Unicode 15) kept, as Eole's
+    regex module keeps it."""
+    normalize = Normalization(lang="en", post_remove_control_chars=True)
+    assert (
+        normalize("I am \U0001fae8 shaking\u200b \U0001fa77\x07")
+        == "I am \U0001fae8 shaking \U0001fa77"
+    )

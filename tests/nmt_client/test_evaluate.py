@@ -192,15 +192,24 @@ def test_a_batch_over_the_servers_limit_asks_for_a_lower_batch_size(address, tmp
     ]
 
 
-def test_a_sentence_too_long_is_named_by_its_src_line(address, tiny_bundle, tmp_path, capsys):
+@pytest.mark.parametrize("where", ["server", "bundle"])
+def test_a_sentence_too_long_is_named_by_its_src_line(
+    address, tiny_bundle, tmp_path, capsys, where
+):
+    """The bundle path refuses what the server refuses (its default limits), in the same
+    words."""
     lines = [*tiny_bundle.sentences[1:6], "", "house " * 300, "A dog."]
     src = tmp_path / "long.en"
     src.write_text("".join(line + "\n" for line in lines))
-    argv = ["--src", str(src), "--ref", str(src), "--server", address, "--batch-size", "4"]
+    target = (
+        ["--server", address] if where == "server" else ["--bundle", str(tiny_bundle.bundle_dir)]
+    )
+    argv = ["--src", str(src), "--ref", str(src), *target, "--batch-size", "4"]
     assert evaluate.main(argv) == 1
     (err,) = capsys.readouterr().err.splitlines()
-    assert err.startswith("nmt-eval: error: INVALID_ARGUMENT: --src line 7 has "), err
-    assert "texts[" not in err
+    prefix = "INVALID_ARGUMENT: " if where == "server" else ""
+    assert err.startswith(f"nmt-eval: error: {prefix}--src line 7 has "), err
+    assert "texts[" not in err and "source tokens" in err
 
 
 def test_a_file_not_utf8_is_one_line_naming_the_line(subset, tmp_path, capsys):
