@@ -201,3 +201,33 @@ def test_banning_options_are_opennmt_pys(converted):
         same = [g == w for g, w in zip(got[run], want, strict=True)]
         assert len(same) == 100 and all(same), (run, [i for i, s in enumerate(same) if not s])
     assert got["greedy_block2"] != got["greedy"] and got["beam5_block2_ban_unk"] != got["beam5"]
+
+
+def test_normalize_transform_is_opennmt_pys(tmp_path):
+    """``onmt_translate -transforms normalize sentencepiece -src_lang en`` on the
+    sentencepiece fixture model (tests/fixtures/onmt_py/normalize): its greedy texts for
+    120 sources with typographic punctuation, reproduced from a checkpoint whose training
+    options list the same transforms; without the normalisation 40 of them differ."""
+    here = FIXTURE / "normalize"
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "joint_spm.model").write_bytes(
+        (FIXTURE / "brnn_lstm1_dot_spm_shared" / "joint_spm.model").read_bytes()
+    )
+    ckpt = torch.load(FIXTURE / "brnn_lstm1_dot_spm_shared" / "model.pt", weights_only=False)
+    ckpt["opt"].transforms = ["normalize", "sentencepiece"]
+    ckpt["opt"].src_lang, ckpt["opt"].tgt_lang = "en", "es"
+    sources = FIXTURE.parent / "eole" / "normalize" / "sources.txt"
+    out = tmp_path / "bundle" / "1"
+    argv = ["opennmt-py", str(_save(model / "model.pt", **ckpt)), "--out", str(out)]
+    assert main([*argv, "--parity-src", str(sources), "--beam-sentences", "3"]) == 0
+    bundle = load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
+    options = dataclasses.replace(bundle.decoding, beam_size=1, n_best=1)
+    lines = sources.read_text(encoding="utf-8").splitlines()
+    ids = [bundle.src_tokenizer.encode(line) for line in lines]
+    nbest = decode(bundle.model, ids, options=options, special=bundle.special)
+    got = [bundle.tgt_tokenizer.decode(hyps[0].tokens) for hyps in nbest]
+    want = (here / "greedy.txt").read_text(encoding="utf-8").split("\n")[:-1]
+    assert got == want
+    plain = (here / "greedy_without_normalize.txt").read_text(encoding="utf-8").split("\n")[:-1]
+    assert sum(p != w for p, w in zip(plain, want, strict=True)) >= 30
