@@ -164,6 +164,8 @@ def _subword_tokenizer(
         subword_type=side.subword_type,
         model_file=side.model,
         decode_bytes=decode_bytes,
+        vocabulary_file=side.vocabulary_file,
+        vocabulary_threshold=side.vocabulary_threshold,
     )
 
 

@@ -45,6 +45,9 @@ class SideText:
     model: Path | None  # the subword model file (None for "none")
     onmttok: dict[str, Any] | None  # pyonmttok options (onmt_tokenize only)
     vocabulary: tuple[str, ...] | None = None  # pieces the bpe transform may output
+    # onmt_tokenize's subword vocabulary (pyonmttok vocabulary_path) and its threshold
+    vocabulary_file: Path | None = None
+    vocabulary_threshold: int = 0
 
 
 @dataclass(frozen=True)
@@ -135,15 +138,17 @@ def eole_text(
             raise EoleTextError(f"{transform} option {key} is not supported")
     if transform == "bpe":
         return _bpe_text(cfg, opts, model_dir, src, tgt)
-    for side in ("src", "tgt"):
-        vocab, threshold = opts.get(f"{side}_subword_vocab"), opts.get(f"{side}_vocab_threshold")
-        if vocab and (threshold or 0) > 0:
-            raise EoleTextError(
-                f"{side}_subword_vocab with {side}_vocab_threshold {threshold} restricts "
-                f"the subword output to frequent pieces; not supported with {transform}"
-            )
-    keys = ("subword_vocab", "vocab_threshold")
-    same_vocab = all(opts.get(f"src_{key}") == opts.get(f"tgt_{key}") for key in keys)
+    if transform == "sentencepiece":
+        for side in ("src", "tgt"):
+            if _vocabulary_option(opts, side)[1]:
+                raise EoleTextError(
+                    f"{side}_subword_vocab with {side}_vocab_threshold: Eole's sentencepiece "
+                    "transform calls SentencePieceProcessor.LoadVocabulary, which the Python "
+                    "API of sentencepiece 0.2 does not have (eole predict fails); not supported"
+                )
+    # Eole shares the source tokenizer when share_vocab and both sides' vocabulary
+    # options (as it passes them: only with a threshold above 0) are the same
+    same_vocab = _vocabulary_option(opts, "src") == _vocabulary_option(opts, "tgt")
     source = _side(transform, opts, "src", model_dir, src)
     if tgt is None and cfg.get("share_vocab") and same_vocab:
         target = source  # Eole loads the source tokenizer for both sides
@@ -191,6 +196,14 @@ def _bpe_text(
     return EoleText("bpe", source, target)
 
 
+def _vocabulary_option(opts: dict, side: str) -> tuple[str, int]:
+    """(``<side>_subword_vocab``, ``<side>_vocab_threshold``) as Eole applies them: only
+    a named file with a threshold above 0 restricts; ("", 0) otherwise."""
+    named = opts.get(f"{side}_subword_vocab") or ""
+    threshold = opts.get(f"{side}_vocab_threshold") or 0
+    return (named, threshold) if named and threshold > 0 else ("", 0)
+
+
 def _side(transform: str, opts: dict, side: str, model_dir: Path, given: Path | None) -> SideText:
     if transform == "sentencepiece":
         return SideText("sentencepiece", given or _find(transform, opts, side, model_dir), None)
@@ -216,11 +229,18 @@ def _side(transform: str, opts: dict, side: str, model_dir: Path, given: Path | 
             "would sample subwords at random (onmt_tokenize regularises at inference too); "
             "not supported"
         )
+    named, threshold = _vocabulary_option(opts, side)
+    vocabulary = (
+        _locate(named, model_dir, f"transforms_configs.{transform}.{side}_subword_vocab")
+        if named
+        else None
+    )
     if kind == "none":
         if given:
             raise EoleTextError(f"--{side}-subword-model given, but {side}_subword_type is none")
-        return SideText("none", None, onmttok)
-    return SideText(kind, given or _find(transform, opts, side, model_dir), onmttok)
+        return SideText("none", None, onmttok, None, vocabulary, threshold)
+    model = given or _find(transform, opts, side, model_dir)
+    return SideText(kind, model, onmttok, None, vocabulary, threshold)
 
 
 def _find(transform: str, opts: dict, side: str, model_dir: Path) -> Path:

@@ -50,11 +50,15 @@ class OnmtTokenizer:
         subword_type: str = "none",
         model_file: Path | str | None = None,
         decode_bytes: bool = True,
+        vocabulary_file: Path | str | None = None,
+        vocabulary_threshold: int = 0,
     ) -> None:
         """``options``: ``pyonmttok.Tokenizer`` keyword arguments (``mode`` included, no
         file paths); ``subword_type``/``model_file``: the BPE codes or SentencePiece model;
         ``decode_bytes``: turn byte-fallback pieces back into characters after
-        detokenising (Eole does, OpenNMT-py 3.5 does not)."""
+        detokenising (Eole does, OpenNMT-py 3.5 does not); ``vocabulary_file`` /
+        ``vocabulary_threshold``: pyonmttok's subword vocabulary restriction (tokens seen
+        fewer times are split further), as Eole passes it with a threshold above 0."""
         try:
             import pyonmttok
         except ImportError:
@@ -80,6 +84,13 @@ class OnmtTokenizer:
             if not self.model_file.is_file():
                 raise TokenizerError(f"{subword_type} model not found: {self.model_file}")
             kwargs[_MODEL_ARG[subword_type]] = str(self.model_file)
+        self.vocabulary_file = Path(vocabulary_file) if vocabulary_file is not None else None
+        self.vocabulary_threshold = int(vocabulary_threshold)
+        if self.vocabulary_file is not None:
+            if not self.vocabulary_file.is_file():
+                raise TokenizerError(f"subword vocabulary not found: {self.vocabulary_file}")
+            kwargs["vocabulary_path"] = str(self.vocabulary_file)
+            kwargs["vocabulary_threshold"] = self.vocabulary_threshold
         try:
             self._tok = pyonmttok.Tokenizer(mode, **kwargs)
         except (TypeError, ValueError, RuntimeError) as exc:
@@ -128,7 +139,7 @@ class OnmtTokenizer:
             "subword_type": self.subword_type,
             "onmttok": self.options_,
             "decode_bytes": self.decode_bytes,
-        }
+        } | ({"vocabulary_threshold": self.vocabulary_threshold} if self.vocabulary_file else {})
 
     def write(self, directory: Path, side: str) -> dict[str, str]:
         """Write this tokenizer's files into ``directory``; their manifest keys."""
@@ -138,6 +149,9 @@ class OnmtTokenizer:
         if self.model_file is not None:
             files["model_file"] = f"{side}.{_MODEL_FILE[self.subword_type]}"
             shutil.copyfile(self.model_file, directory / files["model_file"])
+        if self.vocabulary_file is not None:
+            files["vocabulary_file"] = f"{side}.subword-vocab.txt"
+            shutil.copyfile(self.vocabulary_file, directory / files["vocabulary_file"])
         return files
 
 
@@ -150,7 +164,7 @@ def load_onmt(entry: dict, directory: Path) -> OnmtTokenizer:
         raise TokenizerError(f"unreadable onmt tokenizer entry {entry}: {exc}") from None
     if not isinstance(tokens, list) or not isinstance(options, dict) or not isinstance(unk_id, int):
         raise TokenizerError("an onmt tokenizer entry needs a token list, onmttok options, unk_id")
-    model = entry.get("model_file")
+    model, vocabulary = entry.get("model_file"), entry.get("vocabulary_file")
     return OnmtTokenizer(
         tokens,
         unk_id=unk_id,
@@ -158,4 +172,6 @@ def load_onmt(entry: dict, directory: Path) -> OnmtTokenizer:
         subword_type=str(entry.get("subword_type", "none")),
         model_file=directory / str(model) if model else None,
         decode_bytes=bool(entry.get("decode_bytes", True)),
+        vocabulary_file=directory / str(vocabulary) if vocabulary else None,
+        vocabulary_threshold=int(entry.get("vocabulary_threshold", 0)),
     )

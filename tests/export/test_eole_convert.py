@@ -451,3 +451,36 @@ def test_normalize_transform_is_eoles(tmp_path):
     assert max_abs_diff([h.score for h in got], [w["score"] for w in want], rtol=1e-5) < 1e-4
     plain = json.loads((here / "greedy_without_normalize.json").read_text(encoding="utf-8"))
     assert sum(p["tokens"] != w["tokens"] for p, w in zip(plain, want, strict=True)) >= 30
+
+
+def test_onmt_tokenize_vocabulary_threshold_is_eoles(tmp_path, capsys):
+    """onmt_tokenize with ``src_subword_vocab`` and ``src_vocab_threshold: 3``
+    (tests/fixtures/eole/onmt_vocab: the onmt_tokenize fixture model with that config;
+    Eole reads transforms at predict time): Eole's greedy outputs, 300/300; 25 of them
+    differ from the same model's without the restriction."""
+    here = FIXTURE / "onmt_vocab"
+    model = tmp_path / "model"
+    shutil.copytree(FIXTURE / "rnn_gru1_onmt_bpe", model)
+    shutil.copyfile(here / "model-config.json", model / "config.json")
+    shutil.copyfile(here / "src.subword-vocab", model / "src.subword-vocab")
+    out = tmp_path / "bundle" / "1"
+    sources = FIXTURE / "rnn_gru1_onmt_bpe" / "src.txt"
+    argv = ["eole", str(model), "--out", str(out), "--parity-src", str(sources)]
+    assert main([*argv, "--beam-sentences", "3"]) == 0
+    entries = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["tokenizers"]
+    assert entries["source"]["vocabulary_threshold"] == 3 and "vocabulary_file" in entries["source"]
+    assert "vocabulary_file" not in entries["target"]
+    bundle = load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
+    ids = [bundle.src_tokenizer.encode(line) for line in sources.read_text("utf-8").splitlines()]
+    options = dataclasses.replace(bundle.decoding, beam_size=1, n_best=1)
+    got = [hyps[0] for hyps in decode(bundle.model, ids, options=options, special=bundle.special)]
+    want = json.loads((here / "greedy.json").read_text(encoding="utf-8"))
+    assert [bundle.tgt_tokenizer.decode(h.tokens) for h in got] == [w["tokens"] for w in want]
+    assert max_abs_diff([h.score for h in got], [w["score"] for w in want], rtol=1e-5) < 1e-4
+    plain = _eole("rnn_gru1_onmt_bpe", "greedy")
+    assert sum(p["tokens"] != w["tokens"] for p, w in zip(plain, want, strict=True)) >= 20
+    (model / "src.subword-vocab").unlink()  # named by the config, not on this machine
+    capsys.readouterr()
+    assert main([*argv, "--force"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "src_subword_vocab names ${MODEL_PATH}/src.subword-vocab" in err

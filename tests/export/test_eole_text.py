@@ -90,14 +90,21 @@ def test_missing_models_name_the_flag(tmp_path: Path, cfg, kwargs, message):
         eole_text(cfg, tmp_path, **kwargs)
 
 
-def test_vocabulary_restriction_is_refused(tmp_path: Path):
-    cfg = _cfg("${MODEL_PATH}/es.model")
+def test_sentencepiece_vocabulary_restriction_is_refused(tmp_path: Path):
+    """Eole's sentencepiece transform cannot load one (no LoadVocabulary in sentencepiece
+    0.2's Python API); a threshold of 0 is no restriction, as in Eole."""
+    cfg = _cfg("${MODEL_PATH}/es.model", "${MODEL_PATH}/es.model")
     cfg["transforms_configs"]["sentencepiece"] |= {
         "src_subword_vocab": "counts.txt",
         "src_vocab_threshold": 5,
     }
-    with pytest.raises(EoleTextError, match="src_subword_vocab with src_vocab_threshold 5"):
+    with pytest.raises(
+        EoleTextError, match="src_subword_vocab with src_vocab_threshold: .*LoadVoc"
+    ):
         eole_text(cfg, tmp_path)
+    cfg["transforms_configs"]["sentencepiece"]["src_vocab_threshold"] = 0
+    (tmp_path / "es.model").write_bytes(b"y")
+    assert eole_text(cfg, tmp_path).src.vocabulary_file is None
 
 
 def _onmt(**opts) -> dict:
