@@ -137,23 +137,25 @@ def eole_text(
         if opts.get(key):
             raise EoleTextError(f"{transform} option {key} is not supported")
     if transform == "bpe":
-        return _bpe_text(cfg, opts, model_dir, src, tgt)
-    if transform == "sentencepiece":
-        for side in ("src", "tgt"):
-            if _vocabulary_option(opts, side)[1]:
-                raise EoleTextError(
-                    f"{side}_subword_vocab with {side}_vocab_threshold: Eole's sentencepiece "
-                    "transform calls SentencePieceProcessor.LoadVocabulary, which the Python "
-                    "API of sentencepiece 0.2 does not have (eole predict fails); not supported"
-                )
-    # Eole shares the source tokenizer when share_vocab and both sides' vocabulary
-    # options (as it passes them: only with a threshold above 0) are the same
-    same_vocab = _vocabulary_option(opts, "src") == _vocabulary_option(opts, "tgt")
-    source = _side(transform, opts, "src", model_dir, src)
-    if tgt is None and cfg.get("share_vocab") and same_vocab:
-        target = source  # Eole loads the source tokenizer for both sides
+        source, target = _bpe_sides(cfg, opts, model_dir, src, tgt)
     else:
-        target = _side(transform, opts, "tgt", model_dir, tgt)
+        if transform == "sentencepiece":
+            for side in ("src", "tgt"):
+                if _vocabulary_option(opts, side)[1]:
+                    raise EoleTextError(
+                        f"{side}_subword_vocab with {side}_vocab_threshold: Eole's "
+                        "sentencepiece transform calls SentencePieceProcessor.LoadVocabulary, "
+                        "which the Python API of sentencepiece 0.2 does not have (eole "
+                        "predict fails); not supported"
+                    )
+        # Eole shares the source tokenizer when share_vocab and both sides' vocabulary
+        # options (as it passes them: only with a threshold above 0) are the same
+        same_vocab = _vocabulary_option(opts, "src") == _vocabulary_option(opts, "tgt")
+        source = _side(transform, opts, "src", model_dir, src)
+        if tgt is None and cfg.get("share_vocab") and same_vocab:
+            target = source  # Eole loads the source tokenizer for both sides
+        else:
+            target = _side(transform, opts, "tgt", model_dir, tgt)
     for side, part in (("src", source), ("tgt", target)):
         if part.model is not None and not part.model.is_file():
             raise EoleTextError(
@@ -162,18 +164,17 @@ def eole_text(
     return EoleText(transform, source, target)
 
 
-def _bpe_text(
+def _bpe_sides(
     cfg: dict, opts: dict, model_dir: Path, src: Path | None, tgt: Path | None
-) -> EoleText:
-    """The ``bpe`` transform (``warm_up`` of Eole's ``BPETransform``): BPE codes per side,
-    a side's subword vocabulary only with a threshold above 0, and the source's codes for
-    the target when ``share_vocab`` is set and both sides' vocabularies are the same.
-    BPE dropout (``subword_alpha``) acts in training only."""
+) -> tuple[SideText, SideText]:
+    """The ``bpe`` transform's sides (``warm_up`` of Eole's ``BPETransform``): BPE codes
+    per side, a side's subword vocabulary as :func:`_vocabulary_option` says, and the
+    source's codes for the target when ``share_vocab`` is set and both sides' loaded
+    vocabularies are the same. BPE dropout (``subword_alpha``) acts in training only."""
 
     def vocabulary(side: str) -> tuple[str, ...] | None:
-        threshold = opts.get(f"{side}_vocab_threshold") or 0
-        named = opts.get(f"{side}_subword_vocab") or ""
-        if not named or threshold <= 0:
+        named, threshold = _vocabulary_option(opts, side)
+        if not named:
             return None
         path = _locate(named, model_dir, f"transforms_configs.bpe.{side}_subword_vocab")
         try:
@@ -181,19 +182,11 @@ def _bpe_text(
         except (OSError, UnicodeDecodeError, TokenizerError) as exc:
             raise EoleTextError(f"{side}_subword_vocab {path}: {exc}") from None
 
-    def codes(side: str, given: Path | None) -> Path:
-        path = given or _find("bpe", opts, side, model_dir)
-        if not path.is_file():
-            raise EoleTextError(f"subword model {path} not found; pass --{side}-subword-model PATH")
-        return path
-
     src_vocab, tgt_vocab = vocabulary("src"), vocabulary("tgt")
-    source = SideText("bpe", codes("src", src), None, src_vocab)
+    source = SideText("bpe", src or _find("bpe", opts, "src", model_dir), None, src_vocab)
     if tgt is None and cfg.get("share_vocab") and src_vocab == tgt_vocab:
-        target = source  # Eole segments the target with the source's model
-    else:
-        target = SideText("bpe", codes("tgt", tgt), None, tgt_vocab)
-    return EoleText("bpe", source, target)
+        return source, source  # Eole segments the target with the source's model
+    return source, SideText("bpe", tgt or _find("bpe", opts, "tgt", model_dir), None, tgt_vocab)
 
 
 def _vocabulary_option(opts: dict, side: str) -> tuple[str, int]:
