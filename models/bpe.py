@@ -27,7 +27,7 @@ import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from models.tokenizer import TokenizerError, index_vocabulary, nonempty_str
+from models.tokenizer import SegmentingTokenizer, TokenizerError
 
 SEPARATOR = "@@"  # the transform's (subword-nmt's default); Eole has no option for it
 END = "</w>"
@@ -173,7 +173,7 @@ def read_vocabulary(text: str, threshold: int | None) -> list[str]:
     return pieces
 
 
-class BpeTokenizer:
+class BpeTokenizer(SegmentingTokenizer):
     """Text <-> ids through subword-nmt BPE and a token vocabulary; same interface as
     :class:`models.tokenizer.Tokenizer`."""
 
@@ -199,15 +199,7 @@ class BpeTokenizer:
         self._codes = BpeCodes(text, self.vocabulary)
         self._cache: dict[str, tuple[str, ...]] = {}
         self._cached_chars = 0
-        self.tokens = list(tokens)
-        self.ids = index_vocabulary(
-            self.tokens, unk_id, is_token=nonempty_str, bad="is not a token"
-        )
-        self.unk_id = unk_id
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.tokens)
+        self._set_vocabulary(tokens, unk_id)
 
     def surface(self, text: str) -> list[str]:
         """``text``'s pieces as the transform writes them (``@@`` on all but a word's last),
@@ -230,20 +222,6 @@ class BpeTokenizer:
             out.append(pieces[-1])
         return out
 
-    def encode(self, text: str) -> list[int]:
-        """Vocabulary ids of ``text``'s pieces, without BOS/EOS; unknown pieces are unk."""
-        get, unk = self.ids.get, self.unk_id
-        return [get(piece, unk) for piece in self.surface(text)]
-
-    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        return [self.encode(t) for t in texts]
-
-    def pieces(self, ids: Sequence[int]) -> list[str]:
-        return [self.tokens[int(i)] for i in ids]
-
-    def decode(self, ids: Sequence[int]) -> str:
-        return self.detokenize(self.pieces(ids))
-
     def detokenize(self, pieces: Sequence[str]) -> str:
         """The transform's reverse: pieces joined by spaces, ``"@@ "`` deleted."""
         return _REVERSE.sub("", " ".join(pieces))
@@ -253,9 +231,7 @@ class BpeTokenizer:
 
     def write(self, directory: Path, side: str) -> dict[str, str]:
         """Write this tokenizer's files into ``directory``; their manifest keys."""
-        files = {"file": f"{side}.vocab.json", "model_file": f"{side}.bpe.codes"}
-        text = json.dumps(self.tokens, ensure_ascii=False) + "\n"
-        (directory / files["file"]).write_text(text, encoding="utf-8")
+        files = self._write_vocabulary(directory, side) | {"model_file": f"{side}.bpe.codes"}
         shutil.copyfile(self.codes_file, directory / files["model_file"])
         if self.vocabulary is not None:
             files["vocabulary_file"] = f"{side}.bpe-vocabulary.json"

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from models.tokenizer import TokenizerError, index_vocabulary, nonempty_str
+from models.tokenizer import SegmentingTokenizer, TokenizerError
 
 SUBWORD_TYPES = ("none", "bpe", "sentencepiece")
 _MODEL_FILE = {"bpe": "bpe.codes", "sentencepiece": "spm.model"}
@@ -35,7 +35,7 @@ def _bytes_to_text(match: re.Match) -> str:
         return "\N{REPLACEMENT CHARACTER}"
 
 
-class OnmtTokenizer:
+class OnmtTokenizer(SegmentingTokenizer):
     """Text <-> ids through ``pyonmttok`` and a token vocabulary; same interface as
     :class:`models.tokenizer.Tokenizer`."""
 
@@ -95,35 +95,12 @@ class OnmtTokenizer:
             self._tok = pyonmttok.Tokenizer(mode, **kwargs)
         except (TypeError, ValueError, RuntimeError) as exc:
             raise TokenizerError(f"pyonmttok refuses options {options}: {exc}") from None
-        self.tokens = list(tokens)
-        self.ids = index_vocabulary(
-            self.tokens, unk_id, is_token=nonempty_str, bad="is not a token"
-        )
-        self.unk_id = unk_id
+        self._set_vocabulary(tokens, unk_id)
         self.decode_bytes = decode_bytes
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.tokens)
-
-    def encode(self, text: str) -> list[int]:
-        """Vocabulary ids of ``text``'s tokens, without BOS/EOS; unknown tokens are unk."""
-        get, unk = self.ids.get, self.unk_id
-        # training=False: no BPE dropout / SentencePiece sampling (refused at conversion)
-        tokens, _ = self._tok.tokenize(text, training=False)
-        return [get(t, unk) for t in tokens]
-
-    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        return [self.encode(t) for t in texts]
-
-    def pieces(self, ids: Sequence[int]) -> list[str]:
-        return [self.tokens[int(i)] for i in ids]
-
-    def decode(self, ids: Sequence[int]) -> str:
-        return self.detokenize(self.pieces(ids))
 
     def surface(self, text: str) -> list[str]:
         """``text``'s tokens as written, one per id of :meth:`encode`."""
+        # training=False: no BPE dropout / SentencePiece sampling (refused at conversion)
         tokens, _ = self._tok.tokenize(text, training=False)
         return list(tokens)
 
@@ -143,9 +120,7 @@ class OnmtTokenizer:
 
     def write(self, directory: Path, side: str) -> dict[str, str]:
         """Write this tokenizer's files into ``directory``; their manifest keys."""
-        files = {"file": f"{side}.vocab.json"}
-        text = json.dumps(self.tokens, ensure_ascii=False) + "\n"
-        (directory / files["file"]).write_text(text, encoding="utf-8")
+        files = self._write_vocabulary(directory, side)
         if self.model_file is not None:
             files["model_file"] = f"{side}.{_MODEL_FILE[self.subword_type]}"
             shutil.copyfile(self.model_file, directory / files["model_file"])

@@ -11,6 +11,7 @@ segmentation numbered by a vocabulary of the model's own, :mod:`models.pieces`) 
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -83,6 +84,55 @@ def index_vocabulary(
 def nonempty_str(token: object) -> bool:
     """A vocabulary entry that is a string of at least one character."""
     return isinstance(token, str) and bool(token)
+
+
+class SegmentingTokenizer:
+    """What the tokenizers share that segment text with a library of their own
+    (``surface``, ``detokenize``) and number the segments with the model's vocabulary:
+    ids, pieces, decode and the vocabulary file (same interface as :class:`Tokenizer`).
+    Subclasses call :meth:`_set_vocabulary` and give ``surface`` and ``detokenize``."""
+
+    tokens: list[str]
+    ids: dict[str, int]
+    unk_id: int
+
+    def _set_vocabulary(self, tokens: Sequence[str], unk_id: int) -> None:
+        self.tokens = list(tokens)
+        self.ids = index_vocabulary(
+            self.tokens, unk_id, is_token=nonempty_str, bad="is not a token"
+        )
+        self.unk_id = unk_id
+
+    def surface(self, text: str) -> list[str]:
+        raise NotImplementedError
+
+    def detokenize(self, pieces: Sequence[str]) -> str:
+        raise NotImplementedError
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.tokens)
+
+    def encode(self, text: str) -> list[int]:
+        """Vocabulary ids of ``text``'s segments, without BOS/EOS; unknown ones are unk."""
+        get, unk = self.ids.get, self.unk_id
+        return [get(token, unk) for token in self.surface(text)]
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return [self.encode(t) for t in texts]
+
+    def pieces(self, ids: Sequence[int]) -> list[str]:
+        return [self.tokens[int(i)] for i in ids]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.detokenize(self.pieces(ids))
+
+    def _write_vocabulary(self, directory: Path, side: str) -> dict[str, str]:
+        """Write the vocabulary (a JSON list, token by id); its manifest key."""
+        files = {"file": f"{side}.vocab.json"}
+        text = json.dumps(self.tokens, ensure_ascii=False) + "\n"
+        (directory / files["file"]).write_text(text, encoding="utf-8")
+        return files
 
 
 def train_sentencepiece(
