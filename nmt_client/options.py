@@ -15,18 +15,9 @@ from nmt_api.nmt.v1 import translator_pb2 as pb
 
 Strategy = Literal["greedy", "beam"]
 _STRATEGIES = {"greedy": pb.STRATEGY_GREEDY, "beam": pb.STRATEGY_BEAM}
-# Fields that are proto3 ``optional`` of the same name: None here is unset there.
-_OPTIONAL = (
-    "length_penalty",
-    "max_length_ratio",
-    "coverage_penalty",
-    "min_length",
-    "ban_unk",
-    "block_ngram_repeat",
-    "sampling_temperature",
-    "sampling_topp",
-    "seed",
-)
+# Fields that are proto3 ``optional`` of the same name: None here is unset there. Read
+# from the proto, so a new optional field cannot be left out (each must be a field here).
+_OPTIONAL = tuple(f.name for f in pb.DecodeOptions.DESCRIPTOR.fields if f.has_presence)
 
 
 @dataclass(frozen=True)
