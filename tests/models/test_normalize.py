@@ -69,3 +69,12 @@ def test_control_characters_go_and_newer_characters_stay():
         normalize("I am \U0001fae8 shaking\u200b \U0001fa77\x07")
         == "I am \U0001fae8 shaking \U0001fa77"
     )
+
+
+def test_bad_normalize_options_in_a_manifest_are_a_tokenizer_error(tmp_path):
+    from models.tokenizer import TokenizerError
+
+    inner = WordTokenizer(["<unk>", "a"], unk_id=0)
+    entry = write_tokenizer(inner, tmp_path, "source") | {"normalize": {"lang": "en", "pen": 1}}
+    with pytest.raises(TokenizerError, match="bad normalize options .*'pen'"):
+        load_tokenizer(entry, tmp_path, (1, 0, 2, 3))
