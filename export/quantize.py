@@ -349,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         description="fp32 vs per-tensor int8 (quantize_dynamic) vs per-row int8 of a bundle, "
         "side by side: BLEU, decoding speed, batch invariance",
     )
-    p.add_argument("--bundle", type=Path, default=root / "model_repository" / "en-es" / "5")
+    p.add_argument("--bundle", type=Path, default=root / "model_repository" / "en-es" / "7")
     p.add_argument("--src", type=Path, default=test / "test.en")
     p.add_argument("--ref", type=Path, default=test / "test.es")
     p.add_argument("--rounds", type=int, default=3)

@@ -1,6 +1,6 @@
 """Would a bundle gain from ONNX Runtime's *offline* graph optimization?
 
-``python -m loadtest.offlineopt [--bundle model_repository/en-es/5] [--rounds 3]``
+``python -m loadtest.offlineopt [--bundle model_repository/en-es/7] [--rounds 3]``
 
 ORT can save the graph it optimized (``SessionOptions.optimized_model_filepath``) so a
 later session loads it with optimization disabled. This measures, side by side in one
@@ -115,7 +115,7 @@ def measure(bundle: Path, *, rounds: int, steps: int, threads: int, src_len: int
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="offlineopt", description=__doc__.splitlines()[0])
-    p.add_argument("--bundle", type=Path, default=ROOT / "model_repository" / "en-es" / "5")
+    p.add_argument("--bundle", type=Path, default=ROOT / "model_repository" / "en-es" / "7")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=200, help="timed decoder steps per case")
     p.add_argument("--threads", type=int, default=2)

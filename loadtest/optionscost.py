@@ -45,7 +45,7 @@ def mixes(vocab: int) -> dict[str, DecodeOptions | None]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m loadtest.optionscost", description=__doc__)
-    p.add_argument("--bundle", type=Path, default=ROOT / "model_repository" / "en-es" / "6")
+    p.add_argument("--bundle", type=Path, default=ROOT / "model_repository" / "en-es" / "8")
     p.add_argument("--sentences", type=int, default=256, help="test-split sentences a round")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=2, help="ONNX Runtime intra-op threads")

@@ -3,19 +3,16 @@ committed checkpoint, and served without torch exactly like PyTorch (fp32)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from models.checkpoint import load_checkpoint
 from models.options import DecodeOptions
 from models.translate import DEMO_CHECKPOINT, translate_ids
 from service.bundle import read_manifest, sha256_file
+from tests.committed import EN_ES_FP32, EN_ES_INT8
 from tests.export.helpers import serve_without_torch
 
-ROOT = Path(__file__).resolve().parents[2]
-REPO = ROOT / "model_repository" / "en-es"
-FP32, INT8 = REPO / "5", REPO / "6"
+FP32, INT8 = EN_ES_FP32, EN_ES_INT8
 TEXTS = ["The cat sat on the mat.", "Where is the train station?", "a small house"]
 
 

@@ -37,6 +37,7 @@ from export.parity import ParityError
 from export.user import UserModel, export_modules
 from models.words import WordTokenizer
 from nmt_api.nmt.v1 import translator_pb2 as pb
+from tests.committed import EN_ES_FP32
 from tests.service.server_fixtures import ServerFactory
 from tests.service.server_helpers import TIMEOUT, proto_options, stub_for
 
@@ -371,8 +372,7 @@ def test_sentencepiece_pad_on_a_piece_is_refused():
     from export.user import check_special_ids
     from models.tokenizer import Tokenizer
 
-    path = Path(__file__).resolve().parents[2] / "model_repository" / "en-es" / "5"
-    proto = (path / "target.spm.model").read_bytes()
+    proto = (EN_ES_FP32 / "target.spm.model").read_bytes()
     spm = Tokenizer(proto, special_ids=None)
     check_special_ids(spm, spm, _SPECIALS)  # the project's own: control pieces
     piece = spm.decode([40])

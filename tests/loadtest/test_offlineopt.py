@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from loadtest import offlineopt
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.committed import EN_ES_INT8
 
 
 def test_offline_optimization_smoke(capsys):
-    bundle = ROOT / "model_repository" / "en-es" / "6"
+    bundle = EN_ES_INT8
     argv = ["--bundle", str(bundle), "--rounds", "2", "--steps", "3", "--threads", "1"]
     assert offlineopt.main(argv) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pyonmttok
 import pytest
 
 from models.onmt import OnmtTokenizer
 from models.tokenizer import TokenizerError, load_tokenizer, tokenizer_files, write_tokenizer
+from tests.committed import EN_ES_INT8
 
-SPM = Path(__file__).resolve().parents[2] / "model_repository" / "en-es" / "6" / "source.spm.model"
+SPM = EN_ES_INT8 / "source.spm.model"
 TEXTS = ["Hello, world! The cat-sat.", "Do you speak English?", "It costs 3.50 euros."]
 SPECIALS = ["<unk>", "<blank>", "<s>", "</s>"]
 AGGRESSIVE = {"mode": "aggressive", "joiner_annotate": True, "segment_numbers": True}

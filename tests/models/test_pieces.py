@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 import pickle
-from pathlib import Path
 
 import pytest
 import sentencepiece as spm
 
 from models.pieces import PieceTokenizer
 from models.tokenizer import TokenizerError, load_tokenizer, tokenizer_files, write_tokenizer
+from tests.committed import EN_ES_INT8
 
-SPM = Path(__file__).resolve().parents[2] / "model_repository" / "en-es" / "6" / "source.spm.model"
+SPM = EN_ES_INT8 / "source.spm.model"
 TEXTS = ["The cat sat on the mat.", "Do you speak English?", "I need to buy new shoes."]
 SPECIALS = ["<unk>", "<blank>", "<s>", "</s>"]
 

@@ -17,9 +17,10 @@ from models.pieces import PieceTokenizer
 from models.tokenizer import Tokenizer
 from models.words import WordTokenizer
 from service.front import replace_unknowns
+from tests.committed import EN_ES_INT8
 
 ROOT = Path(__file__).resolve().parents[2]
-SPM = ROOT / "model_repository" / "en-es" / "6" / "target.spm.model"
+SPM = EN_ES_INT8 / "target.spm.model"
 EOLE = ROOT / "tests" / "fixtures" / "eole"
 TEXTS = [
     "The cat sat on the mat.",

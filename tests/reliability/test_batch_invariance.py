@@ -22,10 +22,11 @@ import pytest
 from export import spec
 from models.options import DecodeOptions
 from models.tokenizer import read_lines
+from tests.committed import EN_ES_FP32
 
 ROOT = Path(__file__).resolve().parents[2]
 REPOSITORY = ROOT / "model_repository"
-FP32 = REPOSITORY / "en-es" / "5"
+FP32 = EN_ES_FP32
 TEST_EN = ROOT / "models" / "pretrained" / "en-es" / "test.en"
 TOLERANCE = 1e-5
 GRAPH_TOLERANCE = 1e-6

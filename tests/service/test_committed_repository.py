@@ -12,13 +12,14 @@ from models.checkpoint import load_checkpoint
 from models.options import DecodeOptions
 from models.translate import translate_texts
 from nmt_api.nmt.v1 import translator_pb2 as pb
+from tests.committed import EN_ES_INT8_VERSION
 from tests.service.server_fixtures import ServerFactory
 from tests.service.server_helpers import TIMEOUT, proto_options, stub_for
 
 ROOT = Path(__file__).resolve().parents[2]
 PRETRAINED = ROOT / "models" / "pretrained"
 MODELS = {  # name: (served version on CPU, precision, architecture)
-    "en-es": ("6", "int8", ("gru", "additive", "bahdanau")),
+    "en-es": (EN_ES_INT8_VERSION, "int8", ("gru", "additive", "bahdanau")),
     "en-es-luong": ("2", "fp32", ("lstm", "general", "luong")),
 }
 TEXTS = ["She is looking for a new job.", "I need to buy new shoes.", "Today is Monday."]
@@ -61,5 +62,5 @@ def test_the_luong_model_answers_like_its_checkpoint(stub, beam):
 
 def test_the_default_model_is_the_gru_demo(stub):
     reply = stub.Translate(pb.TranslateRequest(texts=TEXTS[:1]), timeout=TIMEOUT)
-    assert (reply.model, reply.model_version) == ("en-es", "6")
+    assert (reply.model, reply.model_version) == ("en-es", EN_ES_INT8_VERSION)
     assert reply.translations[0].hypotheses[0].text == "Está buscando un trabajo nuevo."

@@ -20,10 +20,11 @@ from service.bundle import BundleError, load_bundle
 from service.loop import decode
 from service.runtime import RuntimeConfig
 from service.server import ServerConfig, create_server
+from tests.committed import EN_ES_FP32
 
 ROOT = Path(__file__).resolve().parents[2]
 REPO = ROOT / "model_repository"
-FP32 = REPO / "en-es" / "5"
+FP32 = EN_ES_FP32
 TEST_EN = ROOT / "models" / "pretrained" / "en-es" / "test.en"
 GPU = RuntimeConfig(providers=("cuda",), require_gpu=True)
 

@@ -19,9 +19,10 @@ from models.scoring import ScoringRules
 from service.bundle import load_bundle
 from service.loop import decode
 from service.runtime import RuntimeConfig
+from tests.committed import EN_ES_FP32
 
 ROOT = Path(__file__).resolve().parents[2]
-FP32 = ROOT / "model_repository" / "en-es" / "5"
+FP32 = EN_ES_FP32
 TEST_SPLIT = ROOT / "models" / "pretrained" / "en-es" / "test.en"
 SAMPLE = slice(0, 2000, 50)  # 40 sentences spread over the split
 # Scores: fp32 ONNX Runtime vs PyTorch differ in the last bits (the gate's tolerance).

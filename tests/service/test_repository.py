@@ -9,6 +9,7 @@ import pytest
 
 from service.bundle import BundleError, read_manifest
 from service.server import ServerError, find_bundles
+from tests.committed import EN_ES_FP32_VERSION, EN_ES_INT8_VERSION
 
 
 def add_version(repo: Path, name: str, version: str, precision: str | None) -> Path:
@@ -66,5 +67,5 @@ def test_missing_repository(tmp_path):
 
 def test_committed_repository_serves_int8_on_cpu_fp32_on_gpu():
     repo = Path(__file__).resolve().parents[2] / "model_repository"
-    assert find_bundles(repo)["en-es"].name == "6"
-    assert find_bundles(repo, gpu=True)["en-es"].name == "5"
+    assert find_bundles(repo)["en-es"].name == EN_ES_INT8_VERSION
+    assert find_bundles(repo, gpu=True)["en-es"].name == EN_ES_FP32_VERSION

@@ -12,6 +12,7 @@ from models.options import DecodeOptions
 from service.decoding import BEAM, GREEDY, DecodeLoop, Prefix, make_search
 from service.errors import InvalidRequest
 from service.limits import validate_prefixes
+from tests.committed import EN_ES_FP32
 from tests.service.test_decoding import (
     EOS,
     SPECIAL,
@@ -105,7 +106,7 @@ def test_streaming_prefix_starts_with_the_prefix():
 # -- parity with the PyTorch reference on the committed bundle ---------------------
 
 ROOT = Path(__file__).resolve().parents[2]
-FP32 = ROOT / "model_repository" / "en-es" / "5"
+FP32 = EN_ES_FP32
 TEST_SPLIT = ROOT / "models" / "pretrained" / "en-es" / "test.en"
 
 

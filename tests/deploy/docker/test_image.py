@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.committed import EN_ES_INT8_VERSION
 from tests.deploy.docker.client import SENTENCES, list_models, translate
 from tests.deploy.docker.conftest import dockerfile_arg
 from tests.deploy.docker.engine import Docker
@@ -57,7 +58,7 @@ def test_serves_metrics_counting_the_calls(docker, container):
     ok = {"method": "Translate", "code": "OK"}
     assert after.value("nmt_requests_total", **ok) == before.value("nmt_requests_total", **ok) + 1
     cpu = {"provider": "CPUExecutionProvider"}
-    assert after.value("nmt_model_info", model="en-es", version="6", **cpu) == 1
+    assert after.value("nmt_model_info", model="en-es", version=EN_ES_INT8_VERSION, **cpu) == 1
     assert after.value("nmt_model_info", model="en-es-luong", version="2", **cpu) == 1
 
 
