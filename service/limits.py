@@ -85,11 +85,14 @@ def validate_request(
     tokenizer: Tokenizer,
     *,
     max_source_tokens: int | None = None,
+    first_index: int = 0,
 ) -> list[list[int]]:
     """Tokenise and check limits; raise :class:`InvalidRequest` saying how to fix it.
 
     ``max_source_tokens``: the source length the model's export was verified up to (its
     manifest); a sentence may not exceed it nor ``cfg.max_source_tokens``.
+    ``first_index``: what the messages call ``texts[0]`` is ``texts[first_index]`` (a
+    caller that checks its input in slices names the line of the whole input).
     """
     limit = min(cfg.max_source_tokens, max_source_tokens or cfg.max_source_tokens)
     if not texts:
@@ -119,7 +122,7 @@ def validate_request(
             f"use max_length <= {cfg.max_target_length} (or 0 for the default)"
         )
     sources = []
-    for i, text in enumerate(texts):
+    for i, text in enumerate(texts, start=first_index):
         # Refused by its length before tokenising it: a megabyte of text would cost
         # every request in flight its tokenisation time first.
         if len(text) > limit * MAX_CHARS_PER_TOKEN:

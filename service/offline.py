@@ -5,20 +5,16 @@ server applies them (over the bundle's own decoding defaults)."""
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable
 from pathlib import Path
 
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.bundle import load_bundle
 from service.decoding import decode
-from service.errors import InvalidRequest
 from service.front import replace_unknowns
 from service.limits import EngineConfig, validate_request
 from service.messages import to_options
 from service.runtime import RuntimeConfig
-
-_TEXT_INDEX = re.compile(r"^texts\[(\d+)\]")
 
 
 def translate_with_bundle(
@@ -52,20 +48,15 @@ def translate_with_bundle(
     nbest = []
     step = batch or max(1, len(lines))
     for first in range(0, len(lines), step):
-        try:  # the server's checks of a request, tokenising included
-            chunk = validate_request(
-                lines[first : first + step],
-                options,
-                limits,
-                src_tok,
-                max_source_tokens=bundle.max_source_tokens,
-            )
-        except InvalidRequest as exc:  # texts[i] of this batch: lines[first + i]
-            index = _TEXT_INDEX.match(str(exc))
-            if index is None:
-                raise
-            where = f"texts[{first + int(index.group(1))}]"
-            raise InvalidRequest(where + str(exc)[index.end() :]) from None
+        # the server's checks of a request, tokenising included; texts[i] names lines[i]
+        chunk = validate_request(
+            lines[first : first + step],
+            options,
+            limits,
+            src_tok,
+            max_source_tokens=bundle.max_source_tokens,
+            first_index=first,
+        )
         sources += chunk
         nbest += decode(bundle.model, chunk, options=options, special=bundle.special)
         if on_done is not None:
