@@ -10,6 +10,7 @@ Checks (thresholds in :class:`ParityThresholds`):
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Sequence
@@ -34,6 +35,9 @@ class ParityInputError(ValueError):
 
 
 NO_SENTENCES = "no parity sentences: give --parity-src with at least one non-empty line"
+
+
+log = logging.getLogger(__name__)
 
 
 def max_abs_diff(got, want, rtol: float = 0.0) -> float:
@@ -253,6 +257,7 @@ def run_gate(
     start = time.monotonic()
     model = model.eval()
     report = ParityReport(beam_size=beam_size)
+    log.info("parity gate: decoder steps, PyTorch vs ONNX Runtime, random and real batches")
     check_steps(
         model, onnx, sources, max_len=max_len, report=report, log_prob_rtol=th.log_prob_rtol
     )
@@ -268,6 +273,7 @@ def run_gate(
     )
     _check_diff(report, report.max_attention_diff, th.attention_atol, "attention", "differs")
     report.greedy_sentences = len(sources)
+    log.info("parity gate: greedy on %s sentences, PyTorch vs ONNX Runtime", f"{len(sources):,}")
     report.greedy_mismatches = check_search(
         model,
         onnx,
@@ -283,6 +289,7 @@ def run_gate(
         )
     sample = sources[:beam_sentences]
     report.beam_sentences = len(sample)
+    log.info("parity gate: beam %d n-best on %s sentences", beam_size, f"{len(sample):,}")
     report.beam_mismatches = check_search(
         model,
         onnx,

@@ -9,6 +9,7 @@ the same tokens and scores alone and batched with others, or nothing is written.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -49,6 +50,9 @@ class VariantReport:
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
+
+
+log = logging.getLogger(__name__)
 
 
 def quantize_int8(src_dir: Path, dst_dir: Path) -> None:
@@ -212,6 +216,9 @@ def compare(
         )
     _, providers, batch_invariant = VARIANTS[precision]
     variant = _model(variant_dir, config, providers)
+    log.info(
+        "%s: BLEU gate, fp32 and %s on %s sentences", precision, precision, f"{len(sources):,}"
+    )
     tok32, sec32 = _translate(_model(fp32_dir, config, providers), config, sources)
     tokv, secv = _translate(variant, config, sources)
     b32 = sacrebleu.corpus_bleu([detok(t) for t in tok32], [references]).score
@@ -220,6 +227,7 @@ def compare(
         raise VariantError(f"{precision}: BLEU {bv} vs fp32 {b32} is not a number")
     invariance = None
     if batch_invariant:
+        log.info("%s: batch invariance, alone vs batched", precision)
         invariance = check_batch_invariance(
             variant, sources[:INVARIANCE_SENTENCES], _special(config)
         )

@@ -8,6 +8,7 @@ place only after the gate passed, so a failed export writes nothing.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -26,6 +27,9 @@ MAX_SOURCE_TOKENS = 128
 
 class ExportError(RuntimeError):
     """An export that cannot proceed; the message says how to fix it."""
+
+
+log = logging.getLogger(__name__)
 
 
 def _staging_dir(parent: Path) -> Path:
@@ -154,6 +158,7 @@ def write_bundle(
     tmp = _staging_dir(out.parent)
     try:
         started = time.monotonic()
+        log.info("tracing the encoder and one decoder step to ONNX")
         export_graphs(model, tmp)
         tokenizers = {}
         for side, tok in (("source", src_tokenizer), ("target", tgt_tokenizer)):
@@ -215,6 +220,7 @@ def write_bundle(
             "files": {f: sha256_file(tmp / f) for f in files},
         }
         (tmp / spec.MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+        log.info("loading the bundle as nmt-serve will")
         _loads_as_served(tmp)
         if out.is_dir():
             shutil.rmtree(out)
@@ -269,6 +275,7 @@ def _make_variant(
         raise ExportError(f"{len(references)} references for {len(sources)} parity sentences")
     dst = _staging_dir(out.parent)
     try:
+        log.info("%s: writing the variant of the fp32 graphs", precision)
         write_variant(fp32_dir, dst)
         for f in tokenizer_files:
             shutil.copy(fp32_dir / f, dst / f)
