@@ -35,15 +35,15 @@ def translate_with_bundle(
     ``ignore_when_blocking`` token the model does not have, a sentence over the source
     length limit or with no tokens, ..."""
     bundle = load_bundle(Path(bundle_dir), RuntimeConfig(providers=("cpu",)))
+    limits = EngineConfig()  # a default server's
     options = to_options(
         request or pb.DecodeOptions(),
-        default_max_length=EngineConfig().max_target_length,
+        default_max_length=limits.max_target_length,
         defaults=bundle.decoding,
         target_index=bundle.target_index,
     )
     options = dataclasses.replace(options, n_best=1)
     src_tok, tgt_tok, unk = bundle.src_tokenizer, bundle.tgt_tokenizer, bundle.config.unk_id
-    limits = EngineConfig()
     sources: list[list[int]] = []
     nbest = []
     step = batch or max(1, len(lines))
