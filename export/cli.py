@@ -17,7 +17,7 @@ from pathlib import Path
 from export.modules import AdapterError
 from export.parity import ParityError
 from export.spec import ContractError
-from export.stages import hide_stages, show_stages
+from export.stages import shown_stages
 from export.variants import VariantError
 from export.writer import MAX_SOURCE_TOKENS, ExportError, bundle_config, write_bundle
 from models.checkpoint import CheckpointError, load_checkpoint
@@ -170,19 +170,11 @@ def bundle_options(args: argparse.Namespace) -> dict:
 INPUT_ERRORS = (ExportError, CheckpointError, TokenizerError, AdapterError, ContractError)
 
 
-def _staged(prog: str, export: Callable[[], dict]) -> dict:
-    """``export()``, its stages shown on a terminal (:mod:`export.stages`)."""
-    stages = show_stages(prog)
-    try:
-        return export()
-    finally:
-        hide_stages(stages)
-
-
 def run_export(prog: str, export: Callable[[], dict], out: Path) -> int:
     """Run ``export``; print its summary or one error line; return the exit code."""
     try:
-        manifest = _staged(prog, export)
+        with shown_stages(prog):  # on a terminal: what the export is doing
+            manifest = export()
     except INPUT_ERRORS as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2

@@ -13,11 +13,12 @@ Only on a terminal: piped or captured stderr gets nothing (one-line errors stay 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TextIO
 
 LOGGER = "export"
@@ -44,7 +45,6 @@ class StageLine(logging.Handler):
         self.stage_lock = threading.Lock()  # Handler.handle holds self.lock around emit
         self.stop = threading.Event()
         self.ticker = None
-        self.level_before = logging.NOTSET  # the logger's, restored by hide_stages
         if tick > 0:
             self.ticker = threading.Thread(
                 target=self._tick, args=(tick,), name="nmt-export-stages", daemon=True
@@ -84,25 +84,24 @@ class StageLine(logging.Handler):
             self.stage = None
 
 
-def show_stages(prog: str, stream: TextIO | None = None) -> StageLine | None:
-    """Attach a :class:`StageLine` to the ``export`` loggers when ``stream`` (default
-    stderr) is a terminal; returns it (call :func:`hide_stages` when done) or None."""
+@contextlib.contextmanager
+def shown_stages(prog: str, stream: TextIO | None = None) -> Iterator[None]:
+    """While the block runs, a :class:`StageLine` on the ``export`` loggers when ``stream``
+    (default stderr) is a terminal; afterwards the logger as it was and the last stage's
+    line ended (before an error line the caller prints)."""
     stream = stream if stream is not None else sys.stderr
     if not stream.isatty():
-        return None
+        yield
+        return
     handler = StageLine(prog, stream)
     logger = logging.getLogger(LOGGER)
-    handler.level_before = logger.level
+    level = logger.level
     logger.addHandler(handler)
     if logger.getEffectiveLevel() > logging.INFO:
         logger.setLevel(logging.INFO)
-    return handler
-
-
-def hide_stages(handler: StageLine | None) -> None:
-    """Detach ``handler``, restore the logger's level and end the last stage's line."""
-    if handler is not None:
-        logger = logging.getLogger(LOGGER)
+    try:
+        yield
+    finally:
         logger.removeHandler(handler)
-        logger.setLevel(handler.level_before)
+        logger.setLevel(level)
         handler.close()

@@ -7,7 +7,7 @@ import io
 import logging
 
 from export.cli import main, run_export
-from export.stages import LOGGER, StageLine, show_stages
+from export.stages import LOGGER, StageLine, shown_stages
 from export.writer import ExportError
 from tests.export.helpers import cli_args
 
@@ -45,8 +45,8 @@ def test_stage_lines_carry_each_stages_time():
 
 
 def test_nothing_is_shown_when_stderr_is_not_a_terminal():
-    assert show_stages("nmt-export", io.StringIO()) is None
-    assert not logging.getLogger(LOGGER).handlers
+    with shown_stages("nmt-export", io.StringIO()):
+        assert not logging.getLogger(LOGGER).handlers
 
 
 def test_an_export_on_a_terminal_names_every_stage(checkpoint, tmp_path):
