@@ -203,7 +203,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "runtime",
         "io_binding",
-        "decoder steps through ORT IO binding, states kept on the device (auto: on CUDA)",
+        "keep decode state on the device through ORT IO binding: encoder outputs, the "
+        "memory pool and decoder states never come to the host (auto: on with CUDA)",
         choices=IO_BINDING_MODES,
     ),
     Flag(

@@ -70,7 +70,10 @@ class DecodeLoop:
         self.special = special
         self.max_top_k = max_top_k
         self.active: list[_Active] = []
-        self.pool = MemoryPool()
+        # A model that keeps decode state on its device brings its own pool
+        # (service.devicepool); every other model uses host arrays.
+        new_pool = getattr(model, "new_pool", None)
+        self.pool: MemoryPool = new_pool() if new_pool is not None else MemoryPool()
         self._states: tuple[np.ndarray, ...] = ()
         self._live_rows = 0
 
@@ -90,12 +93,12 @@ class DecodeLoop:
         self.add_encoded(self.model.encode(ids, lengths), searches, handles)
 
     def add_encoded(self, enc: Encoded, searches: list[SentenceSearch], handles: list) -> None:
-        lengths = enc.mask.sum(axis=1).tolist()
+        # (a device-resident mask is copied to the host for this: (n, src_len) bools)
+        lengths = np.asarray(enc.mask).sum(axis=1).tolist()
         first_row = self._states[0].shape[0] if self._states else 0
         first_slot = self.pool.append(enc.memory, enc.keys, enc.mask)
         if self._states:
-            pairs = zip(self._states, enc.states, strict=True)
-            self._states = tuple(_join_rows(old, new) for old, new in pairs)
+            self._states = self.pool.join_states(self._states, tuple(enc.states))
         else:
             self._states = tuple(enc.states)
         for i, (search, handle) in enumerate(zip(searches, handles, strict=True)):
@@ -242,22 +245,6 @@ class DecodeLoop:
         self.pool.compact([a.slot for a in self.active], needed)
         for i, a in enumerate(self.active):
             a.slot = i
-
-
-def _join_rows(old: np.ndarray, new: np.ndarray) -> np.ndarray:
-    """The rows of state ``new`` after those of ``old`` (either may be device-resident:
-    ``np.asarray`` copies it to the host, as admitting sentences always did).
-
-    A coverage state ``(rows, width)`` runs over source positions, so a batch of shorter
-    or longer sentences has another width: the narrower side is padded with zeros (no
-    attention past a sentence's end) and the decoder graph fits the result to the pool
-    (:mod:`export.spec`). Every other state has the same shape past the rows.
-    """
-    old, new = np.asarray(old), np.asarray(new)
-    if old.ndim == new.ndim == 2 and old.shape[1] != new.shape[1]:
-        width = max(old.shape[1], new.shape[1])
-        old, new = (np.pad(a, ((0, 0), (0, width - a.shape[1]))) for a in (old, new))
-    return np.concatenate([old, new])
 
 
 def isolate_failures(

@@ -33,9 +33,8 @@ class MemoryPool:
         self.slots = 0
         self._views: tuple[np.ndarray | None, ...] = (None, None, None)
 
-    # The views are rebuilt only when the pool changes, so a consumer may cache work per
-    # array object (the runtime's device copies under IO binding); nothing ever writes
-    # into the slots a handed-out view covers.
+    # The views are rebuilt only when the pool changes (not on every step's read);
+    # nothing ever writes into the slots a handed-out view covers.
     @property
     def memory(self) -> np.ndarray | None:
         return self._views[0]
@@ -121,3 +120,24 @@ class MemoryPool:
         self._memory = self._keys = self._mask = None
         self.slots = 0
         self._refresh()
+
+    def join_states(self, old: tuple, new: tuple) -> tuple:
+        """Decoder states with the rows of ``new`` (newly admitted sentences) after
+        those of ``old``."""
+        return tuple(join_rows(a, b) for a, b in zip(old, new, strict=True))
+
+
+def join_rows(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """The rows of state ``new`` after those of ``old`` (either may be device-resident:
+    ``np.asarray`` copies it to the host, as admitting sentences always did).
+
+    A coverage state ``(rows, width)`` runs over source positions, so a batch of shorter
+    or longer sentences has another width: the narrower side is padded with zeros (no
+    attention past a sentence's end) and the decoder graph fits the result to the pool
+    (:mod:`export.spec`). Every other state has the same shape past the rows.
+    """
+    old, new = np.asarray(old), np.asarray(new)
+    if old.ndim == new.ndim == 2 and old.shape[1] != new.shape[1]:
+        width = max(old.shape[1], new.shape[1])
+        old, new = (np.pad(a, ((0, 0), (0, width - a.shape[1]))) for a in (old, new))
+    return np.concatenate([old, new])

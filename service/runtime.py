@@ -1,4 +1,5 @@
-"""ONNX Runtime sessions for one bundle: the only module that talks to ORT."""
+"""ONNX Runtime sessions for one bundle: the module that talks to ORT (with
+:mod:`service.devicepool`, the decode state it keeps on the device under IO binding)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import onnxruntime as ort
 
 from export import spec
 from service.decoding import Encoded, StepOutput
+from service.devicepool import DeviceGraphs, DevicePool, DeviceState, bind_input
+from service.pool import MemoryPool
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +47,10 @@ class RuntimeConfig:
     do not spin between kernels unless ``allow_spinning``: spinning threads took the
     cores the Python threads needed and halved the service's throughput on 2 cores.
 
-    ``io_binding`` ("auto", "on", "off"; auto = on for CUDA) runs decoder steps through
-    ONNX Runtime IO binding: decoder states stay on the execution device from one step
-    to the next (:class:`DeviceState`), encoder memory is uploaded once per change of the
-    memory pool instead of once per step, and only top-k ids/log-probs, EOS log-probs and
-    attention come back to the host.
+    ``io_binding`` ("auto", "on", "off"; auto = on for CUDA) keeps the decode state on the
+    execution device through ONNX Runtime IO binding: encoder outputs, the memory pool
+    and the decoder states never come back to the host (:mod:`service.devicepool`); only
+    top-k ids/log-probs, EOS log-probs and attention do.
     """
 
     providers: tuple[str, ...] = ("cuda", "cpu")
@@ -87,30 +89,6 @@ class RuntimeConfig:
             opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
             opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
         return opts
-
-
-class DeviceState:
-    """A decoder state tensor that ONNX Runtime keeps on its device between steps.
-
-    The decode loop treats states as arrays it only concatenates when sentences join;
-    ``shape`` and ``__array__`` (a device-to-host copy) cover that, so states make the
-    round trip to the host only on admission, never on an ordinary step.
-    """
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: ort.OrtValue) -> None:
-        self.value = value
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return tuple(self.value.shape())
-
-    def __array__(self, dtype=None, copy=None) -> np.ndarray:
-        if copy is False:
-            raise ValueError("a device state can only be read by copying it to the host")
-        host = self.value.numpy()
-        return host if dtype is None else host.astype(dtype, copy=False)
 
 
 @dataclass
@@ -244,12 +222,11 @@ class OnnxModel:
         self.io_binding = config.io_binding == "on" or (
             config.io_binding == "auto" and self.device == "cuda"
         )
-        # Device copies of the memory pool's arrays, reused while the loop passes the very
-        # same array objects (the pool hands out new objects whenever it changes; holding
-        # the references keeps their ids from being reused).
-        self._bound_memory: tuple[np.ndarray, ...] = ()
-        self._bound_values: tuple[ort.OrtValue, ...] = ()
-        self._seen_memory: tuple[np.ndarray, ...] = ()
+        # the graphs that admit, compact and join decode state on the device
+        copy_options = config.session_options(threads=1)
+        self._graphs = DeviceGraphs(
+            self.device, lambda path: _session(Path(path), copy_options, providers)
+        )
         log.info(
             "ONNX Runtime sessions on %s (requested %s), IO binding %s",
             self.provider,
@@ -261,13 +238,19 @@ class OnnxModel:
         self._top_k: dict[int, np.ndarray] = {}
         self.stats = RunStats()
 
+    def new_pool(self) -> MemoryPool | DevicePool:
+        """The memory pool a decode loop over this model keeps its sentences in: on the
+        device under IO binding, host arrays otherwise."""
+        return DevicePool(self._graphs) if self.io_binding else MemoryPool()
+
     def encode(self, src_ids: np.ndarray, src_lengths: np.ndarray) -> Encoded:
-        """Encode ``src_ids`` ``(batch, src_len)`` with true ``src_lengths`` ``(batch,)``."""
+        """Encode ``src_ids`` ``(batch, src_len)`` with true ``src_lengths`` ``(batch,)``;
+        under IO binding the outputs stay on the device (:class:`DeviceState`)."""
         if self.exact_lengths and (
             src_ids.shape[1] != int(src_lengths.max()) or int(src_lengths.min()) != src_ids.shape[1]
         ):
             return self._encode_by_length(src_ids, src_lengths)
-        return self._encode(src_ids, src_lengths)
+        return self._encode(src_ids, src_lengths, on_device=self.io_binding)
 
     def _encode_by_length(self, src_ids: np.ndarray, src_lengths: np.ndarray) -> Encoded:
         """Encode each group of equal length without padding, then pad the outputs back
@@ -276,7 +259,8 @@ class OnnxModel:
         parts = []
         for n in np.unique(src_lengths):
             rows = np.flatnonzero(src_lengths == n)
-            parts.append((rows, int(n), self._encode(src_ids[rows, :n], src_lengths[rows])))
+            enc = self._encode(src_ids[rows, :n], src_lengths[rows], on_device=False)
+            parts.append((rows, int(n), enc))
         first = parts[0][2]
 
         def empty(a: np.ndarray, dims: tuple) -> np.ndarray:
@@ -294,13 +278,21 @@ class OnnxModel:
                 whole[rows] = part
         return Encoded(memory, keys, mask, tuple(states))
 
-    def _encode(self, src_ids: np.ndarray, src_lengths: np.ndarray) -> Encoded:
+    def _encode(self, src_ids: np.ndarray, src_lengths: np.ndarray, *, on_device: bool) -> Encoded:
         batch = src_ids.shape[0]
         session = self.encoder if batch >= self.parallel_rows else self._encoder_1
+        feeds = {spec.SRC_IDS: src_ids, spec.SRC_LENGTHS: src_lengths}
         start = time.perf_counter()
-        memory, keys, mask, *states = session.run(
-            self._enc_out, {spec.SRC_IDS: src_ids, spec.SRC_LENGTHS: src_lengths}
-        )
+        if on_device:
+            binding = session.io_binding()
+            for name, value in feeds.items():
+                binding.bind_cpu_input(name, np.ascontiguousarray(value))
+            for name in self._enc_out:
+                binding.bind_output(name, self.device)
+            session.run_with_iobinding(binding)
+            memory, keys, mask, *states = (DeviceState(v) for v in binding.get_outputs())
+        else:
+            memory, keys, mask, *states = session.run(self._enc_out, feeds)
         stats = self.stats
         stats.encoder_seconds += time.perf_counter() - start
         stats.encoder_calls += 1
@@ -350,24 +342,12 @@ class OnnxModel:
         return StepOutput(values, ids, eos, attention, tuple(new_states))
 
     def _run_bound(self, session: ort.InferenceSession, feeds: dict) -> list:
-        """One decoder step through IO binding: host outputs as numpy arrays, states as
-        :class:`DeviceState` left on ``self.device``."""
+        """One decoder step through IO binding: the pool bound where it lies
+        (:class:`service.devicepool.DeviceSlice`), states as :class:`DeviceState` left on
+        the device, host outputs as numpy arrays."""
         binding = session.io_binding()
-        pooled = (spec.MEMORY, spec.KEYS, spec.SRC_MASK)
-        arrays = tuple(feeds[n] for n in pooled)
-        device_values = self._on_device(arrays)
-        for name, array, value in zip(pooled, arrays, device_values or arrays, strict=True):
-            if device_values is None:
-                binding.bind_cpu_input(name, np.ascontiguousarray(array))
-            else:
-                binding.bind_ortvalue_input(name, value)
         for name, value in feeds.items():
-            if name in pooled:
-                continue
-            if isinstance(value, DeviceState):
-                binding.bind_ortvalue_input(name, value.value)
-            else:
-                binding.bind_cpu_input(name, np.ascontiguousarray(value))
+            bind_input(binding, name, value)
         n_host = len(self._dec_out) - len(self.state_names)  # top-k, EOS, attention
         for i, name in enumerate(self._dec_out):
             binding.bind_output(name, "cpu" if i < n_host else self.device)
@@ -375,29 +355,3 @@ class OnnxModel:
         outputs = binding.get_outputs()
         host = [value.numpy() for value in outputs[:n_host]]
         return host + [DeviceState(value) for value in outputs[n_host:]]
-
-    def _on_device(self, arrays: tuple[np.ndarray, ...]) -> tuple[ort.OrtValue, ...] | None:
-        """Device copies of the pool's ``memory``/``keys``/``mask``, or None: bind them as
-        host inputs this step.
-
-        A pool seen for the first time goes in as host input (ORT's own staged copy,
-        what a plain ``run`` does); only when the loop passes the very same arrays a
-        second time are they uploaded and kept. Under steady admissions the pool changes
-        nearly every step, and an explicit upload per change cost 1.4-2.9x a plain step
-        on an H100 (``python -m loadtest.stepbench --device cuda``).
-        """
-        if _same(arrays, self._bound_memory):
-            return self._bound_values
-        if not _same(arrays, self._seen_memory):
-            self._seen_memory = arrays
-            return None
-        self._bound_values = tuple(
-            ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a), self.device, 0)
-            for a in arrays
-        )
-        self._bound_memory = arrays
-        return self._bound_values
-
-
-def _same(a: tuple, b: tuple) -> bool:
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))

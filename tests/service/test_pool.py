@@ -1,6 +1,6 @@
-"""The memory pool hands out the same view objects until it changes: the runtime caches
-device copies per array object under IO binding, so a stale view after a change (or a
-fresh object on every read) would be a wrong answer (or an upload per step)."""
+"""The host memory pool hands out the same view objects until it changes (a fresh view
+per read would cost every step), and a view handed out never changes under its reader.
+The device pool is held to the same slots in ``test_devicepool.py``."""
 
 from __future__ import annotations
 
