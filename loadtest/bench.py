@@ -9,8 +9,8 @@ On one machine, one model and the same N test sentences it measures
 2. ``onnx``: :func:`service.decoding.decode` over the bundle's ORT sessions, one
    sentence at a time (no batching);
 3. ``service``: the gRPC service in-process on 127.0.0.1 with 1, 8, 32, 64 concurrent
-   closed-loop clients (:func:`loadtest.concurrency.run_level`) in a child process
-   (:class:`loadtest.clients.ClientProcess`), greedy and beam;
+   closed-loop clients (:func:`loadtest.concurrency.closed_loop`) in child processes
+   (:class:`loadtest.clients.ClientProcess`, ``--client-processes``), greedy and beam;
 4. ``noop``: the same clients against a gRPC server with no model
    (:class:`loadtest.clients.NoopTranslator`): the most sentences/s one sentence per
    request can reach on this machine, whatever the model costs;
@@ -149,6 +149,12 @@ def client_options(opts: DecodeOptions) -> ClientOptions:
     return ClientOptions(beam_size=opts.beam_size, return_scores=False)
 
 
+def warm_up(clients: ClientProcess, target: str, sentences: list[str], request) -> None:
+    """A short level that starts every client process and warms the server."""
+    n = max(4, clients.processes)
+    clients.run_level(target, sentences[: 4 * n], n, request)
+
+
 def measured_level(
     clients: ClientProcess, target: str, sentences: list[str], n: int, request: ClientOptions
 ) -> tuple[dict, list[str]]:
@@ -181,8 +187,8 @@ def bench_service(
     try:
         for strategy, opts in options.items():
             request = client_options(opts)
-            # warm-up, not measured (it also starts the client process)
-            clients.run_level(target, sentences[:16], 4, request)
+            # warm-up, not measured (it also starts the client processes)
+            warm_up(clients, target, sentences, request)
             for n in args.clients:
                 log.info("service %s, %d clients, %d sentences", strategy, n, len(sentences))
                 before, start = runtime_snapshot(model), time.perf_counter()
@@ -206,7 +212,7 @@ def bench_noop(args, sentences, clients: ClientProcess) -> list[dict]:
     request = client_options(DecodeOptions())
     rows = []
     try:
-        clients.run_level(target, sentences[:16], 4, request)  # warm-up, not measured
+        warm_up(clients, target, sentences, request)  # not measured
         for n in args.clients:
             log.info("no-model gRPC server, %d clients, %d sentences", n, len(sentences))
             level, _ = measured_level(clients, target, sentences, n, request)
@@ -269,6 +275,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "round (a shared machine is noisy)",
     )
     p.add_argument("--peak-seconds", type=float, default=0.3, help="time per peak trial")
+    p.add_argument(
+        "--client-processes",
+        type=int,
+        default=1,
+        help="processes the clients of a level are dealt out over (one Python process "
+        "sends a few thousand requests a second at most: a GPU server needs several)",
+    )
     args = show_defaults(p).parse_args(argv)
     clients_text = args.clients
     try:
@@ -291,6 +304,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error("--sentences, --threads and --torch-threads must be positive")
     if args.rounds < 1:
         p.error("--rounds must be >= 1")
+    if args.client_processes < 1:
+        p.error(f"--client-processes must be >= 1, got {args.client_processes}")
     if args.device == "cuda" and {"peak", "profile"} & set(args.parts):
         p.error("peak and profile measure the CPU; leave them out of --parts with --device cuda")
     if not (math.isfinite(args.peak_seconds) and args.peak_seconds > 0):
@@ -366,7 +381,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows += bench_torch(args, sentences, options)
         if "onnx" in args.parts:
             rows += bench_onnx(args, bundle_dir, sentences, options, flops, src_len, peak_gflops)
-        with ClientProcess() as clients:
+        with ClientProcess(args.client_processes) as clients:
             if "service" in args.parts:
                 rows += bench_service(
                     args, args.model, sentences, options, flops, src_len, peak_gflops, clients
@@ -412,8 +427,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             "bundle_precision": manifest.get("precision", "fp32"),
             "checkpoint": shown(args.checkpoint) if "torch" in args.parts else None,
             "model_config": config.to_dict(),
-            "service": "in-process server on 127.0.0.1, closed-loop client threads in a "
-            "child process, one sentence per request, default engine limits",
+            "service": "in-process server on 127.0.0.1, closed-loop client threads in "
+            + (
+                "a child process"
+                if args.client_processes == 1
+                else f"{args.client_processes} child processes"
+            )
+            + ", one sentence per request, default engine limits",
         },
         "flops": flops.to_dict()
         | {"decoder_per_token_at_mean_src": flops.decoder_per_token(src_len)},

@@ -1,10 +1,10 @@
-"""Closed-loop benchmark clients in a process of their own, and a no-model gRPC server.
+"""Closed-loop benchmark clients in processes of their own, and a no-model gRPC server.
 
 Clients of a real deployment never share the server's process. Client threads in the
 server's process take the server's GIL for every request they build and every reply
-they parse, so the benchmark runs them in a child process: the server keeps its own
-interpreter and the machine's cores are shared the way they would be with a local
-client. The child's CPU time is measured and reported beside the server's.
+they parse, so the benchmark runs them in child processes: the server keeps its own
+interpreter and the machine's cores are shared the way they would be with local
+clients. The children's CPU time is measured and reported beside the server's.
 
 :class:`NoopTranslator` answers ``Translate`` without any model. The same clients
 against it measure what gRPC in Python carries on this machine with no translation work
@@ -19,38 +19,65 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 import grpc
 
-from loadtest.concurrency import run_level
+from loadtest.concurrency import LoopResult, closed_loop, summarize
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
 from nmt_client import DecodeOptions
 
 
-def _run_level_child(
+def _closed_loop_child(
     target: str, sentences: list[str], clients: int, options: DecodeOptions
-) -> tuple[dict, list[str]]:
-    """:func:`run_level` in the child: the level's numbers, each sentence's best text, and
-    the child's CPU time (``client_cpu_s``)."""
+) -> tuple[LoopResult, list[str], float]:
+    """:func:`closed_loop` in a child: what it measured, each sentence's best text, and
+    the child's CPU seconds."""
     texts = [""] * len(sentences)
     cpu = time.process_time()
-    level = run_level(target, sentences, clients, options, outputs=texts)
-    level["client_cpu_s"] = round(time.process_time() - cpu, 4)
-    return level, texts
+    loop = closed_loop(target, sentences, clients, options, outputs=texts)
+    return loop, texts, time.process_time() - cpu
 
 
 class ClientProcess:
-    """One child process (spawned, so no server state is forked into it) that runs
-    closed-loop client levels on request. Use as a context manager."""
+    """Child processes (spawned, so no server state is forked into them) that run
+    closed-loop client levels on request. Use as a context manager.
 
-    def __init__(self) -> None:
-        self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+    With ``processes`` > 1 a level's clients and sentences are dealt out over that many
+    processes (never more than there are clients), which run side by side: one Python
+    process tops out at a few thousand requests a second whatever the server does, which
+    a GPU server can exceed."""
+
+    def __init__(self, processes: int = 1) -> None:
+        if processes < 1:
+            raise ValueError(f"client processes must be >= 1, got {processes}")
+        self.processes = processes
+        context = multiprocessing.get_context("spawn")
+        self._pool = ProcessPoolExecutor(processes, mp_context=context)
 
     def run_level(
         self, target: str, sentences: list[str], clients: int, options: DecodeOptions
     ) -> tuple[dict, list[str]]:
-        """Like :func:`loadtest.concurrency.run_level`, in the child; returns the level
-        (with ``client_cpu_s``) and the best translation of every sentence."""
-        future = self._pool.submit(_run_level_child, target, list(sentences), clients, options)
-        return future.result()
+        """All ``sentences`` through ``clients`` closed-loop clients in the child
+        processes; returns the level's numbers (:func:`loadtest.concurrency.summarize`,
+        with ``client_cpu_s``: the children's CPU seconds) and the best translation of
+        every sentence, in order."""
+        shares = min(self.processes, clients, len(sentences)) or 1
+        futures = [
+            self._pool.submit(
+                _closed_loop_child,
+                target,
+                list(sentences[k::shares]),
+                clients // shares + (k < clients % shares),
+                options,
+            )
+            for k in range(shares)
+        ]
+        done = [f.result() for f in futures]
+        texts = [""] * len(sentences)
+        for k, (_, share, _) in enumerate(done):
+            texts[k::shares] = share
+        level = summarize(clients, options, [loop for loop, _, _ in done])
+        level["client_cpu_s"] = round(sum(cpu for _, _, cpu in done), 4)
+        level["client_processes"] = shares
+        return level, texts
 
     def close(self) -> None:
         self._pool.shutdown()

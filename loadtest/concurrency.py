@@ -3,7 +3,7 @@
 ``python -m loadtest.concurrency [--server HOST:PORT] [--clients 1,8,32] [--sentences N]``
 
 Without ``--server`` it starts an in-process server on the committed model repository
-(127.0.0.1, a free port). The client threads run in a child process
+(127.0.0.1, a free port). The client threads run in child processes
 (:class:`loadtest.clients.ClientProcess`), so they never share the server's GIL. Each
 sends one sentence per request, in a closed loop, over its own channel; every
 concurrency level translates the same sentences. Prints a markdown table and writes
@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from nmt_client import DecodeOptions, Translator, TranslatorError
@@ -36,14 +37,27 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[k]
 
 
-def run_level(
+@dataclass
+class LoopResult:
+    """What one closed loop measured: per-sentence latencies (seconds), target tokens of
+    the best hypotheses (EOS included), failed calls, and its start and end on the wall
+    clock (``time.time()``, comparable across processes)."""
+
+    latencies: list[float] = field(default_factory=list)
+    tokens: int = 0
+    errors: int = 0
+    start: float = 0.0
+    end: float = 0.0
+
+
+def closed_loop(
     target: str,
     sentences: list[str],
     clients: int,
     options: DecodeOptions,
     *,
     outputs: list[str] | None = None,
-) -> dict:
+) -> LoopResult:
     """All ``sentences`` through ``clients`` concurrent closed-loop clients, each a
     :class:`nmt_client.Translator` of its own that never retries (a failed call counts
     as an error).
@@ -51,9 +65,7 @@ def run_level(
     With ``outputs`` (a list as long as ``sentences``) the best translation of sentence
     ``i`` is stored at ``outputs[i]``.
     """
-    latencies: list[float] = []
-    tokens = [0]
-    errors = [0]
+    result = LoopResult()
     lock = threading.Lock()
     next_index = [0]
 
@@ -67,34 +79,43 @@ def run_level(
                     return
                 start = time.perf_counter()
                 try:
-                    (result,) = translator.translate([sentences[i]], options=options)
+                    (reply,) = translator.translate([sentences[i]], options=options)
                 except TranslatorError:
                     with lock:
-                        errors[0] += 1
+                        result.errors += 1
                     continue
                 elapsed = time.perf_counter() - start
-                best = result.best
+                best = reply.best
                 with lock:
-                    latencies.append(elapsed)
-                    tokens[0] += len(best.tokens) + 1
+                    result.latencies.append(elapsed)
+                    result.tokens += len(best.tokens) + 1
                     if outputs is not None:
                         outputs[i] = best.text
 
     threads = [threading.Thread(target=worker) for _ in range(clients)]
-    start = time.perf_counter()
+    result.start = time.time()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    wall = time.perf_counter() - start
+    result.end = time.time()
+    return result
+
+
+def summarize(clients: int, options: DecodeOptions, loops: Sequence[LoopResult]) -> dict:
+    """One level's numbers from the closed loops that ran it side by side (one per client
+    process): throughput over the wall time from the first start to the last end."""
+    latencies = [x for loop in loops for x in loop.latencies]
+    tokens = sum(loop.tokens for loop in loops)
+    wall = max(loop.end for loop in loops) - min(loop.start for loop in loops)
     return {
         "clients": clients,
         "strategy": "greedy" if (beam := options.beam_size or 1) == 1 else f"beam{beam}",
         "sentences": len(latencies),
-        "errors": errors[0],
+        "errors": sum(loop.errors for loop in loops),
         "seconds": round(wall, 2),
         "sentences_per_s": round(len(latencies) / wall, 2),
-        "tokens_per_s": round(tokens[0] / wall, 1),
+        "tokens_per_s": round(tokens / wall, 1),
         "p50_ms": round(1000 * percentile(latencies, 50), 1),
         "p95_ms": round(1000 * percentile(latencies, 95), 1),
         "p99_ms": round(1000 * percentile(latencies, 99), 1),
@@ -145,7 +166,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--sentences", type=int, default=200)
     p.add_argument("--file", type=Path, default=DEFAULT_SENTENCES)
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--client-processes", type=int, default=1, help="processes the clients share")
     args = p.parse_args(argv)
+    if args.client_processes < 1:
+        p.error(f"--client-processes must be >= 1, got {args.client_processes}")
     sentences = [s for s in args.file.read_text(encoding="utf-8").splitlines() if s.strip()]
     sentences = sentences[: args.sentences]
     server = None
@@ -156,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     rows = []
     try:
-        with ClientProcess() as client_process:
+        with ClientProcess(args.client_processes) as client_process:
             for beam in (int(b) for b in args.beams.split(",")):
                 options = DecodeOptions(beam_size=beam, return_scores=False)
                 for clients in (int(c) for c in args.clients.split(",")):

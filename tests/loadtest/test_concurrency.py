@@ -24,3 +24,46 @@ def test_levels_translate_every_sentence(tmp_path, capsys):
         assert r["sentences_per_s"] > 0 and 0 < r["p50_ms"] <= r["p95_ms"] <= r["p99_ms"]
     table = capsys.readouterr().out
     assert table.count("\n| greedy |") == 2 and table.count("\n| beam2 |") == 2
+
+
+def test_a_level_dealt_out_over_client_processes_keeps_every_sentence_in_order():
+    from loadtest.clients import ClientProcess, start_noop_server
+    from nmt_client import DecodeOptions
+
+    server, target = start_noop_server()
+    sentences = [f"sentence number {i}" for i in range(23)]
+    try:
+        with ClientProcess(3) as clients:
+            for n, shares in ((5, 3), (2, 2), (1, 1)):
+                level, texts = clients.run_level(target, sentences, n, DecodeOptions())
+                # the no-model server answers each sentence with itself
+                assert texts == sentences
+                assert level["clients"] == n and level["client_processes"] == shares
+                assert level["sentences"] == 23 and level["errors"] == 0
+                assert level["client_cpu_s"] > 0 and level["sentences_per_s"] > 0
+    finally:
+        server.stop(0)
+
+
+def test_a_level_spans_its_loops_from_first_start_to_last_end():
+    from nmt_client import DecodeOptions
+
+    loops = [
+        concurrency.LoopResult([0.1, 0.3], tokens=6, start=10.0, end=12.0),
+        concurrency.LoopResult([0.2], tokens=4, errors=1, start=11.0, end=14.0),
+    ]
+    level = concurrency.summarize(3, DecodeOptions(beam_size=4), loops)
+    assert (level["seconds"], level["sentences"], level["errors"]) == (4.0, 3, 1)
+    assert (level["sentences_per_s"], level["tokens_per_s"]) == (0.75, 2.5)
+    assert (level["strategy"], level["p50_ms"]) == ("beam4", 200.0)
+
+
+def test_client_processes_must_be_positive():
+    import pytest
+
+    from loadtest.clients import ClientProcess
+
+    with pytest.raises(ValueError, match="client processes must be >= 1, got 0"):
+        ClientProcess(0)
+    with pytest.raises(SystemExit):
+        concurrency.main(["--client-processes", "0"])
