@@ -30,7 +30,6 @@ import json
 import multiprocessing
 import os
 import platform
-import socket
 import subprocess
 import sys
 import threading
@@ -42,6 +41,7 @@ from pathlib import Path
 import grpc
 
 from loadtest.hostile import HalfOpenCalls, health_latencies, own_channel, percentile
+from loadtest.trees import commit_of, free_port, start_server, wait_serving
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
 
@@ -61,39 +61,6 @@ server.add_insecure_port("127.0.0.1:" + sys.argv[1])
 server.start()
 threading.Event().wait()
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(tree: Path, port: int) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=str(tree))
-    command = [
-        sys.executable, "-m", "service.server", "--providers", "cpu", "--host", "127.0.0.1",
-        "--port", str(port), "--metrics-port", "-1",
-        "--model-repository", str(tree / "model_repository"), "--log-level", "WARNING",
-    ]  # fmt: skip
-    return subprocess.Popen(command, cwd=tree, env=env)
-
-
-def wait_serving(port: int, timeout: float = 120.0) -> None:
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
-
-    end = time.monotonic() + timeout
-    with own_channel(port) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        while time.monotonic() < end:
-            try:
-                reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
-                if reply.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-            except grpc.RpcError:
-                pass
-            time.sleep(0.5)
-    raise SystemExit(f"attack: the server on port {port} never reported SERVING")
 
 
 def summary(samples: list) -> dict:
@@ -153,7 +120,7 @@ def _overload_child(port: int, clients: int, seconds: float) -> dict:
 
 
 def run(tree: Path, half_open: int, overload: int, seconds: float) -> dict:
-    port = _free_port()
+    port = free_port()
     server = start_server(tree, port)
     try:
         wait_serving(port)
@@ -188,7 +155,7 @@ def run(tree: Path, half_open: int, overload: int, seconds: float) -> dict:
         phases["overload"] |= {"clients": clients, "translate_codes": tally}
         # The floor the machine sets: the same overload, health sampled from a process
         # that does nothing but answer health checks (no GIL or loop shared with anyone).
-        bare_port = _free_port()
+        bare_port = free_port()
         bare = subprocess.Popen([sys.executable, "-c", BARE_HEALTH_SERVER, str(bare_port)])
         try:
             wait_serving(bare_port)
@@ -202,17 +169,6 @@ def run(tree: Path, half_open: int, overload: int, seconds: float) -> dict:
     finally:
         server.terminate()
         server.wait(30)
-
-
-def commit_of(tree: Path) -> str:
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
-            capture_output=True, text=True, check=True,
-        )  # fmt: skip
-        return out.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def to_markdown(report: dict) -> str:

@@ -206,6 +206,45 @@ def bench_service(
     return rows
 
 
+def bench_trees(args, sentences, options, clients: ClientProcess) -> list[dict]:
+    """The service of this tree and of every ``--ab-tree`` side by side: each started as
+    an ``nmt-serve`` subprocess with the same flags on this run's model repository, the
+    same client levels against each (rows ``grpc-service@COMMIT``; the CPU and ORT
+    breakdowns are the in-process ``service`` rows')."""
+    from loadtest.trees import free_port, start_server, wait_serving
+
+    flags = [
+        "--providers", ",".join(providers(args)),
+        "--intra-op-threads", str(args.threads),
+        "--io-binding", args.io_binding,
+    ]  # fmt: skip
+    rows = []
+    for tree, label in args.ab_labels:
+        port = free_port()
+        process = start_server(tree, port, flags, model_repository=args.model_repository)
+        target = f"127.0.0.1:{port}"
+        try:
+            wait_serving(port)
+            for strategy, opts in options.items():
+                request = client_options(opts)
+                warm_up(clients, target, sentences, request)
+                for n in args.clients:
+                    log.info("service of %s, %s, %d clients", label, strategy, n)
+                    level, texts = clients.run_level(target, sentences, n, request)
+                    level.pop("strategy")
+                    cpu = level.pop("client_cpu_s")
+                    level["cpu_ms_by_thread"] = {"clients": round(1000 * cpu / len(sentences), 3)}
+                    rows.append(
+                        {"system": f"{report.SERVICE}@{label}", "strategy": strategy}
+                        | level
+                        | {"texts": texts}
+                    )
+        finally:
+            process.terminate()
+            process.wait(30)
+    return rows
+
+
 def bench_noop(args, sentences, clients: ClientProcess) -> list[dict]:
     """The service's greedy requests against a server with no model."""
     server, target = start_noop_server()
@@ -276,6 +315,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--peak-seconds", type=float, default=0.3, help="time per peak trial")
     p.add_argument(
+        "--ab-tree",
+        type=Path,
+        action="append",
+        default=[],
+        help="also serve the source tree DIR (e.g. a git worktree of the previous main) "
+        "and this one, each as an nmt-serve subprocess, under the same clients: the A/B "
+        "rows (repeat for several trees)",
+    )
+    p.add_argument(
         "--client-processes",
         type=int,
         default=1,
@@ -306,6 +354,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error("--rounds must be >= 1")
     if args.client_processes < 1:
         p.error(f"--client-processes must be >= 1, got {args.client_processes}")
+    for tree in args.ab_tree:
+        if not (tree / "service" / "server.py").is_file():
+            p.error(f"--ab-tree {tree}: not a source tree of this project (no service/server.py)")
+    if args.ab_tree:
+        from loadtest.trees import commit_of
+
+        trees = [ROOT, *(t.resolve() for t in args.ab_tree)]
+        args.ab_labels = [(t, commit_of(t)) for t in trees]
+        if len({label for _, label in args.ab_labels}) < len(trees):  # same commit twice
+            args.ab_labels = [(t, f"{label}#{i}") for i, (t, label) in enumerate(args.ab_labels)]
+    else:
+        args.ab_labels = []
     if args.device == "cuda" and {"peak", "profile"} & set(args.parts):
         p.error("peak and profile measure the CPU; leave them out of --parts with --device cuda")
     if not (math.isfinite(args.peak_seconds) and args.peak_seconds > 0):
@@ -388,6 +448,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             if "noop" in args.parts:
                 rows += bench_noop(args, sentences, clients)
+            if args.ab_labels:
+                rows += bench_trees(args, sentences, options, clients)
         rounds.append(rows)
     rows = report.median_rows(rounds)
     report.add_ratios(rows)
@@ -434,13 +496,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 else f"{args.client_processes} child processes"
             )
             + ", one sentence per request, default engine limits",
+            "ab_trees": [{"tree": str(t), "commit": label} for t, label in args.ab_labels],
         },
         "flops": flops.to_dict()
         | {"decoder_per_token_at_mean_src": flops.decoder_per_token(src_len)},
         "peak": peak,
         "decoder_profiles": profiles,
         "rows": rows,
-        "targets": report.targets(rows),
+        "ab": (ab := report.ab_comparisons(rows, [label for _, label in args.ab_labels])),
+        "targets": report.targets(rows, ab),
     }
     if "torch" in args.parts:
         import torch

@@ -22,6 +22,38 @@ TARGETS = (
     ("beam throughput at 32 clients >= 5x PyTorch beam", "beam", 32, "speedup", 5.0),
 )
 PEAK_TARGET = 50.0
+# this tree's service over another tree's (``nmt-bench --ab-tree``): greedy, 32 clients
+AB_TARGET = 1.25
+
+
+def ab_comparisons(rows: list[dict], labels: list[str]) -> list[dict]:
+    """This tree's service (``labels[0]``) against each other tree's, per strategy and
+    client count: sentences/s and p50 of both and their ratio (this over the other)."""
+    if len(labels) < 2:
+        return []
+    mine = {
+        (r["strategy"], r["clients"]): r for r in rows if r["system"] == f"{SERVICE}@{labels[0]}"
+    }
+    out = []
+    for label in labels[1:]:
+        for r in rows:
+            this = mine.get((r["strategy"], r.get("clients")))
+            if r["system"] != f"{SERVICE}@{label}" or this is None:
+                continue
+            out.append(
+                {
+                    "strategy": r["strategy"],
+                    "clients": r["clients"],
+                    "this": labels[0],
+                    "other": label,
+                    "this_sentences_per_s": this["sentences_per_s"],
+                    "other_sentences_per_s": r["sentences_per_s"],
+                    "ratio": round(this["sentences_per_s"] / r["sentences_per_s"], 3),
+                    "this_p50_ms": this["p50_ms"],
+                    "other_p50_ms": r["p50_ms"],
+                }
+            )
+    return out
 
 
 def _kind(strategy: str) -> str:
@@ -80,13 +112,25 @@ def _row(rows: list[dict], system: str, kind: str, clients: int) -> dict | None:
     )
 
 
-def targets(rows: list[dict]) -> list[dict]:
+def targets(rows: list[dict], ab: list[dict] | None = None) -> list[dict]:
     """Each target with the measured value and whether it is met (None: not measured).
 
     A throughput target also gets ``ceiling``: the same ratio for the server with no
     model under the same clients (None where that was not measured), the most any
-    model could reach there."""
+    model could reach there. With A/B comparisons (:func:`ab_comparisons`), the greedy
+    32-client ratio against each other tree is a target too."""
     out = []
+    for c in ab or []:
+        if c["strategy"] == "greedy" and c["clients"] == 32:
+            out.append(
+                {
+                    "target": f"greedy throughput at 32 clients >= {AB_TARGET:g}x the service "
+                    f"of {c['other']} (same run)",
+                    "value": c["ratio"],
+                    "threshold": AB_TARGET,
+                    "met": c["ratio"] >= AB_TARGET,
+                }
+            )
     for name, kind, clients, field, threshold in TARGETS:
         row = _row(rows, SERVICE, kind, clients)
         value = None if row is None else row.get(field)
@@ -230,6 +274,7 @@ def markdown(result: dict) -> str:
     ]
     for r in result["rows"]:
         by = r.get("cpu_ms_by_thread", {})
+        other = (by["other"] or 0.0) + (by.get("native") or 0.0) if "other" in by else None
         n = r["sentences"]
         dec = 1000 * r["ort_decoder_s"] / n if "ort_decoder_s" in r else None
         enc = 1000 * r["ort_encoder_s"] / n if "ort_encoder_s" in r else None
@@ -238,7 +283,7 @@ def markdown(result: dict) -> str:
             f"| {_fmt(r.get('cpu_ms_per_sentence'), 2)} | {_fmt(by.get('scheduler'), 2)} "
             f"| {_fmt(by.get('encoder'), 2)} | {_fmt(by.get('grpc_handlers'), 2)} "
             f"| {_fmt(by.get('exited'), 2)} "
-            f"| {_fmt((by.get('other') or 0.0) + (by.get('native') or 0.0), 2) if by else '–'} "
+            f"| {_fmt(other, 2)} "
             f"| {_fmt(by.get('clients'), 2)} | {_fmt(dec, 2)} | {_fmt(enc, 2)} |"
         )
     profiles = result.get("decoder_profiles") or []
@@ -268,6 +313,26 @@ def markdown(result: dict) -> str:
                 f"| {_fmt(pr['gemm_gflops'])} | "
                 + " | ".join(_fmt(pr["by_op_us"].get(op)) for op in ops[:8])
                 + " |"
+            )
+    ab = result.get("ab") or []
+    if ab:
+        lines += [
+            "",
+            "## A/B: this tree's service against another's",
+            "",
+            "Both served as `nmt-serve` subprocesses with the same flags and model repository, "
+            "under the same clients, in the same run:",
+            "",
+            "| strategy | clients | this | sentences/s | p50 ms | other | sentences/s | p50 ms "
+            "| ratio |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for c in ab:
+            lines.append(
+                f"| {c['strategy']} | {c['clients']} | {c['this']} "
+                f"| {_fmt(c['this_sentences_per_s'])} | {_fmt(c['this_p50_ms'])} "
+                f"| {c['other']} | {_fmt(c['other_sentences_per_s'])} "
+                f"| {_fmt(c['other_p50_ms'])} | {_fmt(c['ratio'], 3)} |"
             )
     lines += ["", "## Targets", ""]
     for t in result["targets"]:

@@ -269,6 +269,8 @@ def test_good_arguments_pass_the_checks(good_argv, tmp_path):
         (["--checkpoint", "/nonexistent.pt"], "--checkpoint /nonexistent.pt not found"),
         (["--readme", "/nonexistent.md"], "--readme /nonexistent.md: No such file"),
         (["--readme", "EMPTY"], "has no bench:start ... bench:end markers"),
+        (["--client-processes", "0"], "--client-processes must be >= 1, got 0"),
+        (["--ab-tree", "/nonexistent"], "--ab-tree /nonexistent: not a source tree"),
     ],
 )
 def test_bad_arguments_are_one_line_errors_before_any_work(
@@ -281,3 +283,69 @@ def test_bad_arguments_are_one_line_errors_before_any_work(
     assert exit.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert message in err[-1] and "Traceback" not in "\n".join(err)
+
+
+def test_ab_comparisons_pair_this_trees_rows_with_each_other_trees():
+    def row(label, strategy, clients, rate, p50):
+        return {
+            "system": f"{report.SERVICE}@{label}",
+            "strategy": strategy,
+            "clients": clients,
+            "sentences_per_s": rate,
+            "p50_ms": p50,
+        }
+
+    rows = [
+        {"system": report.SERVICE, "strategy": "greedy", "clients": 32, "sentences_per_s": 9.0},
+        row("new", "greedy", 32, 300.0, 100.0),
+        row("new", "beam5", 32, 90.0, 300.0),
+        row("old", "greedy", 32, 200.0, 120.0),
+        row("old", "beam5", 32, 100.0, 280.0),
+        row("older", "greedy", 32, 250.0, 110.0),
+    ]
+    ab = report.ab_comparisons(rows, ["new", "old", "older"])
+    assert [(c["other"], c["strategy"], c["ratio"]) for c in ab] == [
+        ("old", "greedy", 1.5),
+        ("old", "beam5", 0.9),
+        ("older", "greedy", 1.2),
+    ]
+    assert report.ab_comparisons(rows, ["new"]) == []
+    targets = report.targets(rows, ab)
+    ab_targets = [t for t in targets if "the service of" in t["target"]]
+    assert [(t["value"], t["met"]) for t in ab_targets] == [(1.5, True), (1.2, False)]
+
+
+def test_ab_tree_serves_both_trees_side_by_side(tiny_bundle, tmp_path):
+    """``--ab-tree`` on this very checkout: two nmt-serve subprocesses of the same code,
+    labelled apart, each translating every sentence like the in-process service."""
+    from loadtest.bench import ROOT
+
+    source = tmp_path / "test.en"
+    source.write_text("\n".join(tiny_bundle.sentences[:SENTENCES]) + "\n", encoding="utf-8")
+    out = tmp_path / "ab"
+    argv = [
+        "--model-repository", str(tiny_bundle.repo), "--model", "tiny",
+        "--checkpoint", str(tiny_bundle.checkpoint), "--file", str(source),
+        "--sentences", str(SENTENCES), "--clients", "2", "--beam", "2", "--threads", "1",
+        "--parts", "torch,service", "--ab-tree", str(ROOT), "--client-processes", "2",
+        "--out", str(out),
+    ]  # fmt: skip
+    assert bench.main(argv) == 0
+    data = json.loads(out.with_suffix(".json").read_text())
+    labels = [t["commit"] for t in data["settings"]["ab_trees"]]
+    assert len(labels) == 2 and labels[0] != labels[1] and labels[0].endswith("#0")
+    rows = {(r["system"], r["strategy"]): r for r in data["rows"]}
+    for label in labels:
+        for strategy in ("greedy", "beam2"):
+            r = rows[(f"{report.SERVICE}@{label}", strategy)]
+            assert r["sentences"] == SENTENCES and r["errors"] == 0
+            assert r["client_processes"] == 2
+            assert r["same_as_pytorch"] == rows[(report.SERVICE, strategy)]["same_as_pytorch"]
+    assert [(c["strategy"], c["other"]) for c in data["ab"]] == [
+        ("greedy", labels[1]),
+        ("beam2", labels[1]),
+    ]
+    assert all(c["ratio"] > 0 for c in data["ab"])
+    markdown = out.with_suffix(".md").read_text()
+    assert "## A/B: this tree's service against another's" in markdown
+    assert markdown.count(f"| {labels[0]} |") == 2

@@ -1,0 +1,81 @@
+"""``nmt-serve`` from another source tree, for side-by-side (A/B) measurements.
+
+Point a benchmark at a ``git worktree`` of an older commit (``git worktree add
+/tmp/before main~3``) and it starts that tree's server as a subprocess, with that tree's
+code and the flags given, waits until it reports SERVING, and measures it in the same
+run, on the same machine, as this tree's (:mod:`loadtest.attack`, ``nmt-bench
+--ab-tree``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import grpc
+
+from loadtest.hostile import own_channel
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(
+    tree: Path,
+    port: int,
+    flags: Sequence[str] = ("--providers", "cpu"),
+    *,
+    model_repository: Path | None = None,
+) -> subprocess.Popen:
+    """``python -m service.server`` of ``tree`` on 127.0.0.1:``port`` (no metrics port),
+    serving ``model_repository`` (default: the tree's own), with ``flags`` added."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    repository = model_repository or tree / "model_repository"
+    command = [
+        sys.executable, "-m", "service.server", "--host", "127.0.0.1",
+        "--port", str(port), "--metrics-port", "-1",
+        "--model-repository", str(repository), "--log-level", "WARNING", *flags,
+    ]  # fmt: skip
+    return subprocess.Popen(command, cwd=tree, env=env)
+
+
+def wait_serving(port: int, timeout: float = 120.0) -> None:
+    """Until the server on ``port`` reports SERVING; exits with one line if it never does."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    end = time.monotonic() + timeout
+    with own_channel(port) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while time.monotonic() < end:
+            try:
+                reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.RpcError:
+                pass
+            time.sleep(0.5)
+    raise SystemExit(f"the server on port {port} never reported SERVING")
+
+
+def commit_of(tree: Path) -> str:
+    """The tree's short commit, with ``+`` when its tracked files have changes."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(
+            ["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        return head + ("+" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
