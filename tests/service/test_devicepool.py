@@ -1,7 +1,8 @@
 """The device-resident memory pool (:mod:`service.devicepool`) against the host pool
 (:mod:`service.pool`): the same operations leave the same slots, padding included, and
 admissions write only the new slots. Runs on the CPU provider, whose "device" is host
-memory: the code path is the one CUDA takes."""
+memory (the code path CUDA takes), and on CUDA where a GPU and onnxruntime-gpu are
+there (skipped otherwise, as on CI)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,22 @@ from service.devicegraphs import FLOAT_TYPES, build, graph_path
 from service.devicepool import DeviceGraphs, DevicePool, DeviceSlice, DeviceState
 from service.pool import MemoryPool, join_rows
 
+PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda",
+        marks=pytest.mark.skipif(
+            "CUDAExecutionProvider" not in ort.get_available_providers(),
+            reason="needs a GPU and onnxruntime-gpu",
+        ),
+    ),
+]
 
-def cpu_graphs() -> DeviceGraphs:
-    return DeviceGraphs(
-        "cpu", lambda path: ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    )
+
+def graphs_on(device: str = "cpu") -> DeviceGraphs:
+    provider = PROVIDERS[device]
+    return DeviceGraphs(device, lambda path: ort.InferenceSession(path, providers=[provider]))
 
 
 def sentences(n: int, src_len: int, start: float = 0.0, dtype=np.float32):
@@ -44,14 +56,15 @@ def assert_same(device: DevicePool, reference: MemoryPool) -> None:
         np.testing.assert_array_equal(got, want)
 
 
-def on_device(arrays: tuple[np.ndarray, ...]) -> tuple[DeviceState, ...]:
-    return tuple(DeviceState(ort.OrtValue.ortvalue_from_numpy(a, "cpu", 0)) for a in arrays)
+def on_device(arrays: tuple[np.ndarray, ...], device: str = "cpu") -> tuple[DeviceState, ...]:
+    return tuple(DeviceState(ort.OrtValue.ortvalue_from_numpy(a, device, 0)) for a in arrays)
 
 
+@pytest.mark.parametrize("where", DEVICES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("inputs", ["device", "host"])
-def test_same_slots_as_the_host_pool_through_every_operation(dtype, inputs):
-    device, reference = DevicePool(cpu_graphs()), MemoryPool()
+def test_same_slots_as_the_host_pool_through_every_operation(where, dtype, inputs):
+    device, reference = DevicePool(graphs_on(where)), MemoryPool()
     rng = np.random.default_rng(0)
     start = 0.0
     for step in range(40):
@@ -59,7 +72,7 @@ def test_same_slots_as_the_host_pool_through_every_operation(dtype, inputs):
         if op == "append":
             batch = sentences(int(rng.integers(1, 6)), int(rng.integers(1, 9)), start, dtype)
             start += 1000.0
-            args = on_device(batch) if inputs == "device" else batch
+            args = on_device(batch, where) if inputs == "device" else batch
             assert device.append(*args) == reference.append(*batch)
         else:
             keep = sorted(rng.choice(reference.slots, size=reference.slots // 2, replace=False))
@@ -75,7 +88,7 @@ def test_same_slots_as_the_host_pool_through_every_operation(dtype, inputs):
 
 
 def test_admissions_within_capacity_write_only_the_new_slots():
-    pool = DevicePool(cpu_graphs())
+    pool = DevicePool(graphs_on())
     pool.append(*on_device(sentences(3, 5)))
     buffers = tuple(b.data_ptr() for b in pool._buffers)
     before = host(pool)
@@ -94,7 +107,7 @@ def test_admissions_within_capacity_write_only_the_new_slots():
 
 
 def test_views_bind_the_first_slots_by_address():
-    pool = DevicePool(cpu_graphs())
+    pool = DevicePool(graphs_on())
     pool.append(*sentences(2, 3))
     memory = pool.memory
     assert isinstance(memory, DeviceSlice) and memory.shape == (2, 3, 3)
@@ -106,18 +119,19 @@ def test_views_bind_the_first_slots_by_address():
         np.array(memory, copy=False)
 
 
+@pytest.mark.parametrize("where", DEVICES)
 @pytest.mark.parametrize("shape", [(3, 4), (3, 2, 4)])
-def test_states_join_on_the_device(shape):
-    pool = DevicePool(cpu_graphs())
+def test_states_join_on_the_device(where, shape):
+    pool = DevicePool(graphs_on(where))
     old = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
     new = -old[:2]
-    (joined,) = pool.join_states(on_device((old,)), (new,))
+    (joined,) = pool.join_states(on_device((old,), where), (new,))
     assert isinstance(joined, DeviceState)
     np.testing.assert_array_equal(np.asarray(joined), np.concatenate([old, new]))
 
 
 def test_a_coverage_state_of_another_width_is_padded_on_the_host():
-    pool = DevicePool(cpu_graphs())
+    pool = DevicePool(graphs_on())
     old, new = np.ones((2, 5), np.float32), np.full((1, 3), 2.0, np.float32)
     (joined,) = pool.join_states(on_device((old,)), on_device((new,)))
     np.testing.assert_array_equal(joined, join_rows(old, new))
