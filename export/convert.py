@@ -76,10 +76,10 @@ def eole_user_model(
     framework: str = "eole",
 ) -> UserModel:
     """Load and validate an Eole model directory (``framework="eole"``) or an OpenNMT-py
-    3.x checkpoint (``"opennmt-py"``); its modules with their declaration."""
+    2.x/3.x checkpoint (``"opennmt-py"``); its modules with their declaration."""
     from export.eole_modules import EoleError
     from export.eole_reader import load_eole
-    from export.onmt_py import ONMT_DECODING, load_onmt_py
+    from export.onmt_py import ONMT2_DECODING, ONMT_DECODING, load_onmt_py
     from export.writer import ExportError
 
     load, decoding, name, wrote = {
@@ -99,6 +99,8 @@ def eole_user_model(
         raise ExportError(
             f"{path} is not a readable {name} model ({type(exc).__name__}: {exc}); give {wrote}"
         ) from None
+    if m.options.get("opennmt_py_options") == "2.x":  # onmt_translate 2.x's own defaults
+        decoding = ONMT2_DECODING
     if m.src_pad_id != m.pad_id:
         raise ExportError(
             f"source pad id {m.src_pad_id} differs from the target's {m.pad_id} "
@@ -257,8 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _framework_parser(
         sub,
         "opennmt-py",
-        "an OpenNMT-py 3.x RNN checkpoint (.pt)",
-        "Convert an OpenNMT-py 3.x RNN checkpoint (model_step_N.pt; read without "
+        "an OpenNMT-py 2.x or 3.x RNN checkpoint (.pt)",
+        "Convert an OpenNMT-py 2.x or 3.x RNN checkpoint (model_step_N.pt; read without "
         "OpenNMT-py and without running pickled code): ",
         "the checkpoint onmt_train wrote",
     )

@@ -1,4 +1,4 @@
-"""Read an OpenNMT-py 3.x RNN checkpoint (``model_step_N.pt``) into the Eole modules.
+"""Read an OpenNMT-py 2.x or 3.x RNN checkpoint (``model_step_N.pt``) into the Eole modules.
 
 Eole forked OpenNMT-py 3.5, and for RNN translation models the two compute the same
 thing: the same embeddings, (b)RNN encoder and bridge, StdRNN / InputFeed decoders,
@@ -13,16 +13,24 @@ global attention and beam search. What differs is where things are written:
   step, so every target position gets ``pe[0]`` (Eole: ``pe[step]``);
 * ``onmt_translate``'s length limit is ``min(250, 1.25 x source + 5)`` (Eole: 2 x).
 
+OpenNMT-py 2.x (and 1.x) checkpoints hold the same weights and options, but their
+vocabularies are pickled torchtext ``Field`` objects (``TextMultiField`` of ``Field`` with
+a ``Vocab``), and ``onmt_translate`` 2.x decodes with other defaults (at most 100 tokens
+whatever the source length, no length penalty).
+
 The checkpoint is read with ``torch.load(weights_only=True)`` allowing only
-``argparse.Namespace`` besides tensors and containers: no OpenNMT-py install is needed
-and no code in the file runs. This module renames what it read into Eole's layout and
-hands it to :func:`export.eole_modules.build_model`, which checks every option.
+``argparse.Namespace`` besides tensors and containers, and for 2.x the few torchtext and
+OpenNMT-py names its vocabulary pickles, each read into an inert stand-in that only keeps
+the attributes (:class:`_Pickled`): no OpenNMT-py or torchtext install is needed and no
+code in the file runs. This module renames what it read into Eole's layout and hands it
+to :func:`export.eole_modules.build_model`, which checks every option.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import collections
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -44,6 +52,19 @@ ONMT_DECODING = {
     "length_penalty": 1.0,
     "search": "eole",
 }
+# onmt_translate 2.x's defaults (OpenNMT-py 2.3.0, onmt/opts.py: -max_length 100,
+# -min_length 0, -length_penalty none, -ratio 0): at most 100 tokens before the length
+# limit ends a hypothesis without an EOS, whatever the source length (101 with the EOS
+# this server counts; no ratio: 0 x source + 101); scores are plain log-probs (length
+# penalty exponent 0); its beam search is the one Eole forked (eole_at_limit as Eole).
+ONMT2_DECODING = {
+    "max_length": 101,
+    "max_length_ratio": 0.0,
+    "max_length_offset": 101,
+    "min_length": 0,
+    "length_penalty": 0.0,
+    "search": "eole",
+}
 _RENAME = {
     "encoder.embeddings.make_embedding.emb_luts.0.weight": "src_emb.embeddings.weight",
     "encoder.embeddings.make_embedding.pe.pe": "src_emb.pe.pe",
@@ -62,15 +83,62 @@ _SUBWORD_OPTIONS = (
 )
 
 
+class _Pickled:
+    """Stands in for a class a 2.x checkpoint's vocabulary pickles (torchtext's
+    ``Field`` and ``Vocab``, OpenNMT-py's ``TextMultiField``, ``functools.partial``):
+    unpickling only fills its attributes, so none of those packages' code runs."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.args = args
+
+    def __setstate__(self, state: Any) -> None:
+        self.__dict__.update(state if isinstance(state, dict) else {"state": state})
+
+
+class _TextMultiField(_Pickled):
+    pass
+
+
+class _Field(_Pickled):
+    pass
+
+
+class _Vocab(_Pickled):
+    pass
+
+
+class _Partial(_Pickled):
+    pass
+
+
+def _never_called(*args: Any, **kwargs: Any) -> None:
+    """Stands in for the tokenizing functions a 2.x ``Field`` names (never called)."""
+    raise RuntimeError("a pickled OpenNMT-py 2.x tokenizer function was called")
+
+
+_SAFE_GLOBALS = [
+    argparse.Namespace,
+    set,
+    collections.Counter,
+    (_TextMultiField, "onmt.inputters.text_dataset.TextMultiField"),
+    (_Field, "torchtext.data.field.Field"),
+    (_Vocab, "torchtext.vocab.Vocab"),
+    (_Partial, "functools.partial"),
+    (_never_called, "onmt.inputters.text_dataset._feature_tokenize"),
+    (_never_called, "torchtext.data.utils._split_tokenizer"),
+]
+
+
 def read_checkpoint(path: Path) -> dict[str, Any]:
-    """The checkpoint's dict, unpickled with nothing but tensors, containers and the
-    options' ``argparse.Namespace`` allowed."""
+    """The checkpoint's dict, unpickled with nothing but tensors, containers, the
+    options' ``argparse.Namespace`` and (2.x) inert stand-ins for its vocabulary's
+    torchtext objects allowed."""
     if not path.is_file():
         raise EoleError(f"OpenNMT-py checkpoint not found: {path}")
     if not zipfile.is_zipfile(path):
         raise EoleError(f"{path} is not a torch checkpoint (.pt written by onmt_train)")
     try:
-        with torch.serialization.safe_globals([argparse.Namespace, set]):
+        with torch.serialization.safe_globals(_SAFE_GLOBALS):
             ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # pickle/zip errors of every kind: one line
         first = " ".join(str(exc).split())[:200]
@@ -83,6 +151,45 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
             "*.safetensors); convert a checkpoint saved with the default save_format"
         )
     return ckpt
+
+
+def _legacy_vocab(path: Path, voc: dict) -> dict[str, Any]:
+    """A 2.x checkpoint's torchtext fields as the vocab.json shape: token lists, the
+    special tokens the target field names, its BOS as the decoder start."""
+    fields = {}
+    for side in ("src", "tgt"):
+        multi = voc.get(side)
+        pairs = getattr(multi, "fields", None)
+        if not isinstance(multi, _TextMultiField) or not pairs:
+            raise EoleError(f"{path}: the {side} vocabulary is not an OpenNMT-py 2.x field")
+        if len(pairs) > 1:
+            raise EoleError(
+                f"{path}: {side} features ({len(pairs) - 1} besides the words) are not supported"
+            )
+        field = pairs[0][1]
+        itos = getattr(getattr(field, "vocab", None), "itos", None)
+        if not isinstance(field, _Field) or not isinstance(itos, list):
+            raise EoleError(f"{path}: the {side} field has no token list (vocab.itos)")
+        if getattr(field, "lower", False):
+            raise EoleError(f"{path}: the {side} field lowercases its input (lower), not supported")
+        fields[side] = (field, itos)
+    (src, src_itos), (tgt, tgt_itos) = fields["src"], fields["tgt"]
+    for name in ("pad_token", "unk_token"):
+        if getattr(src, name, None) != getattr(tgt, name, None):
+            raise EoleError(
+                f"{path}: the source and target fields name different {name}s "
+                f"({getattr(src, name, None)!r}, {getattr(tgt, name, None)!r})"
+            )
+    return {
+        "src": src_itos,
+        "tgt": tgt_itos,
+        "decoder_start_token": tgt.init_token,
+        "specials": {
+            "pad_token": tgt.pad_token,
+            "unk_token": tgt.unk_token,
+            "eos_token": tgt.eos_token,
+        },
+    }
 
 
 def _config(opt: dict[str, Any]) -> dict[str, Any]:
@@ -149,24 +256,32 @@ def _literal(text: str, key: str) -> Any:
 def load_onmt_py(
     path: Path, src_subword_model: Path | None = None, tgt_subword_model: Path | None = None
 ) -> EoleModel:
-    """Read an OpenNMT-py 3.x RNN checkpoint; raise EoleError for anything it cannot
-    express. Subword models the options name are looked for where the options say, then
-    beside the checkpoint, unless given."""
+    """Read an OpenNMT-py 2.x or 3.x RNN checkpoint; raise EoleError for anything it
+    cannot express. Subword models the options name are looked for where the options
+    say, then beside the checkpoint, unless given."""
     path = Path(path)
     ckpt = read_checkpoint(path)
     opt = vars(ckpt["opt"]) if isinstance(ckpt["opt"], argparse.Namespace) else ckpt["opt"]
     voc = ckpt["vocab"]
     if not isinstance(opt, dict) or not isinstance(voc, dict) or "src" not in voc:
         raise EoleError(
-            f"{path}: options or vocabulary in an older layout (OpenNMT-py 2.x or earlier "
-            "pickles torchtext fields); only 3.x checkpoints are supported"
+            f"{path}: options or vocabulary in a layout this converter does not know "
+            "(OpenNMT-py 2.x and 3.x checkpoints are supported)"
         )
+    legacy = isinstance(voc["src"], _Pickled)
+    if legacy:
+        vocab = _legacy_vocab(path, voc)
+    else:
+        vocab = {
+            "src": list(voc["src"]),
+            "tgt": list(voc["tgt"]),
+            "decoder_start_token": voc.get("decoder_start_token", "<s>"),
+        }
     w: dict[str, Tensor] = {_RENAME.get(k, k): v for k, v in ckpt["model"].items()}
-    w |= {f"generator.{k}": v for k, v in ckpt["generator"].items()}
-    vocab = {
-        "src": list(voc["src"]),
-        "tgt": list(voc["tgt"]),
-        "decoder_start_token": voc.get("decoder_start_token", "<s>"),
+    # 2.x's generator is Sequential(Linear, Cast, LogSoftmax): its Linear is "0."
+    w |= {
+        f"generator.{k.removeprefix('0.') if legacy else k}": v
+        for k, v in ckpt["generator"].items()
     }
     model = build_model(
         _config(opt),
@@ -177,7 +292,7 @@ def load_onmt_py(
         tgt_subword_model,
         bridge_with_brnn=None,
     )
-    model.options |= {"opennmt_py_options": "3.x"}
+    model.options |= {"opennmt_py_options": "2.x" if legacy else "3.x"}
     model.decoder_positions = False
     model.decode_bytes = False  # its onmt_tokenize leaves <0x..> pieces as they are
     return model

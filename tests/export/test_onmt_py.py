@@ -18,6 +18,7 @@ from export.onmt_py import ONMT_DECODING, load_onmt_py
 from service.bundle import load_bundle
 from service.loop import decode
 from service.runtime import RuntimeConfig
+from tests.export.onmt_fixtures import convert, lines, sources, translate
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "onmt_py"
 MODELS = sorted(p.name for p in FIXTURE.iterdir() if (p / "model.pt").is_file())
@@ -26,31 +27,10 @@ MODELS = sorted(p.name for p in FIXTURE.iterdir() if (p / "model.pt").is_file())
 KNOWN_NBEST_DIFFERENCES: dict[str, int] = {}
 
 
-def _sources(name: str) -> list[str]:
-    own = FIXTURE / name / "src.txt"
-    return (own if own.is_file() else FIXTURE / "src.txt").read_text("utf-8").splitlines()
-
-
-def _lines(name: str, kind: str) -> list[str]:
-    return (FIXTURE / name / f"{kind}.txt").read_text(encoding="utf-8").split("\n")[:-1]
-
-
 @pytest.fixture(scope="module", params=MODELS)
 def converted(request, tmp_path_factory):
     name = request.param
-    out = tmp_path_factory.mktemp("onmt") / name / "1"
-    src = FIXTURE / name / "src.txt"
-    argv = ["opennmt-py", str(FIXTURE / name / "model.pt"), "--out", str(out)]
-    argv += ["--parity-src", str(src if src.is_file() else FIXTURE / "src.txt")]
-    assert main([*argv, "--beam-sentences", "10"]) == 0
-    return name, load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
-
-
-def _decode(bundle, name: str, beam: int) -> list[list[str]]:
-    options = dataclasses.replace(bundle.decoding, beam_size=beam, n_best=beam)
-    sources = [bundle.src_tokenizer.encode(line) for line in _sources(name)]
-    nbest = decode(bundle.model, sources, options=options, special=bundle.special)
-    return [[bundle.tgt_tokenizer.decode(h.tokens) for h in hyps] for hyps in nbest]
+    return name, convert(FIXTURE, name, tmp_path_factory.mktemp("onmt") / name / "1")
 
 
 def test_manifest_records_opennmt_py_and_its_decoding(converted):
@@ -70,16 +50,16 @@ def test_manifest_records_opennmt_py_and_its_decoding(converted):
 
 def test_greedy_is_opennmt_pys(converted):
     name, bundle = converted
-    got = [hyps[0] for hyps in _decode(bundle, name, 1)]
-    want = _lines(name, "greedy")
+    got = [hyps[0] for hyps in translate(bundle, sources(FIXTURE, name), 1)]
+    want = lines(FIXTURE, name, "greedy")
     same = [g == w for g, w in zip(got, want, strict=True)]
     assert sum(same) == 300, [i for i, s in enumerate(same) if not s][:10]
 
 
 def test_beam_is_opennmt_pys(converted):
     name, bundle = converted
-    got = _decode(bundle, name, 5)
-    want = _lines(name, "beam5")
+    got = translate(bundle, sources(FIXTURE, name), 5)
+    want = lines(FIXTURE, name, "beam5")
     lists = [want[i : i + 5] for i in range(0, 1500, 5)]
     assert sum(g[0] == w[0] for g, w in zip(got, lists, strict=True)) == 300
     same = sum(g == w for g, w in zip(got, lists, strict=True))
@@ -115,7 +95,7 @@ class Custom:  # a class a checkpoint could pickle: code the loader must never r
         (lambda d: _save(d / "c.pt", vocab=Custom(), opt={}), "unreadable OpenNMT-py checkpoint"),
         (
             lambda d: _save(d / "v2.pt", model={}, generator={}, vocab=[("src", None)], opt={}),
-            "older layout .*only 3.x checkpoints",
+            "a layout this converter does not know .*2.x and 3.x",
         ),
     ],
     ids=["missing", "not-zip", "no-opt", "safetensors", "pickled-class", "onmt-2.x"],
@@ -189,15 +169,15 @@ def test_banning_options_are_opennmt_pys(converted):
     name, bundle = converted
     raw = (FIXTURE / name / "src.txt").is_file()
     texts = (GLOSSES / ("src.raw.txt" if raw else "src.words.txt")).read_text("utf-8")
-    sources = [bundle.src_tokenizer.encode(line) for line in texts.splitlines()]
+    ids = [bundle.src_tokenizer.encode(line) for line in texts.splitlines()]
     got = {}
     for run, fields in OPTION_RUNS.items():
         options = dataclasses.replace(bundle.decoding, **fields)
-        nbest = decode(bundle.model, sources, options=options, special=bundle.special)
+        nbest = decode(bundle.model, ids, options=options, special=bundle.special)
         got[run] = [[bundle.tgt_tokenizer.decode(h.tokens) for h in hyps] for hyps in nbest]
-        lines = (OPTIONS / name / f"{run}.txt").read_text(encoding="utf-8").split("\n")[:-1]
+        expected = lines(OPTIONS, name, run)
         n = fields["n_best"]
-        want = [lines[i : i + n] for i in range(0, len(lines), n)]
+        want = [expected[i : i + n] for i in range(0, len(expected), n)]
         same = [g == w for g, w in zip(got[run], want, strict=True)]
         assert len(same) == 100 and all(same), (run, [i for i, s in enumerate(same) if not s])
     assert got["greedy_block2"] != got["greedy"] and got["beam5_block2_ban_unk"] != got["beam5"]
