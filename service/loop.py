@@ -55,8 +55,8 @@ class _Active:
 class DecodeLoop:
     """Sentences join with :meth:`add` and leave as soon as their search is done.
 
-    Encoder memory of active sentences lives in a :class:`MemoryPool` that rows index
-    through ``row_sentence``; decoder states are the previous step's outputs, gathered
+    Encoder memory of active sentences lives in a :class:`MemoryPool` (on the device for
+    a model that keeps its decode state there) that rows index through ``row_sentence``; decoder states are the previous step's outputs, gathered
     by ``parent_rows`` in the graph.
     """
 
@@ -70,8 +70,8 @@ class DecodeLoop:
         self.special = special
         self.max_top_k = max_top_k
         self.active: list[_Active] = []
-        # A model that keeps decode state on its device brings its own pool
-        # (service.devicepool); every other model uses host arrays.
+        # A model that keeps decode state on its device brings its own pool, of the same
+        # interface (service.devicepool.DevicePool); every other model uses host arrays.
         new_pool = getattr(model, "new_pool", None)
         self.pool: MemoryPool = new_pool() if new_pool is not None else MemoryPool()
         self._states: tuple[np.ndarray, ...] = ()
