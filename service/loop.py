@@ -56,8 +56,9 @@ class DecodeLoop:
     """Sentences join with :meth:`add` and leave as soon as their search is done.
 
     Encoder memory of active sentences lives in a :class:`MemoryPool` (on the device for
-    a model that keeps its decode state there) that rows index through ``row_sentence``; decoder states are the previous step's outputs, gathered
-    by ``parent_rows`` in the graph.
+    a model that keeps its decode state there) that rows index through
+    ``row_sentence``; decoder states are the previous step's outputs, gathered by
+    ``parent_rows`` in the graph.
     """
 
     def __init__(
