@@ -184,7 +184,7 @@ def convert_eole(
     **options,
 ) -> dict:
     """Convert an Eole RNN model directory (or, ``framework="opennmt-py"``, an OpenNMT-py
-    3.x checkpoint) into a bundle in ``out``; returns the manifest.
+    2.x/3.x checkpoint) into a bundle in ``out``; returns the manifest.
 
     A model trained with the ``sentencepiece`` or ``onmt_tokenize`` transform serves raw
     text: the bundle keeps its subword models (found where the options name them or

@@ -56,14 +56,15 @@ ONMT_DECODING = {
 # -min_length 0, -length_penalty none, -ratio 0): at most 100 tokens before the length
 # limit ends a hypothesis without an EOS, whatever the source length (101 with the EOS
 # this server counts; no ratio: 0 x source + 101); scores are plain log-probs (length
-# penalty exponent 0); its beam search is the one Eole forked (eole_at_limit as Eole).
+# penalty exponent 0); its beam search ends otherwise than Eole's (search "opennmt-py-2":
+# service.decoding.OnmtPy2Beam).
 ONMT2_DECODING = {
     "max_length": 101,
     "max_length_ratio": 0.0,
     "max_length_offset": 101,
     "min_length": 0,
     "length_penalty": 0.0,
-    "search": "eole",
+    "search": "opennmt-py-2",
 }
 _RENAME = {
     "encoder.embeddings.make_embedding.emb_luts.0.weight": "src_emb.embeddings.weight",

@@ -82,7 +82,7 @@ class ScoringRules:
     @classmethod
     def of(cls, options: DecodeOptions) -> ScoringRules:
         """The rules a request's :class:`~models.options.DecodeOptions` ask for."""
-        eole = options.search == "eole"
+        eole = options.search in ("eole", "opennmt-py-2")  # 2.x: what Eole forked
         return cls(
             min_length=options.min_length,
             max_length=options.max_length,

@@ -72,7 +72,8 @@ class Selection(NamedTuple):
 
     ``parents[i]`` continues with ``tokens[i]`` at cumulative log-prob ``scores[i]``; each
     ``(row, log_prob)`` of ``finished`` ends that row with EOS (``log_prob`` includes the
-    EOS); ``done``: the search ends with this step.
+    EOS); ``done``: the search ends with this step; ``top_finished``: the step's best
+    continuation was EOS (OpenNMT-py 2.x's search remembers it: :class:`OnmtPy2Beam`).
     """
 
     parents: list[int]
@@ -80,6 +81,7 @@ class Selection(NamedTuple):
     scores: list[float]
     finished: list[tuple[int, float]]
     done: bool
+    top_finished: bool = False
 
 
 @dataclass
@@ -130,6 +132,7 @@ class SentenceSearch:
         self.bans: list[list[int]] | None = None
         self.step = 0
         self.done = False
+        self.top_finished = False  # some step's best continuation was EOS
         # One entry per live row: the token its next step is fed, the row of the previous
         # step (or of the initial state, at step 0) it continues, its cumulative log-prob.
         self.prev_tokens: list[int] = [special.bos]
@@ -184,6 +187,7 @@ class SentenceSearch:
                     )
                 )
         self.step += 1
+        self.top_finished = self.top_finished or selection.top_finished
         if selection.done:
             self.done = True
             return
@@ -388,10 +392,34 @@ class EoleBeam(Beam):
         # (ensure_max_length) and ranks them with the rest before stopping; here they end
         # at the next, EOS-forced step, so the search must get there.
         at_limit = s.step + 1 >= s.limit - 1
-        enough = top_finished and s.finished + len(finished) >= s.options.n_best
-        return Selection(
-            parents, tokens, scores, finished, (enough and not at_limit) or not parents
-        )
+        top = top_finished or (self.remembers_top and s.top_finished)
+        enough = top and s.finished + len(finished) >= self.hypotheses_needed(s.options)
+        done = (enough and not at_limit) or not parents
+        return Selection(parents, tokens, scores, finished, done, top_finished)
+
+    # Whether a step whose best continuation is not EOS may end the search because an
+    # earlier step's was (OpenNMT-py 2.x), or only the step's own best counts (Eole).
+    remembers_top = False
+
+    def hypotheses_needed(self, options: DecodeOptions) -> int:
+        """Finished hypotheses the search needs before it may end."""
+        return options.n_best
+
+
+class OnmtPy2Beam(EoleBeam):
+    """OpenNMT-py 2.x's beam search (``DecodeOptions(search="opennmt-py-2")``), for
+    models converted from 2.x checkpoints: Eole's, which forked it, except when it ends.
+    2.x remembers that the best continuation of *some* step was EOS (its
+    ``top_beam_finished`` is or-ed from step to step) and ends at the first step after
+    which ``beam_size`` hypotheses (not ``n_best``) have finished; Eole asks that of the
+    step's own best continuation. With 2.x's length limit of 100 tokens the two part often:
+    on the 2.3.0 fixture models, 79 of 300 5-best lists differed under Eole's rule.
+    """
+
+    remembers_top = True
+
+    def hypotheses_needed(self, options: DecodeOptions) -> int:
+        return options.beam_size
 
 
 class Sampling:
@@ -482,16 +510,20 @@ class Prefix:
 GREEDY: Strategy = Greedy()
 BEAM: Strategy = Beam()
 EOLE_BEAM: Strategy = EoleBeam()
+ONMT_PY2_BEAM: Strategy = OnmtPy2Beam()
 SAMPLING: Strategy = Sampling()
+BEAMS: dict[str, Strategy] = {"standard": BEAM, "eole": EOLE_BEAM, "opennmt-py-2": ONMT_PY2_BEAM}
 # One wrapper per strategy, so that the loop groups prefixed sentences together.
-_PREFIXED: dict[Strategy, Strategy] = {s: Prefix(s) for s in (GREEDY, BEAM, EOLE_BEAM, SAMPLING)}
+_PREFIXED: dict[Strategy, Strategy] = {
+    s: Prefix(s) for s in (GREEDY, BEAM, EOLE_BEAM, ONMT_PY2_BEAM, SAMPLING)
+}
 
 
 def strategy_for(options: DecodeOptions, *, prefix: bool = False) -> Strategy:
     """Greedy for ``beam_size == 1`` (cheaper bookkeeping, same results) or sampling when
     ``options`` ask for it, else the beam search ``options.search`` names; wrapped in
     :class:`Prefix` when ``prefix``."""
-    inner = BEAM if options.search != "eole" else EOLE_BEAM
+    inner = BEAMS[options.search]
     if options.beam_size == 1:
         inner = SAMPLING if options.sampling else GREEDY
     return _PREFIXED[inner] if prefix else inner

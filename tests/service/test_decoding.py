@@ -1154,3 +1154,12 @@ def test_sampling_options_out_of_range(fields, message):
 
     with pytest.raises(DecodeOptionsError, match=message):
         DecodeOptions(**fields)
+
+
+def test_every_search_an_option_names_has_a_strategy():
+    from models.options import SEARCHES
+    from service.decoding import BEAMS, strategy_for
+
+    assert set(BEAMS) == set(SEARCHES)
+    for name in SEARCHES:
+        assert strategy_for(DecodeOptions(beam_size=4, search=name)) is BEAMS[name]
