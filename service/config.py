@@ -204,7 +204,7 @@ FLAGS: tuple[Flag, ...] = (
         "runtime",
         "io_binding",
         "keep decode state on the device through ORT IO binding: encoder outputs, the "
-        "memory pool and decoder states never come to the host (auto: on with CUDA)",
+        "memory pool and decoder states stay there (auto: on with CUDA)",
         choices=IO_BINDING_MODES,
     ),
     Flag(

@@ -574,6 +574,11 @@ class StepOutput:
 class StepModel(Protocol):
     """An encoder plus one decoder step; :class:`service.runtime.OnnxModel` is one."""
 
+    def new_pool(self) -> Any:
+        """An empty memory pool for a decode loop over this model: a
+        :class:`service.pool.MemoryPool`, or one of its interface that keeps the decode
+        state where the model computes (:class:`service.devicepool.DevicePool`)."""
+
     def encode(self, src_ids: np.ndarray, src_lengths: np.ndarray) -> Encoded:
         """``src_ids`` ``(batch, src_len)`` int64, ``src_lengths`` ``(batch,)`` int64."""
 

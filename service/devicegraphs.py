@@ -11,9 +11,14 @@ memory pool and the decoder states never make a round trip through the host
   rows of newly admitted sentences.
 
 The serving path does not depend on the ``onnx`` package: the graphs are committed as
-files next to this module (``graphs/``), one per floating-point type, and
-``python -m service.devicegraphs`` rewrites them (needs ``onnx``, a dev dependency);
-``tests/service/test_devicegraphs.py`` checks that the files are what the builder makes.
+files next to this module (``graphs/``), and ``python -m service.devicegraphs`` rewrites
+them (needs ``onnx``, a dev dependency); ``tests/service/test_devicepool.py`` checks that
+the files are what the builder makes. Every node has a CUDA kernel for the types used
+(the mask is padded as float: CUDA's Pad has no bool or uint8 kernel, and a node ORT
+hands to the CPU would copy the mask to the host and back).
+
+Only float32 graphs exist: every bundle's graphs take and return float32 (the fp16
+variant keeps float32 inputs and outputs, :mod:`export.variants`).
 """
 
 from __future__ import annotations
@@ -27,9 +32,10 @@ import numpy as np
 
 GRAPH_DIR = Path(__file__).with_name("graphs")
 OPSET = 17
-# numpy dtype name -> ONNX TensorProto element type (the float types a bundle uses)
-FLOAT_TYPES = {"float32": 1, "float16": 10}
-INT64, BOOL, UINT8 = 7, 9, 2
+# numpy dtype name -> ONNX TensorProto element type (the float types a bundle's graphs
+# take and return)
+FLOAT_TYPES = {"float32": 1}
+INT64, BOOL, FLOAT = 7, 9, 1
 
 RESLOT_INPUTS = ("memory", "keys", "mask", "index", "width", "pads3", "pads2")
 RESLOT_OUTPUTS = ("memory_out", "keys_out", "mask_out")
@@ -86,10 +92,10 @@ def build(kind: str, dtype: str):
                 # columns 0..width (Slice clamps an end past the old width)
                 helper.make_node("Slice", [f"{name}_g", "zero", "width", "one"], [f"{name}_s"]),
             ]
-            if name == "mask":  # Pad on bool is not registered for every provider
+            if name == "mask":  # CUDA's Pad has float kernels only
                 nodes += [
-                    helper.make_node("Cast", ["mask_s"], ["mask_u8"], to=UINT8),
-                    helper.make_node("Pad", ["mask_u8", pads], ["mask_p"]),
+                    helper.make_node("Cast", ["mask_s"], ["mask_f"], to=FLOAT),
+                    helper.make_node("Pad", ["mask_f", pads], ["mask_p"]),
                     helper.make_node("Cast", ["mask_p"], [out], to=BOOL),
                 ]
             else:

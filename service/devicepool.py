@@ -13,10 +13,16 @@ device and every change is made there by a tiny graph (:mod:`service.devicegraph
 * the rows of new sentences are joined to the decoder states on the device.
 
 So per step only the small index inputs go up and top-k, EOS log-probs and attention
-come down; before, the host pool was uploaded whole whenever an admission changed it,
-which on an H100 cost 1.4-2.9x a plain step (``python -m loadtest.stepbench``). The
-buffers also keep their addresses from one admission to the next, which CUDA graph
-capture needs.
+come down (an admission also reads the new sentences' mask back, for their lengths, and
+a coverage state of another width is joined on the host); before, the host pool was
+uploaded whole whenever an admission changed it, which on an H100 cost 1.4-2.9x a plain
+step (``python -m loadtest.stepbench``).
+
+Every graph runs in its own session, each with its own CUDA stream: the buffers one
+session writes are complete when another reads them because ONNX Runtime waits for a
+session's stream at the end of every ``run`` (never set the run option
+``disable_synchronize_execution_providers``). Old buffers are dropped only after their
+live slots were copied out, and a :class:`DeviceSlice` keeps its buffer alive.
 
 The CPU provider runs the same code (its "device" is host memory), which is how CI
 checks that the decoded output is exactly the host pool's.
@@ -32,6 +38,9 @@ import onnxruntime as ort
 from service.devicegraphs import RESLOT_OUTPUTS, graph_path, reslot_feeds
 from service.pool import MIN_SPARE_SLOTS, join_rows
 
+# The device everything is bound on: sessions run on the provider's default device (the
+# runtime configures no other; CUDA_VISIBLE_DEVICES picks the GPU).
+DEVICE_ID = 0
 _ORT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(bool)": np.bool_}
 
 
@@ -92,7 +101,9 @@ def bind_input(binding: ort.IOBinding, name: str, x) -> None:
     copies it to the device)."""
     if isinstance(x, DeviceSlice):
         buffer = x.buffer
-        binding.bind_input(name, buffer.device_name(), 0, x.dtype.type, list(x.shape), x.address)
+        binding.bind_input(
+            name, buffer.device_name(), DEVICE_ID, x.dtype.type, list(x.shape), x.address
+        )
     elif isinstance(x, DeviceState):
         binding.bind_ortvalue_input(name, x.value)
     else:
@@ -104,7 +115,7 @@ def bind_output(binding: ort.IOBinding, name: str, target: DeviceSlice) -> None:
     binding.bind_output(
         name,
         target.buffer.device_name(),
-        0,
+        DEVICE_ID,
         target.dtype.type,
         list(target.shape),
         target.address,
@@ -112,7 +123,7 @@ def bind_output(binding: ort.IOBinding, name: str, target: DeviceSlice) -> None:
 
 
 class DeviceGraphs:
-    """The sessions of the device graphs, made on first use per float type."""
+    """The sessions of the device graphs, per float type (:meth:`prepare`)."""
 
     def __init__(self, device: str, make_session: Callable[[str], ort.InferenceSession]):
         """``make_session(path)``: a session on the model's provider (the runtime's
@@ -120,6 +131,12 @@ class DeviceGraphs:
         self.device = device
         self._make = make_session
         self._sessions: dict[tuple[str, str], ort.InferenceSession] = {}
+
+    def prepare(self, dtype: np.dtype) -> None:
+        """Make every graph's session for ``dtype`` now: made on first use, a session
+        would be set up (on CUDA: its provider, cuBLAS) in the middle of serving."""
+        for kind in ("reslot", "concat"):
+            self.session(kind, dtype)
 
     def session(self, kind: str, dtype: np.dtype) -> ort.InferenceSession:
         key = (kind, np.dtype(dtype).name)
@@ -129,7 +146,7 @@ class DeviceGraphs:
         return session
 
     def empty(self, shape: tuple[int, ...], dtype: np.dtype) -> ort.OrtValue:
-        return ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype, self.device, 0)
+        return ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype, self.device, DEVICE_ID)
 
     def reslot(self, arrays: tuple, index: np.ndarray, width: int, targets: tuple) -> None:
         """Write ``arrays`` (memory, keys, mask: slices, device tensors or host arrays)

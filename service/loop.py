@@ -71,10 +71,7 @@ class DecodeLoop:
         self.special = special
         self.max_top_k = max_top_k
         self.active: list[_Active] = []
-        # A model that keeps decode state on its device brings its own pool, of the same
-        # interface (service.devicepool.DevicePool); every other model uses host arrays.
-        new_pool = getattr(model, "new_pool", None)
-        self.pool: MemoryPool = new_pool() if new_pool is not None else MemoryPool()
+        self.pool: MemoryPool = model.new_pool()
         self._states: tuple[np.ndarray, ...] = ()
         self._live_rows = 0
 

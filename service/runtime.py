@@ -49,8 +49,8 @@ class RuntimeConfig:
 
     ``io_binding`` ("auto", "on", "off"; auto = on for CUDA) keeps the decode state on the
     execution device through ONNX Runtime IO binding: encoder outputs, the memory pool
-    and the decoder states never come back to the host (:mod:`service.devicepool`); only
-    top-k ids/log-probs, EOS log-probs and attention do.
+    and the decoder states stay there (:mod:`service.devicepool`); per step only top-k
+    ids/log-probs, EOS log-probs and attention come to the host.
     """
 
     providers: tuple[str, ...] = ("cuda", "cpu")
@@ -227,6 +227,15 @@ class OnnxModel:
         self._graphs = DeviceGraphs(
             self.device, lambda path: _session(Path(path), copy_options, providers)
         )
+        if self.io_binding:
+            types = {o.name: o.type for o in self.encoder.get_outputs()}
+            memory_type = types[spec.encoder_outputs(state_names)[0]]
+            if memory_type != "tensor(float)":
+                raise BundleRuntimeError(
+                    f"IO binding keeps float32 encoder outputs on the device, this bundle's "
+                    f"are {memory_type}; serve it with --io-binding off"
+                )
+            self._graphs.prepare(np.float32)
         log.info(
             "ONNX Runtime sessions on %s (requested %s), IO binding %s",
             self.provider,

@@ -12,6 +12,7 @@ import torch
 
 from models.config import ModelConfig
 from models.seq2seq import Seq2Seq
+from service.pool import MemoryPool
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "models" / "sample"
@@ -56,6 +57,9 @@ class TorchStepModel:
 
         self.model = model.eval()
         self.graph = DecoderStepGraph(model).eval()
+
+    def new_pool(self) -> MemoryPool:
+        return MemoryPool()
 
     def encode(self, src_ids: np.ndarray, src_lengths: np.ndarray):
         from service.decoding import Encoded

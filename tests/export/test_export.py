@@ -317,6 +317,9 @@ class Perturbed:
     def __init__(self, inner, edit) -> None:
         self.inner, self.edit = inner, edit
 
+    def new_pool(self):
+        return self.inner.new_pool()
+
     def encode(self, src_ids, src_lengths):
         return self.inner.encode(src_ids, src_lengths)
 

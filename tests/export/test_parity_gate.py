@@ -35,6 +35,9 @@ class Poisoned:
     def __init__(self, inner, output: str, value: float) -> None:
         self.inner, self.output, self.value = inner, output, value
 
+    def new_pool(self):
+        return self.inner.new_pool()
+
     def encode(self, src_ids, src_lengths):
         enc = self.inner.encode(src_ids, src_lengths)
         if self.output != "memory":

@@ -226,6 +226,9 @@ class NanModel:
         self.model = model
         self.state_names = model.state_names
 
+    def new_pool(self):
+        return self.model.new_pool()
+
     def encode(self, *args, **kwargs):
         return self.model.encode(*args, **kwargs)
 

@@ -35,6 +35,7 @@ from service.decoding import (
     pad_batch,
     strategy_for,
 )
+from service.pool import MemoryPool
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 VOCAB = 10
@@ -79,6 +80,9 @@ class FakeStepModel:
     def _history(self, uid: int, prefix: Prefix | None) -> int:
         self.histories.append((uid, prefix))
         return len(self.histories) - 1
+
+    def new_pool(self) -> MemoryPool:
+        return MemoryPool()
 
     def encode(self, src_ids: np.ndarray, src_lengths: np.ndarray) -> Encoded:
         batch, src_len = src_ids.shape
