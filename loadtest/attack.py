@@ -41,7 +41,7 @@ from pathlib import Path
 import grpc
 
 from loadtest.hostile import HalfOpenCalls, health_latencies, own_channel, percentile
-from loadtest.trees import commit_of, free_port, start_server, wait_serving
+from loadtest.trees import commit_of, free_port, start_server, stop, wait_serving
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
 
@@ -123,7 +123,7 @@ def run(tree: Path, half_open: int, overload: int, seconds: float) -> dict:
     port = free_port()
     server = start_server(tree, port)
     try:
-        wait_serving(port)
+        wait_serving(port, process=server)
         phases = {}
         phases["idle"], _ = sampled(port, seconds)
 
@@ -158,7 +158,7 @@ def run(tree: Path, half_open: int, overload: int, seconds: float) -> dict:
         bare_port = free_port()
         bare = subprocess.Popen([sys.executable, "-c", BARE_HEALTH_SERVER, str(bare_port)])
         try:
-            wait_serving(bare_port)
+            wait_serving(bare_port, process=bare)
             with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
                 future = pool.submit(_overload_child, port, clients, seconds)
                 phases["overload_bare_health"], _ = sampled(bare_port, seconds, future.result)
@@ -167,8 +167,7 @@ def run(tree: Path, half_open: int, overload: int, seconds: float) -> dict:
             bare.wait()
         return phases
     finally:
-        server.terminate()
-        server.wait(30)
+        stop(server)
 
 
 def to_markdown(report: dict) -> str:

@@ -34,7 +34,6 @@ import platform
 import shlex
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -191,9 +190,10 @@ def bench_service(
             warm_up(clients, target, sentences, request)
             for n in args.clients:
                 log.info("service %s, %d clients, %d sentences", strategy, n, len(sentences))
-                before, start = runtime_snapshot(model), time.perf_counter()
+                before = runtime_snapshot(model)
                 level, texts = measured_level(clients, target, sentences, n, request)
-                wall = time.perf_counter() - start
+                # the clients' own span: the client processes start before it
+                wall = level["seconds"]
                 used = delta(runtime_snapshot(model), before)
                 rows.append(
                     {"system": "grpc-service", "strategy": strategy}
@@ -206,25 +206,28 @@ def bench_service(
     return rows
 
 
-def bench_trees(args, sentences, options, clients: ClientProcess) -> list[dict]:
+def bench_trees(args, sentences, options, clients: ClientProcess, number: int) -> list[dict]:
     """The service of this tree and of every ``--ab-tree`` side by side: each started as
     an ``nmt-serve`` subprocess with the same flags on this run's model repository, the
     same client levels against each (rows ``grpc-service@COMMIT``; the CPU and ORT
-    breakdowns are the in-process ``service`` rows')."""
-    from loadtest.trees import free_port, start_server, wait_serving
+    breakdowns are the in-process ``service`` rows'). Round ``number`` runs the trees in
+    reverse order when it is even, so a machine that drifts over a run favours none."""
+    from loadtest.trees import free_port, start_server, stop, wait_serving
 
     flags = [
         "--providers", ",".join(providers(args)),
         "--intra-op-threads", str(args.threads),
         "--io-binding", args.io_binding,
     ]  # fmt: skip
-    rows = []
-    for tree, label in args.ab_labels:
+    rows: dict[str, list[dict]] = {}
+    trees = args.ab_labels if number % 2 else args.ab_labels[::-1]
+    for tree, label in trees:
+        rows[label] = []
         port = free_port()
         process = start_server(tree, port, flags, model_repository=args.model_repository)
         target = f"127.0.0.1:{port}"
         try:
-            wait_serving(port)
+            wait_serving(port, process=process)
             for strategy, opts in options.items():
                 request = client_options(opts)
                 warm_up(clients, target, sentences, request)
@@ -234,15 +237,14 @@ def bench_trees(args, sentences, options, clients: ClientProcess) -> list[dict]:
                     level.pop("strategy")
                     cpu = level.pop("client_cpu_s")
                     level["cpu_ms_by_thread"] = {"clients": round(1000 * cpu / len(sentences), 3)}
-                    rows.append(
+                    rows[label].append(
                         {"system": f"{report.SERVICE}@{label}", "strategy": strategy}
                         | level
                         | {"texts": texts}
                     )
         finally:
-            process.terminate()
-            process.wait(30)
-    return rows
+            stop(process)
+    return [row for _, label in args.ab_labels for row in rows[label]]  # same order each round
 
 
 def bench_noop(args, sentences, clients: ClientProcess) -> list[dict]:
@@ -449,7 +451,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if "noop" in args.parts:
                 rows += bench_noop(args, sentences, clients)
             if args.ab_labels:
-                rows += bench_trees(args, sentences, options, clients)
+                rows += bench_trees(args, sentences, options, clients, number)
         rounds.append(rows)
     rows = report.median_rows(rounds)
     report.add_ratios(rows)

@@ -15,78 +15,138 @@ from __future__ import annotations
 
 import multiprocessing
 import time
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
-from loadtest.concurrency import LoopResult, closed_loop, summarize
+from loadtest.concurrency import closed_loop, summarize
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
 from nmt_client import DecodeOptions
 
+CHILD_START_TIMEOUT = 120.0  # seconds for a spawned client process to import and report
 
-def _closed_loop_child(
-    target: str, sentences: list[str], clients: int, options: DecodeOptions
-) -> tuple[LoopResult, list[str], float]:
-    """:func:`closed_loop` in a child: what it measured, each sentence's best text, and
-    the child's CPU seconds."""
-    texts = [""] * len(sentences)
-    cpu = time.process_time()
-    loop = closed_loop(target, sentences, clients, options, outputs=texts)
-    return loop, texts, time.process_time() - cpu
+
+def _client_main(conn, counter) -> None:
+    """A client process: for each level the parent sends (target, sentences, clients,
+    options), it says it is ready, waits for "go", runs its clients over the sentences
+    the processes share (``counter``: the next index) and sends back the loop, the
+    ``(index, best text)`` of the sentences it sent and its CPU seconds. ``None`` ends it."""
+
+    def take() -> int:
+        with counter.get_lock():
+            i = counter.value
+            counter.value += 1
+        return i
+
+    while (level := conn.recv()) is not None:
+        target, sentences, clients, options = level
+        texts: list[str | None] = [None] * len(sentences)
+        conn.send("ready")
+        conn.recv()  # go
+        cpu = time.process_time()
+        loop = closed_loop(target, sentences, clients, options, outputs=texts, take=take)
+        done = [(i, t) for i, t in enumerate(texts) if t is not None]
+        conn.send((loop, done, time.process_time() - cpu))
 
 
 class ClientProcess:
     """Child processes (spawned, so no server state is forked into them) that run
     closed-loop client levels on request. Use as a context manager.
 
-    With ``processes`` > 1 a level's clients and sentences are dealt out over that many
-    processes (never more than there are clients), which run side by side: one Python
-    process tops out at a few thousand requests a second whatever the server does, which
-    a GPU server can exceed."""
+    With ``processes`` > 1 a level's clients are dealt out over that many processes
+    (never more than there are clients), which take the next sentence from one shared
+    counter: one Python process tops out at a few thousand requests a second whatever
+    the server does, which a GPU server can exceed. The processes start with the object
+    and a level starts them all at once, when every one has its share ready.
+    """
 
     def __init__(self, processes: int = 1) -> None:
         if processes < 1:
             raise ValueError(f"client processes must be >= 1, got {processes}")
         self.processes = processes
-        context = multiprocessing.get_context("spawn")
-        self._pool = ProcessPoolExecutor(processes, mp_context=context)
+        ctx = multiprocessing.get_context("spawn")
+        self._counter = ctx.Value("q", 0)
+        self._children = []
+        for _ in range(processes):
+            parent, child = ctx.Pipe()
+            process = ctx.Process(target=_client_main, args=(child, self._counter), daemon=True)
+            process.start()
+            self._children.append((process, parent))
 
     def run_level(
         self, target: str, sentences: list[str], clients: int, options: DecodeOptions
     ) -> tuple[dict, list[str]]:
         """All ``sentences`` through ``clients`` closed-loop clients in the child
         processes; returns the level's numbers (:func:`loadtest.concurrency.summarize`,
-        with ``client_cpu_s``: the children's CPU seconds) and the best translation of
-        every sentence, in order."""
-        shares = min(self.processes, clients, len(sentences)) or 1
-        futures = [
-            self._pool.submit(
-                _closed_loop_child,
-                target,
-                list(sentences[k::shares]),
-                clients // shares + (k < clients % shares),
-                options,
-            )
-            for k in range(shares)
-        ]
-        done = [f.result() for f in futures]
+        with ``client_cpu_s``: the children's CPU seconds, and ``client_processes``) and
+        the best translation of every sentence, in order ("" for one that failed)."""
+        if not self._children:
+            raise RuntimeError("the client processes were stopped")
+        shares = max(1, min(self.processes, clients))
+        active = self._children[:shares]
+        with self._counter.get_lock():
+            self._counter.value = 0
+        try:
+            for k, (_, conn) in enumerate(active):
+                share = clients // shares + (k < clients % shares)
+                _send(active[k][0], conn, (target, list(sentences), share, options))
+            for process, conn in active:
+                _receive(process, conn, CHILD_START_TIMEOUT)  # "ready"
+            for process, conn in active:
+                _send(process, conn, "go")
+            done = [_receive(process, conn, None) for process, conn in active]
+        except BaseException:
+            # the others may be mid-level, waiting for a "go" that will not come
+            self.close(kill=True)
+            raise
         texts = [""] * len(sentences)
-        for k, (_, share, _) in enumerate(done):
-            texts[k::shares] = share
+        for _, pairs, _ in done:
+            for i, text in pairs:
+                texts[i] = text
         level = summarize(clients, options, [loop for loop, _, _ in done])
         level["client_cpu_s"] = round(sum(cpu for _, _, cpu in done), 4)
         level["client_processes"] = shares
         return level, texts
 
-    def close(self) -> None:
-        self._pool.shutdown()
+    def close(self, *, kill: bool = False) -> None:
+        """End the processes (``kill``: at once, whatever they are doing)."""
+        for process, conn in self._children:
+            if process.is_alive() and not kill:
+                conn.send(None)
+        for process, _ in self._children:
+            process.join(0 if kill else 10)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        self._children = []
 
     def __enter__(self) -> ClientProcess:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _send(process, conn, message) -> None:
+    try:
+        conn.send(message)
+    except OSError:  # its end of the pipe is gone
+        process.join(1)
+        raise RuntimeError(f"a client process died (exit code {process.exitcode})") from None
+
+
+def _receive(process, conn, timeout: float | None):
+    """The child's next message; a child that dies first (or says nothing within
+    ``timeout`` seconds) fails the level in one line instead of hanging it."""
+    waited = 0.0
+    while not conn.poll(1.0):
+        waited += 1.0
+        if not process.is_alive():
+            raise RuntimeError(f"a client process died (exit code {process.exitcode})")
+        if timeout is not None and waited >= timeout:
+            raise RuntimeError(f"a client process did not answer within {timeout:.0f} s")
+    return conn.recv()
 
 
 class NoopTranslator(pb_grpc.TranslatorServicer):

@@ -13,12 +13,13 @@ JSON with ``--json``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,25 +57,32 @@ def closed_loop(
     clients: int,
     options: DecodeOptions,
     *,
-    outputs: list[str] | None = None,
+    outputs: list[str | None] | None = None,
+    take: Callable[[], int] | None = None,
 ) -> LoopResult:
     """All ``sentences`` through ``clients`` concurrent closed-loop clients, each a
     :class:`nmt_client.Translator` of its own that never retries (a failed call counts
     as an error).
 
     With ``outputs`` (a list as long as ``sentences``) the best translation of sentence
-    ``i`` is stored at ``outputs[i]``.
+    ``i`` is stored at ``outputs[i]``. ``take()``: the index of the next sentence to
+    send (default: 0, 1, 2, ... within this loop; loops in several processes share one
+    counter, :class:`loadtest.clients.ClientProcess`); an index past the end stops a
+    client.
     """
     result = LoopResult()
     lock = threading.Lock()
-    next_index = [0]
+    if take is None:
+        counter = itertools.count()
+
+        def take() -> int:
+            with lock:
+                return next(counter)
 
     def worker() -> None:
         with Translator(target, timeout=60, retries=0) as translator:
             while True:
-                with lock:
-                    i = next_index[0]
-                    next_index[0] += 1
+                i = take()
                 if i >= len(sentences):
                     return
                 start = time.perf_counter()
@@ -113,7 +121,7 @@ def summarize(clients: int, options: DecodeOptions, loops: Sequence[LoopResult])
         "strategy": "greedy" if (beam := options.beam_size or 1) == 1 else f"beam{beam}",
         "sentences": len(latencies),
         "errors": sum(loop.errors for loop in loops),
-        "seconds": round(wall, 2),
+        "seconds": round(wall, 4),
         "sentences_per_s": round(len(latencies) / wall, 2),
         "tokens_per_s": round(tokens / wall, 1),
         "p50_ms": round(1000 * percentile(latencies, 50), 1),

@@ -47,14 +47,21 @@ def start_server(
     return subprocess.Popen(command, cwd=tree, env=env)
 
 
-def wait_serving(port: int, timeout: float = 120.0) -> None:
-    """Until the server on ``port`` reports SERVING; exits with one line if it never does."""
+def wait_serving(
+    port: int, timeout: float = 120.0, process: subprocess.Popen | None = None
+) -> None:
+    """Until the server on ``port`` reports SERVING; exits with one line if it never does
+    or its ``process`` ends first."""
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
     end = time.monotonic() + timeout
     with own_channel(port) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         while time.monotonic() < end:
+            if process is not None and process.poll() is not None:
+                raise SystemExit(
+                    f"the server for port {port} exited with {process.returncode} before serving"
+                )
             try:
                 reply = stub.Check(health_pb2.HealthCheckRequest(), timeout=1)
                 if reply.status == health_pb2.HealthCheckResponse.SERVING:
@@ -63,6 +70,16 @@ def wait_serving(port: int, timeout: float = 120.0) -> None:
                 pass
             time.sleep(0.5)
     raise SystemExit(f"the server on port {port} never reported SERVING")
+
+
+def stop(process: subprocess.Popen, timeout: float = 30.0) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within ``timeout`` seconds."""
+    process.terminate()
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def commit_of(tree: Path) -> str:

@@ -67,3 +67,17 @@ def test_client_processes_must_be_positive():
         ClientProcess(0)
     with pytest.raises(SystemExit):
         concurrency.main(["--client-processes", "0"])
+
+
+def test_a_client_process_that_dies_fails_the_level_instead_of_hanging_it():
+    import pytest
+
+    from loadtest.clients import ClientProcess
+    from nmt_client import DecodeOptions
+
+    with ClientProcess(2) as clients:
+        victim, _ = clients._children[1]
+        victim.kill()
+        victim.join()
+        with pytest.raises(RuntimeError, match=r"a client process died \(exit code -9\)"):
+            clients.run_level("127.0.0.1:1", ["a", "b"], 2, DecodeOptions())
