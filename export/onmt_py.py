@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import collections
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -117,10 +116,9 @@ def _never_called(*args: Any, **kwargs: Any) -> None:
     raise RuntimeError("a pickled OpenNMT-py 2.x tokenizer function was called")
 
 
+# (torch's own allowlist already has set and collections.Counter, which 2.x's Vocab holds)
 _SAFE_GLOBALS = [
     argparse.Namespace,
-    set,
-    collections.Counter,
     (_TextMultiField, "onmt.inputters.text_dataset.TextMultiField"),
     (_Field, "torchtext.data.field.Field"),
     (_Vocab, "torchtext.vocab.Vocab"),
