@@ -76,20 +76,15 @@ def eole_user_model(
     framework: str = "eole",
 ) -> UserModel:
     """Load and validate an Eole model directory (``framework="eole"``) or an OpenNMT-py
-    2.x/3.x checkpoint (``"opennmt-py"``); its modules with their declaration."""
+    1.x-3.x checkpoint (``"opennmt-py"``); its modules with their declaration."""
     from export.eole_modules import EoleError
     from export.eole_reader import load_eole
-    from export.onmt_py import ONMT2_DECODING, ONMT_DECODING, load_onmt_py
+    from export.onmt_py import DECODING, load_onmt_py
     from export.writer import ExportError
 
-    load, decoding, name, wrote = {
-        "eole": (load_eole, EOLE_DECODING, "Eole", "the directory eole train wrote"),
-        "opennmt-py": (
-            load_onmt_py,
-            ONMT_DECODING,
-            "OpenNMT-py",
-            "the model_step_N.pt onmt_train wrote",
-        ),
+    load, name, wrote = {
+        "eole": (load_eole, "Eole", "the directory eole train wrote"),
+        "opennmt-py": (load_onmt_py, "OpenNMT-py", "the model_step_N.pt onmt_train wrote"),
     }[framework]
     try:
         m = load(Path(path), src_subword_model, tgt_subword_model)
@@ -99,8 +94,10 @@ def eole_user_model(
         raise ExportError(
             f"{path} is not a readable {name} model ({type(exc).__name__}: {exc}); give {wrote}"
         ) from None
-    if m.options.get("opennmt_py_options") == "2.x":  # onmt_translate 2.x's own defaults
-        decoding = ONMT2_DECODING
+    # the decoding defaults of what the model came from (each OpenNMT-py version's own)
+    decoding = (
+        DECODING[m.options["opennmt_py_options"]] if framework == "opennmt-py" else EOLE_DECODING
+    )
     if m.src_pad_id != m.pad_id:
         raise ExportError(
             f"source pad id {m.src_pad_id} differs from the target's {m.pad_id} "
@@ -184,7 +181,7 @@ def convert_eole(
     **options,
 ) -> dict:
     """Convert an Eole RNN model directory (or, ``framework="opennmt-py"``, an OpenNMT-py
-    2.x/3.x checkpoint) into a bundle in ``out``; returns the manifest.
+    1.x-3.x checkpoint) into a bundle in ``out``; returns the manifest.
 
     A model trained with the ``sentencepiece`` or ``onmt_tokenize`` transform serves raw
     text: the bundle keeps its subword models (found where the options name them or
@@ -259,8 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _framework_parser(
         sub,
         "opennmt-py",
-        "an OpenNMT-py 2.x or 3.x RNN checkpoint (.pt)",
-        "Convert an OpenNMT-py 2.x or 3.x RNN checkpoint (model_step_N.pt; read without "
+        "an OpenNMT-py 1.x, 2.x or 3.x RNN checkpoint (.pt)",
+        "Convert an OpenNMT-py 1.x-3.x RNN checkpoint (model_step_N.pt; read without "
         "OpenNMT-py and without running pickled code): ",
         "the checkpoint onmt_train wrote",
     )

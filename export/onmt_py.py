@@ -1,4 +1,4 @@
-"""Read an OpenNMT-py 2.x or 3.x RNN checkpoint (``model_step_N.pt``) into the Eole modules.
+"""Read an OpenNMT-py 1.x, 2.x or 3.x RNN checkpoint (``model_step_N.pt``) into the Eole modules.
 
 Eole forked OpenNMT-py 3.5, and for RNN translation models the two compute the same
 thing: the same embeddings, (b)RNN encoder and bridge, StdRNN / InputFeed decoders,
@@ -13,10 +13,10 @@ global attention and beam search. What differs is where things are written:
   step, so every target position gets ``pe[0]`` (Eole: ``pe[step]``);
 * ``onmt_translate``'s length limit is ``min(250, 1.25 x source + 5)`` (Eole: 2 x).
 
-OpenNMT-py 2.x (and 1.x) checkpoints hold the same weights and options, but their
+OpenNMT-py 1.x and 2.x checkpoints hold the same weights and options, but their
 vocabularies are pickled torchtext ``Field`` objects (``TextMultiField`` of ``Field`` with
-a ``Vocab``), and ``onmt_translate`` 2.x decodes with other defaults (at most 100 tokens
-whatever the source length, no length penalty).
+a ``Vocab``), and their ``onmt_translate`` decodes with other defaults (at most 100
+tokens whatever the source length, no length penalty) and ends beam search otherwise.
 
 The checkpoint is read with ``torch.load(weights_only=True)`` allowing only
 ``argparse.Namespace`` besides tensors and containers, and for 2.x the few torchtext and
@@ -51,12 +51,12 @@ ONMT_DECODING = {
     "length_penalty": 1.0,
     "search": "eole",
 }
-# onmt_translate 2.x's defaults (OpenNMT-py 2.3.0, onmt/opts.py: -max_length 100,
-# -min_length 0, -length_penalty none, -ratio 0): at most 100 tokens before the length
-# limit ends a hypothesis without an EOS, whatever the source length (101 with the EOS
-# this server counts; no ratio: 0 x source + 101); scores are plain log-probs (length
-# penalty exponent 0); its beam search ends otherwise than Eole's (search "opennmt-py-2":
-# service.decoding.OnmtPy2Beam).
+# onmt_translate 1.x's and 2.x's defaults (OpenNMT-py 1.2.0 and 2.3.0, onmt/opts.py:
+# -max_length 100, -min_length 0, -length_penalty none, -ratio 0): at most 100 tokens
+# before the length limit ends a hypothesis without an EOS, whatever the source length
+# (101 with the EOS this server counts; no ratio: 0 x source + 101); scores are plain
+# log-probs (length penalty exponent 0). Their beam searches end otherwise than Eole's,
+# and each otherwise than the other (service.decoding.OnmtPy1Beam, OnmtPy2Beam).
 ONMT2_DECODING = {
     "max_length": 101,
     "max_length_ratio": 0.0,
@@ -65,6 +65,9 @@ ONMT2_DECODING = {
     "length_penalty": 0.0,
     "search": "opennmt-py-2",
 }
+ONMT1_DECODING = ONMT2_DECODING | {"search": "opennmt-py-1"}
+# the decoding defaults of each OpenNMT-py version's onmt_translate
+DECODING = {"1.x": ONMT1_DECODING, "2.x": ONMT2_DECODING, "3.x": ONMT_DECODING}
 _RENAME = {
     "encoder.embeddings.make_embedding.emb_luts.0.weight": "src_emb.embeddings.weight",
     "encoder.embeddings.make_embedding.pe.pe": "src_emb.pe.pe",
@@ -255,7 +258,7 @@ def _literal(text: str, key: str) -> Any:
 def load_onmt_py(
     path: Path, src_subword_model: Path | None = None, tgt_subword_model: Path | None = None
 ) -> EoleModel:
-    """Read an OpenNMT-py 2.x or 3.x RNN checkpoint; raise EoleError for anything it
+    """Read an OpenNMT-py 1.x, 2.x or 3.x RNN checkpoint; raise EoleError for anything it
     cannot express. Subword models the options name are looked for where the options
     say, then beside the checkpoint, unless given."""
     path = Path(path)
@@ -265,12 +268,15 @@ def load_onmt_py(
     if not isinstance(opt, dict) or not isinstance(voc, dict) or "src" not in voc:
         raise EoleError(
             f"{path}: options or vocabulary in a layout this converter does not know "
-            "(OpenNMT-py 2.x and 3.x checkpoints are supported)"
+            "(OpenNMT-py 1.x, 2.x and 3.x checkpoints are supported)"
         )
     legacy = isinstance(voc["src"], _Pickled)
     if legacy:
         vocab = _legacy_vocab(path, voc)
+        # 2.x trains from a YAML "data" of corpora, 1.x from onmt_preprocess's prefix
+        version = "2.x" if isinstance(opt.get("data"), dict) else "1.x"
     else:
+        version = "3.x"
         vocab = {
             "src": list(voc["src"]),
             "tgt": list(voc["tgt"]),
@@ -291,7 +297,7 @@ def load_onmt_py(
         tgt_subword_model,
         bridge_with_brnn=None,
     )
-    model.options |= {"opennmt_py_options": "2.x" if legacy else "3.x"}
+    model.options |= {"opennmt_py_options": version}
     model.decoder_positions = False
     model.decode_bytes = False  # its onmt_tokenize leaves <0x..> pieces as they are
     return model

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SEARCHES = ("standard", "eole", "opennmt-py-2")
+SEARCHES = ("standard", "eole", "opennmt-py-1", "opennmt-py-2")
 # Longest n-gram block_ngram_repeat may name: longer ones never repeat in a sentence the
 # length limit allows, and each step scans the hypothesis once per row.
 MAX_BLOCK_NGRAM = 32
@@ -40,8 +40,8 @@ class DecodeOptions:
     return_attention: bool = False
     # "standard": this project's beam (service.decoding.BEAM); "eole": Eole's /
     # OpenNMT-py 3.x's (service.decoding.EOLE_BEAM), whose scores also count BOS in the
-    # length; "opennmt-py-2": OpenNMT-py 2.x's, Eole's rules but another end
-    # (service.decoding.ONMT_PY2_BEAM).
+    # length; "opennmt-py-1"/"opennmt-py-2": OpenNMT-py 1.x's/2.x's, Eole's rules but
+    # other ends (service.decoding.ONMT_PY1_BEAM, ONMT_PY2_BEAM).
     search: str = "standard"
     # GNMT coverage penalty β (models.scoring.ScoringRules.score); 0: none.
     coverage_penalty: float = 0.0

@@ -82,7 +82,8 @@ class ScoringRules:
     @classmethod
     def of(cls, options: DecodeOptions) -> ScoringRules:
         """The rules a request's :class:`~models.options.DecodeOptions` ask for."""
-        eole = options.search in ("eole", "opennmt-py-2")  # 2.x: what Eole forked
+        # OpenNMT-py 1.x/2.x: what Eole descends from
+        eole = options.search in ("eole", "opennmt-py-1", "opennmt-py-2")
         return cls(
             min_length=options.min_length,
             max_length=options.max_length,

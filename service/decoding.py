@@ -73,7 +73,7 @@ class Selection(NamedTuple):
     ``parents[i]`` continues with ``tokens[i]`` at cumulative log-prob ``scores[i]``; each
     ``(row, log_prob)`` of ``finished`` ends that row with EOS (``log_prob`` includes the
     EOS); ``done``: the search ends with this step; ``top_finished``: the step's best
-    continuation was EOS (OpenNMT-py 2.x's search remembers it: :class:`OnmtPy2Beam`).
+    continuation was EOS (OpenNMT-py 1.x/2.x's search remembers it: :class:`OnmtPy1Beam`).
     """
 
     parents: list[int]
@@ -398,7 +398,7 @@ class EoleBeam(Beam):
         return Selection(parents, tokens, scores, finished, done, top_finished)
 
     # Whether a step whose best continuation is not EOS may end the search because an
-    # earlier step's was (OpenNMT-py 2.x), or only the step's own best counts (Eole).
+    # earlier step's was (OpenNMT-py 1.x/2.x), or only the step's own best counts (Eole).
     remembers_top = False
 
     def hypotheses_needed(self, options: DecodeOptions) -> int:
@@ -406,17 +406,24 @@ class EoleBeam(Beam):
         return options.n_best
 
 
-class OnmtPy2Beam(EoleBeam):
-    """OpenNMT-py 2.x's beam search (``DecodeOptions(search="opennmt-py-2")``), for
-    models converted from 2.x checkpoints: Eole's, which forked it, except when it ends.
-    2.x remembers that the best continuation of *some* step was EOS (its
+class OnmtPy1Beam(EoleBeam):
+    """OpenNMT-py 1.x's beam search (``DecodeOptions(search="opennmt-py-1")``), for models
+    converted from 1.x checkpoints: Eole's, which descends from it, except that 1.x
+    remembers that the best continuation of *some* step was EOS (its
     ``top_beam_finished`` is or-ed from step to step) and ends at the first step after
-    which ``beam_size`` hypotheses (not ``n_best``) have finished; Eole asks that of the
-    step's own best continuation. With 2.x's length limit of 100 tokens the two part often:
-    on the 2.3.0 fixture models, 79 of 300 5-best lists differed under Eole's rule.
+    which ``n_best`` hypotheses have finished; Eole asks that of the step's own best
+    continuation.
     """
 
     remembers_top = True
+
+
+class OnmtPy2Beam(OnmtPy1Beam):
+    """OpenNMT-py 2.x's beam search (``DecodeOptions(search="opennmt-py-2")``): 1.x's,
+    except that it waits for ``beam_size`` finished hypotheses, not ``n_best``. With the
+    100-token limit of 1.x/2.x these ends part often from Eole's: on the 2.3.0 fixture
+    models Eole's rule changed 1, 79 and 9 of 300 5-best lists.
+    """
 
     def hypotheses_needed(self, options: DecodeOptions) -> int:
         return options.beam_size
@@ -510,13 +517,17 @@ class Prefix:
 GREEDY: Strategy = Greedy()
 BEAM: Strategy = Beam()
 EOLE_BEAM: Strategy = EoleBeam()
+ONMT_PY1_BEAM: Strategy = OnmtPy1Beam()
 ONMT_PY2_BEAM: Strategy = OnmtPy2Beam()
 SAMPLING: Strategy = Sampling()
-BEAMS: dict[str, Strategy] = {"standard": BEAM, "eole": EOLE_BEAM, "opennmt-py-2": ONMT_PY2_BEAM}
-# One wrapper per strategy, so that the loop groups prefixed sentences together.
-_PREFIXED: dict[Strategy, Strategy] = {
-    s: Prefix(s) for s in (GREEDY, BEAM, EOLE_BEAM, ONMT_PY2_BEAM, SAMPLING)
+BEAMS: dict[str, Strategy] = {
+    "standard": BEAM,
+    "eole": EOLE_BEAM,
+    "opennmt-py-1": ONMT_PY1_BEAM,
+    "opennmt-py-2": ONMT_PY2_BEAM,
 }
+# One wrapper per strategy, so that the loop groups prefixed sentences together.
+_PREFIXED: dict[Strategy, Strategy] = {s: Prefix(s) for s in (GREEDY, *BEAMS.values(), SAMPLING)}
 
 
 def strategy_for(options: DecodeOptions, *, prefix: bool = False) -> Strategy:

@@ -72,6 +72,20 @@ def test_beam_is_opennmt_pys(converted):
     assert sum(same) == 300, [i for i, s in enumerate(same) if not s][:10]
 
 
+def test_beam_with_one_best_is_opennmt_pys(converted):
+    """``-beam_size 5 -n_best 1`` (2.x still waits for 5 finished hypotheses before it
+    ends; on these models the 1-best comes out the same under every end rule, Eole's
+    included: 2026-11-26)."""
+    name, bundle = converted
+    options = dataclasses.replace(bundle.decoding, beam_size=5, n_best=1)
+    ids = [bundle.src_tokenizer.encode(line) for line in sources(FIXTURE, name)]
+    nbest = decode(bundle.model, ids, options=options, special=bundle.special)
+    got = [bundle.tgt_tokenizer.decode(hyps[0].tokens) for hyps in nbest]
+    want = _texts(name, "beam5_nbest1")
+    same = [g == w for g, w in zip(got, want, strict=True)]
+    assert sum(same) == 300, [i for i, s in enumerate(same) if not s][:10]
+
+
 def test_eoles_end_of_search_would_not_be_opennmt_py_2s(converted):
     """What the ``opennmt-py-2`` search changes: under Eole's end (the step's own best
     continuation EOS, n_best finished) 1, 79 and 9 of the three models' 300 5-best lists

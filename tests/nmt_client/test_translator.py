@@ -159,8 +159,12 @@ def test_stream_closed_early_cancels_the_call(server, translator, tiny_bundle):
     reg = server.registry
     labels = {"method": "TranslateStream", "code": "CANCELLED"}
     before = reg.get_sample_value("nmt_requests_total", labels) or 0.0
-    # greedy streams every step, and this sentence decodes to the length limit
-    stream = translator.stream(tiny_bundle.sentences[LOOP_SENTENCE], max_length_ratio=10.0)
+    # greedy streams every step, and this sentence decodes to the length limit: the
+    # server's largest (512 steps), so that it is still decoding when the close arrives
+    # on a loaded machine (at 10 x the source, ~110 steps, a CI run saw it finish first)
+    stream = translator.stream(
+        tiny_bundle.sentences[LOOP_SENTENCE], max_length_ratio=100.0, max_length=512
+    )
     assert not next(stream).final
     stream.close()
     assert wait_until(lambda: reg.get_sample_value("nmt_requests_total", labels) == before + 1)
