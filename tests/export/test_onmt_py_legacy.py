@@ -175,3 +175,35 @@ def test_fields_it_cannot_serve_are_refused_by_name(change, message):
     change(voc)
     with pytest.raises(EoleError, match=message):
         _legacy_vocab(Path("model.pt"), voc)
+
+
+class _RunsCode:
+    """What a malicious checkpoint pickles: unpickling it would call ``os.system``."""
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, ("touch /tmp/onmt-pickle-ran",))
+
+
+class _PartialCall:
+    """A ``functools.partial`` (allowed, as a stand-in) wrapping ``os.system``."""
+
+    def __reduce__(self):
+        import functools
+        import os
+
+        return (functools.partial, (os.system, "touch /tmp/onmt-pickle-ran"))
+
+
+@pytest.mark.parametrize("payload", [_RunsCode, _PartialCall], ids=["reduce", "partial"])
+def test_a_2x_checkpoint_that_pickles_code_is_refused_without_running_it(tmp_path, payload):
+    import torch
+
+    marker = Path("/tmp/onmt-pickle-ran")
+    marker.unlink(missing_ok=True)
+    path = tmp_path / "model.pt"
+    torch.save({"model": {}, "generator": {}, "opt": {}, "vocab": {"src": payload()}}, path)
+    with pytest.raises(EoleError, match="unreadable OpenNMT-py checkpoint"):
+        load_onmt_py(path)
+    assert not marker.exists()
