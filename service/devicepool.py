@@ -36,7 +36,7 @@ import numpy as np
 import onnxruntime as ort
 
 from service.devicegraphs import RESLOT_OUTPUTS, graph_path, reslot_feeds
-from service.pool import MIN_SPARE_SLOTS, join_rows
+from service.pool import grown_capacity, join_rows, rebuilt_capacity
 
 # The device everything is bound on: sessions run on the provider's default device (the
 # runtime configures no other; CUDA_VISIBLE_DEVICES picks the GPU).
@@ -231,10 +231,9 @@ class DevicePool:
         first one. Only the new slots are written."""
         n, src_len = mask.shape
         first = self.slots
-        if not self._buffers or first + n > self.capacity or src_len > self.width:
-            needed, width = first + n, max(src_len, self.width)
-            cap = needed + max(MIN_SPARE_SLOTS, needed // 2)
-            buffers = self._allocate(cap, width, memory, keys)
+        if first + n > self.capacity or src_len > self.width:  # (capacity 0 while empty)
+            width = max(src_len, self.width)
+            buffers = self._allocate(grown_capacity(first + n), width, memory, keys)
             if first:
                 self._move(np.arange(first, dtype=np.int64), buffers, width)
             self._buffers = buffers
@@ -249,7 +248,7 @@ class DevicePool:
         with as many spare slots again (see :meth:`service.pool.MemoryPool.compact`)."""
         n = len(keep)
         memory, keys = self._views[0], self._views[1]
-        buffers = self._allocate(2 * n + MIN_SPARE_SLOTS, width, memory, keys)
+        buffers = self._allocate(rebuilt_capacity(n), width, memory, keys)
         self._move(np.asarray(keep, dtype=np.int64), buffers, width)
         self._buffers = buffers
         self.slots = n

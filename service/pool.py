@@ -22,6 +22,17 @@ import numpy as np
 MIN_SPARE_SLOTS = 16
 
 
+def grown_capacity(needed: int) -> int:
+    """Slots to allocate when ``needed`` slots no longer fit (the host and device pools)."""
+    return needed + max(MIN_SPARE_SLOTS, needed // 2)
+
+
+def rebuilt_capacity(live: int) -> int:
+    """Slots of a pool rebuilt around ``live`` slots: room for as many again (see
+    :meth:`MemoryPool.compact`)."""
+    return 2 * live + MIN_SPARE_SLOTS
+
+
 class MemoryPool:
     """Encoder outputs per sentence slot; ``memory``/``keys``/``mask`` are contiguous views
     of the first ``slots`` slots of larger buffers (``None`` while empty)."""
@@ -67,7 +78,7 @@ class MemoryPool:
         ``mask`` ``(n, src_len)``); returns the slot of the first one."""
         n, src_len = mask.shape
         first = self.slots
-        if self._mask is None or first + n > self.capacity or src_len > self.width:
+        if first + n > self.capacity or src_len > self.width:  # (capacity 0 while empty)
             self._grow(first + n, max(src_len, self.width), memory, keys)
         width = self.width
         for buf, new in ((self._memory, memory), (self._keys, keys), (self._mask, mask)):
@@ -92,7 +103,7 @@ class MemoryPool:
         )
 
     def _grow(self, needed: int, width: int, memory: np.ndarray, keys: np.ndarray) -> None:
-        cap = needed + max(MIN_SPARE_SLOTS, needed // 2)
+        cap = grown_capacity(needed)
         buffers = self._buffers(cap, width, memory, keys)
         if self._mask is not None and self.slots:
             n, old = self.slots, self.width
@@ -109,7 +120,7 @@ class MemoryPool:
         sentences the next rebuild comes before the pool has to grow."""
         index = np.asarray(keep, dtype=np.int64)
         n = len(keep)
-        buffers = self._buffers(2 * n + MIN_SPARE_SLOTS, width, self._memory, self._keys)
+        buffers = self._buffers(rebuilt_capacity(n), width, self._memory, self._keys)
         for buf, old in zip(buffers, (self._memory, self._keys, self._mask), strict=True):
             buf[:n] = old[index, :width]
         self._memory, self._keys, self._mask = buffers
