@@ -87,9 +87,10 @@ _SUBWORD_OPTIONS = (
 
 
 class _Pickled:
-    """Stands in for a class a 2.x checkpoint's vocabulary pickles (torchtext's
+    """Stands in for a class a 1.x/2.x checkpoint's vocabulary pickles (torchtext's
     ``Field`` and ``Vocab``, OpenNMT-py's ``TextMultiField``, ``functools.partial``):
-    unpickling only fills its attributes, so none of those packages' code runs."""
+    unpickling only fills its attributes, so none of those packages' code runs. The two
+    the converter reads are told apart by subclasses."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.args = args
@@ -106,14 +107,6 @@ class _Field(_Pickled):
     pass
 
 
-class _Vocab(_Pickled):
-    pass
-
-
-class _Partial(_Pickled):
-    pass
-
-
 def _never_called(*args: Any, **kwargs: Any) -> None:
     """Stands in for the tokenizing functions a 2.x ``Field`` names (never called)."""
     raise RuntimeError("a pickled OpenNMT-py 2.x tokenizer function was called")
@@ -124,8 +117,8 @@ _SAFE_GLOBALS = [
     argparse.Namespace,
     (_TextMultiField, "onmt.inputters.text_dataset.TextMultiField"),
     (_Field, "torchtext.data.field.Field"),
-    (_Vocab, "torchtext.vocab.Vocab"),
-    (_Partial, "functools.partial"),
+    (_Pickled, "torchtext.vocab.Vocab"),
+    (_Pickled, "functools.partial"),
     (_never_called, "onmt.inputters.text_dataset._feature_tokenize"),
     (_never_called, "torchtext.data.utils._split_tokenizer"),
 ]
