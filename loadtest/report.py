@@ -48,7 +48,10 @@ def ab_comparisons(rows: list[dict], labels: list[str]) -> list[dict]:
                     "other": label,
                     "this_sentences_per_s": this["sentences_per_s"],
                     "other_sentences_per_s": r["sentences_per_s"],
-                    "ratio": round(this["sentences_per_s"] / r["sentences_per_s"], 3),
+                    # None when the other tree served nothing (every call failed)
+                    "ratio": round(this["sentences_per_s"] / r["sentences_per_s"], 3)
+                    if r["sentences_per_s"]
+                    else None,
                     "this_p50_ms": this["p50_ms"],
                     "other_p50_ms": r["p50_ms"],
                 }
@@ -128,7 +131,7 @@ def targets(rows: list[dict], ab: list[dict] | None = None) -> list[dict]:
                     f"of {c['other']} (same run)",
                     "value": c["ratio"],
                     "threshold": AB_TARGET,
-                    "met": c["ratio"] >= AB_TARGET,
+                    "met": None if c["ratio"] is None else c["ratio"] >= AB_TARGET,
                 }
             )
     for name, kind, clients, field, threshold in TARGETS:

@@ -310,6 +310,12 @@ def test_ab_comparisons_pair_this_trees_rows_with_each_other_trees():
         ("older", "greedy", 1.2),
     ]
     assert report.ab_comparisons(rows, ["new"]) == []
+    # another tree whose every call failed: no ratio, the target not measured (no crash)
+    dead = report.ab_comparisons(
+        rows + [row("dead", "greedy", 32, 0.0, float("nan"))], ["new", "dead"]
+    )
+    assert [(c["ratio"], c["other"]) for c in dead] == [(None, "dead")]
+    assert [t["met"] for t in report.targets(rows, dead) if "dead" in t["target"]] == [None]
     targets = report.targets(rows, ab)
     ab_targets = [t for t in targets if "the service of" in t["target"]]
     assert [(t["value"], t["met"]) for t in ab_targets] == [(1.5, True), (1.2, False)]
