@@ -20,7 +20,7 @@ from service.bundle import BundleError, load_bundle
 from service.loop import decode
 from service.runtime import RuntimeConfig
 from service.server import ServerConfig, create_server
-from tests.committed import EN_ES_FP32
+from tests.committed import EN_ES_FP32, EN_ES_FP32_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
 REPO = ROOT / "model_repository"
@@ -70,8 +70,9 @@ def test_server_on_gpu_serves_the_fp32_version(gpu_bundle):
         server.warm_up()
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = pb_grpc.TranslatorStub(channel)
-            (info,) = stub.ListModels(pb.ListModelsRequest(), timeout=30).models
-            assert (info.version, info.precision) == ("1", "fp32")
+            models = stub.ListModels(pb.ListModelsRequest(), timeout=30).models
+            (info,) = [m for m in models if m.name == "en-es"]
+            assert (info.version, info.precision) == (EN_ES_FP32_VERSION, "fp32")
             assert info.execution_provider == "CUDAExecutionProvider"
             reply = stub.Translate(
                 pb.TranslateRequest(texts=["Where is the train station?"]), timeout=30
