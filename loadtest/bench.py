@@ -80,6 +80,22 @@ def runtime_snapshot(model) -> dict:
     return dict(vars(model.stats))
 
 
+def engine_stats(engine) -> dict:
+    """:func:`runtime_snapshot` of ``engine``'s model, run where the engine runs."""
+    return runtime_snapshot(engine.bundle.model)
+
+
+def engine_cpu(engine) -> dict:
+    """:func:`threadcpu.snapshot` of the process ``engine`` runs in (``engine`` unused)."""
+    return threadcpu.snapshot()
+
+
+def on_engine(engine, fn):
+    """``fn(engine)`` in the engine's process: this one, or its child
+    (:meth:`service.remote.RemoteEngine.call`; ``fn`` must be a module-level function)."""
+    return engine.call(fn) if hasattr(engine, "call") else fn(engine)
+
+
 def delta(after: dict, before: dict) -> dict:
     return {k: after[k] - before[k] for k in after}
 
@@ -155,13 +171,24 @@ def warm_up(clients: ClientProcess, target: str, sentences: list[str], request) 
 
 
 def measured_level(
-    clients: ClientProcess, target: str, sentences: list[str], n: int, request: ClientOptions
+    clients: ClientProcess,
+    target: str,
+    sentences: list[str],
+    n: int,
+    request: ClientOptions,
+    engine=None,
 ) -> tuple[dict, list[str]]:
-    """One client level with the CPU it cost: this process's by thread group, and the
-    client process's (``clients``), in ms per sentence."""
+    """One client level with the CPU it cost: this process's by thread group, plus the
+    engine process's when ``engine`` runs in a child (its scheduler and encoder threads
+    are there), and the client processes' (``clients``), in ms per sentence."""
+    remote = engine is not None and hasattr(engine, "call")
     cpu_before = threadcpu.snapshot()
+    child_before = on_engine(engine, engine_cpu) if remote else {}
     level, texts = clients.run_level(target, sentences, n, request)
     cpu = threadcpu.breakdown(cpu_before, threadcpu.snapshot(), len(sentences))
+    if remote:
+        child = threadcpu.breakdown(child_before, on_engine(engine, engine_cpu), len(sentences))
+        cpu = {k: round(cpu.get(k, 0.0) + child.get(k, 0.0), 3) for k in cpu | child}
     cpu["clients"] = round(1000 * level.pop("client_cpu_s") / len(sentences), 3)
     level.pop("strategy")
     return level | {"cpu_ms_per_sentence": cpu["total"], "cpu_ms_by_thread": cpu}, texts
@@ -181,7 +208,7 @@ def bench_service(
         providers=providers(args),
         io_binding=args.io_binding,
     )
-    model = server.engines[model_name].bundle.model
+    engine = server.engines[model_name]
     rows = []
     try:
         for strategy, opts in options.items():
@@ -190,13 +217,14 @@ def bench_service(
             warm_up(clients, target, sentences, request)
             for n in args.clients:
                 log.info("service %s, %d clients, %d sentences", strategy, n, len(sentences))
-                before = runtime_snapshot(model)
-                level, texts = measured_level(clients, target, sentences, n, request)
+                before = on_engine(engine, engine_stats)
+                level, texts = measured_level(clients, target, sentences, n, request, engine)
                 # the clients' own span: the client processes start before it
                 wall = level["seconds"]
-                used = delta(runtime_snapshot(model), before)
+                used = delta(on_engine(engine, engine_stats), before)
                 rows.append(
                     {"system": "grpc-service", "strategy": strategy}
+                    | {"engine_process": server.engine_process}
                     | level
                     | flop_fields(used, flops, src_len, wall, peak)
                     | {"texts": texts}
@@ -497,7 +525,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.client_processes == 1
                 else f"{args.client_processes} child processes"
             )
-            + ", one sentence per request, default engine limits",
+            + ", one sentence per request, default engine limits and --engine-process "
+            + "(auto: the engine in a child process on CUDA)",
             "ab_trees": [{"tree": str(t), "commit": label} for t, label in args.ab_labels],
         },
         "flops": flops.to_dict()

@@ -56,17 +56,20 @@ class _Recorder:
         runq = int(os.pread(self.fd, 96, 0).split()[1])
         return time.perf_counter_ns(), time.thread_time_ns(), runq
 
-    def wrap_run(self, run, single: bool):
-        def timed(output_names, feeds, *args, **kwargs):
+    def wrap_run(self, run, single: bool, bound: bool = False):
+        """``session.run`` (rows from the feeds) or, ``bound``, ``run_with_iobinding``
+        (IO binding, CUDA's path: the rows are on the device, not counted)."""
+
+        def timed(*args, **kwargs):
             if threading.get_ident() != self.ident:
-                return run(output_names, feeds, *args, **kwargs)
+                return run(*args, **kwargs)
             start = self.stat()
             if self.prev is not None:
                 step = (b - a for a, b in zip(self.prev, start + self.idle, strict=True))
                 self.steps.append(tuple(step))
-            out = run(output_names, feeds, *args, **kwargs)
+            out = run(*args, **kwargs)
             end = self.stat()
-            rows = len(feeds[spec.PREV_TOKENS])
+            rows = None if bound else len(args[1][spec.PREV_TOKENS])
             self.ort.append((single, rows, *(b - a for a, b in zip(start, end, strict=True))))
             self.prev = start + self.idle
             return out
@@ -91,7 +94,13 @@ def install(engine) -> None:
     model, recorder = engine.bundle.model, _Recorder(engine)
     for session, single in ((model.decoder, False), (model._decoder_1, True)):
         if "run" not in vars(session):
-            session.run = recorder.wrap_run(session.run, single or model.parallel_rows == 0)
+            # Blocked inside a single-threaded CPU session is the GIL alone; inside a CUDA
+            # one it is the GPU too, so there the GIL wait counts the host part only.
+            single = (single or model.parallel_rows == 0) and model.device != "cuda"
+            session.run = recorder.wrap_run(session.run, single)
+            session.run_with_iobinding = recorder.wrap_run(
+                session.run_with_iobinding, single, bound=True
+            )
     engine._cond.wait = recorder.wrap_wait(engine._cond.wait)
     engine._hostpath = recorder
 
@@ -100,6 +109,7 @@ def uninstall(engine) -> None:
     model = engine.bundle.model
     for session in (model.decoder, model._decoder_1):
         vars(session).pop("run", None)
+        vars(session).pop("run_with_iobinding", None)
     vars(engine._cond).pop("wait", None)
     vars(engine).pop("_hostpath", None)
 
@@ -119,6 +129,7 @@ def harvest(engine) -> dict:
     wall, cpu, runq, idle, idle_cpu, idle_runq = (mean(s[i] for s in steps) for i in range(6))
     o_wall, o_cpu, o_runq = (mean(o[i] for o in ort) for i in (2, 3, 4))
     single = [o for o in ort if o[0]]
+    counted = [o[1] for o in ort if o[1] is not None]
     gil_after = [(o[2] - o[3] - o[4]) / 1000 for o in single]
     busy = wall - idle
     host_wall, host_cpu = busy - o_wall, cpu - idle_cpu - o_cpu
@@ -129,7 +140,7 @@ def harvest(engine) -> dict:
     gil_in_ort = sum(o[2] - o[3] - o[4] for o in single) / 1000 / n
     return {
         "steps": n,
-        "rows_per_step": round(statistics.fmean(o[1] for o in ort), 1),
+        "rows_per_step": round(statistics.fmean(counted), 1) if counted else None,
         "single_thread_steps": len(single),
         "step_wall_us": round(busy, 1),
         "idle_us": idle,
@@ -148,7 +159,7 @@ def harvest(engine) -> dict:
         "gil_wait_us": round(gil_in_ort + host_gil, 1),
         "gil_wait_pct": round(100 * (gil_in_ort + host_gil) / busy, 1) if busy else None,
         "runq_pct": round(100 * (runq - idle_runq) / busy, 1) if busy else None,
-        "ort_cpu_us_per_row": round(o_cpu / statistics.fmean(o[1] for o in ort), 1),
+        "ort_cpu_us_per_row": round(o_cpu / statistics.fmean(counted), 1) if counted else None,
     }
 
 
@@ -211,7 +222,7 @@ def measure(server, clients, target, sentences, options, n, instrumented) -> dic
     return row
 
 
-def start(mode: str, repository: Path | None, threads: int):
+def start(mode: str, repository: Path | None, threads: int, device: str = "cpu"):
     from prometheus_client import CollectorRegistry
 
     from service.runtime import RuntimeConfig
@@ -222,8 +233,11 @@ def start(mode: str, repository: Path | None, threads: int):
         host="127.0.0.1",
         port=0,
         metrics_port=-1,
-        engine_process=mode == "on",
-        runtime=RuntimeConfig(providers=("cpu",), intra_op_threads=threads),
+        engine_process=mode,
+        # CUDA alone on a GPU (a silent CPU fallback would report CPU numbers as GPU ones)
+        runtime=RuntimeConfig(
+            providers=(device,), intra_op_threads=threads, require_gpu=device == "cuda"
+        ),
         **extra,
     )
     server, port = create_server(config, registry=CollectorRegistry())
@@ -309,7 +323,8 @@ def table(summary: list[dict]) -> str:
 def report(settings: dict, summary: list[dict], paired: list[dict]) -> str:
     low, high = settings["load_avg_1m_range"]
     lines = [
-        f"`{settings['command']}` ({settings['time']}, {settings['cores']} cores, 1-minute "
+        f"`{settings['command']}` ({settings['time']}, {settings['cores']} cores, "
+        f"{settings.get('device', 'cpu')}, 1-minute "
         f"load average {low}-{high} during the run; medians of {settings['rounds']} rounds; "
         "µs are per decoder step)",
         "",
@@ -334,9 +349,24 @@ def main(argv=None) -> int:
     p.add_argument("--file", type=Path, default=DEFAULT_SENTENCES)
     p.add_argument("--model-repository", type=Path, default=None)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="ORT intra-op")
+    p.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="ORT's provider (cuda: IO binding on; blocked inside session.run then includes "
+        "waiting for the GPU, not only the GIL)",
+    )
+    p.add_argument(
+        "--client-processes",
+        type=int,
+        default=1,
+        help="processes the clients are dealt out over (a GPU server needs several)",
+    )
     p.add_argument("--instrument", choices=("on", "off", "both"), default="both")
     p.add_argument("--out", type=Path, default=None, help="write OUT.json and OUT.md")
     args = p.parse_args(argv)
+    if args.client_processes < 1:
+        p.error(f"--client-processes must be >= 1, got {args.client_processes}")
     sentences = [s for s in args.file.read_text(encoding="utf-8").splitlines() if s.strip()]
     sentences = sentences[: args.sentences]
     levels = []
@@ -346,10 +376,12 @@ def main(argv=None) -> int:
         levels.append((DecodeOptions(beam_size=beam, return_scores=False), int(n)))
     modes = [m.strip() for m in args.engine_process.split(",")]
     passes = {"on": [True], "off": [False], "both": [False, True]}[args.instrument]
-    servers = {mode: start(mode, args.model_repository, args.threads) for mode in modes}
+    servers = {
+        mode: start(mode, args.model_repository, args.threads, args.device) for mode in modes
+    }
     rows: list[dict] = []
     try:
-        with ClientProcess() as clients:
+        with ClientProcess(args.client_processes) as clients:
             for _, target in servers.values():  # warm-up, not measured
                 clients.run_level(target, sentences[:32], 8, levels[0][0])
             for number in range(args.rounds):
@@ -370,6 +402,8 @@ def main(argv=None) -> int:
     settings = {
         "command": "python -m loadtest.hostpath " + " ".join(argv or sys.argv[1:]),
         "cores": os.cpu_count(),
+        "device": args.device,
+        "client_processes": args.client_processes,
         "ort_intra_op_threads": args.threads,
         "sentences": len(sentences),
         "rounds": args.rounds,

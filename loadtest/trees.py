@@ -83,8 +83,16 @@ def stop(process: subprocess.Popen, timeout: float = 30.0) -> None:
 
 
 def commit_of(tree: Path) -> str:
-    """The tree's short commit, with ``+`` when its tracked files have changes."""
+    """The tree's short commit, with ``+`` when its tracked files have changes;
+    ``unknown`` when the tree is no git checkout of its own (a copy inside another
+    checkout would otherwise be labelled with that checkout's commit)."""
     try:
+        top = subprocess.run(
+            ["git", "-C", str(tree), "rev-parse", "--show-toplevel"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        if Path(top).resolve() != Path(tree).resolve():
+            return "unknown"
         head = subprocess.run(
             ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
             capture_output=True, text=True, check=True,

@@ -21,6 +21,7 @@ from service.logs import LOG_FORMATS, LogConfig
 from service.runtime import GRAPH_OPTIMIZATION_LEVELS, IO_BINDING_MODES, RuntimeConfig
 from service.servicer import RpcConfig
 
+ENGINE_PROCESS_MODES = ("auto", "on", "off")
 DEFAULT_REPOSITORY = Path(__file__).resolve().parent.parent / "model_repository"
 
 # Every float field of the configuration is a duration, at most MAX_SECONDS (limits.py).
@@ -105,8 +106,10 @@ class ServerConfig:
     reuse_port: bool = False
     # Each model's scheduler and ONNX Runtime sessions in a child process of their own
     # (service/remote.py), so that gRPC, protobuf and tokenisation here and the decoder
-    # steps there do not take turns at one GIL.
-    engine_process: bool = False
+    # steps there do not take turns at one GIL. auto: on when the models run on CUDA (1.4-1.8x
+    # the greedy throughput of one process on an H100 at 32-256 clients), off on the CPU
+    # (the same throughput on 2 cores, for more CPU and memory: loadtest/results/).
+    engine_process: str = "auto"
     rpc: RpcConfig = field(default_factory=RpcConfig)
     transport: TransportConfig = field(default_factory=TransportConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
@@ -116,6 +119,8 @@ class ServerConfig:
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535 or not -1 <= self.metrics_port <= 65535:
             raise ValueError("ports must be in 0..65535 (metrics: -1 disables the endpoint)")
+        if self.engine_process not in ENGINE_PROCESS_MODES:
+            raise ValueError(f"engine_process must be one of {list(ENGINE_PROCESS_MODES)}")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("--tls-cert and --tls-key must be given together")
         if self.tls_client_ca is not None and self.tls_cert is None:
@@ -297,8 +302,9 @@ FLAGS: tuple[Flag, ...] = (
         "",
         "engine_process",
         "run each model's scheduler and ONNX Runtime sessions in a child process of their "
-        "own (gRPC, protobuf and tokenization stay here): the two no longer share a GIL",
-        **ON_OFF,
+        "own (gRPC, protobuf and tokenization stay here): the two no longer share a GIL "
+        "(auto: on with CUDA)",
+        choices=ENGINE_PROCESS_MODES,
     ),
     Flag("log", "level", "Python logging level", flag="log_level"),
     Flag(

@@ -111,6 +111,10 @@ class TranslationServer:
             gpu = usable_providers(config.runtime)[0] == "CUDAExecutionProvider"
         except BundleRuntimeError as exc:
             raise ServerError(str(exc)) from None
+        # auto: a child process per model on CUDA, where the GIL bounds one process
+        self.engine_process = config.engine_process == "on" or (
+            config.engine_process == "auto" and gpu
+        )
         bundles = find_bundles(config.model_repository, gpu=gpu)
         default = config.default_model or next(iter(bundles))
         if default not in bundles:
@@ -142,7 +146,7 @@ class TranslationServer:
             # Labelled by the name clients use (the repository directory), as in ListModels.
             version = str(bundle.manifest.get("version", ""))
             self.metrics.model.labels(name, version, bundle.model.provider).set(1)
-        if config.engine_process:
+        if self.engine_process:
             forward_engine_metrics(registry, self.metrics, list(self.engines.values()))
         self.servicer = TranslatorServicer(
             self.engines, default, self.metrics, config.rpc, access_log=config.log.access_log
@@ -166,11 +170,11 @@ class TranslationServer:
             raise
 
     def _engine(self, name: str, path: Path) -> Engine | RemoteEngine:
-        """``path``'s engine: in this process, or with ``--engine-process on`` in a child
+        """``path``'s engine: in this process, or (``--engine-process``) in a child
         process that loads the bundle (the children of the models before stop when a
         later one fails to load)."""
         config = self.config
-        if not config.engine_process:
+        if not self.engine_process:
             return Engine(_load(path, config.runtime), config.engine, self.metrics)
         try:
             return RemoteEngine(

@@ -71,6 +71,7 @@ def test_variables_override_defaults_and_flags_override_variables():
         (["--log-format", "xml"], "--log-format: 'xml': --log-format must be one of text, json"),
         (["--port", "x"], "--port: 'x' is not an integer"),
         (["--shutdown-grace", "nan"], "shutdown grace must be >= 0"),
+        (["--engine-process", "yes"], "--engine-process must be one of auto, on, off"),
     ],
 )
 def test_bad_values_are_one_line_errors(argv, message, capsys):

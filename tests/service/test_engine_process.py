@@ -88,8 +88,8 @@ def _requests(engine) -> tuple[int, int]:
 def servers(server_factory):
     """The in-process engine and the engine process, same model and limits."""
     limits = {"max_beam_size": 8, "max_n_best": 8}
-    local = server_factory(**limits)
-    remote = server_factory(server={"engine_process": True}, **limits)
+    local = server_factory(**limits)  # --engine-process auto: in this process on the CPU
+    remote = server_factory(server={"engine_process": "on"}, **limits)
     assert isinstance(remote.engines[TINY_MODEL], RemoteEngine)
     assert not isinstance(local.engines[TINY_MODEL], RemoteEngine)
     return local, remote
@@ -226,7 +226,7 @@ def test_deadline_passes_while_the_child_decodes(remote, stubs, tiny_bundle):
 
 def test_engine_refusal_keeps_its_status_and_message(server_factory, tiny_bundle):
     """Queue full in the child: RESOURCE_EXHAUSTED with the hint once, counted there."""
-    server = server_factory(server={"engine_process": True}, max_queue=1)
+    server = server_factory(server={"engine_process": "on"}, max_queue=1)
     engine = server.engines[TINY_MODEL]
     channel, stub = stub_for(server.port)
     try:
@@ -302,7 +302,7 @@ def test_engine_metrics_come_from_the_child(remote, stubs, tiny_bundle):
 
 
 def test_stop_drains_the_child(server_factory, tiny_bundle):
-    server = server_factory(server={"engine_process": True, "drain_announce": 0.2})
+    server = server_factory(server={"engine_process": "on", "drain_announce": 0.2})
     engine = server.engines[TINY_MODEL]
     channel, stub = stub_for(server.port)
     try:
@@ -327,7 +327,7 @@ def test_stop_drains_the_child(server_factory, tiny_bundle):
 
 @pytest.mark.parametrize("busy", [True, False], ids=["decoding", "idle"])
 def test_killed_engine_process_fails_calls_and_health(server_factory, tiny_bundle, busy):
-    server = server_factory(server={"engine_process": True})
+    server = server_factory(server={"engine_process": "on"})
     engine = server.engines[TINY_MODEL]
     assert _health(server.port) == health_pb2.HealthCheckResponse.SERVING
     channel, stub = stub_for(server.port)
@@ -378,7 +378,7 @@ def test_killed_engine_process_fails_calls_and_health(server_factory, tiny_bundl
 
 def test_dead_scheduler_in_the_child_is_reported(server_factory, tiny_bundle):
     """The child lives on but its engine is dead: its heartbeat says so."""
-    server = server_factory(server={"engine_process": True})
+    server = server_factory(server={"engine_process": "on"})
     engine = server.engines[TINY_MODEL]
     channel, stub = stub_for(server.port)
     try:

@@ -67,6 +67,7 @@ def test_server_on_gpu_serves_the_fp32_version(gpu_bundle):
     server, port = create_server(config, registry=CollectorRegistry())
     server.start()
     try:
+        assert server.engine_process  # --engine-process auto: a child process on CUDA
         server.warm_up()
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = pb_grpc.TranslatorStub(channel)

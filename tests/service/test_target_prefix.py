@@ -204,7 +204,7 @@ def test_impossible_prefixes_are_invalid(prefixes, options, match):
 WIRE_PREFIX = "la casa"
 
 
-@pytest.fixture(scope="module", params=[False, True], ids=["in-process", "engine-process"])
+@pytest.fixture(scope="module", params=["off", "on"], ids=["in-process", "engine-process"])
 def prefix_server(request, server_factory):
     return server_factory(server={"engine_process": request.param})
 
