@@ -219,6 +219,19 @@ def markdown(result: dict) -> str:
             f"| {_fmt(r['same_as_pytorch'])}/{r['sentences']} "
             f"| {_fmt(r.get('achieved_gflops'))} | {_fmt(r.get('pct_of_peak'))} |"
         )
+    failed = [r for r in result["rows"] if r.get("errors")]
+    if failed:
+        lines += [
+            "",
+            "* **calls that failed** (a closed-loop client moves on to its next sentence; "
+            "sentences/s and latencies count the answered ones; at more clients than the "
+            "server's `--max-queue` admits, the excess is refused with RESOURCE_EXHAUSTED): "
+            + "; ".join(
+                f"{r['system']} {r['strategy']} x{r['clients']}: {r['errors']} of "
+                f"{r['sentences'] + r['errors']}"
+                for r in failed
+            ),
+        ]
     f = result["flops"]
     lines += [
         "",

@@ -154,6 +154,17 @@ def test_markdown_table(result):
     assert len(table) == 3 * len(data["rows"]) - 2 - noop
 
 
+def test_failed_calls_are_listed_under_the_table(result):
+    data, md, _ = result
+    assert "calls that failed" not in md  # every call of the fixture run answered
+    row = next(r for r in data["rows"] if r["system"] == report.SERVICE)
+    failing = dict(data, rows=[dict(row, errors=3)] + data["rows"][1:])
+    shown = report.markdown(failing)
+    line = next(ln for ln in shown.splitlines() if "calls that failed" in ln)
+    total = row["sentences"] + 3
+    assert f"{row['system']} {row['strategy']} x{row['clients']}: 3 of {total}" in line
+
+
 def test_readme_table_is_written_between_the_markers(result):
     data, md, readme = result
     assert readme.startswith("# Title\n\n" + report.README_START + "\n`python -m loadtest.bench ")
