@@ -87,6 +87,13 @@ _TOO_MANY = re.compile(r"^(\d+) sentences in one request; the limit is (\d+)")
 _TEXT_INDEX = re.compile(r"^texts\[(\d+)\]")
 
 
+def text_index(details: str) -> tuple[int, str] | None:
+    """A refusal that names one sentence of the request (``texts[i]...``, the server's
+    and the local bundle's wording): ``(i, the rest of the message)``; else ``None``."""
+    index = _TEXT_INDEX.match(details)
+    return None if index is None else (int(index.group(1)), details[index.end() :])
+
+
 def explain_batch_error(
     exc: TranslatorError, *, where: Callable[[int], str] | None = None
 ) -> TranslatorError:
@@ -103,8 +110,8 @@ def explain_batch_error(
             f"{n} sentences in one request; the server's limit is {limit}: "
             f"lower --batch-size to at most {limit}"
         )
-    elif where is not None and (index := _TEXT_INDEX.match(details)):
-        details = where(int(index.group(1))) + details[index.end() :]
+    elif where is not None and (named := text_index(details)):
+        details = where(named[0]) + named[1]
     else:
         return exc
     return type(exc)(exc.code, details, request_id=exc.request_id, attempts=exc.attempts)

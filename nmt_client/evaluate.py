@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from nmt_client.cli import (
-    _TEXT_INDEX,
     add_connection_args,
     check_connection_args,
+    text_index,
     translate_lines,
     translator_from_args,
 )
@@ -284,10 +284,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except Exception as exc:  # noqa: BLE001 - a CLI reports one line, not a traceback
         progress.close()
-        index = _TEXT_INDEX.match(str(exc)) if args.bundle else None
-        if index is not None:  # refused as the server would: texts[i] of the non-blank lines
-            line = [i for i, text in enumerate(src) if text.strip()][int(index.group(1))] + 1
-            print(f"{PROG}: error: --src line {line}{str(exc)[index.end() :]}", file=sys.stderr)
+        named = text_index(str(exc)) if args.bundle else None
+        if named is not None:  # refused as the server would: texts[i] of the non-blank lines
+            line = [i for i, text in enumerate(src) if text.strip()][named[0]] + 1
+            print(f"{PROG}: error: --src line {line}{named[1]}", file=sys.stderr)
             return 1
         print(f"{PROG}: error: {type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1

@@ -38,6 +38,49 @@ def test_auto_is_off_on_cpu(tiny_bundle):
     assert load(tiny_bundle, io_binding="on").model.io_binding is True
 
 
+def _float16_memory_bundle(tiny_bundle, directory):
+    """A copy of the tiny bundle whose encoder emits its memory as float16 (a Cast on
+    that output), its manifest's checksum updated."""
+    import json
+    import shutil
+
+    import onnx
+    from onnx import TensorProto, helper
+
+    from export import spec
+    from service.bundle import sha256_file
+
+    bundle = directory / "fp16-memory"
+    shutil.copytree(tiny_bundle.bundle_dir, bundle)
+    model = onnx.load(bundle / "encoder.onnx")
+    memory = next(o for o in model.graph.output if o.name == spec.MEMORY)
+    for node in model.graph.node:  # every node keeps its float32 memory
+        node.output[:] = [f"{spec.MEMORY}_f32" if o == spec.MEMORY else o for o in node.output]
+        node.input[:] = [f"{spec.MEMORY}_f32" if i == spec.MEMORY else i for i in node.input]
+    model.graph.node.append(
+        helper.make_node("Cast", [f"{spec.MEMORY}_f32"], [spec.MEMORY], to=TensorProto.FLOAT16)
+    )
+    memory.type.tensor_type.elem_type = TensorProto.FLOAT16
+    onnx.save(model, bundle / "encoder.onnx")
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["files"]["encoder.onnx"] = sha256_file(bundle / "encoder.onnx")
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    return bundle
+
+
+def test_io_binding_refuses_an_encoder_without_float32_memory(tiny_bundle, tmp_path):
+    bundle = _float16_memory_bundle(tiny_bundle, tmp_path)
+    config = RuntimeConfig(("cpu",), intra_op_threads=1, io_binding="on")
+    with pytest.raises(
+        BundleError, match=r"float32 encoder outputs.*tensor\(float16\).*--io-binding off"
+    ):
+        load_bundle(bundle, config)
+    # the host path takes it as it is
+    assert (
+        load_bundle(bundle, RuntimeConfig(("cpu",), intra_op_threads=1)).model.io_binding is False
+    )
+
+
 def test_bound_step_keeps_states_on_the_device_and_matches(tiny_bundle):
     plain, bound = load(tiny_bundle).model, load(tiny_bundle, io_binding="on").model
     ids = np.array([[5, 6, 7], [8, 9, 0]], dtype=np.int64)
