@@ -306,7 +306,11 @@ def table(summary: list[dict]) -> str:
         line += f"{s['sentences_per_s']} | {s['p50_ms']} | {s['p95_ms']} |"
         b = s.get("breakdown") or {}
         if steps:
-            single = f"{100 * b['single_thread_steps'] / b['steps']:.0f} %" if b else None
+            single = (
+                f"{100 * b['single_thread_steps'] / b['steps']:.0f} %"
+                if b and b["single_thread_steps"]
+                else None
+            )
             line += (
                 f" {b.get('step_wall_us')} | {b.get('rows_per_step')} | {single} | "
                 f"{b.get('ort_wall_us')} ({b.get('ort_cpu_us')}/{b.get('ort_runq_us')}/"
@@ -316,7 +320,8 @@ def table(summary: list[dict]) -> str:
             )
         cpu = s["cpu_ms_per_sentence"]
         line += f" {cpu['process']}/{cpu.get('engine:process', '–')}/{cpu['clients']} |"
-        lines.append(line)
+        # what was not measured (rows of an IO-bound step, single-thread steps on CUDA)
+        lines.append(line.replace("None", "–"))
     return "\n".join(lines)
 
 
