@@ -45,6 +45,8 @@ from models.commands import show_defaults
 from models.config import ModelConfig
 from models.options import DecodeOptions
 from nmt_client import DecodeOptions as ClientOptions
+from service.config import ENGINE_PROCESS_MODES, ServerConfig
+from service.remote import RemoteEngine, on_engine
 from service.runtime import IO_BINDING_MODES
 
 log = logging.getLogger("loadtest.bench")
@@ -88,12 +90,6 @@ def engine_stats(engine) -> dict:
 def engine_cpu(engine) -> dict:
     """:func:`threadcpu.snapshot` of the process ``engine`` runs in (``engine`` unused)."""
     return threadcpu.snapshot()
-
-
-def on_engine(engine, fn):
-    """``fn(engine)`` in the engine's process: this one, or its child
-    (:meth:`service.remote.RemoteEngine.call`; ``fn`` must be a module-level function)."""
-    return engine.call(fn) if hasattr(engine, "call") else fn(engine)
 
 
 def delta(after: dict, before: dict) -> dict:
@@ -181,7 +177,7 @@ def measured_level(
     """One client level with the CPU it cost: this process's by thread group, plus the
     engine process's when ``engine`` runs in a child (its scheduler and encoder threads
     are there), and the client processes' (``clients``), in ms per sentence."""
-    remote = engine is not None and hasattr(engine, "call")
+    remote = isinstance(engine, RemoteEngine)
     cpu_before = threadcpu.snapshot()
     child_before = on_engine(engine, engine_cpu) if remote else {}
     level, texts = clients.run_level(target, sentences, n, request)
@@ -207,6 +203,7 @@ def bench_service(
         registry=CollectorRegistry(),
         providers=providers(args),
         io_binding=args.io_binding,
+        engine_process=args.engine_process,
     )
     engine = server.engines[model_name]
     rows = []
@@ -247,6 +244,8 @@ def bench_trees(args, sentences, options, clients: ClientProcess, number: int) -
         "--intra-op-threads", str(args.threads),
         "--io-binding", args.io_binding,
     ]  # fmt: skip
+    if args.engine_process != "auto":  # else each tree its own default (older: no auto)
+        flags += ["--engine-process", args.engine_process]
     rows: dict[str, list[dict]] = {}
     trees = args.ab_labels if number % 2 else args.ab_labels[::-1]
     for tree, label in trees:
@@ -318,6 +317,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         choices=IO_BINDING_MODES,
         default="auto",
         help="ORT IO binding of the ONNX baseline and the service (auto: on with CUDA)",
+    )
+    p.add_argument(
+        "--engine-process",
+        choices=ENGINE_PROCESS_MODES,
+        default=ServerConfig.engine_process,
+        help="the service's engine in a child process (auto: on with CUDA); the A/B trees "
+        "get the flag only when it is not auto",
     )
     p.add_argument("--parts", default=None, help=f"any of {','.join(PARTS)} (default: all)")
     p.add_argument(
@@ -525,8 +531,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.client_processes == 1
                 else f"{args.client_processes} child processes"
             )
-            + ", one sentence per request, default engine limits and --engine-process "
-            + "(auto: the engine in a child process on CUDA)",
+            + ", one sentence per request, default engine limits, --engine-process "
+            + args.engine_process,
             "ab_trees": [{"tree": str(t), "commit": label} for t, label in args.ab_labels],
         },
         "flops": flops.to_dict()

@@ -138,6 +138,7 @@ def start_server(
     registry=None,
     providers: tuple[str, ...] = ("cpu",),
     io_binding: str = "auto",
+    engine_process: str = "auto",
 ):
     """Start and warm up an in-process server on a free 127.0.0.1 port (no metrics
     endpoint; the CUDA provider is required when listed first); returns
@@ -157,6 +158,7 @@ def start_server(
                 require_gpu=providers[0] == "cuda",
                 io_binding=io_binding,
             ),
+            engine_process=engine_process,
             **extra,
         ),
         registry=registry,

@@ -35,6 +35,7 @@ from loadtest.clients import ClientProcess
 from loadtest.concurrency import DEFAULT_SENTENCES
 from loadtest.threadcpu import snapshot
 from nmt_client import DecodeOptions
+from service.remote import RemoteEngine, on_engine
 
 # -- run in the engine's process (directly, or through RemoteEngine.call) ----------------
 
@@ -186,10 +187,6 @@ def _machine_busy() -> tuple[int, int]:
     return sum(fields), fields[3] + fields[4]  # total, idle + iowait
 
 
-def _on_engine(engine, fn):
-    return engine.call(fn) if hasattr(engine, "call") else fn(engine)
-
-
 def _cpu_ms(before: dict, after: dict, sentences: int, prefix: str) -> dict:
     return {
         f"{prefix}{k}": round(1000 * (after[k] - before.get(k, 0.0)) / sentences, 3) for k in after
@@ -198,14 +195,14 @@ def _cpu_ms(before: dict, after: dict, sentences: int, prefix: str) -> dict:
 
 def measure(server, clients, target, sentences, options, n, instrumented) -> dict:
     engine = next(iter(server.engines.values()))
-    remote = hasattr(engine, "call")
+    remote = isinstance(engine, RemoteEngine)
     if instrumented:
-        _on_engine(engine, install)
-    cpu0, child0 = thread_cpu(), _on_engine(engine, thread_cpu) if remote else {}
+        on_engine(engine, install)
+    cpu0, child0 = thread_cpu(), on_engine(engine, thread_cpu) if remote else {}
     machine0, load0 = _machine_busy(), os.getloadavg()[0]
     level, _ = clients.run_level(target, sentences, n, options)
     machine1 = _machine_busy()
-    cpu1, child1 = thread_cpu(), _on_engine(engine, thread_cpu) if remote else {}
+    cpu1, child1 = thread_cpu(), on_engine(engine, thread_cpu) if remote else {}
     total, idle = (b - a for a, b in zip(machine0, machine1, strict=True))
     row = {
         "mode": "on" if remote else "off",
@@ -217,8 +214,8 @@ def measure(server, clients, target, sentences, options, n, instrumented) -> dic
         | {"clients": round(1000 * level.pop("client_cpu_s") / len(sentences), 3)},
     } | level
     if instrumented:
-        row["breakdown"] = _on_engine(engine, harvest)
-        _on_engine(engine, uninstall)
+        row["breakdown"] = on_engine(engine, harvest)
+        on_engine(engine, uninstall)
     return row
 
 

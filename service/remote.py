@@ -768,3 +768,10 @@ def forward_engine_metrics(
     for name in ENGINE_METRICS:
         registry.unregister(getattr(metrics, name))
     registry.register(_ForwardedMetrics(metrics, engines))
+
+
+def on_engine(engine: Any, fn: Callable[..., Any]) -> Any:
+    """``fn(engine)`` in the process the engine runs in: its child through
+    :meth:`RemoteEngine.call` (``fn`` must then be a module-level function), or directly
+    for an engine in this process (benchmarks reading its counters or instrumenting it)."""
+    return engine.call(fn) if isinstance(engine, RemoteEngine) else fn(engine)

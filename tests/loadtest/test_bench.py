@@ -366,3 +366,27 @@ def test_ab_tree_serves_both_trees_side_by_side(tiny_bundle, tmp_path):
     markdown = out.with_suffix(".md").read_text()
     assert "## A/B: this tree's service against another's" in markdown
     assert markdown.count(f"| {labels[0]} |") == 2
+
+
+def test_engine_process_rows_read_the_childs_counters_and_cpu(tiny_bundle, tmp_path):
+    """``--engine-process on``: the decoder counters and the scheduler's and encoder's CPU
+    come from the engine's child process (the gRPC process has neither thread)."""
+    source = tmp_path / "test.en"
+    source.write_text("\n".join(tiny_bundle.sentences[:SENTENCES]) + "\n", encoding="utf-8")
+    out = tmp_path / "bench-engine-process"
+    argv = [
+        "--model-repository", str(tiny_bundle.repo), "--model", "tiny",
+        "--file", str(source), "--sentences", str(SENTENCES), "--clients", "2",
+        "--beam", "2", "--threads", "1", "--parts", "service",
+        "--engine-process", "on", "--out", str(out),
+    ]  # fmt: skip
+    assert bench.main(argv) == 0
+    data = json.loads(out.with_suffix(".json").read_text())
+    assert "--engine-process on" in data["settings"]["service"]
+    rows = [r for r in data["rows"] if r["system"] == report.SERVICE]
+    assert {r["strategy"] for r in rows} == {"greedy", "beam2"}
+    for r in rows:
+        assert r["engine_process"] is True and r["errors"] == 0
+        assert r["decoder_rows"] > 0 and r["decoder_calls"] > 0
+        by = r["cpu_ms_by_thread"]
+        assert by["scheduler"] > 0 and by["encoder"] > 0 and by["total"] > by["scheduler"]
