@@ -65,6 +65,10 @@ BAD_BODY_LOG_SECONDS = 60.0
 CLIENT_DEADLINE_SLACK = 1.0
 # Threads that render and serialize replies, off the event loop.
 REPLY_THREADS = 2
+# A reply of at most this many hypotheses and no attention is built on the event loop
+# itself: detokenising and serializing it costs less than the hop to a reply thread and
+# back (an executor submit and a wake-up of the loop).
+INLINE_REPLY_HYPOTHESES = 4
 DEADLINE_SKEW = 0.25
 
 
@@ -295,9 +299,14 @@ class TranslatorServicer:
             diagnostics=diagnostics,
         )
 
-    async def _off_loop(self, fn: Callable[[], bytes]) -> bytes:
-        """``fn()`` on a reply thread: rendering and serializing a large reply must not
-        hold up the event loop (health checks, other calls)."""
+    async def _off_loop(
+        self, fn: Callable[[], bytes], nbest: list[list[Hypothesis]], attention: bool
+    ) -> bytes:
+        """``fn()`` (which renders and serializes ``nbest``) on a reply thread: a large reply
+        must not hold up the event loop (health checks, other calls). A small one is built
+        right here (:data:`INLINE_REPLY_HYPOTHESES`)."""
+        if not attention and sum(map(len, nbest)) <= INLINE_REPLY_HYPOTHESES:
+            return fn()
         return await asyncio.get_running_loop().run_in_executor(self._reply_pool, fn)
 
     async def _send(self, context, data: bytes) -> None:
@@ -448,7 +457,9 @@ class TranslatorServicer:
                 )
 
             attention = request.options.return_attention
-            return await self._off_loop(lambda: self._build(reply, nbest, attention))
+            return await self._off_loop(
+                lambda: self._build(reply, nbest, attention), nbest, attention
+            )
         finally:
             if job is not None and not job.future.done():
                 job.cancel()  # the client left, or the deadline passed: free its rows
@@ -520,7 +531,9 @@ class TranslatorServicer:
                     )
 
                 attention = request.options.return_attention
-                built = await self._off_loop(lambda: self._build(final, nbest, attention))
+                built = await self._off_loop(
+                    lambda: self._build(final, nbest, attention), nbest, attention
+                )
                 await self._send(context, built)
         except TimeoutError:
             raise DeadlineExpired(DEADLINE_MESSAGE) from None

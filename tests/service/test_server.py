@@ -292,3 +292,36 @@ def test_model_by_name(stub, texts):
     default = translate(stub, texts[:1], proto_options())
     named = translate(stub, texts[:1], proto_options(), model="tiny")
     assert named.translations == default.translations
+
+
+@pytest.mark.parametrize(
+    ("options", "sentences", "off_loop"),
+    [
+        (proto_options(), 1, False),
+        (proto_options(beam=4, n_best=4), 1, False),
+        (proto_options(), 5, True),
+        (proto_options(beam=4, n_best=2), 3, True),
+        (proto_options(return_attention=True), 1, True),
+    ],
+    ids=["greedy", "nbest-4", "5-sentences", "3x2-hypotheses", "attention"],
+)
+def test_small_replies_are_built_on_the_event_loop(
+    server, stub, texts, options, sentences, off_loop
+):
+    """Up to INLINE_REPLY_HYPOTHESES hypotheses without attention: built on the loop;
+    more, or attention maps: on a reply thread. The answer is the same either way."""
+    pool = server.servicer._reply_pool
+    submitted = []
+    submit = pool.submit
+
+    def counting(fn, *args, **kwargs):
+        submitted.append(fn)
+        return submit(fn, *args, **kwargs)
+
+    pool.submit = counting
+    try:
+        reply = translate(stub, texts[:sentences], options)
+    finally:
+        del pool.submit
+    assert len(reply.translations) == sentences
+    assert bool(submitted) is off_loop
