@@ -1,0 +1,132 @@
+"""The decode loop's own host time per decoder step, apart from ONNX Runtime.
+
+``python -m loadtest.loophost [--strategies greedy,beam5] [--batch 32,256]``
+
+Decodes test sentences with :func:`service.loop.decode` (the scheduler's loop, without
+gRPC, queues or threads) at several batch sizes and splits the wall time into the
+decoder's and the encoder's ONNX Runtime calls (the model's own counters) and the rest:
+the Python of the step (building its index inputs, candidates, EOS rules and bans, each
+strategy's selection, each sentence taking its step) and the memory pool's appends,
+growth and compaction. On a GPU the decoder call is 0.4-0.5 ms whatever the batch
+(``loadtest.stepbench --device cuda``), so this host time per step, which grows with
+the sentences a step carries, bounds a single engine once enough requests reach it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from loadtest.machine import cpu_name
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_EN = ROOT / "models" / "pretrained" / "en-es" / "test.en"
+
+
+def measure(bundle, sources: list[list[int]], beam: int, batch: int) -> dict:
+    """One decode of ``sources`` (token ids) at ``batch`` sentences: steps, rows per step
+    and milliseconds of wall, ORT and host time, host µs per step and per row."""
+    from models.options import DecodeOptions
+    from service.loop import decode
+
+    model = bundle.model
+    before = dict(vars(model.stats))
+    start = time.perf_counter()
+    decode(
+        model, sources, options=DecodeOptions(beam_size=beam), special=bundle.special,
+        batch_size=batch,
+    )  # fmt: skip
+    wall = time.perf_counter() - start
+    used = {k: v - before[k] for k, v in vars(model.stats).items()}
+    steps, rows = used["decoder_calls"], used["decoder_rows"]
+    host = wall - used["decoder_seconds"] - used["encoder_seconds"]
+    return {
+        "strategy": "greedy" if beam == 1 else f"beam{beam}",
+        "batch": batch,
+        "steps": steps,
+        "rows_per_step": round(rows / max(steps, 1), 1),
+        "wall_ms": round(1000 * wall, 1),
+        "decoder_ort_ms": round(1000 * used["decoder_seconds"], 1),
+        "encoder_ort_ms": round(1000 * used["encoder_seconds"], 1),
+        "host_ms": round(1000 * host, 1),
+        "host_us_per_step": round(1e6 * host / max(steps, 1), 1),
+        "host_us_per_row": round(1e6 * host / max(rows, 1), 2),
+        "decoder_ort_us_per_step": round(1e6 * used["decoder_seconds"] / max(steps, 1), 1),
+    }
+
+
+def table(rows: list[dict]) -> str:
+    lines = [
+        "| strategy | batch | steps | rows/step | host µs/step | host µs/row "
+        "| decoder ORT µs/step | host share of wall % |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        share = 100 * r["host_ms"] / r["wall_ms"] if r["wall_ms"] else 0.0
+        lines.append(
+            f"| {r['strategy']} | {r['batch']} | {r['steps']} | {r['rows_per_step']} "
+            f"| {r['host_us_per_step']} | {r['host_us_per_row']} "
+            f"| {r['decoder_ort_us_per_step']} | {share:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from service.bundle import load_bundle
+    from service.runtime import RuntimeConfig
+    from service.server import find_bundles
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model-repository", type=Path, default=ROOT / "model_repository")
+    p.add_argument("--model", default="en-es")
+    p.add_argument("--file", type=Path, default=TEST_EN)
+    p.add_argument("--sentences", type=int, default=1000)
+    p.add_argument("--strategies", default="greedy,beam5", help="greedy and/or beamN")
+    p.add_argument("--batch", default="32,256", help="sentences decoded at once")
+    p.add_argument("--rounds", type=int, default=3, help="each row's median round is kept")
+    p.add_argument("--json", type=Path, default=None)
+    args = p.parse_args(argv)
+    try:
+        beams = [
+            1 if s == "greedy" else int(s.removeprefix("beam")) for s in args.strategies.split(",")
+        ]
+        batches = [int(b) for b in args.batch.split(",")]
+    except ValueError as exc:
+        p.error(f"--strategies/--batch: {exc}")
+    if args.rounds < 1 or min(beams + batches) < 1:
+        p.error("--rounds, beam sizes and batch sizes must be >= 1")
+    bundle_dir = find_bundles(args.model_repository, gpu=False)[args.model]
+    bundle = load_bundle(bundle_dir, RuntimeConfig(providers=("cpu",)))
+    lines = [s for s in args.file.read_text(encoding="utf-8").splitlines() if s.strip()]
+    sources = [bundle.src_tokenizer.encode(s) for s in lines[: args.sentences]]
+    if not sources:
+        p.error(f"--file {args.file} has no sentences")
+    rows = []
+    for beam in beams:
+        for batch in batches:
+            runs = [measure(bundle, sources, beam, batch) for _ in range(args.rounds)]
+            rows.append(sorted(runs, key=lambda r: r["host_us_per_step"])[len(runs) // 2])
+    print(table(rows))
+    if args.json:
+        settings = {
+            "command": "python -m loadtest.loophost " + " ".join(argv or sys.argv[1:]),
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "cpu": cpu_name(),
+            "python": platform.python_version(),
+            "bundle": str(bundle_dir.relative_to(ROOT))
+            if bundle_dir.is_relative_to(ROOT)
+            else str(bundle_dir),
+            "sentences": len(sources),
+            "rounds": args.rounds,
+        }
+        args.json.write_text(json.dumps({"settings": settings, "rows": rows}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

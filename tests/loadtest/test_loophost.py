@@ -1,0 +1,41 @@
+"""``loadtest.loophost``: the decode loop's host time per step, apart from ORT."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from loadtest import loophost
+
+
+def test_rows_split_wall_time_into_ort_and_host(tiny_bundle, tmp_path, capsys):
+    source = tmp_path / "test.en"
+    source.write_text("\n".join(tiny_bundle.sentences[:12]) + "\n", encoding="utf-8")
+    out = tmp_path / "loophost.json"
+    argv = [
+        "--model-repository", str(tiny_bundle.repo), "--model", "tiny", "--file", str(source),
+        "--strategies", "greedy,beam2", "--batch", "1,8", "--rounds", "1", "--json", str(out),
+    ]  # fmt: skip
+    assert loophost.main(argv) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["strategy"], r["batch"]) for r in rows] == [
+        ("greedy", 1), ("greedy", 8), ("beam2", 1), ("beam2", 8),
+    ]  # fmt: skip
+    for r in rows:
+        assert r["steps"] > 0 and r["host_us_per_step"] > 0 and r["decoder_ort_ms"] > 0
+        assert r["wall_ms"] == pytest.approx(
+            r["decoder_ort_ms"] + r["encoder_ort_ms"] + r["host_ms"], abs=0.2
+        )
+    # one sentence at a time: a row per step (greedy); batched: more rows, fewer steps
+    assert rows[0]["rows_per_step"] == 1.0
+    assert rows[1]["rows_per_step"] > 1 and rows[1]["steps"] < rows[0]["steps"]
+    assert "| greedy | 8 |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["--batch", "0"], ["--strategies", "beamx"], ["--rounds", "0"]])
+def test_bad_arguments_are_one_line_errors(argv, capsys):
+    with pytest.raises(SystemExit):
+        loophost.main(argv)
+    err = capsys.readouterr().err
+    assert "error:" in err and "Traceback" not in err
