@@ -84,6 +84,27 @@ def test_image_ships_the_pinned_onnxruntime_and_no_torch(docker, container):
     assert docker.run("exec", container, "python", "-c", code).split() == [pinned, "False"]
 
 
+def test_engine_processes_run_under_the_pods_security_context(docker, cpu_image):
+    """The engine in child processes (``--engine-process auto`` does so on CUDA, in the
+    gpu image) inside the restrictions of the Kubernetes pod: read-only root filesystem,
+    a small tmpfs at /tmp, every capability dropped. Each model's engine process serves
+    and reports its own metrics."""
+    options = (
+        "--read-only", "--tmpfs", "/tmp:size=64m", "--cap-drop", "ALL",
+        "-e", "NMT_ENGINE_PROCESS=on", "-p", "127.0.0.1::50051", "-p", "127.0.0.1::9464",
+    )  # fmt: skip
+    with docker.healthy_container("engine-process", *options, cpu_image) as name:
+        port = docker.host_port(name, 50051)
+        (text,) = translate(port, SENTENCES[0])
+        assert text.strip() and text != SENTENCES[0]
+        metrics = scrape(docker.host_port(name, 9464))
+        for model in ("en-es", "en-es-luong"):
+            rss = metrics.value("nmt_engine_process_resident_memory_bytes", model=model)
+            assert rss is not None and rss > 10e6, model
+        logs = docker.run("logs", name, stderr=subprocess.STDOUT)
+        assert "Traceback" not in logs and "Read-only file system" not in logs, logs
+
+
 def test_docker_stop_drains_and_exits_0(docker, container):
     """Last in this module: it stops the container."""
     port = docker.host_port(container, 50051)
