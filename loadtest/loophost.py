@@ -79,7 +79,7 @@ def table(rows: list[dict]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     from service.bundle import load_bundle
     from service.runtime import RuntimeConfig
-    from service.server import find_bundles
+    from service.server import ServerError, find_bundles
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model-repository", type=Path, default=ROOT / "model_repository")
@@ -100,7 +100,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(f"--strategies/--batch: {exc}")
     if args.rounds < 1 or min(beams + batches) < 1:
         p.error("--rounds, beam sizes and batch sizes must be >= 1")
-    bundle_dir = find_bundles(args.model_repository, gpu=False)[args.model]
+    try:
+        bundles = find_bundles(args.model_repository, gpu=False)
+    except ServerError as exc:
+        p.error(f"--model-repository: {exc}")
+    if args.model not in bundles:
+        p.error(f"--model {args.model!r} is not in {args.model_repository}: {', '.join(bundles)}")
+    bundle_dir = bundles[args.model]
     bundle = load_bundle(bundle_dir, RuntimeConfig(providers=("cpu",)))
     lines = [s for s in args.file.read_text(encoding="utf-8").splitlines() if s.strip()]
     sources = [bundle.src_tokenizer.encode(s) for s in lines[: args.sentences]]

@@ -33,7 +33,16 @@ def test_rows_split_wall_time_into_ort_and_host(tiny_bundle, tmp_path, capsys):
     assert "| greedy | 8 |" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("argv", [["--batch", "0"], ["--strategies", "beamx"], ["--rounds", "0"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--batch", "0"],
+        ["--strategies", "beamx"],
+        ["--rounds", "0"],
+        ["--model", "nope"],
+        ["--model-repository", "/nonexistent"],
+    ],
+)
 def test_bad_arguments_are_one_line_errors(argv, capsys):
     with pytest.raises(SystemExit):
         loophost.main(argv)
