@@ -372,11 +372,16 @@ def main(argv=None) -> int:
     sentences = [s for s in args.file.read_text(encoding="utf-8").splitlines() if s.strip()]
     sentences = sentences[: args.sentences]
     levels = []
-    for item in args.levels.split(","):
-        strategy, n = item.split(":")
-        beam = 1 if strategy == "greedy" else int(strategy.removeprefix("beam"))
-        levels.append((DecodeOptions(beam_size=beam, return_scores=False), int(n)))
+    try:
+        for item in args.levels.split(","):
+            strategy, n = item.split(":")
+            beam = 1 if strategy == "greedy" else int(strategy.removeprefix("beam"))
+            levels.append((DecodeOptions(beam_size=beam, return_scores=False), int(n)))
+    except ValueError as exc:
+        p.error(f"--levels {args.levels!r}: STRATEGY:CLIENTS,... e.g. greedy:32,beam5:8 ({exc})")
     modes = [m.strip() for m in args.engine_process.split(",")]
+    if not set(modes) <= {"on", "off"}:
+        p.error(f"--engine-process {args.engine_process!r}: on, off or both (off,on)")
     passes = {"on": [True], "off": [False], "both": [False, True]}[args.instrument]
     servers = {
         mode: start(mode, args.model_repository, args.threads, args.device) for mode in modes

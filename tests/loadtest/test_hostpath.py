@@ -39,3 +39,14 @@ def test_steps_are_timed_with_and_without_io_binding(server_factory, tiny_bundle
     row = hostpath.table(summary).splitlines()[-1]
     assert "None" not in row
     assert (" | – | " in row) is (io_binding == "on")  # the rows column
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--levels", "greedy32"], ["--levels", "beamx:4"], ["--engine-process", "maybe"]],
+)
+def test_bad_arguments_are_one_line_errors(argv, capsys):
+    with pytest.raises(SystemExit):
+        hostpath.main(argv)
+    err = capsys.readouterr().err
+    assert "error:" in err and "Traceback" not in err
