@@ -110,6 +110,16 @@ def closed_loop(
     return result
 
 
+def strategy_name(beam: int) -> str:
+    """The name a benchmark gives a beam size: ``greedy`` (1) or ``beamN``."""
+    return "greedy" if beam == 1 else f"beam{beam}"
+
+
+def beam_of(strategy: str) -> int:
+    """The beam size a benchmark's strategy name stands for (ValueError for no such name)."""
+    return 1 if strategy == "greedy" else int(strategy.removeprefix("beam"))
+
+
 def summarize(clients: int, options: DecodeOptions, loops: Sequence[LoopResult]) -> dict:
     """One level's numbers from the closed loops that ran it side by side (one per client
     process): throughput over the wall time from the first start to the last end."""
@@ -118,7 +128,7 @@ def summarize(clients: int, options: DecodeOptions, loops: Sequence[LoopResult])
     wall = max(loop.end for loop in loops) - min(loop.start for loop in loops)
     return {
         "clients": clients,
-        "strategy": "greedy" if (beam := options.beam_size or 1) == 1 else f"beam{beam}",
+        "strategy": strategy_name(options.beam_size or 1),
         "sentences": len(latencies),
         "errors": sum(loop.errors for loop in loops),
         "seconds": round(wall, 4),

@@ -30,9 +30,11 @@ import threading
 import time
 from pathlib import Path
 
+from prometheus_client import CollectorRegistry
+
 from export import spec
 from loadtest.clients import ClientProcess
-from loadtest.concurrency import DEFAULT_SENTENCES
+from loadtest.concurrency import DEFAULT_SENTENCES, beam_of, start_server
 from loadtest.threadcpu import snapshot
 from nmt_client import DecodeOptions
 from service.remote import RemoteEngine, on_engine
@@ -219,30 +221,6 @@ def measure(server, clients, target, sentences, options, n, instrumented) -> dic
     return row
 
 
-def start(mode: str, repository: Path | None, threads: int, device: str = "cpu"):
-    from prometheus_client import CollectorRegistry
-
-    from service.runtime import RuntimeConfig
-    from service.server import ServerConfig, create_server
-
-    extra = {} if repository is None else {"model_repository": repository}
-    config = ServerConfig(
-        host="127.0.0.1",
-        port=0,
-        metrics_port=-1,
-        engine_process=mode,
-        # CUDA alone on a GPU (a silent CPU fallback would report CPU numbers as GPU ones)
-        runtime=RuntimeConfig(
-            providers=(device,), intra_op_threads=threads, require_gpu=device == "cuda"
-        ),
-        **extra,
-    )
-    server, port = create_server(config, registry=CollectorRegistry())
-    server.start()
-    server.warm_up()
-    return server, f"127.0.0.1:{port}"
-
-
 def _median(rows: list[dict], key: str):
     values = [r[key] for r in rows if r.get(key) is not None]
     return round(statistics.median(values), 1) if values else None
@@ -375,16 +353,23 @@ def main(argv=None) -> int:
     try:
         for item in args.levels.split(","):
             strategy, n = item.split(":")
-            beam = 1 if strategy == "greedy" else int(strategy.removeprefix("beam"))
-            levels.append((DecodeOptions(beam_size=beam, return_scores=False), int(n)))
+            levels.append((DecodeOptions(beam_size=beam_of(strategy), return_scores=False), int(n)))
     except ValueError as exc:
         p.error(f"--levels {args.levels!r}: STRATEGY:CLIENTS,... e.g. greedy:32,beam5:8 ({exc})")
     modes = [m.strip() for m in args.engine_process.split(",")]
     if not set(modes) <= {"on", "off"}:
         p.error(f"--engine-process {args.engine_process!r}: on, off or both (off,on)")
     passes = {"on": [True], "off": [False], "both": [False, True]}[args.instrument]
+    # CUDA alone on a GPU (a silent CPU fallback would report CPU numbers as GPU ones)
     servers = {
-        mode: start(mode, args.model_repository, args.threads, args.device) for mode in modes
+        mode: start_server(
+            args.model_repository,
+            intra_op_threads=args.threads,
+            registry=CollectorRegistry(),
+            providers=(args.device,),
+            engine_process=mode,
+        )
+        for mode in modes
     }
     rows: list[dict] = []
     try:

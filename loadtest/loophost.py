@@ -22,6 +22,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from loadtest.concurrency import beam_of, strategy_name
 from loadtest.machine import cpu_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,7 +47,7 @@ def measure(bundle, sources: list[list[int]], beam: int, batch: int) -> dict:
     steps, rows = used["decoder_calls"], used["decoder_rows"]
     host = wall - used["decoder_seconds"] - used["encoder_seconds"]
     return {
-        "strategy": "greedy" if beam == 1 else f"beam{beam}",
+        "strategy": strategy_name(beam),
         "batch": batch,
         "steps": steps,
         "rows_per_step": round(rows / max(steps, 1), 1),
@@ -92,9 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
     try:
-        beams = [
-            1 if s == "greedy" else int(s.removeprefix("beam")) for s in args.strategies.split(",")
-        ]
+        beams = [beam_of(s) for s in args.strategies.split(",")]
         batches = [int(b) for b in args.batch.split(",")]
     except ValueError as exc:
         p.error(f"--strategies/--batch: {exc}")

@@ -9,6 +9,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests.service.server_fixtures import (  # noqa: E402, F401 - fixtures of the bench tests
+    server_factory,
     tiny_bundle,
     tiny_checkpoint,
 )

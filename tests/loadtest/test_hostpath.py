@@ -9,12 +9,12 @@ import pytest
 from loadtest import hostpath
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.runtime import RuntimeConfig
-from tests.service.server_fixtures import TINY_MODEL, server_factory  # noqa: F401
+from tests.service.server_fixtures import TINY_MODEL
 from tests.service.server_helpers import TIMEOUT, stub_for
 
 
 @pytest.mark.parametrize("io_binding", ["off", "on"])
-def test_steps_are_timed_with_and_without_io_binding(server_factory, tiny_bundle, io_binding):  # noqa: F811
+def test_steps_are_timed_with_and_without_io_binding(server_factory, tiny_bundle, io_binding):
     runtime = RuntimeConfig(providers=("cpu",), intra_op_threads=1, io_binding=io_binding)
     server = server_factory(server={"runtime": runtime})
     engine = server.engines[TINY_MODEL]
