@@ -48,3 +48,12 @@ def test_bad_arguments_are_one_line_errors(argv, capsys):
         loophost.main(argv)
     err = capsys.readouterr().err
     assert "error:" in err and "Traceback" not in err
+
+
+def test_a_file_without_sentences_is_refused(tiny_bundle, tmp_path, capsys):
+    empty = tmp_path / "blank.en"
+    empty.write_text("\n  \n", encoding="utf-8")
+    argv = ["--model-repository", str(tiny_bundle.repo), "--model", "tiny", "--file", str(empty)]
+    with pytest.raises(SystemExit):
+        loophost.main(argv)
+    assert "has no sentences" in capsys.readouterr().err
