@@ -22,6 +22,7 @@ from service.runtime import GRAPH_OPTIMIZATION_LEVELS, IO_BINDING_MODES, Runtime
 from service.servicer import RpcConfig
 
 ENGINE_PROCESS_MODES = ("auto", "on", "off")
+MAX_FRONTENDS = 64
 DEFAULT_REPOSITORY = Path(__file__).resolve().parent.parent / "model_repository"
 
 # Every float field of the configuration is a duration, at most MAX_SECONDS (limits.py).
@@ -110,6 +111,10 @@ class ServerConfig:
     # the greedy throughput of one process on an H100 at 32-256 clients), off on the CPU
     # (the same throughput on 2 cores, for more CPU and memory: loadtest/results/).
     engine_process: str = "auto"
+    # gRPC processes on --port (SO_REUSEPORT) sharing each model's engine process
+    # (service/frontends.py): when protobuf, tokenisation and the event loop of one
+    # process are the bound (a GPU), not the engine. Needs the engine process (auto: on).
+    frontends: int = 1
     rpc: RpcConfig = field(default_factory=RpcConfig)
     transport: TransportConfig = field(default_factory=TransportConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
@@ -121,6 +126,13 @@ class ServerConfig:
             raise ValueError("ports must be in 0..65535 (metrics: -1 disables the endpoint)")
         if self.engine_process not in ENGINE_PROCESS_MODES:
             raise ValueError(f"engine_process must be one of {list(ENGINE_PROCESS_MODES)}")
+        if not 1 <= self.frontends <= MAX_FRONTENDS:
+            raise ValueError(f"--frontends must be in 1..{MAX_FRONTENDS}")
+        if self.frontends > 1 and self.engine_process == "off":
+            raise ValueError(
+                "--frontends > 1 shares each model's engine process between the front ends: "
+                "use --engine-process auto or on"
+            )
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("--tls-cert and --tls-key must be given together")
         if self.tls_client_ca is not None and self.tls_cert is None:
@@ -305,6 +317,13 @@ FLAGS: tuple[Flag, ...] = (
         "own (gRPC, protobuf and tokenization stay here): the two no longer share a GIL "
         "(auto: on with CUDA)",
         choices=ENGINE_PROCESS_MODES,
+    ),
+    Flag(
+        "",
+        "frontends",
+        "gRPC processes serving --port (SO_REUSEPORT) that share each model's engine "
+        "process: one batch and one queue per model, more CPU for protobuf, tokenization "
+        "and the event loop (needs --engine-process auto or on)",
     ),
     Flag("log", "level", "Python logging level", flag="log_level"),
     Flag(

@@ -1,51 +1,47 @@
-"""The engine in a process of its own (``nmt-serve --engine-process on``).
+"""The engine in a process of its own (``nmt-serve --engine-process``): the server's side.
 
 In one process the gRPC side (the ``grpc.aio`` event loop, protobuf, tokenisation and
 detokenisation, reply building) and each engine's scheduler thread take turns at one
 GIL: every decoder step's ONNX Runtime call releases it and has to win it back before
 the step's host work can run. :class:`RemoteEngine` moves a model's scheduler, encoder
 thread and ORT sessions (a :class:`service.engine.Engine`) into a child process started
-with ``spawn`` (never ``fork``: the server has threads by then), so each side has a GIL
-of its own. The proxy has the interface the servicer and the server use (``submit``,
-``render``, ``bundle``, ``config``, ``health``, ``warmup``, ``start``, ``stop``), and
-:meth:`RemoteEngine.submit` returns an ordinary :class:`service.jobs.Job` whose future
-the child's answer resolves.
+with ``spawn`` (never ``fork``: the server has threads by then; the child's side is
+``service/enginechild.py``), so each side has a GIL of its own. The proxy has the
+interface the servicer and the server use (``submit``, ``render``, ``bundle``,
+``config``, ``health``, ``warmup``, ``start``, ``stop``), and :meth:`EngineLink.submit`
+returns an ordinary :class:`service.jobs.Job` whose future the child's answer resolves.
 
-Processes and messages (a duplex :func:`multiprocessing.Pipe`, a Unix socket pair;
-pickled tuples; the child's main thread reads, the parent's ``nmt-ipc-<model>`` thread
-reads):
+Processes and messages (a duplex :func:`multiprocessing.Pipe` per link, a Unix socket
+pair; pickled tuples; the child's main thread reads every link, each link's
+``nmt-ipc-<model>`` thread reads its end):
 
-* parent -> child: ``submit`` (job id, token ids, options, absolute deadline on the
-  shared ``CLOCK_MONOTONIC``, whether it streams), ``cancel``, ``start``, ``stop``,
-  ``call`` (a function run on the child's engine: benchmarks and tests).
-* child -> parent (queued, and sent by the child's ``nmt-ipc-sender`` thread, several at
-  once as one ``batch``): ``done`` (n-best lists and the job's timing), ``error`` (the domain
-  exception's class name and message), ``prefix`` (a streaming job's stable prefix,
-  sent only when it changed), ``beat`` (every :data:`HEARTBEAT_SECONDS`: the child's
-  ``Engine.health()`` and its engine metrics' samples), ``called``, ``stopped``.
+* server -> child: ``submit`` (job id, token ids, options, absolute deadline on the
+  shared ``CLOCK_MONOTONIC``, whether it streams), ``cancel``, ``call`` (a function run
+  on the child's engine: benchmarks and tests); the owner also ``start`` and ``stop``.
+* child -> server (queued, and sent by the child's ``nmt-ipc-sender`` thread, several at
+  once as one ``batch``): ``done`` (n-best lists and the job's timing), ``error`` (the
+  domain exception's class name and message), ``prefix`` (a streaming job's stable
+  prefix, sent only when it changed), ``beat`` (every heartbeat: the child's
+  ``Engine.health()``, and to the owner its engine metrics' samples), ``called``,
+  ``stopped``.
 
-The parent tokenises and validates (:meth:`EngineFront.validate`, the in-process
-engine's very code), so only token ids cross; a
-refusal by the child's engine (queue full, not accepting) comes back through the job's
-future, and the servicer maps it to the same status as in-process.
+:class:`RemoteEngine` starts the child and owns link 0; with ``--frontends N`` it opens
+``N - 1`` more (:attr:`RemoteEngine.spare_links`), and each further front-end process
+reaches the same engine through an :class:`EngineLink` of its own, so all front ends
+feed one batch and one queue (``service/frontends.py``).
 
-Metrics: the child's engine writes its own :class:`service.metrics.Metrics` on a
-private registry, and the heartbeat forwards their samples. In the parent
-:func:`forward_engine_metrics` takes the engine-side metrics (:data:`ENGINE_METRICS`)
-off the server's registry and registers a collector that exports each as the sum of
-the parent's own samples (``rejected`` is also counted here) and every child's latest
-ones. prometheus_client's multiprocess mode is not used: it is process-global (an
-environment variable read at import) and would change every metric of the server. The
-engine processes' own CPU time, memory and file descriptors are exported as
-``nmt_engine_process_*{model}``; ``process_*`` remain the gRPC process's.
+The server process tokenises and validates (:meth:`EngineFront.validate`, the in-process
+engine's very code), so only token ids cross; a refusal by the child's engine (queue
+full, not accepting) comes back through the job's future, and the servicer maps it to
+the same status as in-process. Metrics: ``service/forwarding.py``.
 
-Crashes: the parent notices a dead child by end-of-file on the pipe, at once. Every
-request in flight then fails with :class:`EngineFailure` (INTERNAL), new ones are
-refused with :class:`NotReady` (UNAVAILABLE), and :meth:`RemoteEngine.health` reports
-it, so the watchdog turns health NOT_SERVING and ``nmt-serve`` exits 1, as for a dead
-scheduler thread. A child whose heartbeat stops for longer than the stall timeout is
-reported too. The child ignores SIGINT and SIGTERM (the parent drains it) and exits
-when the parent's end of the pipe closes, so it never outlives the server.
+Crashes: a link notices a dead child by end-of-file on its pipe, at once. Every request
+in flight then fails with :class:`EngineFailure` (INTERNAL), new ones are refused with
+:class:`NotReady` (UNAVAILABLE), and :meth:`EngineLink.health` reports it, so the
+watchdog turns health NOT_SERVING and ``nmt-serve`` exits 1, as for a dead scheduler
+thread. A child whose heartbeat stops for longer than the stall timeout is reported
+too. The child ignores SIGINT and SIGTERM (the owner drains it) and exits when the
+owner's end of link 0 closes, so it never outlives the server.
 """
 
 from __future__ import annotations
@@ -54,9 +50,7 @@ import contextlib
 import itertools
 import logging
 import multiprocessing
-import queue
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -65,18 +59,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CollectorRegistry, ProcessCollector
-from prometheus_client.metrics_core import Metric
-from prometheus_client.registry import Collector
-
 from export import spec
 from export.spec import BundleConfig
 from models.options import DecodeOptions
 from models.tokenizer import TokenizerError, load_tokenizer
 from service import bundle as bundles
-from service import logs
-from service.bundle import Bundle, BundleError, load_bundle
-from service.engine import Engine, one_line
+from service.bundle import Bundle, BundleError
+from service.engine import one_line
+from service.enginechild import HEARTBEAT_SECONDS, Wire, child_main
 from service.errors import (
     Cancelled,
     DeadlineExpired,
@@ -84,19 +74,18 @@ from service.errors import (
     InvalidRequest,
     NotReady,
     Overloaded,
-    ServiceError,
     TooLarge,
 )
+from service.forwarding import Samples, zero_gauges
 from service.front import EngineFront
 from service.jobs import Job, PrefixCallback
 from service.limits import EngineConfig
 from service.logs import LogConfig
-from service.metrics import Metrics, create_metrics
+from service.metrics import Metrics
 from service.runtime import RuntimeConfig
 
 log = logging.getLogger(__name__)
 
-HEARTBEAT_SECONDS = 0.5
 # A child that sends no heartbeat for this many beats (or the stall timeout, if longer)
 # is reported by health(): hung as a whole, not just its scheduler.
 SILENT_BEATS = 20
@@ -105,21 +94,6 @@ START_SECONDS = 600.0
 STOP_MARGIN_SECONDS = 5.0
 CALL_SECONDS = 60.0
 START_METHOD = "spawn"
-
-# Metrics (attributes of service.metrics.Metrics) written by the engine: in the child.
-ENGINE_METRICS = (
-    "queue_wait",
-    "encoder_latency",
-    "decoder_step_latency",
-    "rows_per_step",
-    "target_tokens",
-    "generated_tokens",
-    "source_tokens",
-    "rejected",
-    "live_rows",
-    "queue_depth",
-)
-_GAUGES = ("live_rows", "queue_depth")  # zeroed when the child dies: nothing waits there
 
 # Domain exceptions rebuilt by class name (the message is the client's, unchanged).
 _ERRORS = {
@@ -134,8 +108,6 @@ _ERRORS = {
         EngineFailure,
     )
 }
-
-Samples = dict[str, list[tuple[str, dict[str, str], float]]]
 
 
 class EngineProcessError(RuntimeError):
@@ -165,36 +137,6 @@ def host_bundle(path: Path, provider: str) -> Bundle:
     return Bundle(path, manifest, config, _RemoteModel(provider), src_tok, tgt_tok, decoding)
 
 
-class _Wire:
-    """One end of the pipe: sends from any thread (one at a time), reads from one."""
-
-    def __init__(self, conn) -> None:
-        self.conn = conn
-        self._lock = threading.Lock()
-
-    def send(self, message: tuple) -> bool:
-        """False when the other side is gone (the reader finds out and acts on it)."""
-        try:
-            with self._lock:
-                self.conn.send(message)
-        except (OSError, ValueError, EOFError):
-            return False
-        return True
-
-    def wake(self) -> None:
-        """End a ``recv`` blocked in another thread (it sees end-of-file)."""
-        with contextlib.suppress(OSError, ValueError):
-            fd = self.conn.fileno()
-            with socket.socket(fileno=socket.dup(fd)) as sock:
-                sock.shutdown(socket.SHUT_RDWR)
-
-
-def _describe(exc: BaseException) -> tuple[str, str]:
-    if isinstance(exc, ServiceError):
-        return type(exc).__name__, str(exc)
-    return "", type(exc).__name__
-
-
 def _rebuild(kind: str, message: str) -> Exception:
     cls = _ERRORS.get(kind)
     if cls is None:
@@ -216,23 +158,24 @@ def _exit_reason(exitcode: int | None) -> str:
     return f"exit code {exitcode}"
 
 
-class RemoteEngine(EngineFront):
-    """A model's engine in a child process, behind the interface of
+class EngineLink(EngineFront):
+    """One link to a model's engine process, behind the interface of
     :class:`service.engine.Engine` that the servicer and the server use.
 
-    The constructor starts the child and waits until it has loaded the bundle (its
-    errors raise :class:`BundleError` here); :meth:`start` starts its engine.
+    A front end's link (``--frontends``) only submits, cancels and calls; the engine
+    process is started, stopped and watched by its owner, a :class:`RemoteEngine`.
+    ``provider``: where the child's sessions run (what ListModels reports).
     """
 
     def __init__(
         self,
+        conn,
         path: Path,
-        runtime: RuntimeConfig,
+        provider: str,
         config: EngineConfig,
         metrics: Metrics,
         *,
         name: str = "",
-        log_config: LogConfig | None = None,
     ) -> None:
         self.config = config
         self.metrics = metrics
@@ -248,65 +191,19 @@ class RemoteEngine(EngineFront):
         self._stopped = threading.Event()
         self._child_health: str | None = None
         self._last_beat = time.monotonic()
-        # The child's engine metrics, as of its last heartbeat.
+        # The child's engine metrics, as of its last heartbeat (the owner's link only).
         self.samples: Samples = {}
-        context = multiprocessing.get_context(START_METHOD)
-        parent_conn, child_conn = context.Pipe(duplex=True)
-        self.process = context.Process(
-            target=_child_main,
-            args=(child_conn, Path(path), runtime, config, log_config or LogConfig()),
-            name=f"nmt-engine-{self.name}",
-            daemon=True,
-        )
-        self.process.start()
-        child_conn.close()  # else the parent never sees end-of-file when the child dies
-        self._wire = _Wire(parent_conn)
-        try:
-            provider = self._await_ready(parent_conn)
-            self.bundle = host_bundle(Path(path), provider)
-        except BaseException:
-            self.close()
-            raise
+        self._wire = Wire(conn)
+        self.bundle = host_bundle(Path(path), provider)
         verified = self.bundle.max_source_tokens
         self.max_source_tokens = min(config.max_source_tokens, verified or config.max_source_tokens)
         self._reader = threading.Thread(target=self._read, name=f"nmt-ipc-{self.name}", daemon=True)
         self._reader.start()
 
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid
-
-    def _await_ready(self, conn) -> str:
-        deadline = time.monotonic() + START_SECONDS
-        while not conn.poll(0.1):
-            if not self.process.is_alive():
-                raise EngineProcessError(
-                    f"the engine process of {self.name} ended while loading the model "
-                    f"({_exit_reason(self.process.exitcode)}); see its log lines above"
-                )
-            if time.monotonic() > deadline:
-                raise EngineProcessError(
-                    f"the engine process of {self.name} did not load the model in "
-                    f"{START_SECONDS:g} s"
-                )
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):
-            self.process.join(5)
-            raise EngineProcessError(
-                f"the engine process of {self.name} ended while loading the model "
-                f"({_exit_reason(self.process.exitcode)})"
-            ) from None
-        if message[0] == "failed":
-            raise BundleError(message[1])
-        assert message[0] == "ready", message
-        return message[1]
-
     # -- lifecycle -------------------------------------------------------------------
 
     def start(self) -> None:
         self._last_beat = time.monotonic()
-        self._wire.send(("start",))
         self._started = True
 
     @property
@@ -314,37 +211,35 @@ class RemoteEngine(EngineFront):
         return self._started and not self._stopping and self._dead is None
 
     def stop(self, timeout: float | None = None) -> None:
-        """Let the child finish what it has (its engine's ``stop``), then end it; jobs
-        still unresolved then fail with :class:`NotReady`."""
+        """Wait (up to ``timeout`` seconds) for this link's jobs, then close it: the
+        child cancels what is left (the owner drains the engine itself)."""
         if self._stopping:
             return
         self._stopping = True
-        if self._dead is None and self._wire.send(("stop", timeout)):
-            wait = None if timeout is None else timeout + STOP_MARGIN_SECONDS
-            if not self._stopped.wait(wait):
-                log.warning("the engine process of %s did not stop in time", self.name)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._jobs and self._dead is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            time.sleep(0.01)
         self.close()
 
     def close(self) -> None:
-        """End the child now (after :meth:`stop`, or when starting failed)."""
+        """Close the link now; jobs still unresolved fail with :class:`NotReady`."""
         if self._closed:
             return
         self._closed = True
         self._stopping = True
-        self._wire.wake()  # the child sees end-of-file and exits; so does our reader
-        self.process.join(STOP_MARGIN_SECONDS)
-        if self.process.is_alive():
-            self.process.terminate()
-            self.process.join(STOP_MARGIN_SECONDS)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join(STOP_MARGIN_SECONDS)
+        self._wire.wake()  # the reader sees end-of-file, and so does the child's side
+        self._end()
         reader = getattr(self, "_reader", None)
         if reader is not None and reader is not threading.current_thread():
             reader.join(STOP_MARGIN_SECONDS)
         self._fail_all(NotReady("the server is shutting down"))
         with contextlib.suppress(OSError):
             self._wire.conn.close()
+
+    def _end(self) -> None:
+        """What closing does besides the link: the owner ends the child here."""
 
     def health(self) -> str | None:
         """Like :meth:`Engine.health`: ``None`` while the engine works, else why not (a
@@ -353,8 +248,6 @@ class RemoteEngine(EngineFront):
             return None
         if self._dead is not None:
             return self._dead
-        if self.process.exitcode is not None:
-            return f"the engine process exited ({_exit_reason(self.process.exitcode)})"
         silent = time.monotonic() - self._last_beat
         if silent > max(self.config.stall_timeout, SILENT_BEATS * HEARTBEAT_SECONDS):
             return (
@@ -427,12 +320,11 @@ class RemoteEngine(EngineFront):
         if self._stopping:
             self._stopped.set()
             return
-        if reason is None:
-            self.process.join(1.0)
-            reason = f"the engine process exited ({_exit_reason(self.process.exitcode)})"
-        else:
-            self.process.kill()  # nobody listens to it any more
-        self._died(reason)
+        self._died(self._lost(reason))
+
+    def _lost(self, reason: str | None) -> str:
+        """Why the link ended (``reason``: a failure reading it, else end-of-file)."""
+        return reason or "the engine process closed its link (exited)"
 
     def _dispatch(self, message: tuple) -> None:
         kind = message[0]
@@ -493,8 +385,7 @@ class RemoteEngine(EngineFront):
         )
         with self._lock:
             self._dead = reason
-        for name in _GAUGES:
-            self.samples[name] = [(n, labels, 0.0) for n, labels, _ in self.samples.get(name, ())]
+        zero_gauges(self.samples)
         self._fail_all(EngineFailure(f"internal error in the translation engine: {reason}"))
 
     def _fail_all(self, exc: Exception) -> None:
@@ -509,269 +400,137 @@ class RemoteEngine(EngineFront):
                 future.set_exception(NotReady(str(exc)))
 
 
-# -- the child process ----------------------------------------------------------------
+class RemoteEngine(EngineLink):
+    """A model's engine in a child process this one starts, stops and watches (link 0).
 
-
-def _samples(metrics: Metrics) -> Samples:
-    return {
-        name: [
-            (s.name, s.labels, s.value)
-            for family in getattr(metrics, name).collect()
-            for s in family.samples
-        ]
-        for name in ENGINE_METRICS
-    }
-
-
-class _Child:
-    """The child's side: its engine, the jobs it holds for the parent, its heartbeat.
-
-    Every message to the parent goes through one outbox and one sender thread
-    (``nmt-ipc-sender``): the scheduler thread's callbacks (results, errors, stream
-    prefixes) only queue theirs, so pickling and the pipe write run while the scheduler
-    is back in ONNX Runtime (which releases the GIL), and the messages that pile up
-    meanwhile, a step's finished sentences, go as one ``batch`` message. One queue keeps
-    their order: a job's prefixes come before its result, every result before ``stopped``.
+    The constructor starts the child and waits until it has loaded the bundle (its
+    errors raise :class:`BundleError` here); :meth:`start` starts its engine. ``links``:
+    how many links the child serves; the ones past the first are :attr:`spare_links`,
+    for front-end processes (:class:`EngineLink`), closed here once they have them.
     """
 
-    def __init__(self, wire: _Wire, engine: Engine) -> None:
-        self.wire = wire
-        self.engine = engine
-        self.jobs: dict[int, Job] = {}
-        self._beats = threading.Event()  # set: stop beating
-        self._outbox: queue.SimpleQueue[tuple | None] = queue.SimpleQueue()
-
-    def serve(self) -> None:
-        sender = threading.Thread(target=self._sender, name="nmt-ipc-sender", daemon=True)
-        sender.start()
-        threading.Thread(target=self._beat, name="nmt-heartbeat", daemon=True).start()
-        conn = self.wire.conn
+    def __init__(
+        self,
+        path: Path,
+        runtime: RuntimeConfig,
+        config: EngineConfig,
+        metrics: Metrics,
+        *,
+        name: str = "",
+        log_config: LogConfig | None = None,
+        links: int = 1,
+    ) -> None:
+        name = name or Path(path).parent.name
+        context = multiprocessing.get_context(START_METHOD)
+        pipes = [context.Pipe(duplex=True) for _ in range(links)]
+        self.process = context.Process(
+            target=child_main,
+            args=(
+                [child for _, child in pipes],
+                Path(path),
+                runtime,
+                config,
+                log_config or LogConfig(),
+            ),
+            name=f"nmt-engine-{name}",
+            daemon=True,
+        )
+        self.process.start()
+        for _, child in pipes:
+            child.close()  # else this end never sees end-of-file when the child dies
+        self.spare_links = [parent for parent, _ in pipes[1:]]
+        owner = pipes[0][0]
         try:
-            while True:
-                self._dispatch(conn.recv())
-        except (EOFError, OSError):
-            pass  # the parent closed its end (stopping) or is gone
-        finally:
-            self._beats.set()
-            self._outbox.put(None)
-            sender.join(5.0)
+            provider = self._await_ready(owner, name)
+            super().__init__(owner, path, provider, config, metrics, name=name)
+        except BaseException:
+            for conn in (owner, *self.spare_links):
+                conn.close()
+            self._kill()
+            raise
 
-    def _beat(self) -> None:
-        while not self._beats.wait(HEARTBEAT_SECONDS):
-            self._send_beat()
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid
 
-    def _send_beat(self) -> None:
-        try:
-            message = ("beat", self.engine.health(), _samples(self.engine.metrics))
-        except Exception:  # noqa: BLE001 - the parent notices the silence
-            log.exception("failure collecting the engine's health and metrics")
-            return
-        self._send(message)
-
-    def _send(self, message: tuple) -> None:
-        """Queue ``message`` for the parent (any thread; never blocks)."""
-        self._outbox.put(message)
-
-    def _sender(self) -> None:
-        while True:
-            message = self._outbox.get()
-            if message is None:
-                return
-            batch = [message]
-            while True:  # what queued up while the last write ran
-                try:
-                    message = self._outbox.get_nowait()
-                except queue.Empty:
-                    break
-                if message is None:
-                    self._write(batch)
-                    return
-                batch.append(message)
-            self._write(batch)
-
-    def _write(self, batch: list[tuple]) -> None:
-        """Send ``batch`` as one message; one that does not pickle (a result with an
-        object pickle refuses) is sent apart, a result as its job's error."""
-        try:
-            sent = self.wire.send(batch[0] if len(batch) == 1 else ("batch", tuple(batch)))
-        except Exception as exc:  # noqa: BLE001 - nothing was written: pickling failed
-            if len(batch) > 1:
-                for message in batch:
-                    self._write([message])
-                return
-            kind, *rest = batch[0]
-            log.exception("failure sending a %r message to the server process", kind)
-            if kind == "done":  # the job fails instead of never finishing
-                self._write([("error", rest[0], *_describe(exc))])
-            elif kind == "called":
-                self._write([("called", rest[0], False, RuntimeError(one_line(exc)))])
-            return
-        if not sent:
-            log.debug("the server process is gone; dropped %d message(s)", len(batch))
-
-    def _dispatch(self, message: tuple) -> None:
-        kind = message[0]
-        if kind == "submit":
-            self._submit(*message[1:])
-        elif kind == "cancel":
-            job = self.jobs.get(message[1])
-            if job is not None:
-                job.cancel()
-        elif kind == "start":
-            self.engine.start()
-            self._send_beat()
-        elif kind == "stop":
-            threading.Thread(
-                target=self._stop, args=(message[1],), name="nmt-stop", daemon=True
-            ).start()
-        elif kind == "call":
-            _, cid, fn, args = message
-            try:
-                self._send(("called", cid, True, fn(self.engine, *args)))
-            except Exception as exc:  # noqa: BLE001 - raised in the parent
-                self._send(("called", cid, False, RuntimeError(f"{type(exc).__name__}: {exc}")))
-        else:
-            log.error("unknown message from the server process: %r", kind)
-
-    def _submit(self, jid, sources, options, deadline, stream: bool, prefixes) -> None:
-        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-        on_prefix = self._prefix_sender(jid) if stream else None
-        try:
-            # Validated (tokenised) by the parent: straight to the queue.
-            job = self.engine.enqueue(sources, options, timeout, on_prefix, prefixes)
-        except Exception as exc:  # noqa: BLE001 - queue full, not accepting: the job's error
-            self._send(("error", jid, *_describe(exc)))
-            return
-        self.jobs[jid] = job
-        job.future.add_done_callback(partial(self._done, jid, job))
-
-    def _prefix_sender(self, jid: int) -> PrefixCallback:
-        last: list[tuple[int, ...] | None] = [None]
-
-        def on_prefix(tokens: tuple[int, ...], final: bool) -> None:
-            # Runs on the scheduler thread every step: send changes only.
-            tokens = tuple(tokens)
-            if final or tokens != last[0]:
-                last[0] = tokens
-                self._send(("prefix", jid, tokens, final))
-
-        return on_prefix
-
-    def _done(self, jid: int, job: Job, future: Future) -> None:
-        # On the scheduler thread (it resolves the future): queue, do not pickle here.
-        self.jobs.pop(jid, None)
-        exc = future.exception()
-        if exc is None:
-            t = job.timing
-            self._send(("done", jid, future.result(), (t.admitted, t.encode_seconds, t.finished)))
-        else:
-            self._send(("error", jid, *_describe(exc)))
-
-    def _stop(self, timeout: float | None) -> None:
-        try:
-            self.engine.stop(timeout)
-        finally:
-            self._send_beat()  # the last metrics
-            self._send(("stopped",))
-
-
-def _child_main(conn, path: Path, runtime: RuntimeConfig, config: EngineConfig, log_config):
-    """The engine process: load the bundle, then serve the parent until its end closes."""
-    # The server drains this process itself; a signal sent to the whole group (Ctrl-C,
-    # systemd's control-group kill) must not end it before the requests in flight.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    threading.current_thread().name = "nmt-ipc-reader"
-    logs.configure(log_config)
-    wire = _Wire(conn)
-    try:
-        bundle = load_bundle(path, runtime)
-    except BundleError as exc:
-        wire.send(("failed", str(exc)))
-        return
-    except Exception as exc:  # noqa: BLE001 - reported to the parent, which stops
-        log.exception("the engine process could not load %s", path)
-        wire.send(("failed", f"{path}: {type(exc).__name__}: {exc}"))
-        return
-    engine = Engine(bundle, config, create_metrics(CollectorRegistry()))
-    wire.send(("ready", bundle.model.provider))
-    _Child(wire, engine).serve()
-
-
-# -- metrics ----------------------------------------------------------------------------
-
-
-class _ForwardedMetrics(Collector):
-    """The engine-side metrics as the sum of the parent's own samples and each child's
-    latest ones (``_created`` samples: the earliest); and each engine process's own
-    ``process_*`` metrics as ``nmt_engine_process_*{model}``."""
-
-    def __init__(self, metrics: Metrics, engines: Sequence[RemoteEngine]) -> None:
-        self.metrics = metrics
-        self.engines = list(engines)
-        self._processes = [
-            (engine.name, ProcessCollector(namespace="", pid=partial(_pid, engine), registry=None))
-            for engine in self.engines
-        ]
-
-    def describe(self):
-        for name in ENGINE_METRICS:
-            yield from getattr(self.metrics, name).describe()
-
-    def collect(self):
-        yield from self._engine_metrics()
-        families: dict[str, Metric] = {}
-        for model, collector in self._processes:
-            for family in collector.collect():  # nothing once the process is gone
-                name = f"nmt_engine_{family.name}"
-                out = families.setdefault(
-                    name, Metric(name, f"{family.documentation} (engine process)", family.type)
+    def _await_ready(self, conn, name: str) -> str:
+        deadline = time.monotonic() + START_SECONDS
+        while not conn.poll(0.1):
+            if not self.process.is_alive():
+                raise EngineProcessError(
+                    f"the engine process of {name} ended while loading the model "
+                    f"({_exit_reason(self.process.exitcode)}); see its log lines above"
                 )
-                for sample in family.samples:
-                    labels = sample.labels | {"model": model}
-                    out.add_sample(f"nmt_engine_{sample.name}", labels, sample.value)
-        yield from families.values()
+            if time.monotonic() > deadline:
+                raise EngineProcessError(
+                    f"the engine process of {name} did not load the model in {START_SECONDS:g} s"
+                )
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            self.process.join(5)
+            raise EngineProcessError(
+                f"the engine process of {name} ended while loading the model "
+                f"({_exit_reason(self.process.exitcode)})"
+            ) from None
+        if message[0] == "failed":
+            raise BundleError(message[1])
+        assert message[0] == "ready", message
+        return message[1]
 
-    def _engine_metrics(self):
-        for name in ENGINE_METRICS:
-            for family in getattr(self.metrics, name).collect():
-                merged: dict[tuple, float] = {}
-                parts = [[(s.name, s.labels, s.value) for s in family.samples]]
-                parts += [engine.samples.get(name, ()) for engine in self.engines]
-                for part in parts:
-                    for sample, labels, value in part:
-                        key = (sample, tuple(sorted(labels.items())))
-                        if key not in merged:
-                            merged[key] = value
-                        elif sample.endswith("_created"):
-                            merged[key] = min(merged[key], value)
-                        else:
-                            merged[key] += value
-                out = Metric(family.name, family.documentation, family.type, family.unit)
-                for (sample, labels), value in merged.items():
-                    out.add_sample(sample, dict(labels), value)
-                yield out
+    def start(self) -> None:
+        super().start()
+        self._wire.send(("start",))
 
+    def stop(self, timeout: float | None = None) -> None:
+        """Let the child finish what it has (its engine's ``stop``), then end it; jobs
+        still unresolved then fail with :class:`NotReady`."""
+        if self._stopping:
+            return
+        self._stopping = True
+        if self._dead is None and self._wire.send(("stop", timeout)):
+            wait = None if timeout is None else timeout + STOP_MARGIN_SECONDS
+            if not self._stopped.wait(wait):
+                log.warning("the engine process of %s did not stop in time", self.name)
+        self.close()
 
-def _pid(engine: RemoteEngine) -> int:
-    """The engine process's pid while it runs, else 0 (no /proc entry: no samples)."""
-    if engine._dead is not None or engine.process.exitcode is not None:
-        return 0
-    return engine.pid or 0
+    def _end(self) -> None:
+        # The child sees end-of-file on link 0 and exits; one that does not is ended.
+        for conn in self.spare_links:
+            conn.close()
+        self._kill()
 
+    def _kill(self) -> None:
+        self.process.join(STOP_MARGIN_SECONDS)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(STOP_MARGIN_SECONDS)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(STOP_MARGIN_SECONDS)
 
-def forward_engine_metrics(
-    registry: CollectorRegistry, metrics: Metrics, engines: Sequence[RemoteEngine]
-) -> None:
-    """Export the engine metrics of ``engines`` (children) through ``registry``, in
-    place of the parent's own (which still count what the parent refuses itself)."""
-    for name in ENGINE_METRICS:
-        registry.unregister(getattr(metrics, name))
-    registry.register(_ForwardedMetrics(metrics, engines))
+    def health(self) -> str | None:
+        exited = self.process.exitcode is not None
+        if exited and self._started and not self._stopping and self._dead is None:
+            return f"the engine process exited ({_exit_reason(self.process.exitcode)})"
+        return super().health()
+
+    def _lost(self, reason: str | None) -> str:
+        if reason is not None:
+            self.process.kill()  # nobody listens to it any more
+            return reason
+        self.process.join(1.0)
+        return f"the engine process exited ({_exit_reason(self.process.exitcode)})"
+
+    def process_id(self) -> int:
+        """The engine process's pid while it runs, else 0 (no /proc entry: no samples)."""
+        if self._dead is not None or self.process.exitcode is not None:
+            return 0
+        return self.pid or 0
 
 
 def on_engine(engine: Any, fn: Callable[..., Any]) -> Any:
     """``fn(engine)`` in the process the engine runs in: its child through
-    :meth:`RemoteEngine.call` (``fn`` must then be a module-level function), or directly
+    :meth:`EngineLink.call` (``fn`` must then be a module-level function), or directly
     for an engine in this process (benchmarks reading its counters or instrumenting it)."""
-    return engine.call(fn) if isinstance(engine, RemoteEngine) else fn(engine)
+    return engine.call(fn) if isinstance(engine, EngineLink) else fn(engine)

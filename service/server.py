@@ -7,6 +7,8 @@ for the limits that bound them). The engines' scheduler threads do the decoding;
 watchdog thread turns health NOT_SERVING and stops the server when one of them dies or
 stalls, for the orchestrator to restart it. With ``--engine-process on`` each engine runs
 in a child process of its own (``service/remote.py``); a child that dies is a dead engine.
+With ``--frontends N`` the main process starts ``N - 1`` more gRPC processes on the same
+port that share those engines (``service/frontends.py``); one that dies is a dead engine too.
 """
 
 from __future__ import annotations
@@ -31,9 +33,11 @@ from service import logs
 from service.bundle import BundleError, load_bundle
 from service.config import ServerConfig, parse_args
 from service.engine import Engine
+from service.forwarding import ENGINE_METRICS, FRONTEND_METRICS, ProcessSource, forward_metrics
+from service.frontends import FrontendError, Frontends, Links
 from service.listen import ListenError, bind, enable_reflection, server_credentials
 from service.metrics import create_metrics
-from service.remote import EngineProcessError, RemoteEngine, forward_engine_metrics
+from service.remote import EngineLink, EngineProcessError, RemoteEngine
 from service.runtime import BundleRuntimeError, RuntimeConfig, usable_providers
 from service.servicer import SERVICE_NAME, TranslatorServicer
 
@@ -101,25 +105,96 @@ def _load(path: Path, runtime: RuntimeConfig):
 
 class TranslationServer:
     """The gRPC server, engines, health, watchdog and metrics of one process. Its methods
-    are called from ordinary threads; gRPC itself runs on the event loop of ``grpc-loop``."""
+    are called from ordinary threads; gRPC itself runs on the event loop of ``grpc-loop``.
 
-    def __init__(self, config: ServerConfig, registry: CollectorRegistry) -> None:
+    ``links``: a further front end's links to the main process's engine processes
+    (``--frontends``, :func:`service.frontends.frontend_main`) instead of engines of its own.
+    """
+
+    def __init__(
+        self, config: ServerConfig, registry: CollectorRegistry, *, links: Links | None = None
+    ) -> None:
         self.config = config
         self.registry = registry
         self.metrics = create_metrics(registry)
+        self.frontends: Frontends | None = None
+        self.engines: dict[str, Engine | EngineLink] = {}
+        if links is not None:
+            self.engine_process = True
+            for name, (path, provider, conn) in links.items():
+                self.engines[name] = EngineLink(
+                    conn, path, provider, config.engine, self.metrics, name=name
+                )
+            default = config.default_model or next(iter(links))
+        else:
+            default = self._start_engines(config)
+        for name, engine in self.engines.items():
+            # Labelled by the name clients use (the repository directory), as in ListModels.
+            bundle = engine.bundle
+            version = str(bundle.manifest.get("version", ""))
+            self.metrics.model.labels(name, version, bundle.model.provider).set(1)
+        self.servicer = TranslatorServicer(
+            self.engines, default, self.metrics, config.rpc, access_log=config.log.access_log
+        )
+        self.metrics_port: int | None = None
+        self._metrics_httpd = None
+        self._stopped = threading.Event()
+        # Set when the watchdog finds an engine dead or stalled; ``failure`` says why.
+        self.failed = threading.Event()
+        self.failure: str | None = None
+        self._loop = asyncio.new_event_loop()
+        self._loop_thread = threading.Thread(
+            target=self._loop.run_forever, name="grpc-loop", daemon=True
+        )
+        self._loop_thread.start()
+        try:
+            self.port = self._on_loop(self._build())
+            if config.frontends > 1 and links is None:
+                remote = {n: e for n, e in self.engines.items() if isinstance(e, RemoteEngine)}
+                self.frontends = Frontends(config, self.port, remote)
+        except FrontendError as exc:
+            self._close_loop()
+            self._close_engines(self.engines.values())
+            raise ServerError(str(exc)) from None
+        except BaseException:
+            self._close_loop()
+            self._close_engines(self.engines.values())
+            raise
+        finally:
+            for engine in self.engines.values():
+                for conn in getattr(engine, "spare_links", ()):
+                    conn.close()  # the front ends have theirs (or there are none)
+        if self.engine_process and links is None:
+            self._forward_metrics()
+
+    def _forward_metrics(self) -> None:
+        """``/metrics`` sums what the engine processes and the front ends count."""
+        engines = [e for e in self.engines.values() if isinstance(e, RemoteEngine)]
+        processes = [ProcessSource("nmt_engine_", "model", e.name, e.process_id) for e in engines]
+        sources: list = list(engines)
+        names = ENGINE_METRICS
+        if self.frontends is not None:
+            sources += self.frontends.members
+            processes += self.frontends.process_sources()
+            names = FRONTEND_METRICS
+        forward_metrics(self.registry, self.metrics, names, sources, processes)
+
+    def _start_engines(self, config: ServerConfig) -> str:
+        """Load every model of the repository (in this process or in engine processes);
+        returns the default model's name."""
         try:
             gpu = usable_providers(config.runtime)[0] == "CUDAExecutionProvider"
         except BundleRuntimeError as exc:
             raise ServerError(str(exc)) from None
-        # auto: a child process per model on CUDA, where the GIL bounds one process
+        # auto: a child process per model on CUDA, where the GIL bounds one process, and
+        # whenever several front ends share the engines
         self.engine_process = config.engine_process == "on" or (
-            config.engine_process == "auto" and gpu
+            config.engine_process == "auto" and (gpu or config.frontends > 1)
         )
         bundles = find_bundles(config.model_repository, gpu=gpu)
         default = config.default_model or next(iter(bundles))
         if default not in bundles:
             raise ServerError(f"default model {default!r} not in {sorted(bundles)}")
-        self.engines: dict[str, Engine | RemoteEngine] = {}
         for name, path in bundles.items():
             engine = self._engine(name, path)
             bundle = engine.bundle
@@ -143,33 +218,9 @@ class TranslationServer:
                 bundle.model.provider,
             )
             self.engines[name] = engine
-            # Labelled by the name clients use (the repository directory), as in ListModels.
-            version = str(bundle.manifest.get("version", ""))
-            self.metrics.model.labels(name, version, bundle.model.provider).set(1)
-        if self.engine_process:
-            forward_engine_metrics(registry, self.metrics, list(self.engines.values()))
-        self.servicer = TranslatorServicer(
-            self.engines, default, self.metrics, config.rpc, access_log=config.log.access_log
-        )
-        self.metrics_port: int | None = None
-        self._metrics_httpd = None
-        self._stopped = threading.Event()
-        # Set when the watchdog finds an engine dead or stalled; ``failure`` says why.
-        self.failed = threading.Event()
-        self.failure: str | None = None
-        self._loop = asyncio.new_event_loop()
-        self._loop_thread = threading.Thread(
-            target=self._loop.run_forever, name="grpc-loop", daemon=True
-        )
-        self._loop_thread.start()
-        try:
-            self.port = self._on_loop(self._build())
-        except BaseException:
-            self._close_loop()
-            self._close_engines(self.engines.values())
-            raise
+        return default
 
-    def _engine(self, name: str, path: Path) -> Engine | RemoteEngine:
+    def _engine(self, name: str, path: Path) -> Engine | EngineLink:
         """``path``'s engine: in this process, or (``--engine-process``) in a child
         process that loads the bundle (the children of the models before stop when a
         later one fails to load)."""
@@ -178,7 +229,13 @@ class TranslationServer:
             return Engine(_load(path, config.runtime), config.engine, self.metrics)
         try:
             return RemoteEngine(
-                path, config.runtime, config.engine, self.metrics, name=name, log_config=config.log
+                path,
+                config.runtime,
+                config.engine,
+                self.metrics,
+                name=name,
+                log_config=config.log,
+                links=config.frontends,
             )
         except (BundleError, EngineProcessError) as exc:
             self._close_engines(self.engines.values())
@@ -187,7 +244,7 @@ class TranslationServer:
     @staticmethod
     def _close_engines(engines) -> None:
         for engine in engines:
-            if isinstance(engine, RemoteEngine):
+            if isinstance(engine, EngineLink):
                 engine.close()
 
     def _on_loop(self, coro: Coroutine, timeout: float | None = None):
@@ -196,12 +253,14 @@ class TranslationServer:
 
     async def _build(self) -> int:
         config = self.config
+        # Front ends (--frontends) bind the port this process binds: all need SO_REUSEPORT.
+        reuse_port = config.reuse_port or config.frontends > 1
         self.health = health.aio.HealthServicer()
         await self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         self.grpc_server = grpc.aio.server(
             options=[
                 # grpc turns SO_REUSEPORT on by default on Linux.
-                ("grpc.so_reuseport", 1 if config.reuse_port else 0),
+                ("grpc.so_reuseport", 1 if reuse_port else 0),
                 ("grpc.max_receive_message_length", config.rpc.max_message_bytes),
                 *config.transport.options(),
             ],
@@ -220,9 +279,7 @@ class TranslationServer:
             creds = None
             if config.tls_cert is not None:
                 creds = server_credentials(config.tls_cert, config.tls_key, config.tls_client_ca)
-            return bind(
-                self.grpc_server, config.host, config.port, creds, reuse_port=config.reuse_port
-            )
+            return bind(self.grpc_server, config.host, config.port, creds, reuse_port=reuse_port)
         except ListenError as exc:
             raise ServerError(str(exc)) from None
 
@@ -252,13 +309,15 @@ class TranslationServer:
         """Every second: is every engine alive and making progress? If not: health
         NOT_SERVING, new calls refused, :attr:`failed` set (``nmt-serve`` exits 1)."""
         while not self._stopped.wait(WATCHDOG_SECONDS):
-            for name, engine in self.engines.items():
-                reason = engine.health()
+            reasons = [(f"model {name}: ", e.health()) for name, e in self.engines.items()]
+            if self.frontends is not None:
+                reasons.append(("", self.frontends.health()))
+            for what, reason in reasons:
                 if reason is None:
                     continue
                 if self._stopped.is_set() or not self._loop.is_running():
                     return  # stopping on purpose: the engines' threads end with it
-                self.failure = f"model {name}: {reason}"
+                self.failure = what + reason
                 log.error("watchdog: %s; health NOT_SERVING", self.failure)
                 self.servicer.ready = False
                 self.failed.set()
@@ -274,6 +333,13 @@ class TranslationServer:
         for name, engine in self.engines.items():
             engine.warmup()
             log.info("model %s warmed up on %s", name, engine.bundle.model.provider)
+        if self.frontends is not None:
+            try:
+                self.frontends.serve()
+            except FrontendError as exc:
+                raise ServerError(str(exc)) from None
+            more = len(self.frontends.members)
+            log.info("%d more front ends serving on port %d", more, self.port)
         self.servicer.ready = True
         self._on_loop(self._set_health(health_pb2.HealthCheckResponse.SERVING))
 
@@ -285,6 +351,8 @@ class TranslationServer:
             return
         grace = self.config.shutdown_grace if grace is None else grace
         deadline = time.monotonic() + grace
+        if self.frontends is not None:
+            self.frontends.stop(grace)  # they drain as this process does, side by side
         self._on_loop(self.health.enter_graceful_shutdown())
         # Health checks answer NOT_SERVING now, and new calls are still served: a load
         # balancer that polls health moves away, one that does not (nginx OSS) sees no
@@ -296,6 +364,8 @@ class TranslationServer:
         # retry (seen in 4 of 13 `docker stop` rounds behind nginx).
         self._on_loop(self._shutdown(max(0.0, deadline - time.monotonic())))
         self.servicer.ready = False
+        if self.frontends is not None:
+            self.frontends.join(max(0.0, deadline - time.monotonic()))
         for engine in self.engines.values():
             engine.stop(timeout=max(0.0, deadline - time.monotonic()))
         if self._metrics_httpd is not None:

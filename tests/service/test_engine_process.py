@@ -394,54 +394,6 @@ def test_dead_scheduler_in_the_child_is_reported(server_factory, tiny_bundle):
         channel.close()
 
 
-class _FakeChild:
-    """What the collector reads of a RemoteEngine; its process is gone (no pid)."""
-
-    def __init__(self, samples) -> None:
-        self.samples = samples
-        self.name, self.pid, self._dead = "fake", None, "gone"
-
-
-def test_forwarded_metrics_sum_the_children_and_the_parent():
-    from prometheus_client import CollectorRegistry
-
-    from service.metrics import create_metrics
-    from service.remote import ENGINE_METRICS, forward_engine_metrics
-
-    def child(steps: int, depth: float, created: float):
-        registry = CollectorRegistry()
-        metrics = create_metrics(registry)
-        for _ in range(steps):
-            metrics.decoder_step_latency.observe(0.002)
-        metrics.queue_depth.set(depth)
-        metrics.rejected.labels("queue_full").inc()
-        samples = {
-            name: [
-                (s.name, s.labels, created if s.name.endswith("_created") else s.value)
-                for family in getattr(metrics, name).collect()
-                for s in family.samples
-            ]
-            for name in ENGINE_METRICS
-        }
-        return _FakeChild(samples)
-
-    registry = CollectorRegistry()
-    parent = create_metrics(registry)
-    parent.rejected.labels("unavailable").inc()
-    parent.rejected.labels("too_many_inflight").inc(2)
-    forward_engine_metrics(registry, parent, [child(3, 2, 10.0), child(4, 5, 5.0)])
-    value = registry.get_sample_value
-    assert value("nmt_decoder_step_duration_seconds_count") == 7
-    assert value("nmt_decoder_step_duration_seconds_bucket", {"le": "0.0025"}) == 7
-    assert value("nmt_decoder_step_duration_seconds_bucket", {"le": "0.001"}) == 0
-    assert value("nmt_queue_depth") == 7
-    assert value("nmt_rejected_requests_total", {"reason": "queue_full"}) == 2
-    assert value("nmt_rejected_requests_total", {"reason": "unavailable"}) == 1
-    assert value("nmt_rejected_requests_total", {"reason": "too_many_inflight"}) == 2
-    assert value("nmt_rejected_requests_created", {"reason": "queue_full"}) == 5.0
-    assert value("nmt_requests_total", {"method": "Translate", "code": "OK"}) is None
-
-
 # -- nmt-serve ----------------------------------------------------------------------------
 
 
@@ -549,19 +501,36 @@ class _PicklingWire:
 
 
 def _drain(messages: list[tuple]) -> list[tuple]:
-    from service.remote import _Child
+    from service.enginechild import EngineChild
 
-    child = _Child(_PicklingWire(), engine=None)
+    child = EngineChild([_PicklingWire()], engine=None)
     for message in [*messages, None]:
         child._send(message) if message is not None else child._outbox.put(None)
     child._sender()
-    return child.wire.sent
+    return child.wires[0].sent
 
 
 def test_messages_queued_together_go_as_one_batch_in_order():
     messages = [("prefix", 1, (5,), False), ("done", 1, [[]], (0.0, 0.0, 0.0)), ("stopped",)]
     assert _drain(messages) == [("batch", tuple(messages))]
     assert _drain(messages[:1]) == messages[:1]
+
+
+def test_messages_go_back_on_the_link_they_are_for_in_order():
+    """With --frontends the child serves several links: each gets its own messages, in
+    the order they were queued, one batch per link."""
+    from service.enginechild import EngineChild
+
+    child = EngineChild([_PicklingWire(), _PicklingWire()], engine=None)
+    queued = [(0, ("prefix", 1, (5,), False)), (1, ("done", 1, [[]], (0.0, 0.0, 0.0)))]
+    queued += [(0, ("done", 1, [[]], (0.0, 0.0, 0.0))), (1, ("error", 2, "Overloaded", "full"))]
+    for link, message in queued:
+        child._send(message, link)
+    child._outbox.put(None)
+    child._sender()
+    for link in (0, 1):
+        mine = tuple(m for n, m in queued if n == link)
+        assert child.wires[link].sent == [("batch", mine)]
 
 
 def test_a_result_that_does_not_pickle_fails_its_job_not_the_batch():
