@@ -39,6 +39,7 @@ from pathlib import Path
 
 from loadtest import report, threadcpu
 from loadtest.clients import ClientProcess, start_noop_server
+from loadtest.concurrency import CONNECTION_MODES
 from loadtest.machine import cpu_name
 from loadtest.roofline import measure_peak, model_flops
 from models.commands import show_defaults
@@ -173,15 +174,22 @@ def measured_level(
     n: int,
     request: ClientOptions,
     engine=None,
+    frontends: list[int] = (),
 ) -> tuple[dict, list[str]]:
     """One client level with the CPU it cost: this process's by thread group, plus the
     engine process's when ``engine`` runs in a child (its scheduler and encoder threads
-    are there), and the client processes' (``clients``), in ms per sentence."""
+    are there), the further front-end processes' (``frontends``: their pids) and the
+    client processes' (``clients``), in ms per sentence."""
     remote = isinstance(engine, RemoteEngine)
     cpu_before = threadcpu.snapshot()
     child_before = on_engine(engine, engine_cpu) if remote else {}
+    fronts_before = threadcpu.process_seconds(list(frontends))
     level, texts = clients.run_level(target, sentences, n, request)
+    fronts = threadcpu.process_seconds(list(frontends)) - fronts_before
     cpu = threadcpu.breakdown(cpu_before, threadcpu.snapshot(), len(sentences))
+    if frontends:
+        cpu["frontends"] = round(1000 * fronts / len(sentences), 3)
+        cpu["total"] = round(cpu["total"] + cpu["frontends"], 3)
     if remote:
         child = threadcpu.breakdown(child_before, on_engine(engine, engine_cpu), len(sentences))
         cpu = {k: round(cpu.get(k, 0.0) + child.get(k, 0.0), 3) for k in cpu | child}
@@ -204,8 +212,10 @@ def bench_service(
         providers=providers(args),
         io_binding=args.io_binding,
         engine_process=args.engine_process,
+        frontends=args.frontends,
     )
     engine = server.engines[model_name]
+    fronts = [m.process.pid for m in server.frontends.members] if server.frontends else []
     rows = []
     try:
         for strategy, opts in options.items():
@@ -215,13 +225,15 @@ def bench_service(
             for n in args.clients:
                 log.info("service %s, %d clients, %d sentences", strategy, n, len(sentences))
                 before = on_engine(engine, engine_stats)
-                level, texts = measured_level(clients, target, sentences, n, request, engine)
+                level, texts = measured_level(
+                    clients, target, sentences, n, request, engine, fronts
+                )
                 # the clients' own span: the client processes start before it
                 wall = level["seconds"]
                 used = delta(on_engine(engine, engine_stats), before)
                 rows.append(
                     {"system": "grpc-service", "strategy": strategy}
-                    | {"engine_process": server.engine_process}
+                    | {"engine_process": server.engine_process, "frontends": args.frontends}
                     | level
                     | flop_fields(used, flops, src_len, wall, peak)
                     | {"texts": texts}
@@ -246,6 +258,8 @@ def bench_trees(args, sentences, options, clients: ClientProcess, number: int) -
     ]  # fmt: skip
     if args.engine_process != "auto":  # else each tree its own default (older: no auto)
         flags += ["--engine-process", args.engine_process]
+    if args.frontends != 1:  # older trees know no --frontends
+        flags += ["--frontends", str(args.frontends)]
     rows: dict[str, list[dict]] = {}
     trees = args.ab_labels if number % 2 else args.ab_labels[::-1]
     for tree, label in trees:
@@ -325,6 +339,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="the service's engine in a child process (auto: on with CUDA); the A/B trees "
         "get the flag only when it is not auto",
     )
+    p.add_argument(
+        "--frontends",
+        type=int,
+        default=ServerConfig.frontends,
+        help="the service's gRPC processes sharing its engine process (nmt-serve --frontends)",
+    )
+    p.add_argument(
+        "--connections",
+        choices=CONNECTION_MODES,
+        default="process",
+        help="process: a client process's clients share one TCP connection (gRPC's "
+        "default); client: one each, as separate programs have (what --frontends and "
+        "SO_REUSEPORT spread over processes)",
+    )
     p.add_argument("--parts", default=None, help=f"any of {','.join(PARTS)} (default: all)")
     p.add_argument(
         "--threads",
@@ -390,6 +418,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error("--rounds must be >= 1")
     if args.client_processes < 1:
         p.error(f"--client-processes must be >= 1, got {args.client_processes}")
+    try:  # the server's own check of --frontends, with its --engine-process
+        ServerConfig(frontends=args.frontends, engine_process=args.engine_process)
+    except ValueError as exc:
+        p.error(str(exc))
     for tree in args.ab_tree:
         if not (tree / "service" / "server.py").is_file():
             p.error(f"--ab-tree {tree}: not a source tree of this project (no service/server.py)")
@@ -477,7 +509,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows += bench_torch(args, sentences, options)
         if "onnx" in args.parts:
             rows += bench_onnx(args, bundle_dir, sentences, options, flops, src_len, peak_gflops)
-        with ClientProcess(args.client_processes) as clients:
+        with ClientProcess(args.client_processes, connections=args.connections) as clients:
             if "service" in args.parts:
                 rows += bench_service(
                     args, args.model, sentences, options, flops, src_len, peak_gflops, clients
@@ -531,8 +563,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.client_processes == 1
                 else f"{args.client_processes} child processes"
             )
+            + f" ({args.connections} connections)"
             + ", one sentence per request, default engine limits, --engine-process "
-            + args.engine_process,
+            + args.engine_process
+            + f", --frontends {args.frontends}",
             "ab_trees": [{"tree": str(t), "commit": label} for t, label in args.ab_labels],
         },
         "flops": flops.to_dict()

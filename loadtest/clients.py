@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
-from loadtest.concurrency import closed_loop, summarize
+from loadtest.concurrency import CONNECTION_MODES, closed_loop, summarize
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
 from nmt_client import DecodeOptions
@@ -40,12 +40,14 @@ def _client_main(conn, counter) -> None:
         return i
 
     while (level := conn.recv()) is not None:
-        target, sentences, clients, options = level
+        target, sentences, clients, options, connections = level
         texts: list[str | None] = [None] * len(sentences)
         conn.send("ready")
         conn.recv()  # go
         cpu = time.process_time()
-        loop = closed_loop(target, sentences, clients, options, outputs=texts, take=take)
+        loop = closed_loop(
+            target, sentences, clients, options, outputs=texts, take=take, connections=connections
+        )
         done = [(i, t) for i, t in enumerate(texts) if t is not None]
         conn.send((loop, done, time.process_time() - cpu))
 
@@ -61,10 +63,14 @@ class ClientProcess:
     and a level starts them all at once, when every one has its share ready.
     """
 
-    def __init__(self, processes: int = 1) -> None:
+    def __init__(self, processes: int = 1, *, connections: str = "process") -> None:
+        """``connections``: see :func:`loadtest.concurrency.closed_loop`."""
         if processes < 1:
             raise ValueError(f"client processes must be >= 1, got {processes}")
+        if connections not in CONNECTION_MODES:
+            raise ValueError(f"connections must be one of {list(CONNECTION_MODES)}")
         self.processes = processes
+        self.connections = connections
         ctx = multiprocessing.get_context("spawn")
         self._counter = ctx.Value("q", 0)
         self._children = []
@@ -90,7 +96,8 @@ class ClientProcess:
         try:
             for k, (_, conn) in enumerate(active):
                 share = clients // shares + (k < clients % shares)
-                _send(active[k][0], conn, (target, list(sentences), share, options))
+                level = (target, list(sentences), share, options, self.connections)
+                _send(active[k][0], conn, level)
             for process, conn in active:
                 _receive(process, conn, CHILD_START_TIMEOUT)  # "ready"
             for process, conn in active:

@@ -51,6 +51,9 @@ class LoopResult:
     end: float = 0.0
 
 
+CONNECTION_MODES = ("process", "client")
+
+
 def closed_loop(
     target: str,
     sentences: list[str],
@@ -59,6 +62,7 @@ def closed_loop(
     *,
     outputs: list[str | None] | None = None,
     take: Callable[[], int] | None = None,
+    connections: str = "process",
 ) -> LoopResult:
     """All ``sentences`` through ``clients`` concurrent closed-loop clients, each a
     :class:`nmt_client.Translator` of its own that never retries (a failed call counts
@@ -68,8 +72,14 @@ def closed_loop(
     ``i`` is stored at ``outputs[i]``. ``take()``: the index of the next sentence to
     send (default: 0, 1, 2, ... within this loop; loops in several processes share one
     counter, :class:`loadtest.clients.ClientProcess`); an index past the end stops a
-    client.
+    client. ``connections``: ``process``, the clients' channels share one TCP connection
+    (gRPC's global subchannel pool: what a program with several channels to one target
+    gets), or ``client``, one connection each (as separate programs or hosts have; what
+    ``SO_REUSEPORT`` spreads over several server processes, ``--frontends``).
     """
+    if connections not in CONNECTION_MODES:
+        raise ValueError(f"connections must be one of {list(CONNECTION_MODES)}")
+    channel_options = [("grpc.use_local_subchannel_pool", 1)] if connections == "client" else []
     result = LoopResult()
     lock = threading.Lock()
     if take is None:
@@ -80,7 +90,9 @@ def closed_loop(
                 return next(counter)
 
     def worker() -> None:
-        with Translator(target, timeout=60, retries=0) as translator:
+        with Translator(
+            target, timeout=60, retries=0, channel_options=channel_options
+        ) as translator:
             while True:
                 i = take()
                 if i >= len(sentences):
@@ -149,6 +161,7 @@ def start_server(
     providers: tuple[str, ...] = ("cpu",),
     io_binding: str = "auto",
     engine_process: str = "auto",
+    frontends: int = 1,
 ):
     """Start and warm up an in-process server on a free 127.0.0.1 port (no metrics
     endpoint; the CUDA provider is required when listed first); returns
@@ -169,6 +182,7 @@ def start_server(
                 io_binding=io_binding,
             ),
             engine_process=engine_process,
+            frontends=frontends,
             **extra,
         ),
         registry=registry,

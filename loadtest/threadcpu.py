@@ -65,3 +65,17 @@ def breakdown(before: dict[str, float], after: dict[str, float], per: int) -> di
     out["exited"] = round(1000 * max(0.0, total - known) / per, 3)
     out["total"] = round(1000 * total / per, 3)
     return out
+
+
+def process_seconds(pids: list[int]) -> float:
+    """CPU seconds (user + system) the processes ``pids`` used so far (``/proc/<pid>/stat``;
+    one that is gone, or not Linux: 0), e.g. ``nmt-serve --frontends``' front ends."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total

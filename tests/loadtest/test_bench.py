@@ -281,6 +281,9 @@ def test_good_arguments_pass_the_checks(good_argv, tmp_path):
         (["--readme", "/nonexistent.md"], "--readme /nonexistent.md: No such file"),
         (["--readme", "EMPTY"], "has no bench:start ... bench:end markers"),
         (["--client-processes", "0"], "--client-processes must be >= 1, got 0"),
+        (["--frontends", "0"], "--frontends must be in 1..64"),
+        (["--frontends", "2", "--engine-process", "off"], "--frontends > 1 shares each model's"),
+        (["--connections", "thread"], "argument --connections: invalid choice: 'thread'"),
         (["--ab-tree", "/nonexistent"], "--ab-tree /nonexistent: not a source tree"),
     ],
 )
@@ -390,3 +393,29 @@ def test_engine_process_rows_read_the_childs_counters_and_cpu(tiny_bundle, tmp_p
         assert r["decoder_rows"] > 0 and r["decoder_calls"] > 0
         by = r["cpu_ms_by_thread"]
         assert by["scheduler"] > 0 and by["encoder"] > 0 and by["total"] > by["scheduler"]
+
+
+def test_frontends_rows_count_every_front_ends_cpu(tiny_bundle, tmp_path):
+    """``--frontends 2 --connections client``: the service runs two gRPC processes on one
+    engine process, each client has a connection of its own, and the CPU of the further
+    front end is counted in the row's total."""
+    source = tmp_path / "test.en"
+    source.write_text("\n".join(tiny_bundle.sentences[:SENTENCES] * 8) + "\n", encoding="utf-8")
+    out = tmp_path / "bench-frontends"
+    argv = [
+        "--model-repository", str(tiny_bundle.repo), "--model", "tiny",
+        "--file", str(source), "--sentences", str(8 * SENTENCES), "--clients", "16",
+        "--beam", "2", "--threads", "1", "--parts", "service",
+        "--frontends", "2", "--connections", "client", "--out", str(out),
+    ]  # fmt: skip
+    assert bench.main(argv) == 0
+    data = json.loads(out.with_suffix(".json").read_text())
+    assert "(client connections)" in data["settings"]["service"]
+    assert "--frontends 2" in data["settings"]["service"]
+    rows = [r for r in data["rows"] if r["system"] == report.SERVICE]
+    assert {r["strategy"] for r in rows} == {"greedy", "beam2"}
+    for r in rows:
+        assert r["frontends"] == 2 and r["engine_process"] is True and r["errors"] == 0
+        by = r["cpu_ms_by_thread"]
+        assert by["frontends"] > 0
+        assert by["total"] >= by["frontends"] + by["scheduler"]
