@@ -47,8 +47,10 @@ from models.config import ModelConfig
 from models.options import DecodeOptions
 from nmt_client import DecodeOptions as ClientOptions
 from service.config import ENGINE_PROCESS_MODES, ServerConfig
+from service.limits import EngineConfig
 from service.remote import RemoteEngine, on_engine
 from service.runtime import IO_BINDING_MODES
+from service.servicer import RpcConfig
 
 log = logging.getLogger("loadtest.bench")
 
@@ -213,6 +215,8 @@ def bench_service(
         io_binding=args.io_binding,
         engine_process=args.engine_process,
         frontends=args.frontends,
+        max_inflight=args.max_inflight,
+        max_queue=args.max_queue,
     )
     engine = server.engines[model_name]
     fronts = [m.process.pid for m in server.frontends.members] if server.frontends else []
@@ -260,6 +264,9 @@ def bench_trees(args, sentences, options, clients: ClientProcess, number: int) -
         flags += ["--engine-process", args.engine_process]
     if args.frontends != 1:  # older trees know no --frontends
         flags += ["--frontends", str(args.frontends)]
+    for flag, value in (("--max-inflight", args.max_inflight), ("--max-queue", args.max_queue)):
+        if value is not None:
+            flags += [flag, str(value)]
     rows: dict[str, list[dict]] = {}
     trees = args.ab_labels if number % 2 else args.ab_labels[::-1]
     for tree, label in trees:
@@ -346,6 +353,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="the service's gRPC processes sharing its engine process (nmt-serve --frontends)",
     )
     p.add_argument(
+        "--max-inflight",
+        type=int,
+        default=None,
+        help="the service's calls in flight per gRPC process (nmt-serve --max-inflight; "
+        "default: the server's), e.g. at least --clients so that no level is refused",
+    )
+    p.add_argument(
+        "--max-queue",
+        type=int,
+        default=None,
+        help="the service's queued requests (nmt-serve --max-queue; default: the server's)",
+    )
+    p.add_argument(
         "--connections",
         choices=CONNECTION_MODES,
         default="process",
@@ -418,8 +438,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error("--rounds must be >= 1")
     if args.client_processes < 1:
         p.error(f"--client-processes must be >= 1, got {args.client_processes}")
-    try:  # the server's own check of --frontends, with its --engine-process
+    try:  # the server's own checks of these flags
         ServerConfig(frontends=args.frontends, engine_process=args.engine_process)
+        if args.max_inflight is not None:
+            RpcConfig(max_inflight=args.max_inflight)
+        if args.max_queue is not None:
+            EngineConfig(max_queue=args.max_queue)
     except ValueError as exc:
         p.error(str(exc))
     for tree in args.ab_tree:
@@ -566,7 +590,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             + f" ({args.connections} connections)"
             + ", one sentence per request, default engine limits, --engine-process "
             + args.engine_process
-            + f", --frontends {args.frontends}",
+            + f", --frontends {args.frontends}"
+            + "".join(
+                f", {flag} {value}"
+                for flag, value in (
+                    ("--max-inflight", args.max_inflight),
+                    ("--max-queue", args.max_queue),
+                )
+                if value is not None
+            ),
             "ab_trees": [{"tree": str(t), "commit": label} for t, label in args.ab_labels],
         },
         "flops": flops.to_dict()

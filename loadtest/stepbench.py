@@ -10,6 +10,12 @@ written into the pool's spare slots on the device; the pool compacted as the dec
 loop does once half its slots are dead). This separates the per-call cost a device
 pays whatever the batch (kernel launches, framework) from the per-row work and from
 the cost of admissions.
+
+On CUDA it also times the step replayed from an ONNX Runtime CUDA graph
+(``enable_cuda_graph``; the ``graph`` column): one session per row count, every input
+and output bound once to a fixed device buffer (the shapes a graph is captured for),
+and each step uploading its token ids and reading its top-k back, as a serving loop
+would. The service does not use CUDA graphs yet: this measures what they would save.
 """
 
 from __future__ import annotations
@@ -52,7 +58,73 @@ def time_steps(model, feeds: dict, *, runs: int, admit=None) -> float:
     return (time.perf_counter() - start) / runs
 
 
+def time_graph_steps(path: Path, feeds: dict, *, runs: int) -> float | None:
+    """Mean seconds of the decoder ``path`` replayed from a CUDA graph for ``feeds``
+    (graph input name -> host array or :class:`service.devicepool.DeviceState`); None
+    when ONNX Runtime cannot capture it (its reason is printed)."""
+    import onnxruntime as ort
+
+    from export import spec
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    try:
+        session = ort.InferenceSession(
+            str(path),
+            options,
+            providers=[("CUDAExecutionProvider", {"enable_cuda_graph": "1"})],
+        )
+        binding = session.io_binding()
+        inputs = {}
+        for name, value in feeds.items():
+            if hasattr(value, "value"):  # a DeviceState: already on the device
+                inputs[name] = value.value
+            else:  # TopK's k is read on the host; the rest lives on the device
+                where = "cpu" if name == spec.TOP_K else "cuda"
+                inputs[name] = ort.OrtValue.ortvalue_from_numpy(value, where, 0)
+            binding.bind_ortvalue_input(name, inputs[name])
+        # a plain session gives the outputs' shapes and types and the reference result:
+        # the graph's session only ever runs with the buffers it is captured with
+        plain = ort.InferenceSession(str(path), options, providers=["CUDAExecutionProvider"])
+        probe = plain.io_binding()
+        for name, value in inputs.items():
+            probe.bind_ortvalue_input(name, value)
+        names = [o.name for o in session.get_outputs()]
+        for name in names:
+            probe.bind_output(name, "cuda")
+        plain.run_with_iobinding(probe)
+        types = {"tensor(float)": np.float32, "tensor(int64)": np.int64}
+        outputs = [
+            ort.OrtValue.ortvalue_from_shape_and_type(o.shape(), types[o.data_type()], "cuda", 0)
+            for o in probe.get_outputs()
+        ]
+        for name, value in zip(names, outputs, strict=True):
+            binding.bind_ortvalue_output(name, value)
+        tokens = feeds[spec.PREV_TOKENS]
+
+        def step() -> None:
+            inputs[spec.PREV_TOKENS].update_inplace(tokens)
+            session.run_with_iobinding(binding)
+            outputs[0].numpy(), outputs[1].numpy()  # top-k values and ids to the host
+
+        for _ in range(3):  # the first run captures the graph
+            step()
+        start = time.perf_counter()
+        for _ in range(runs):
+            step()
+        seconds = (time.perf_counter() - start) / runs
+        # the replayed graph computes what the plain session did
+        if not np.array_equal(outputs[1].numpy(), probe.get_outputs()[1].numpy()):
+            print("no CUDA graph: its top-k ids differ from the plain step's", file=sys.stderr)
+            return None
+        return seconds
+    except Exception as exc:  # noqa: BLE001 - ORT refuses graphs with nodes off the GPU
+        print(f"no CUDA graph: {str(exc).strip().splitlines()[0][:300]}", file=sys.stderr)
+        return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    from export import spec
     from service.bundle import load_bundle
     from service.runtime import RuntimeConfig
     from service.server import find_bundles
@@ -78,8 +150,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg = models["off"].config
     rng = np.random.default_rng(0)
     results = []
-    print("| rows | binding off ms | binding on ms | binding on, an admission per step ms |")
-    print("|---|---|---|---|")
+    graphs = args.device == "cuda"
+    print(
+        "| rows | binding off ms | binding on ms | binding on, an admission per step ms "
+        "| CUDA graph ms |"
+    )
+    print("|---|---|---|---|---|")
     for rows in [int(r) for r in args.rows.split(",") if r.strip()]:
         ids = rng.integers(4, cfg.src_vocab_size, (rows + 1, args.src_len)).astype(np.int64)
         lengths = np.full(rows, args.src_len, dtype=np.int64)
@@ -103,9 +179,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             "on_admitting_ms": 1e3
             * time_steps(models["on"].model, feeds, runs=args.runs, admit=one),
         }
+        graph = None
+        if graphs:
+            graph_feeds = {
+                spec.PREV_TOKENS: feeds["prev_tokens"],
+                spec.PARENT_ROWS: index,
+                spec.ROW_SENTENCE: index,
+                spec.TOP_K: np.array([1], dtype=np.int64),
+            }
+            on = models["on"].model.encode(ids[:rows], lengths)
+            graph_feeds |= {spec.MEMORY: on.memory, spec.KEYS: on.keys, spec.SRC_MASK: on.mask}
+            graph_feeds |= dict(zip(models["on"].model.state_names, on.states, strict=True))
+            seconds = time_graph_steps(bundle_dir / spec.DECODER_FILE, graph_feeds, runs=args.runs)
+            graph = None if seconds is None else 1e3 * seconds
+        row["graph_ms"] = graph
         results.append(row)
-        cells = (row["off_ms"], row["on_ms"], row["on_admitting_ms"])
-        print(f"| {rows} | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
+        cells = (row["off_ms"], row["on_ms"], row["on_admitting_ms"], graph)
+        print(f"| {rows} | " + " | ".join("–" if c is None else f"{c:.3f}" for c in cells) + " |")
     if args.json:
         meta = {"device": args.device, "bundle": str(bundle_dir), "src_len": args.src_len}
         args.json.write_text(json.dumps({"settings": meta, "rows": results}, indent=2))

@@ -83,7 +83,8 @@ class Engine(EngineFront):
 
     def __init__(self, bundle: Bundle, config: EngineConfig, metrics: Metrics) -> None:
         self.bundle = bundle
-        self.config = config
+        # admission settings left to the device: its own (limits.ADMISSION)
+        self.config = config.for_device(bundle.model.provider == "CUDAExecutionProvider")
         self.metrics = metrics
         # The longest source served: the server's limit or, when shorter, the length the
         # export's parity gate verified (its manifest's max_source_tokens).

@@ -3,6 +3,7 @@ against them before it is queued. Torch-free, no ORT."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -34,13 +35,13 @@ class EngineConfig:
     # of the sentences sampling from all 8,000 tokens halved greedy throughput).
     max_sampling_topk: int = 100
     max_target_length: int = 512
-    encode_batch_sentences: int = 16
-    # Padding tokens an encoder batch may carry before it is split (see length_groups).
-    encode_max_padding: int = 16
-    # While sentences are decoding, queued requests are admitted (and encoded) once this
-    # many wait or after they have waited admit_wait_steps decoder steps: encoder calls
-    # on one or two short sentences cost several times more per sentence than on eight.
-    admit_batch: int = 8
+    # Admission (None: the device's default, ADMISSION): sentences encoded per admission,
+    # padding tokens an encoder batch may carry before it is split (see length_groups),
+    # and, while sentences are decoding, how many queued requests are admitted at once
+    # (or after they have waited admit_wait_steps decoder steps).
+    encode_batch_sentences: int | None = None
+    encode_max_padding: int | None = None
+    admit_batch: int | None = None
     admit_wait_steps: int = 2
     # Encode admitted sentences on a thread of their own while the scheduler keeps
     # stepping the decoder: an encoder call then no longer stalls every live row, and
@@ -61,21 +62,42 @@ class EngineConfig:
             "max_n_best",
             "max_sampling_topk",
             "max_target_length",
-            "encode_batch_sentences",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("encode_batch_sentences", "admit_batch"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("encode_max_padding", "admit_wait_steps"):
-            if getattr(self, name) < 0:
+            if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.admit_batch < 1:
-            raise ValueError(f"admit_batch must be >= 1, got {self.admit_batch}")
         if not 0 < self.stall_timeout <= MAX_SECONDS:  # NaN fails too
             raise ValueError(
                 f"stall_timeout must be > 0 and <= {MAX_SECONDS} seconds, got {self.stall_timeout}"
             )
         if self.max_beam_size > self.max_live_rows:
             raise ValueError("max_beam_size cannot exceed max_live_rows")
+
+    def for_device(self, gpu: bool) -> EngineConfig:
+        """This config with the admission settings left at None set for the device the
+        engine's model runs on (:data:`ADMISSION`)."""
+        defaults = ADMISSION[gpu]
+        return dataclasses.replace(
+            self,
+            **{k: v for k, v in defaults.items() if getattr(self, k) is None},
+        )
+
+
+# Admission defaults by device (EngineConfig.for_device). On the CPU an encoder call
+# costs in proportion to its batch and padding, and one on one or two short sentences
+# several times more per sentence than on eight. On a GPU a call costs ~2 ms whatever
+# its batch (launch-bound) and padding is nearly free: small admissions left an H100
+# decoding 25-30 rows a step with 256 clients waiting; 128 / 128 / 32 gave 1.2-2.4x the
+# greedy sentences/s (2026-11-26, .gpu admission sweep; loadtest/results/ for the bench).
+ADMISSION: dict[bool, dict[str, int]] = {
+    False: {"encode_batch_sentences": 16, "encode_max_padding": 16, "admit_batch": 8},
+    True: {"encode_batch_sentences": 128, "encode_max_padding": 128, "admit_batch": 32},
+}
 
 
 def validate_request(

@@ -284,6 +284,8 @@ def test_good_arguments_pass_the_checks(good_argv, tmp_path):
         (["--frontends", "0"], "--frontends must be in 1..64"),
         (["--frontends", "2", "--engine-process", "off"], "--frontends > 1 shares each model's"),
         (["--connections", "thread"], "argument --connections: invalid choice: 'thread'"),
+        (["--max-inflight", "0"], "max_inflight must be >= 1, got 0"),
+        (["--max-queue", "0"], "max_queue must be >= 1, got 0"),
         (["--ab-tree", "/nonexistent"], "--ab-tree /nonexistent: not a source tree"),
     ],
 )
@@ -419,3 +421,22 @@ def test_frontends_rows_count_every_front_ends_cpu(tiny_bundle, tmp_path):
         by = r["cpu_ms_by_thread"]
         assert by["frontends"] > 0
         assert by["total"] >= by["frontends"] + by["scheduler"]
+
+
+def test_the_services_limits_reach_the_server(tiny_bundle, tmp_path):
+    """``--max-inflight 1`` with 4 closed-loop clients: the server refuses calls (the
+    report lists them); the limits are in the settings."""
+    source = tmp_path / "test.en"
+    source.write_text("\n".join(tiny_bundle.sentences[:SENTENCES] * 4) + "\n", encoding="utf-8")
+    out = tmp_path / "bench-limits"
+    argv = [
+        "--model-repository", str(tiny_bundle.repo), "--model", "tiny",
+        "--file", str(source), "--sentences", str(4 * SENTENCES), "--clients", "4",
+        "--beam", "2", "--threads", "1", "--parts", "service", "--out", str(out),
+        "--max-inflight", "1", "--max-queue", "64",
+    ]  # fmt: skip
+    assert bench.main(argv) == 0
+    data = json.loads(out.with_suffix(".json").read_text())
+    assert "--max-inflight 1, --max-queue 64" in data["settings"]["service"]
+    rows = [r for r in data["rows"] if r["system"] == report.SERVICE]
+    assert rows and all(r["errors"] > 0 for r in rows)

@@ -17,6 +17,7 @@ from models.options import DecodeOptions
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
 from service.bundle import BundleError, load_bundle
+from service.limits import ADMISSION
 from service.loop import decode
 from service.runtime import RuntimeConfig
 from service.server import ServerConfig, create_server
@@ -79,5 +80,13 @@ def test_server_on_gpu_serves_the_fp32_version(gpu_bundle):
                 pb.TranslateRequest(texts=["Where is the train station?"]), timeout=30
             )
         assert "estación" in reply.translations[0].hypotheses[0].text
+        # the child's engine admits with the GPU's settings (limits.ADMISSION)
+        admission = server.engines["en-es"].call(_admission)
+        assert admission == ADMISSION[True]
     finally:
         server.stop(0)
+
+
+def _admission(engine) -> dict:
+    """Run in the engine process: the admission settings its engine uses."""
+    return {name: getattr(engine.config, name) for name in ADMISSION[True]}

@@ -1,0 +1,51 @@
+"""service/limits.py: the engine's admission settings, left to the device by default."""
+
+from __future__ import annotations
+
+import pytest
+
+from service.limits import ADMISSION, EngineConfig
+
+FIELDS = ("encode_batch_sentences", "encode_max_padding", "admit_batch")
+
+
+@pytest.mark.parametrize("gpu", [False, True], ids=["cpu", "gpu"])
+def test_unset_admission_settings_take_the_devices_defaults(gpu):
+    config = EngineConfig().for_device(gpu)
+    assert {name: getattr(config, name) for name in FIELDS} == ADMISSION[gpu]
+    assert config.max_live_rows == EngineConfig().max_live_rows  # nothing else changes
+
+
+def test_the_gpu_admits_more_at_once_than_the_cpu():
+    # on a GPU an encoder call costs about the same whatever its batch (launch-bound)
+    for name in FIELDS:
+        assert ADMISSION[True][name] > ADMISSION[False][name]
+
+
+@pytest.mark.parametrize("gpu", [False, True], ids=["cpu", "gpu"])
+def test_settings_given_are_kept_on_either_device(gpu):
+    config = EngineConfig(encode_batch_sentences=2, encode_max_padding=0, admit_batch=1)
+    resolved = config.for_device(gpu)
+    assert (resolved.encode_batch_sentences, resolved.encode_max_padding) == (2, 0)
+    assert resolved.admit_batch == 1
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("encode_batch_sentences", 0, "encode_batch_sentences must be >= 1, got 0"),
+        ("admit_batch", 0, "admit_batch must be >= 1, got 0"),
+        ("encode_max_padding", -1, "encode_max_padding must be >= 0, got -1"),
+    ],
+)
+def test_bad_admission_settings_are_refused(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        EngineConfig(**{field: value})
+
+
+def test_an_engine_on_the_cpu_admits_with_the_cpu_defaults(server_factory):
+    from tests.service.server_fixtures import TINY_MODEL
+
+    server = server_factory()
+    engine = server.engines[TINY_MODEL]
+    assert {name: getattr(engine.config, name) for name in FIELDS} == ADMISSION[False]
