@@ -91,9 +91,11 @@ class EngineConfig:
 # Admission defaults by device (EngineConfig.for_device). On the CPU an encoder call
 # costs in proportion to its batch and padding, and one on one or two short sentences
 # several times more per sentence than on eight. On a GPU a call costs ~2 ms whatever
-# its batch (launch-bound) and padding is nearly free: small admissions left an H100
-# decoding 25-30 rows a step with 256 clients waiting; 128 / 128 / 32 gave 1.2-2.4x the
-# greedy sentences/s (2026-11-26, .gpu admission sweep; loadtest/results/ for the bench).
+# its batch (launch-bound) and padding is nearly free: with 16 / 16 / 8 an H100 decoded
+# 25-30 rows a step with 256 clients waiting. A sweep there (2026-11-26, a scratch
+# script, not kept) gave 1.2-2.4x the greedy sentences/s with 128 / 128 / 32 and two
+# front ends; the bench's A/B against the previous settings, one front end: 1.04-1.14x
+# (README, Performance on a GPU).
 ADMISSION: dict[bool, dict[str, int]] = {
     False: {"encode_batch_sentences": 16, "encode_max_padding": 16, "admit_batch": 8},
     True: {"encode_batch_sentences": 128, "encode_max_padding": 128, "admit_batch": 32},
