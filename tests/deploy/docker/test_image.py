@@ -105,6 +105,30 @@ def test_engine_processes_run_under_the_pods_security_context(docker, cpu_image)
         assert "Traceback" not in logs and "Read-only file system" not in logs, logs
 
 
+def test_frontends_share_the_engine_under_the_pods_security_context(docker, cpu_image):
+    """``NMT_FRONTENDS=2`` in the pod's restrictions: the second gRPC process starts
+    (spawned), binds the same port, reports its own metrics through the main process,
+    and ``docker stop`` drains both and exits 0."""
+    options = (
+        "--read-only", "--tmpfs", "/tmp:size=64m", "--cap-drop", "ALL",
+        "-e", "NMT_FRONTENDS=2", "-p", "127.0.0.1::50051", "-p", "127.0.0.1::9464",
+    )  # fmt: skip
+    with docker.healthy_container("frontends", *options, cpu_image) as name:
+        port = docker.host_port(name, 50051)
+        for sentence in SENTENCES[:CALLS]:
+            (text,) = translate(port, sentence)
+            assert text.strip() and text != sentence
+        metrics = scrape(docker.host_port(name, 9464))
+        rss = metrics.value("nmt_frontend_process_resident_memory_bytes", frontend="1")
+        assert rss is not None and rss > 10e6
+        docker.run("stop", "--time", "30", name, timeout=60)
+        state = docker.inspect(name)["State"]
+        assert (state["Status"], state["ExitCode"]) == ("exited", 0)
+        logs = docker.run("logs", name, stderr=subprocess.STDOUT)
+        assert "front end 1 serving (pid" in logs, logs
+        assert "Traceback" not in logs and "Read-only file system" not in logs, logs
+
+
 def test_docker_stop_drains_and_exits_0(docker, container):
     """Last in this module: it stops the container."""
     port = docker.host_port(container, 50051)
