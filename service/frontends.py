@@ -43,8 +43,13 @@ from service import logs
 from service.config import ServerConfig
 from service.enginechild import HEARTBEAT_SECONDS, Wire
 from service.forwarding import FRONTEND_METRICS, ProcessSource, Samples, samples_of, zero_gauges
-from service.remote import START_METHOD, START_SECONDS, STOP_MARGIN_SECONDS, RemoteEngine
-from service.remote import _exit_reason as exit_reason
+from service.remote import (
+    START_METHOD,
+    START_SECONDS,
+    STOP_MARGIN_SECONDS,
+    RemoteEngine,
+    exit_reason,
+)
 
 log = logging.getLogger(__name__)
 

@@ -147,7 +147,8 @@ def _rebuild(kind: str, message: str) -> Exception:
     return exc
 
 
-def _exit_reason(exitcode: int | None) -> str:
+def exit_reason(exitcode: int | None) -> str:
+    """A child process's ``exitcode`` in words, for logs and health."""
     if exitcode is None:
         return "its pipe closed"
     if exitcode < 0:
@@ -459,7 +460,7 @@ class RemoteEngine(EngineLink):
             if not self.process.is_alive():
                 raise EngineProcessError(
                     f"the engine process of {name} ended while loading the model "
-                    f"({_exit_reason(self.process.exitcode)}); see its log lines above"
+                    f"({exit_reason(self.process.exitcode)}); see its log lines above"
                 )
             if time.monotonic() > deadline:
                 raise EngineProcessError(
@@ -471,7 +472,7 @@ class RemoteEngine(EngineLink):
             self.process.join(5)
             raise EngineProcessError(
                 f"the engine process of {name} ended while loading the model "
-                f"({_exit_reason(self.process.exitcode)})"
+                f"({exit_reason(self.process.exitcode)})"
             ) from None
         if message[0] == "failed":
             raise BundleError(message[1])
@@ -512,7 +513,7 @@ class RemoteEngine(EngineLink):
     def health(self) -> str | None:
         exited = self.process.exitcode is not None
         if exited and self._started and not self._stopping and self._dead is None:
-            return f"the engine process exited ({_exit_reason(self.process.exitcode)})"
+            return f"the engine process exited ({exit_reason(self.process.exitcode)})"
         return super().health()
 
     def _lost(self, reason: str | None) -> str:
@@ -520,7 +521,7 @@ class RemoteEngine(EngineLink):
             self.process.kill()  # nobody listens to it any more
             return reason
         self.process.join(1.0)
-        return f"the engine process exited ({_exit_reason(self.process.exitcode)})"
+        return f"the engine process exited ({exit_reason(self.process.exitcode)})"
 
     def process_id(self) -> int:
         """The engine process's pid while it runs, else 0 (no /proc entry: no samples)."""
