@@ -164,11 +164,13 @@ def start_server(
     frontends: int = 1,
     max_inflight: int | None = None,
     max_queue: int | None = None,
+    decode_lanes: int | None = None,
 ):
     """Start and warm up an in-process server on a free 127.0.0.1 port (no metrics
     endpoint; the CUDA provider is required when listed first); returns
     ``(server, "127.0.0.1:PORT")``. ``model_repository`` defaults to the server's own;
-    ``max_inflight`` (per gRPC process) and ``max_queue``: the server's limits when None."""
+    ``max_inflight`` (per gRPC process), ``max_queue`` and ``decode_lanes``: the
+    server's own when None."""
     from service.limits import EngineConfig
     from service.runtime import RuntimeConfig
     from service.server import ServerConfig, create_server
@@ -177,8 +179,10 @@ def start_server(
     extra: dict = {} if model_repository is None else {"model_repository": Path(model_repository)}
     if max_inflight is not None:
         extra["rpc"] = RpcConfig(max_inflight=max_inflight)
-    if max_queue is not None:
-        extra["engine"] = EngineConfig(max_queue=max_queue)
+    engine = {"max_queue": max_queue, "decode_lanes": decode_lanes}
+    engine = {k: v for k, v in engine.items() if v is not None}
+    if engine:
+        extra["engine"] = EngineConfig(**engine)
     server, port = create_server(
         ServerConfig(
             host="127.0.0.1",

@@ -368,6 +368,7 @@ def main(argv=None) -> int:
             registry=CollectorRegistry(),
             providers=(args.device,),
             engine_process=mode,
+            decode_lanes=1,  # the breakdown follows one scheduler thread
         )
         for mode in modes
     }

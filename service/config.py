@@ -296,6 +296,14 @@ FLAGS: tuple[Flag, ...] = (
         "seconds an engine may go without a scheduler iteration while it has work before "
         "the watchdog reports NOT_SERVING and nmt-serve exits 1",
     ),
+    Flag(
+        "engine",
+        "decode_lanes",
+        "engines per model sharing its ONNX Runtime sessions, each decoding its own "
+        "requests, so one's Python step overlaps another's decoder call (0: auto, 2 on a "
+        "CPU with two cores or more, 1 on CUDA; with --intra-op-threads 0 each lane's "
+        "sessions get cores/lanes threads)",
+    ),
     Flag("", "reflection", "gRPC server reflection (grpc.reflection.v1 and v1alpha)"),
     Flag("", "shutdown_grace", "seconds to drain on SIGTERM"),
     Flag(

@@ -126,6 +126,10 @@ class Engine(EngineFront):
         self._progress = time.monotonic()
         self._failure: str | None = None
         self._fatal: BaseException | None = None
+        # What this engine added to the live_rows and queue_depth gauges: several engines
+        # of one model (decode lanes, service/lanes.py) share them, so each moves them by
+        # its own change instead of setting them.
+        self._gauges = {"live_rows": 0, "queue_depth": 0}
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -230,12 +234,30 @@ class Engine(EngineFront):
                 # The scheduler had nothing to do: its stall clock starts now.
                 self._progress = time.monotonic()
             self._queue.append(job)
-            self.metrics.queue_depth.set(len(self._queue))
+            self._gauge("queue_depth", len(self._queue))
             self._cond.notify()
         return job
 
     def _note_cancel(self) -> None:
         self._cancel_noted = True
+
+    def _gauge(self, name: str, value: int) -> None:
+        """Set this engine's share of the gauge ``name`` to ``value``."""
+        change = value - self._gauges[name]
+        if change:
+            self._gauges[name] = value
+            getattr(self.metrics, name).inc(change)
+
+    @property
+    def load(self) -> int:
+        """Rows admitted or waiting: where decode lanes (service/lanes.py) send the next
+        request."""
+        with self._cond:
+            queued = sum(
+                (len(job.sources) - job.next_sentence) * job.rows_per_sentence
+                for job in self._queue
+            )
+            return self._rows_reserved + queued
 
     # -- scheduler ---------------------------------------------------------------------
 
@@ -319,7 +341,7 @@ class Engine(EngineFront):
                     jobs += [job for job, _ in batch]
                 if self._encoded is not None:
                     jobs += [job for job, _ in self._encoded.admitted]
-                self.metrics.queue_depth.set(0)
+                self._gauge("queue_depth", 0)
             jobs += [a.handle[0] for a in self._loop.active]
             for job in dict.fromkeys(jobs):
                 self._finish_error(job, internal_failure("in the translation engine", cause))
@@ -394,7 +416,7 @@ class Engine(EngineFront):
             self._rows_reserved += rows
             if job.next_sentence == len(job.sources):
                 self._queue.popleft()
-        self.metrics.queue_depth.set(len(self._queue))
+        self._gauge("queue_depth", len(self._queue))
         return taken
 
     def _encode_batch(self, admitted: list[tuple[Job, int]]) -> EncodeOutcome:
@@ -521,7 +543,7 @@ class Engine(EngineFront):
             except Exception as exc:  # noqa: BLE001 - other requests carry on
                 log.exception("failure finishing a sentence; failing its request")
                 self._fail_jobs({job}, exc)
-        self.metrics.live_rows.set(self._loop.live_rows)
+        self._gauge("live_rows", self._loop.live_rows)
 
     def _isolate(self, exc: Exception) -> None:
         """The decoder step over every live row raised ``exc`` and changed nothing: fail
@@ -616,7 +638,7 @@ class Engine(EngineFront):
             for job in jobs:
                 if job in self._queue:
                     self._queue.remove(job)
-            self.metrics.queue_depth.set(len(self._queue))
+            self._gauge("queue_depth", len(self._queue))
         for job in jobs:
             self._finish_error(job, exc)
-        self.metrics.live_rows.set(self._loop.live_rows)
+        self._gauge("live_rows", self._loop.live_rows)

@@ -39,6 +39,7 @@ from service.engine import Engine, one_line
 from service.errors import ServiceError
 from service.forwarding import ENGINE_METRICS, samples_of
 from service.jobs import Job, PrefixCallback
+from service.lanes import EngineLanes, make_engine
 from service.limits import EngineConfig
 from service.logs import LogConfig
 from service.metrics import create_metrics
@@ -84,7 +85,7 @@ def describe(exc: BaseException) -> tuple[str, str]:
 class EngineChild:
     """The child's side: its engine, the jobs it holds for each link, its heartbeat."""
 
-    def __init__(self, wires: list[Wire], engine: Engine) -> None:
+    def __init__(self, wires: list[Wire], engine: Engine | EngineLanes) -> None:
         self.wires = wires
         self.engine = engine
         self.jobs: dict[tuple[int, int], Job] = {}
@@ -283,6 +284,6 @@ def child_main(
         log.exception("the engine process could not load %s", path)
         wires[OWNER].send(("failed", f"{path}: {type(exc).__name__}: {exc}"))
         return
-    engine = Engine(bundle, config, create_metrics(CollectorRegistry()))
+    engine = make_engine(bundle, config, create_metrics(CollectorRegistry()))
     wires[OWNER].send(("ready", bundle.model.provider))
     EngineChild(wires, engine).serve()

@@ -47,6 +47,10 @@ class EngineConfig:
     # stepping the decoder: an encoder call then no longer stalls every live row, and
     # the two ONNX Runtime calls run on two cores at once.
     background_encoder: bool = True
+    # Engines (scheduler, decode loop, encoder thread each) sharing the model's sessions,
+    # each decoding its own requests (service/lanes.py); 0: auto (2 on a CPU with two
+    # cores or more, 1 on CUDA).
+    decode_lanes: int = 0
     # Engine.health() reports a stall once the scheduler has completed no iteration for
     # this many seconds while requests are queued or decoding. A CPU decoder step takes
     # milliseconds; warm-up and the longest encodes take far less than this.
@@ -68,6 +72,8 @@ class EngineConfig:
         for name in ("encode_batch_sentences", "admit_batch"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.decode_lanes < 0:
+            raise ValueError(f"decode_lanes must be >= 0 (0: auto), got {self.decode_lanes}")
         for name in ("encode_max_padding", "admit_wait_steps"):
             if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")

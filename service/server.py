@@ -14,8 +14,10 @@ port that share those engines (``service/frontends.py``); one that dies is a dea
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -35,6 +37,7 @@ from service.config import ServerConfig, parse_args
 from service.engine import Engine
 from service.forwarding import ENGINE_METRICS, FRONTEND_METRICS, ProcessSource, forward_metrics
 from service.frontends import FrontendError, Frontends, Links
+from service.lanes import EngineLanes, lanes_for, make_engine
 from service.listen import ListenError, bind, enable_reflection, server_credentials
 from service.metrics import create_metrics
 from service.remote import EngineLink, EngineProcessError, RemoteEngine
@@ -118,7 +121,7 @@ class TranslationServer:
         self.registry = registry
         self.metrics = create_metrics(registry)
         self.frontends: Frontends | None = None
-        self.engines: dict[str, Engine | EngineLink] = {}
+        self.engines: dict[str, Engine | EngineLanes | EngineLink] = {}
         if links is not None:
             self.engine_process = True
             for name, (path, provider, conn) in links.items():
@@ -191,6 +194,14 @@ class TranslationServer:
         self.engine_process = config.engine_process == "on" or (
             config.engine_process == "auto" and (gpu or config.frontends > 1)
         )
+        # decode lanes (0: auto) resolved here: their count sets the sessions' threads
+        lanes = lanes_for(config.engine, gpu)
+        self._engine_config = dataclasses.replace(config.engine, decode_lanes=lanes)
+        self._runtime = config.runtime
+        if lanes > 1 and not config.runtime.intra_op_threads:
+            # each lane's decoder call on its own share of the cores
+            threads = max(1, (os.cpu_count() or 1) // lanes)
+            self._runtime = dataclasses.replace(config.runtime, intra_op_threads=threads)
         bundles = find_bundles(config.model_repository, gpu=gpu)
         default = config.default_model or next(iter(bundles))
         if default not in bundles:
@@ -220,18 +231,18 @@ class TranslationServer:
             self.engines[name] = engine
         return default
 
-    def _engine(self, name: str, path: Path) -> Engine | EngineLink:
+    def _engine(self, name: str, path: Path) -> Engine | EngineLanes | EngineLink:
         """``path``'s engine: in this process, or (``--engine-process``) in a child
         process that loads the bundle (the children of the models before stop when a
         later one fails to load)."""
         config = self.config
         if not self.engine_process:
-            return Engine(_load(path, config.runtime), config.engine, self.metrics)
+            return make_engine(_load(path, self._runtime), self._engine_config, self.metrics)
         try:
             return RemoteEngine(
                 path,
-                config.runtime,
-                config.engine,
+                self._runtime,
+                self._engine_config,
                 self.metrics,
                 name=name,
                 log_config=config.log,

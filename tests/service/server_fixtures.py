@@ -112,7 +112,10 @@ class ServerFactory:
         self, *, warm: bool = True, start: bool = True, server: dict | None = None, **engine
     ):
         """``server``: ServerConfig fields to override (TLS, reflection...); the rest of
-        the keywords are EngineConfig fields."""
+        the keywords are EngineConfig fields. One engine per model unless a test asks
+        for ``decode_lanes`` (tests reach an engine's internals and count its queue;
+        tests/service/test_lanes.py and test_server.py run lanes)."""
+        engine.setdefault("decode_lanes", 1)
         from prometheus_client import CollectorRegistry
 
         from service.engine import EngineConfig

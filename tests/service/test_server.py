@@ -27,9 +27,12 @@ from tests.service.server_helpers import (
 PARITY_SENTENCES = (1, 2, 5, 6, 7, 9, 13)
 
 
-@pytest.fixture(scope="module")
-def server(server_factory):
-    return server_factory(max_live_rows=256, max_beam_size=8, max_n_best=8)
+@pytest.fixture(scope="module", params=[1, 2], ids=["one-engine", "two-lanes"])
+def server(server_factory, request):
+    """One engine, and two decode lanes (the CPU's default, --decode-lanes auto)."""
+    return server_factory(
+        max_live_rows=256, max_beam_size=8, max_n_best=8, decode_lanes=request.param
+    )
 
 
 @pytest.fixture(scope="module")

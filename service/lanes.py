@@ -1,0 +1,109 @@
+"""Decode lanes: several engines (scheduler thread, decode loop, encoder thread each) over
+one model's ONNX Runtime sessions (``--decode-lanes``).
+
+One scheduler alternates between the decoder call and the Python step around it (the
+candidates, each sentence's selection, finished sentences, admissions): while it runs
+Python the CPU cores (or the GPU) that run the decoder wait, and while the decoder runs
+its Python waits. With two lanes, each decoding its own sentences, one lane's Python runs
+while the other's decoder call (which releases the GIL) runs, and on the CPU each lane's
+decoder call takes a core of its own instead of splitting one small batch over two
+threads (ORT's intra-op parallelism pays off little at a few dozen rows). ONNX Runtime
+sessions take concurrent ``run`` calls; each lane has its own memory pool and decoder
+states.
+
+A request goes whole to the lane with the fewest rows admitted or waiting
+(:attr:`service.engine.Engine.load`); a sentence's translation does not depend on its
+lane (nor on its batch mates: the bundles are batch invariant). Each lane admits up to
+``max_live_rows`` rows (a request's limit is unchanged) and queues its share of
+``max_queue``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from collections.abc import Sequence
+
+from models.options import DecodeOptions
+from service.bundle import Bundle
+from service.engine import Engine
+from service.front import EngineFront
+from service.jobs import Job, PrefixCallback
+from service.limits import EngineConfig
+from service.metrics import Metrics
+
+# --decode-lanes 0 (auto): on the CPU two lanes where there are two cores or more
+# (1.2-1.3x greedy and beam 5 sentences/s on 2 cores, loadtest/results/); on CUDA one
+# (not measured there yet).
+AUTO_CPU_LANES = 2
+
+
+def lanes_for(config: EngineConfig, gpu: bool, cores: int | None = None) -> int:
+    """The lanes ``config.decode_lanes`` means on this machine (0: auto)."""
+    if config.decode_lanes:
+        return config.decode_lanes
+    cores = (os.cpu_count() or 1) if cores is None else cores
+    return 1 if gpu or cores < 2 else AUTO_CPU_LANES
+
+
+def make_engine(bundle: Bundle, config: EngineConfig, metrics: Metrics) -> Engine | EngineLanes:
+    """``config.decode_lanes`` (resolved: > 0) engines over ``bundle``: one
+    :class:`Engine`, or :class:`EngineLanes`."""
+    if config.decode_lanes <= 1:
+        return Engine(bundle, config, metrics)
+    return EngineLanes(bundle, config, metrics)
+
+
+class EngineLanes(EngineFront):
+    """Several :class:`Engine` s of one model behind the interface of one."""
+
+    def __init__(self, bundle: Bundle, config: EngineConfig, metrics: Metrics) -> None:
+        n = config.decode_lanes
+        share = dataclasses.replace(config, max_queue=max(1, -(-config.max_queue // n)))
+        self.lanes = [Engine(bundle, share, metrics) for _ in range(n)]
+        self.bundle = bundle
+        self.metrics = metrics
+        self.config = self.lanes[0].config
+        self.max_source_tokens = self.lanes[0].max_source_tokens
+
+    def start(self) -> None:
+        for lane in self.lanes:
+            lane.start()
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Every lane drains at once, within ``timeout`` seconds."""
+        threads = [
+            threading.Thread(target=lane.stop, args=(timeout,), name="nmt-stop-lane")
+            for lane in self.lanes
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    @property
+    def accepting(self) -> bool:
+        return all(lane.accepting for lane in self.lanes)
+
+    def health(self) -> str | None:
+        for i, lane in enumerate(self.lanes):
+            reason = lane.health()
+            if reason is not None:
+                return f"decode lane {i}: {reason}"
+        return None
+
+    def warmup(self) -> None:
+        for lane in self.lanes:
+            lane.warmup()
+
+    def enqueue(
+        self,
+        sources: list[list[int]],
+        options: DecodeOptions,
+        timeout: float | None = None,
+        on_prefix: PrefixCallback | None = None,
+        prefixes: Sequence[tuple[int, ...]] = (),
+    ) -> Job:
+        lane = min(self.lanes, key=lambda lane: lane.load)
+        return lane.enqueue(sources, options, timeout, on_prefix, prefixes)

@@ -1,0 +1,197 @@
+"""``--decode-lanes``: several engines over one model's sessions (service/lanes.py).
+
+Lanes answer exactly as one engine does, every lane gets work under load, the shared
+gauges add up, one lane's failure is the server's, a stop drains every lane, and the
+sessions' threads are split between the lanes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from models.options import DecodeOptions
+from service.engine import Engine
+from service.lanes import EngineLanes, lanes_for
+from service.limits import EngineConfig
+from tests.service.server_fixtures import TINY_MODEL
+from tests.service.server_helpers import TIMEOUT, wait_until
+
+OPTIONS = [
+    DecodeOptions(beam_size=1),
+    DecodeOptions(beam_size=1, return_attention=True),
+    DecodeOptions(beam_size=4, n_best=2, return_attention=True),
+]
+
+
+@pytest.mark.parametrize(
+    ("lanes", "gpu", "cores", "want"),
+    [(0, False, 2, 2), (0, False, 16, 2), (0, False, 1, 1), (0, True, 16, 1), (3, True, 1, 3)],
+)
+def test_lanes_for_the_machine(lanes, gpu, cores, want):
+    assert lanes_for(EngineConfig(decode_lanes=lanes), gpu, cores) == want
+
+
+def test_negative_lanes_are_refused():
+    with pytest.raises(ValueError, match=r"decode_lanes must be >= 0 \(0: auto\), got -1"):
+        EngineConfig(decode_lanes=-1)
+
+
+@pytest.fixture(scope="module")
+def pair(server_factory):
+    one = server_factory(decode_lanes=1)
+    two = server_factory(decode_lanes=2, max_queue=64)
+    return one.engines[TINY_MODEL], two
+
+
+def _translate(engine, texts, options):
+    job = engine.submit(texts, options, timeout=TIMEOUT)
+    return engine.wait(job, TIMEOUT)
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=["greedy", "greedy-attention", "beam4"])
+def test_lanes_answer_like_one_engine(pair, tiny_bundle, options):
+    one, server = pair
+    lanes = server.engines[TINY_MODEL]
+    assert isinstance(lanes, EngineLanes) and len(lanes.lanes) == 2
+    assert isinstance(one, Engine)
+    texts = list(tiny_bundle.sentences[:12])
+    # one request per sentence, all at once: both lanes decode
+    jobs = [lanes.submit([t], options, timeout=TIMEOUT) for t in texts]
+    got = [lanes.wait(job, TIMEOUT)[0] for job in jobs]
+    want = _translate(one, texts, options)
+    # tokens exactly; scores and attention to float32 noise (other batch mates, other
+    # padding: the bundles are batch invariant in their tokens)
+    for g, w in zip(got, want, strict=True):
+        assert [h.tokens for h in g] == [h.tokens for h in w]
+        for gh, wh in zip(g, w, strict=True):
+            assert gh.score == pytest.approx(wh.score, abs=1e-5)
+            if wh.attention is not None:
+                assert abs(gh.attention - wh.attention).max() < 1e-5
+
+
+def test_every_lane_decodes_under_load(pair, tiny_bundle):
+    _, server = pair
+    lanes = server.engines[TINY_MODEL]
+    finished = [0, 0]
+    for i, lane in enumerate(lanes.lanes):
+        real = lane._finish_sentence
+
+        def counted(*args, i=i, real=real):
+            finished[i] += 1
+            return real(*args)
+
+        lane._finish_sentence = counted
+    try:
+        jobs = [
+            lanes.submit([t], DecodeOptions(beam_size=2), timeout=TIMEOUT)
+            for t in tiny_bundle.sentences[:16]
+        ]
+        for job in jobs:
+            lanes.wait(job, TIMEOUT)
+    finally:
+        for lane in lanes.lanes:
+            vars(lane).pop("_finish_sentence", None)
+    assert sum(finished) == 16 and min(finished) > 0, finished
+
+
+def test_the_shared_gauges_are_the_sum_of_the_lanes(pair, tiny_bundle):
+    """Each lane moves live_rows by its own change: with both lanes decoding, the gauge
+    is their sum (a lane that set it would leave only its own), and 0 once idle."""
+    _, server = pair
+    lanes = server.engines[TINY_MODEL]
+    model = lanes.bundle.model
+    gate, real = threading.Event(), type(model).step
+
+    stepped: set[int] = set()
+
+    def held(*args, **kwargs):  # each lane's first step runs, its next ones wait
+        me = threading.get_ident()
+        if me in stepped:
+            assert gate.wait(TIMEOUT)
+        stepped.add(me)
+        return real(model, *args, **kwargs)
+
+    model.step = held
+    try:
+        options = DecodeOptions(beam_size=3)
+        jobs = [lanes.submit([t], options, timeout=TIMEOUT) for t in tiny_bundle.sentences[:2]]
+        value = server.registry.get_sample_value
+        # both lanes took one step (3 live rows each) and wait in their second
+        assert wait_until(lambda: value("nmt_live_rows") == 6), value("nmt_live_rows")
+        assert [lane._loop.live_rows for lane in lanes.lanes] == [3, 3]
+    finally:
+        gate.set()
+        del model.step
+    for job in jobs:
+        lanes.wait(job, TIMEOUT)
+    assert wait_until(lambda: value("nmt_live_rows") == 0 and value("nmt_queue_depth") == 0)
+
+
+def test_each_lane_queues_its_share(pair):
+    _, server = pair
+    assert [lane.config.max_queue for lane in server.engines[TINY_MODEL].lanes] == [32, 32]
+
+
+def test_the_sessions_threads_are_split_between_the_lanes(pair):
+    _, server = pair
+    assert server._runtime.intra_op_threads == 1  # the fixture asks for 1 thread itself
+    # with --intra-op-threads 0 the server gives each lane cores/lanes threads
+    from service.runtime import RuntimeConfig
+    from service.server import ServerConfig, create_server
+
+    config = ServerConfig(
+        model_repository=server.config.model_repository,
+        host="127.0.0.1",
+        port=0,
+        metrics_port=-1,
+        runtime=RuntimeConfig(providers=("cpu",)),
+        engine=EngineConfig(decode_lanes=2),
+    )
+    from prometheus_client import CollectorRegistry
+
+    other, _ = create_server(config, registry=CollectorRegistry())
+    try:
+        assert other._runtime.intra_op_threads == max(1, (os.cpu_count() or 1) // 2)
+    finally:
+        other.stop(0)
+
+
+def test_a_dead_lane_fails_the_server(server_factory):
+    server = server_factory(decode_lanes=2)
+    lanes = server.engines[TINY_MODEL]
+
+    def broken() -> bool:
+        raise RuntimeError("injected scheduler bug")
+
+    lanes.lanes[1]._admit_now = broken
+    lanes.lanes[1].enqueue([[5, 6]], DecodeOptions(), timeout=TIMEOUT)
+    assert wait_until(server.failed.is_set, timeout=10)
+    assert server.failure.startswith(f"model {TINY_MODEL}: decode lane 1: ")
+    assert "injected scheduler bug" in server.failure
+
+
+def test_stop_drains_every_lane(server_factory, tiny_bundle):
+    server = server_factory(decode_lanes=2)
+    lanes = server.engines[TINY_MODEL]
+    options = DecodeOptions(beam_size=5, max_length_ratio=10.0)
+    jobs = [lanes.submit([t], options, timeout=TIMEOUT) for t in tiny_bundle.sentences[:8]]
+    server.stop(20.0)
+    for job in jobs:
+        assert job.future.result(0)  # finished, not failed
+    assert not lanes.accepting
+
+
+def test_the_engine_process_runs_lanes(server_factory, tiny_bundle):
+    server = server_factory(server={"engine_process": "on"}, decode_lanes=2)
+    engine = server.engines[TINY_MODEL]
+    assert engine.call(_lane_count) == 2
+    (nbest,) = _translate(engine, tiny_bundle.sentences[:1], DecodeOptions())
+    assert nbest[0].tokens
+
+
+def _lane_count(engine) -> int:
+    """Run in the engine process."""
+    return len(engine.lanes)
