@@ -209,7 +209,7 @@ def bench_service(
 
     server, target = start_server(
         args.model_repository,
-        intra_op_threads=args.threads,
+        intra_op_threads=args.service_threads,
         registry=CollectorRegistry(),
         providers=providers(args),
         io_binding=args.io_binding,
@@ -257,7 +257,7 @@ def bench_trees(args, sentences, options, clients: ClientProcess, number: int) -
 
     flags = [
         "--providers", ",".join(providers(args)),
-        "--intra-op-threads", str(args.threads),
+        "--intra-op-threads", str(args.service_threads),
         "--io-binding", args.io_binding,
     ]  # fmt: skip
     if args.engine_process != "auto":  # else each tree its own default (older: no auto)
@@ -381,6 +381,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="ORT intra-op threads of the service and the ONNX baseline (default: all cores)",
     )
     p.add_argument(
+        "--service-threads",
+        type=int,
+        default=None,
+        help="ORT intra-op threads of the service (nmt-serve --intra-op-threads; 0: the "
+        "server's own choice, which splits the cores between its decode lanes; "
+        "default: --threads)",
+    )
+    p.add_argument(
         "--torch-threads", type=int, default=None, help="PyTorch threads (default: --threads)"
     )
     p.add_argument("--out", type=Path, default=None, help="write OUT.md and OUT.json")
@@ -432,6 +440,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error(f"unknown parts {unknown}; choose from {','.join(PARTS)}")
     if args.torch_threads is None:
         args.torch_threads = args.threads
+    if args.service_threads is None:
+        args.service_threads = args.threads
+    if args.service_threads < 0:
+        p.error(f"--service-threads must be >= 0 (0: the server's), got {args.service_threads}")
     if args.sentences < 1 or args.threads < 1 or args.torch_threads < 1:
         p.error("--sentences, --threads and --torch-threads must be positive")
     if args.rounds < 1:
@@ -571,6 +583,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "python": platform.python_version(),
             "onnxruntime": onnxruntime.__version__,
             "ort_intra_op_threads": args.threads,
+            "service_intra_op_threads": args.service_threads,
             "io_binding": args.io_binding,
             "torch_threads": args.torch_threads if "torch" in args.parts else None,
             "sentences": len(sentences),

@@ -182,8 +182,8 @@ def markdown(result: dict) -> str:
         ),
         f"* machine: {s['cpu']}, {s['cores']} cores; Python {s['python']}, "
         f"onnxruntime {s['onnxruntime']}" + (f", torch {s['torch']}" if s.get("torch") else ""),
-        f"* threads: ORT intra-op {s['ort_intra_op_threads']} (service and ONNX baseline), "
-        f"torch {_fmt(s['torch_threads'])}",
+        f"* threads: ORT intra-op {s['ort_intra_op_threads']} (ONNX baseline), "
+        f"{_service_threads(s)} (service), torch {_fmt(s['torch_threads'])}",
         f"* {s['sentences']} sentences of `{s['sentence_file']}` "
         f"(mean {s['mean_source_tokens']} source tokens), bundle `{s['bundle']}` "
         f"({s.get('bundle_precision', 'fp32')})"
@@ -390,3 +390,10 @@ def update_readme(path: Path, block: str) -> None:
         raise ValueError(f"{path}: {README_END!r} comes before {README_START!r}")
     after = rest.split(README_END, 1)[1]
     path.write_text(f"{before}{README_START}\n{block}{README_END}{after}", encoding="utf-8")
+
+
+def _service_threads(settings: dict) -> str:
+    """The service's ORT intra-op threads as the report states them (older results have
+    only the baseline's, which the service then used too)."""
+    threads = settings.get("service_intra_op_threads", settings["ort_intra_op_threads"])
+    return "the server's choice" if threads == 0 else str(threads)

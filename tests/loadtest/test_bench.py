@@ -119,6 +119,7 @@ def test_settings_and_targets(result):
     data, _, _ = result
     s = data["settings"]
     assert s["ort_intra_op_threads"] == 1 and s["torch_threads"] == 1
+    assert s["service_intra_op_threads"] == 1  # --threads unless --service-threads
     assert s["sentences"] == SENTENCES and s["mean_source_tokens"] > 0
     assert s["checkpoint_is_the_bundles"] is True
     # the 32-client targets are not measured with clients 1,2; the others are
@@ -285,6 +286,7 @@ def test_good_arguments_pass_the_checks(good_argv, tmp_path):
         (["--frontends", "2", "--engine-process", "off"], "--frontends > 1 shares each model's"),
         (["--connections", "thread"], "argument --connections: invalid choice: 'thread'"),
         (["--max-inflight", "0"], "max_inflight must be >= 1, got 0"),
+        (["--service-threads", "-1"], "--service-threads must be >= 0"),
         (["--max-queue", "0"], "max_queue must be >= 1, got 0"),
         (["--ab-tree", "/nonexistent"], "--ab-tree /nonexistent: not a source tree"),
     ],
@@ -409,11 +411,13 @@ def test_frontends_rows_count_every_front_ends_cpu(tiny_bundle, tmp_path):
         "--file", str(source), "--sentences", str(8 * SENTENCES), "--clients", "16",
         "--beam", "2", "--threads", "1", "--parts", "service",
         "--frontends", "2", "--connections", "client", "--out", str(out),
+        "--service-threads", "0",
     ]  # fmt: skip
     assert bench.main(argv) == 0
     data = json.loads(out.with_suffix(".json").read_text())
     assert "(client connections)" in data["settings"]["service"]
     assert "--frontends 2" in data["settings"]["service"]
+    assert data["settings"]["service_intra_op_threads"] == 0
     rows = [r for r in data["rows"] if r["system"] == report.SERVICE]
     assert {r["strategy"] for r in rows} == {"greedy", "beam2"}
     for r in rows:
