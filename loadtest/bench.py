@@ -90,6 +90,11 @@ def engine_stats(engine) -> dict:
     return runtime_snapshot(engine.bundle.model)
 
 
+def lane_count(engine) -> int:
+    """The decode lanes ``engine`` runs (service/lanes.py), where it runs."""
+    return len(getattr(engine, "lanes", ())) or 1
+
+
 def engine_cpu(engine) -> dict:
     """:func:`threadcpu.snapshot` of the process ``engine`` runs in (``engine`` unused)."""
     return threadcpu.snapshot()
@@ -217,9 +222,11 @@ def bench_service(
         frontends=args.frontends,
         max_inflight=args.max_inflight,
         max_queue=args.max_queue,
+        decode_lanes=args.decode_lanes,
     )
     engine = server.engines[model_name]
     fronts = [m.process.pid for m in server.frontends.members] if server.frontends else []
+    lanes = on_engine(engine, lane_count)
     rows = []
     try:
         for strategy, opts in options.items():
@@ -238,6 +245,7 @@ def bench_service(
                 rows.append(
                     {"system": "grpc-service", "strategy": strategy}
                     | {"engine_process": server.engine_process, "frontends": args.frontends}
+                    | {"decode_lanes": lanes}
                     | level
                     | flop_fields(used, flops, src_len, wall, peak)
                     | {"texts": texts}
@@ -264,7 +272,11 @@ def bench_trees(args, sentences, options, clients: ClientProcess, number: int) -
         flags += ["--engine-process", args.engine_process]
     if args.frontends != 1:  # older trees know no --frontends
         flags += ["--frontends", str(args.frontends)]
-    for flag, value in (("--max-inflight", args.max_inflight), ("--max-queue", args.max_queue)):
+    for flag, value in (
+        ("--max-inflight", args.max_inflight),
+        ("--max-queue", args.max_queue),
+        ("--decode-lanes", args.decode_lanes),  # older trees know none: given only when set
+    ):
         if value is not None:
             flags += [flag, str(value)]
     rows: dict[str, list[dict]] = {}
@@ -366,6 +378,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="the service's queued requests (nmt-serve --max-queue; default: the server's)",
     )
     p.add_argument(
+        "--decode-lanes",
+        type=int,
+        default=None,
+        help="the service's decode lanes per model (nmt-serve --decode-lanes; default: the "
+        "server's, 0 = auto)",
+    )
+    p.add_argument(
         "--connections",
         choices=CONNECTION_MODES,
         default="process",
@@ -456,6 +475,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             RpcConfig(max_inflight=args.max_inflight)
         if args.max_queue is not None:
             EngineConfig(max_queue=args.max_queue)
+        if args.decode_lanes is not None:
+            EngineConfig(decode_lanes=args.decode_lanes)
     except ValueError as exc:
         p.error(str(exc))
     for tree in args.ab_tree:
@@ -609,6 +630,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for flag, value in (
                     ("--max-inflight", args.max_inflight),
                     ("--max-queue", args.max_queue),
+                    ("--decode-lanes", args.decode_lanes),
                 )
                 if value is not None
             ),

@@ -287,6 +287,7 @@ def test_good_arguments_pass_the_checks(good_argv, tmp_path):
         (["--connections", "thread"], "argument --connections: invalid choice: 'thread'"),
         (["--max-inflight", "0"], "max_inflight must be >= 1, got 0"),
         (["--service-threads", "-1"], "--service-threads must be >= 0"),
+        (["--decode-lanes", "-1"], "decode_lanes must be >= 0 (0: auto), got -1"),
         (["--max-queue", "0"], "max_queue must be >= 1, got 0"),
         (["--ab-tree", "/nonexistent"], "--ab-tree /nonexistent: not a source tree"),
     ],
@@ -437,10 +438,10 @@ def test_the_services_limits_reach_the_server(tiny_bundle, tmp_path):
         "--model-repository", str(tiny_bundle.repo), "--model", "tiny",
         "--file", str(source), "--sentences", str(4 * SENTENCES), "--clients", "4",
         "--beam", "2", "--threads", "1", "--parts", "service", "--out", str(out),
-        "--max-inflight", "1", "--max-queue", "64",
+        "--max-inflight", "1", "--max-queue", "64", "--decode-lanes", "2",
     ]  # fmt: skip
     assert bench.main(argv) == 0
     data = json.loads(out.with_suffix(".json").read_text())
-    assert "--max-inflight 1, --max-queue 64" in data["settings"]["service"]
+    assert "--max-inflight 1, --max-queue 64, --decode-lanes 2" in data["settings"]["service"]
     rows = [r for r in data["rows"] if r["system"] == report.SERVICE]
-    assert rows and all(r["errors"] > 0 for r in rows)
+    assert rows and all(r["errors"] > 0 and r["decode_lanes"] == 2 for r in rows)
