@@ -33,9 +33,9 @@ from service.jobs import Job, PrefixCallback
 from service.limits import EngineConfig
 from service.metrics import Metrics
 
-# --decode-lanes 0 (auto): on the CPU two lanes where there are two cores or more
-# (1.2-1.3x greedy and beam 5 sentences/s on 2 cores, loadtest/results/); on CUDA one
-# (not measured there yet).
+# --decode-lanes 0 (auto): on the CPU two lanes where there are two cores or more (on 2
+# cores 1.12-1.13x the greedy and 1.17-1.24x the beam-5 sentences/s of one engine at 8-64
+# clients, loadtest/results/bench-cpu-lanes.md); on CUDA one (not measured there yet).
 AUTO_CPU_LANES = 2
 
 
