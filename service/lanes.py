@@ -34,8 +34,8 @@ from service.limits import EngineConfig
 from service.metrics import Metrics
 
 # --decode-lanes 0 (auto): on the CPU two lanes where there are two cores or more (on 2
-# cores 1.12-1.13x the greedy and 1.17-1.24x the beam-5 sentences/s of one engine at 8-64
-# clients, loadtest/results/bench-cpu-lanes.md); on CUDA one (not measured there yet).
+# cores, against one engine: greedy 1.12-1.13x at 32-64 clients, 0.97x at 8; beam 5
+# 1.17-1.24x at 8-64; loadtest/results/bench-cpu-lanes.md); on CUDA one (not measured).
 AUTO_CPU_LANES = 2
 
 
