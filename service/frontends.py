@@ -49,6 +49,7 @@ from service.remote import (
     STOP_MARGIN_SECONDS,
     RemoteEngine,
     exit_reason,
+    first_message,
 )
 
 log = logging.getLogger(__name__)
@@ -79,22 +80,10 @@ class Frontend:
 
     def await_bound(self) -> None:
         """Wait for the front end to load its bundles and bind the port."""
-        conn = self.wire.conn
-        deadline = time.monotonic() + START_SECONDS
-        while not conn.poll(0.1):
-            if not self.process.is_alive():
-                raise FrontendError(
-                    f"front end {self.index} ended while starting "
-                    f"({exit_reason(self.process.exitcode)}); see its log lines above"
-                )
-            if time.monotonic() > deadline:
-                raise FrontendError(f"front end {self.index} did not start in {START_SECONDS:g} s")
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):
-            raise FrontendError(f"front end {self.index} ended while starting") from None
+        who = f"front end {self.index}"
+        message = first_message(self.wire.conn, self.process, who, "starting", FrontendError)
         if message[0] == "failed":
-            raise FrontendError(f"front end {self.index}: {message[1]}")
+            raise FrontendError(f"{who}: {message[1]}")
         self._reader = threading.Thread(
             target=self._read, name=f"nmt-frontend-{self.index}", daemon=True
         )
@@ -173,9 +162,7 @@ class Frontends:
                     daemon=True,
                 )
                 process.start()
-                theirs.close()
-                for _, _, conn in links.values():
-                    conn.close()  # the engine sees end-of-file when the front end dies
+                theirs.close()  # its links: closed by the server once every one started
                 self.members.append(Frontend(index, process, mine))
             for member in self.members:
                 member.await_bound()

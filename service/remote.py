@@ -147,6 +147,26 @@ def _rebuild(kind: str, message: str) -> Exception:
     return exc
 
 
+def first_message(conn, process, who: str, doing: str, error: type[Exception]) -> tuple:
+    """The first message a spawned child ``process`` sends on ``conn`` (``ready``, or
+    ``failed`` and why); ``error`` naming ``who`` and what it was ``doing`` when the child
+    ends first or sends nothing for :data:`START_SECONDS`."""
+    deadline = time.monotonic() + START_SECONDS
+    while not conn.poll(0.1):
+        if not process.is_alive():
+            raise error(
+                f"{who} ended while {doing} ({exit_reason(process.exitcode)}); "
+                "see its log lines above"
+            )
+        if time.monotonic() > deadline:
+            raise error(f"{who} was still {doing} after {START_SECONDS:g} s")
+    try:
+        return conn.recv()
+    except (EOFError, OSError):
+        process.join(5)
+        raise error(f"{who} ended while {doing} ({exit_reason(process.exitcode)})") from None
+
+
 def exit_reason(exitcode: int | None) -> str:
     """A child process's ``exitcode`` in words, for logs and health."""
     if exitcode is None:
@@ -455,25 +475,8 @@ class RemoteEngine(EngineLink):
         return self.process.pid
 
     def _await_ready(self, conn, name: str) -> str:
-        deadline = time.monotonic() + START_SECONDS
-        while not conn.poll(0.1):
-            if not self.process.is_alive():
-                raise EngineProcessError(
-                    f"the engine process of {name} ended while loading the model "
-                    f"({exit_reason(self.process.exitcode)}); see its log lines above"
-                )
-            if time.monotonic() > deadline:
-                raise EngineProcessError(
-                    f"the engine process of {name} did not load the model in {START_SECONDS:g} s"
-                )
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):
-            self.process.join(5)
-            raise EngineProcessError(
-                f"the engine process of {name} ended while loading the model "
-                f"({exit_reason(self.process.exitcode)})"
-            ) from None
+        who = f"the engine process of {name}"
+        message = first_message(conn, self.process, who, "loading the model", EngineProcessError)
         if message[0] == "failed":
             raise BundleError(message[1])
         assert message[0] == "ready", message

@@ -166,7 +166,9 @@ class TranslationServer:
         finally:
             for engine in self.engines.values():
                 for conn in getattr(engine, "spare_links", ()):
-                    conn.close()  # the front ends have theirs (or there are none)
+                    # the front ends have their copies (or there are none); with ours
+                    # closed, the engine sees end-of-file when a front end dies
+                    conn.close()
         if self.engine_process and links is None:
             self._forward_metrics()
 

@@ -541,3 +541,57 @@ def test_a_result_that_does_not_pickle_fails_its_job_not_the_batch():
     assert sent[0] == good
     assert sent[1][:3] == ("error", 2, "")  # not a domain error: INTERNAL in the parent
     assert sent[2][:3] == ("called", 7, False) and isinstance(sent[2][3], RuntimeError)
+
+
+# ---------------------------------------------------------------- a child's first message
+
+
+def _say_ready(conn) -> None:
+    conn.send(("ready", "CPUExecutionProvider"))
+
+
+@pytest.mark.parametrize(
+    ("target", "args", "message"),
+    [
+        (sys.exit, (3,), r"^the child ended while starting \(exit code 3\); see its log"),
+        (time.sleep, (30,), r"^the child was still starting after 0\.5 s$"),
+    ],
+    ids=["exits", "silent"],
+)
+def test_a_child_that_ends_or_stays_silent_is_an_error(monkeypatch, target, args, message):
+    """How the engine process and the front ends wait for a spawned child's first word."""
+    import multiprocessing
+
+    from service import remote
+
+    monkeypatch.setattr(remote, "START_SECONDS", 0.5)
+    context = multiprocessing.get_context("spawn")
+    mine, theirs = context.Pipe()
+    process = context.Process(target=target, args=args, daemon=True)
+    process.start()
+    try:
+        with pytest.raises(RuntimeError, match=message):
+            remote.first_message(mine, process, "the child", "starting", RuntimeError)
+    finally:
+        process.kill()
+        process.join(5)
+        theirs.close()
+        mine.close()
+
+
+def test_a_childs_first_message_is_returned():
+    import multiprocessing
+
+    from service import remote
+
+    context = multiprocessing.get_context("spawn")
+    mine, theirs = context.Pipe()
+    process = context.Process(target=_say_ready, args=(theirs,), daemon=True)
+    process.start()
+    try:
+        got = remote.first_message(mine, process, "the child", "starting", RuntimeError)
+        assert got == ("ready", "CPUExecutionProvider")
+    finally:
+        process.join(5)
+        theirs.close()
+        mine.close()
