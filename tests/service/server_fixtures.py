@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.service.server_helpers import one_torch_thread
+from tests.service.server_helpers import ROOT, one_torch_thread
 
-ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_EN = ROOT / "models" / "sample" / "sample.en"
 SAMPLE_ES = ROOT / "models" / "sample" / "sample.es"
 TINY_MODEL = "tiny"

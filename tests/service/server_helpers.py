@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 import numpy as np
@@ -16,8 +21,36 @@ from nmt_api.nmt.v1 import translator_pb2 as pb
 from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
 from nmt_client import DecodeOptions as ClientOptions
 
+ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 60.0  # every call carries a deadline (see the no-deadline bug test)
 LOOP_SENTENCE = 0  # sample.en line whose beam-5 hypotheses never end before the limit
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def serve_argv(repo: Path, port: int, *flags: str) -> list[str]:
+    """``nmt-serve`` (as ``python -m service.server``) serving ``repo`` on 127.0.0.1:``port``
+    on the CPU, one ORT thread, no metrics endpoint; then ``flags``."""
+    argv = [sys.executable, "-m", "service.server", "--model-repository", str(repo)]
+    argv += ["--host", "127.0.0.1", "--port", str(port), "--metrics-port", "-1"]
+    return argv + ["--providers", "cpu", "--intra-op-threads", "1", *flags]
+
+
+def spawn_serve(repo: Path, port: int, log, *flags: str, **popen) -> subprocess.Popen:
+    """:func:`serve_argv` started from the project root, its output in the file ``log``;
+    ``popen``: more :class:`subprocess.Popen` arguments."""
+    return subprocess.Popen(
+        serve_argv(repo, port, *flags),
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        **popen,
+    )
 
 
 def stub_for(port: int) -> tuple[grpc.Channel, pb_grpc.TranslatorStub]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -23,11 +22,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from nmt_api import RETRY_HINT, SERVICE_NAME
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.remote import RemoteEngine
-from tests.service.server_fixtures import ROOT, TINY_MODEL
+from tests.service.server_fixtures import TINY_MODEL
 from tests.service.server_helpers import (
     TIMEOUT,
+    free_port,
     proto_options,
     rpc_error,
+    spawn_serve,
     stub_for,
     wait_until,
 )
@@ -412,22 +413,10 @@ def _engine_processes(pid: int) -> list[int]:
 @pytest.fixture
 def serve(tiny_bundle, tmp_path):
     """``nmt-serve --engine-process on`` in a session of its own; yields (proc, port, log)."""
-    from tests.service.test_server_lifecycle import _free_port
-
-    port = _free_port()
+    port = free_port()
     log = open(tmp_path / "server.log", "w+")  # noqa: SIM115 - closed below
-    argv = [sys.executable, "-m", "service.server", "--model-repository", str(tiny_bundle.repo)]
-    argv += ["--host", "127.0.0.1", "--port", str(port), "--metrics-port", "-1"]
-    argv += ["--providers", "cpu", "--intra-op-threads", "1", "--engine-process", "on"]
-    argv += ["--shutdown-grace", "20", "--drain-announce", "0.5"]
-    proc = subprocess.Popen(
-        argv,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    flags = ["--engine-process", "on", "--shutdown-grace", "20", "--drain-announce", "0.5"]
+    proc = spawn_serve(tiny_bundle.repo, port, log, *flags, start_new_session=True)
     try:
 
         def serving() -> bool:

@@ -12,8 +12,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
-import sys
 
 import grpc
 import pytest
@@ -21,8 +19,15 @@ import pytest
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
 from service.config import parse_args
-from tests.service.server_fixtures import ROOT, TINY_MODEL
-from tests.service.server_helpers import TIMEOUT, proto_options, stub_for, wait_until
+from tests.service.server_fixtures import TINY_MODEL
+from tests.service.server_helpers import (
+    TIMEOUT,
+    free_port,
+    proto_options,
+    spawn_serve,
+    stub_for,
+    wait_until,
+)
 
 CHANNELS = 24  # connections: the kernel spreads them over the processes by their ports
 PROMPT = 10.0
@@ -183,21 +188,9 @@ def test_stop_drains_every_front_end(server_factory, tiny_bundle):
 
 
 def test_nmt_serve_exits_1_when_a_front_end_dies(tiny_bundle, tmp_path):
-    from tests.service.test_server_lifecycle import _free_port
-
-    port = _free_port()
-    argv = [sys.executable, "-m", "service.server", "--model-repository", str(tiny_bundle.repo)]
-    argv += ["--host", "127.0.0.1", "--port", str(port), "--metrics-port", "-1"]
-    argv += ["--providers", "cpu", "--intra-op-threads", "1", "--frontends", "2"]
+    port = free_port()
     log = open(tmp_path / "server.log", "w+")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        argv,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    proc = spawn_serve(tiny_bundle.repo, port, log, "--frontends", "2", start_new_session=True)
     try:
 
         def serving() -> bool:

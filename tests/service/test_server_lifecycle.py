@@ -8,11 +8,9 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
-from pathlib import Path
 
 import grpc
 import pytest
@@ -24,15 +22,18 @@ from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
 from service.server import SERVICE_NAME
 from tests.service.server_helpers import (
     LOOP_SENTENCE,
+    ROOT,
     TIMEOUT,
     blocked_encoder,
+    free_port,
     proto_options,
     rpc_error,
+    serve_argv,
+    spawn_serve,
     stub_for,
     wait_until,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 GRACE = 20.0  # generous: the in-flight request must finish inside it on a busy CI machine
@@ -215,12 +216,9 @@ def test_busy_port_is_a_server_error(tiny_bundle, busy_port):
 
 def test_nmt_serve_on_a_busy_port_prints_one_line(tiny_bundle, busy_port):
     """Our error alone: gRPC's C core used to log its own bind failure line before it."""
-    root = Path(__file__).resolve().parents[2]
-    argv = [sys.executable, "-m", "service.server", "--model-repository", str(tiny_bundle.repo)]
-    argv += ["--host", "127.0.0.1", "--port", str(busy_port), "--metrics-port", "-1"]
-    argv += ["--providers", "cpu", "--intra-op-threads", "1"]
-    env = {**os.environ, "PYTHONPATH": str(root), "NMT_LOG_FORMAT": "text"}
-    done = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=180)
+    argv = serve_argv(tiny_bundle.repo, busy_port)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NMT_LOG_FORMAT": "text"}
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 2, done.stderr
     info = re.compile(r"^\d{4}-\d\d-\d\d [\d:,]+ INFO ")  # start-up log lines
     errors = [line for line in done.stderr.splitlines() if line and not info.match(line)]
@@ -273,43 +271,12 @@ def test_cli_unknown_default_model(tiny_bundle, capsys):
 # -- SIGTERM drain of the real process ---------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def server_process(tiny_bundle, tmp_path):
-    port = _free_port()
+    port = free_port()
     log = open(tmp_path / "server.log", "w+")  # noqa: SIM115 - closed below
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "service.server",
-            "--model-repository",
-            str(tiny_bundle.repo),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--metrics-port",
-            "-1",
-            "--providers",
-            "cpu",
-            "--intra-op-threads",
-            "1",
-            "--shutdown-grace",
-            str(GRACE),
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        preexec_fn=lambda: os.nice(19),
-    )
+    flags = ("--shutdown-grace", str(GRACE))
+    proc = spawn_serve(tiny_bundle.repo, port, log, *flags, preexec_fn=lambda: os.nice(19))
     try:
         yield proc, port, log
     finally:
