@@ -376,22 +376,30 @@ def test_ab_tree_serves_both_trees_side_by_side(tiny_bundle, tmp_path):
     assert markdown.count(f"| {labels[0]} |") == 2
 
 
-def test_engine_process_rows_read_the_childs_counters_and_cpu(tiny_bundle, tmp_path):
-    """``--engine-process on``: the decoder counters and the scheduler's and encoder's CPU
-    come from the engine's child process (the gRPC process has neither thread)."""
+def _service_run(tiny_bundle, tmp_path, name: str, copies: int, clients: int, *flags: str):
+    """The bench's service part alone on ``copies`` times the test sentences, beams 1 and
+    2, one ORT thread, with ``flags``: ``(settings, service rows)``."""
     source = tmp_path / "test.en"
-    source.write_text("\n".join(tiny_bundle.sentences[:SENTENCES]) + "\n", encoding="utf-8")
-    out = tmp_path / "bench-engine-process"
+    texts = tiny_bundle.sentences[:SENTENCES] * copies
+    source.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    out = tmp_path / name
     argv = [
         "--model-repository", str(tiny_bundle.repo), "--model", "tiny",
-        "--file", str(source), "--sentences", str(SENTENCES), "--clients", "2",
-        "--beam", "2", "--threads", "1", "--parts", "service",
-        "--engine-process", "on", "--out", str(out),
+        "--file", str(source), "--sentences", str(len(texts)), "--clients", str(clients),
+        "--beam", "2", "--threads", "1", "--parts", "service", "--out", str(out), *flags,
     ]  # fmt: skip
     assert bench.main(argv) == 0
     data = json.loads(out.with_suffix(".json").read_text())
-    assert "--engine-process on" in data["settings"]["service"]
-    rows = [r for r in data["rows"] if r["system"] == report.SERVICE]
+    return data["settings"], [r for r in data["rows"] if r["system"] == report.SERVICE]
+
+
+def test_engine_process_rows_read_the_childs_counters_and_cpu(tiny_bundle, tmp_path):
+    """``--engine-process on``: the decoder counters and the scheduler's and encoder's CPU
+    come from the engine's child process (the gRPC process has neither thread)."""
+    settings, rows = _service_run(
+        tiny_bundle, tmp_path, "bench-engine-process", 1, 2, "--engine-process", "on"
+    )
+    assert "--engine-process on" in settings["service"]
     assert {r["strategy"] for r in rows} == {"greedy", "beam2"}
     for r in rows:
         assert r["engine_process"] is True and r["errors"] == 0
@@ -404,22 +412,11 @@ def test_frontends_rows_count_every_front_ends_cpu(tiny_bundle, tmp_path):
     """``--frontends 2 --connections client``: the service runs two gRPC processes on one
     engine process, each client has a connection of its own, and the CPU of the further
     front end is counted in the row's total."""
-    source = tmp_path / "test.en"
-    source.write_text("\n".join(tiny_bundle.sentences[:SENTENCES] * 8) + "\n", encoding="utf-8")
-    out = tmp_path / "bench-frontends"
-    argv = [
-        "--model-repository", str(tiny_bundle.repo), "--model", "tiny",
-        "--file", str(source), "--sentences", str(8 * SENTENCES), "--clients", "16",
-        "--beam", "2", "--threads", "1", "--parts", "service",
-        "--frontends", "2", "--connections", "client", "--out", str(out),
-        "--service-threads", "0",
-    ]  # fmt: skip
-    assert bench.main(argv) == 0
-    data = json.loads(out.with_suffix(".json").read_text())
-    assert "(client connections)" in data["settings"]["service"]
-    assert "--frontends 2" in data["settings"]["service"]
-    assert data["settings"]["service_intra_op_threads"] == 0
-    rows = [r for r in data["rows"] if r["system"] == report.SERVICE]
+    flags = ("--frontends", "2", "--connections", "client", "--service-threads", "0")
+    settings, rows = _service_run(tiny_bundle, tmp_path, "bench-frontends", 8, 16, *flags)
+    assert "(client connections)" in settings["service"]
+    assert "--frontends 2" in settings["service"]
+    assert settings["service_intra_op_threads"] == 0
     assert {r["strategy"] for r in rows} == {"greedy", "beam2"}
     for r in rows:
         assert r["frontends"] == 2 and r["engine_process"] is True and r["errors"] == 0
@@ -431,17 +428,7 @@ def test_frontends_rows_count_every_front_ends_cpu(tiny_bundle, tmp_path):
 def test_the_services_limits_reach_the_server(tiny_bundle, tmp_path):
     """``--max-inflight 1`` with 4 closed-loop clients: the server refuses calls (the
     report lists them); the limits are in the settings."""
-    source = tmp_path / "test.en"
-    source.write_text("\n".join(tiny_bundle.sentences[:SENTENCES] * 4) + "\n", encoding="utf-8")
-    out = tmp_path / "bench-limits"
-    argv = [
-        "--model-repository", str(tiny_bundle.repo), "--model", "tiny",
-        "--file", str(source), "--sentences", str(4 * SENTENCES), "--clients", "4",
-        "--beam", "2", "--threads", "1", "--parts", "service", "--out", str(out),
-        "--max-inflight", "1", "--max-queue", "64", "--decode-lanes", "2",
-    ]  # fmt: skip
-    assert bench.main(argv) == 0
-    data = json.loads(out.with_suffix(".json").read_text())
-    assert "--max-inflight 1, --max-queue 64, --decode-lanes 2" in data["settings"]["service"]
-    rows = [r for r in data["rows"] if r["system"] == report.SERVICE]
+    flags = ("--max-inflight", "1", "--max-queue", "64", "--decode-lanes", "2")
+    settings, rows = _service_run(tiny_bundle, tmp_path, "bench-limits", 4, 4, *flags)
+    assert "--max-inflight 1, --max-queue 64, --decode-lanes 2" in settings["service"]
     assert rows and all(r["errors"] > 0 and r["decode_lanes"] == 2 for r in rows)

@@ -17,14 +17,16 @@ from tests.deploy.helpers import scrape
 
 UID = "10001"
 CALLS = 6
+# The Kubernetes pod's restrictions: read-only root filesystem, a small /tmp, no capabilities.
+POD_RESTRICTIONS = ("--read-only", "--tmpfs", "/tmp:size=64m", "--cap-drop", "ALL")
+PUBLISHED = ("-p", "127.0.0.1::50051", "-p", "127.0.0.1::9464")  # Docker picks the ports
 
 
 @pytest.fixture(scope="module")
 def container(docker: Docker, cpu_image: str) -> Iterator[str]:
     """The image run as its README says, ports published on 127.0.0.1 (Docker picks
     them), healthy; removed at the end."""
-    ports = ("-p", "127.0.0.1::50051", "-p", "127.0.0.1::9464")
-    with docker.healthy_container("cpu", *ports, cpu_image) as name:
+    with docker.healthy_container("cpu", *PUBLISHED, cpu_image) as name:
         yield name
 
 
@@ -89,10 +91,7 @@ def test_engine_processes_run_under_the_pods_security_context(docker, cpu_image)
     gpu image) inside the restrictions of the Kubernetes pod: read-only root filesystem,
     a small tmpfs at /tmp, every capability dropped. Each model's engine process serves
     and reports its own metrics."""
-    options = (
-        "--read-only", "--tmpfs", "/tmp:size=64m", "--cap-drop", "ALL",
-        "-e", "NMT_ENGINE_PROCESS=on", "-p", "127.0.0.1::50051", "-p", "127.0.0.1::9464",
-    )  # fmt: skip
+    options = (*POD_RESTRICTIONS, "-e", "NMT_ENGINE_PROCESS=on", *PUBLISHED)
     with docker.healthy_container("engine-process", *options, cpu_image) as name:
         port = docker.host_port(name, 50051)
         (text,) = translate(port, SENTENCES[0])
@@ -109,10 +108,7 @@ def test_frontends_share_the_engine_under_the_pods_security_context(docker, cpu_
     """``NMT_FRONTENDS=2`` in the pod's restrictions: the second gRPC process starts
     (spawned), binds the same port, reports its own metrics through the main process,
     and ``docker stop`` drains both and exits 0."""
-    options = (
-        "--read-only", "--tmpfs", "/tmp:size=64m", "--cap-drop", "ALL",
-        "-e", "NMT_FRONTENDS=2", "-p", "127.0.0.1::50051", "-p", "127.0.0.1::9464",
-    )  # fmt: skip
+    options = (*POD_RESTRICTIONS, "-e", "NMT_FRONTENDS=2", *PUBLISHED)
     with docker.healthy_container("frontends", *options, cpu_image) as name:
         port = docker.host_port(name, 50051)
         for sentence in SENTENCES[:CALLS]:
