@@ -32,6 +32,7 @@ from service.front import EngineFront
 from service.jobs import Job, PrefixCallback
 from service.limits import EngineConfig
 from service.metrics import Metrics
+from service.runtime import RuntimeConfig
 
 # --decode-lanes 0 (auto): on the CPU two lanes where there are two cores or more (on 2
 # cores, against one engine: greedy 1.12-1.13x at 32-64 clients, 0.97x at 8; beam 5
@@ -45,6 +46,15 @@ def lanes_for(config: EngineConfig, gpu: bool, cores: int | None = None) -> int:
         return config.decode_lanes
     cores = (os.cpu_count() or 1) if cores is None else cores
     return 1 if gpu or cores < 2 else AUTO_CPU_LANES
+
+
+def runtime_for(runtime: RuntimeConfig, lanes: int) -> RuntimeConfig:
+    """``runtime`` for ``lanes`` lanes sharing its sessions: with ``--intra-op-threads 0``
+    (all cores) each lane's decoder call gets its share of the cores instead."""
+    if lanes <= 1 or runtime.intra_op_threads:
+        return runtime
+    threads = max(1, (os.cpu_count() or 1) // lanes)
+    return dataclasses.replace(runtime, intra_op_threads=threads)
 
 
 def make_engine(bundle: Bundle, config: EngineConfig, metrics: Metrics) -> Engine | EngineLanes:

@@ -17,7 +17,6 @@ import asyncio
 import dataclasses
 import json
 import logging
-import os
 import signal
 import sys
 import threading
@@ -37,7 +36,7 @@ from service.config import ServerConfig, parse_args
 from service.engine import Engine
 from service.forwarding import ENGINE_METRICS, FRONTEND_METRICS, ProcessSource, forward_metrics
 from service.frontends import FrontendError, Frontends, Links
-from service.lanes import EngineLanes, lanes_for, make_engine
+from service.lanes import EngineLanes, lanes_for, make_engine, runtime_for
 from service.listen import ListenError, bind, enable_reflection, server_credentials
 from service.metrics import create_metrics
 from service.remote import EngineLink, EngineProcessError, RemoteEngine
@@ -199,11 +198,7 @@ class TranslationServer:
         # decode lanes (0: auto) resolved here: their count sets the sessions' threads
         lanes = lanes_for(config.engine, gpu)
         self._engine_config = dataclasses.replace(config.engine, decode_lanes=lanes)
-        self._runtime = config.runtime
-        if lanes > 1 and not config.runtime.intra_op_threads:
-            # each lane's decoder call on its own share of the cores
-            threads = max(1, (os.cpu_count() or 1) // lanes)
-            self._runtime = dataclasses.replace(config.runtime, intra_op_threads=threads)
+        self._runtime = runtime_for(config.runtime, lanes)
         bundles = find_bundles(config.model_repository, gpu=gpu)
         default = config.default_model or next(iter(bundles))
         if default not in bundles:
