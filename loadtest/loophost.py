@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -63,18 +66,37 @@ def measure(bundle, sources: list[list[int]], beam: int, batch: int) -> dict:
 
 def table(rows: list[dict]) -> str:
     lines = [
-        "| strategy | batch | steps | rows/step | host µs/step | host µs/row "
+        "| tree | strategy | batch | steps | rows/step | host µs/step | host µs/row "
         "| decoder ORT µs/step | host share of wall % |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         share = 100 * r["host_ms"] / r["wall_ms"] if r["wall_ms"] else 0.0
         lines.append(
-            f"| {r['strategy']} | {r['batch']} | {r['steps']} | {r['rows_per_step']} "
-            f"| {r['host_us_per_step']} | {r['host_us_per_row']} "
+            f"| {r.get('tree', 'this')} | {r['strategy']} | {r['batch']} | {r['steps']} "
+            f"| {r['rows_per_step']} | {r['host_us_per_step']} | {r['host_us_per_row']} "
             f"| {r['decoder_ort_us_per_step']} | {share:.1f} |"
         )
     return "\n".join(lines)
+
+
+def _other_tree(args: argparse.Namespace, argv: Sequence[str] | None) -> list[dict]:
+    """The rows of ``args.ab_tree``'s own ``loadtest.loophost``, run with this run's
+    settings in a subprocess."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "rows.json"
+        command = [
+            sys.executable, "-m", "loadtest.loophost",
+            "--model-repository", str(args.model_repository.resolve()), "--model", args.model,
+            "--file", str(args.file.resolve()), "--sentences", str(args.sentences),
+            "--strategies", args.strategies, "--batch", args.batch,
+            "--rounds", str(args.rounds), "--json", str(out),
+        ]  # fmt: skip
+        env = dict(os.environ, PYTHONPATH=str(args.ab_tree.resolve()))
+        done = subprocess.run(command, cwd=args.ab_tree, env=env, check=False)
+        if done.returncode != 0 or not out.is_file():
+            raise SystemExit(f"--ab-tree {args.ab_tree}: its loophost exited {done.returncode}")
+        return json.loads(out.read_text())["rows"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -91,7 +113,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--batch", default="32,256", help="sentences decoded at once")
     p.add_argument("--rounds", type=int, default=3, help="each row's median round is kept")
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument(
+        "--ab-tree",
+        type=Path,
+        default=None,
+        help="another source tree of this project (a git worktree of an older commit): "
+        "its loop is measured the same way in the same run, after this tree's, in a "
+        "subprocess with its own code, on this run's model repository",
+    )
     args = p.parse_args(argv)
+    if args.ab_tree is not None and not (args.ab_tree / "loadtest" / "loophost.py").is_file():
+        p.error(
+            f"--ab-tree {args.ab_tree}: not a source tree of this project (no loadtest/loophost.py)"
+        )
     try:
         beams = [beam_of(s) for s in args.strategies.split(",")]
         batches = [int(b) for b in args.batch.split(",")]
@@ -116,6 +150,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         for batch in batches:
             runs = [measure(bundle, sources, beam, batch) for _ in range(args.rounds)]
             rows.append(sorted(runs, key=lambda r: r["host_us_per_step"])[len(runs) // 2])
+    for r in rows:
+        r["tree"] = "this"
+    if args.ab_tree is not None:
+        other = _other_tree(args, argv)
+        for ours, theirs in zip(rows, other, strict=True):
+            theirs["tree"] = str(args.ab_tree)
+            ours["host_ratio_vs_ab"] = round(theirs["host_us_per_row"] / ours["host_us_per_row"], 2)
+            ours["wall_ratio_vs_ab"] = round(theirs["wall_ms"] / ours["wall_ms"], 2)
+        rows = [r for pair in zip(rows, other, strict=True) for r in pair]
     print(table(rows))
     if args.json:
         settings = {
@@ -129,6 +172,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             "sentences": len(sources),
             "rounds": args.rounds,
         }
+        if args.ab_tree is not None:
+            head = subprocess.run(
+                ["git", "-C", str(args.ab_tree), "rev-parse", "--short", "HEAD"],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            settings["ab_tree"] = {"tree": str(args.ab_tree), "commit": head.stdout.strip()}
         args.json.write_text(json.dumps({"settings": settings, "rows": rows}, indent=2) + "\n")
     return 0
 

@@ -107,7 +107,8 @@ class ScoringRules:
         return max(1, min(self.max_length, by_ratio))
 
     def eos_rule(self, step: int, limit: int) -> Eos:
-        """The EOS rule at position ``step`` (tokens generated so far) under ``limit``."""
+        """The EOS rule at position ``step`` (tokens generated so far) under ``limit``
+        (one row of :func:`eos_codes`: the same rule, tested equal)."""
         if step >= limit - 1:
             return Eos.FORCED
         if step < self.min_length:
@@ -188,6 +189,20 @@ class ScoringRules:
         c = np.clip(np.asarray(coverage, dtype=np.float64), self.coverage_floor, 1.0)
         with np.errstate(divide="ignore"):  # no floor: log(0) is the -inf Eole gets
             return float(self.coverage_penalty * np.log(c).sum())
+
+
+def eos_codes(
+    steps: np.ndarray | int, limits: np.ndarray | int, min_lengths: np.ndarray | int
+) -> np.ndarray:
+    """The EOS rule (:class:`Eos` codes) of rows at position ``steps`` (tokens generated
+    so far) under length ``limits`` and ``min_lengths`` (arrays of one shape, or
+    scalars): forced at the last position the limit allows, else blocked before
+    ``min_length`` tokens, else allowed. The decode loop computes a step's rows at once;
+    :meth:`ScoringRules.eos_rule` is this for one row."""
+    steps = np.asarray(steps)
+    codes = (steps < min_lengths).astype(np.int64)  # Eos.BLOCKED = 1, ALLOWED = 0
+    codes[steps >= np.asarray(limits) - 1] = Eos.FORCED  # forcing wins over min_length
+    return codes
 
 
 def restrict(values: np.ndarray, eos: Sequence[int] | np.ndarray) -> np.ndarray:

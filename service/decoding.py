@@ -127,6 +127,7 @@ class SentenceSearch:
         self.unk = special.unk
         # its own generator: its draws do not depend on what else is being decoded
         self.rng = np.random.default_rng([options.seed, sentence]) if options.sampling else None
+        self._draw: float | None = None  # this step's uniform number, once drawn
         # each live row's banned tokens for the next step (ScoringRules.banned); None
         # when these options ban nothing
         self.bans: list[list[int]] | None = None
@@ -153,6 +154,41 @@ class SentenceSearch:
         self.bans = [self.rules.banned(h.tokens, self.unk) for h in self._live]
         self.top_k = self.rank_k + max(map(len, self.bans), default=0)
 
+    def draw(self) -> float:
+        """This step's uniform number from :attr:`rng`: the same however often the step
+        is chosen (an isolation probe, a retried step), the next only once :meth:`take`
+        recorded it, so choosing a step and throwing it away changes no draw."""
+        if self._draw is None:
+            self._draw = float(self.rng.random())
+        return self._draw
+
+    @property
+    def batchable(self) -> bool:
+        """Whether the loop may keep this search as one row of its greedy arrays
+        (:class:`service.greedyrows.GreedyRows`): greedy, and nothing per step but its
+        token (no bans, no attention kept, no coverage, no forced prefix)."""
+        return (
+            self.strategy is GREEDY
+            and not self.rules.bans_tokens
+            and not self._keep_attn
+            and not self._track_cov
+            and not self.prefix
+        )
+
+    @property
+    def target(self) -> list[int]:
+        """The single live hypothesis's tokens so far: the very list the loop's greedy
+        arrays extend at each step (a search kept there has no other per-step record
+        until it finishes: :meth:`finish`)."""
+        return self._live[0].tokens
+
+    def finish(self, step: int, score: float, total: float, attention: np.ndarray) -> None:
+        """A one-row search whose state the loop kept (:attr:`batchable`) ends at
+        ``step`` (tokens so far) with EOS: ``score`` its cumulative log-prob before it,
+        ``total`` after it; ``attention`` ``(1, src_len_padded)`` the step's."""
+        self.step, self.scores = step, [score]
+        self.take(Selection([], [], [], [(0, total)], True), attention)
+
     @property
     def finished(self) -> int:
         """Hypotheses finished so far."""
@@ -166,6 +202,7 @@ class SentenceSearch:
         """Record this step's ``selection``; ``attention`` ``(rows, src_len_padded)`` is
         the attention of this sentence's rows of the step."""
         keep_attn = self._keep_attn
+        self._draw = None
         if selection.finished:
             scored = self.rules.eos_scored(self.eos_rule() is Eos.FORCED)
             for row, log_prob in selection.finished:
@@ -276,6 +313,14 @@ def _own_columns(values: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarra
     return values[:, cols], ids[:, cols]
 
 
+def greedy_pick(values: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's greedy choice: the first best of its candidates ``values``/``ids``
+    ``(rows, K + 1)``. Returns its token ids ``(rows,)`` and log-probs ``(rows,)``."""
+    best = values.argmax(axis=1)
+    pick = np.arange(values.shape[0])
+    return ids[pick, best], values[pick, best]
+
+
 class Greedy:
     """Argmax decoding, one row per sentence: the best candidate, the first of equal ones
     (a token before EOS), as in :func:`models.search.greedy_search`. Log-probs add up in
@@ -298,12 +343,9 @@ class Greedy:
         else:
             index = np.asarray(first_rows, dtype=np.int64)
             v, i = values[index], ids[index]
-        best = v.argmax(axis=1)
-        pick = np.arange(len(searches))
+        tokens, log_probs = greedy_pick(v, i)
         chosen = []
-        for s, tok, log_prob in zip(
-            searches, i[pick, best].tolist(), v[pick, best].tolist(), strict=True
-        ):
+        for s, tok, log_prob in zip(searches, tokens.tolist(), log_probs.tolist(), strict=True):
             total = s.scores[0] + log_prob
             if tok == s.eos:
                 chosen.append(Selection([], [], [], [(0, total)], True))
@@ -439,7 +481,7 @@ class Sampling:
     of the k best, renormalised: Hugging Face's order; Eole cuts the nucleus from the
     whole distribution, then the k best), and draws one with probability
     ``softmax(log_prob / sampling_temperature)`` by one uniform number of the sentence's
-    own generator (:attr:`SentenceSearch.rng`) against the cumulative probabilities, in
+    own generator (:meth:`SentenceSearch.draw`) against the cumulative probabilities, in
     rank order. The hypothesis's log-prob is the model's own (untempered) log-prob of
     what was drawn. Ties rank as the candidates come (a token before EOS), so the draws
     are a function of the seed, the sentence's index and the model alone.
@@ -465,7 +507,7 @@ class Sampling:
                 order, weights = order[:keep], weights[:keep]
                 cumulative = np.cumsum(weights / weights.sum())
             pick = order[
-                min(int(np.searchsorted(cumulative, s.rng.random(), side="right")), len(order) - 1)
+                min(int(np.searchsorted(cumulative, s.draw(), side="right")), len(order) - 1)
             ]
             tok, total = int(i[pick]), s.scores[0] + float(v[pick])
             if tok == s.eos:

@@ -22,7 +22,7 @@ from typing import TypeVar
 import numpy as np
 
 from models.options import DecodeOptions, Hypothesis
-from models.scoring import ban, restrict
+from models.scoring import ban, eos_codes, restrict
 from service.decoding import (
     Encoded,
     Selection,
@@ -34,6 +34,7 @@ from service.decoding import (
     make_search,
     pad_batch,
 )
+from service.greedyrows import GreedyRows
 from service.pool import MemoryPool
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,9 @@ class _Active:
     slot: int
     base: int
     src_len: int
+    # index in the loop's GreedyRows (which then holds slot, base and the search's
+    # per-step state); -1: decoded through its strategy object
+    row: int = -1
 
 
 class DecodeLoop:
@@ -70,7 +74,10 @@ class DecodeLoop:
         self.model = model
         self.special = special
         self.max_top_k = max_top_k
+        # every sentence: the greedy rows' first, then the others (``_general``)
         self.active: list[_Active] = []
+        self._greedy = GreedyRows(special.eos)
+        self._general: list[_Active] = []
         self.pool: MemoryPool = model.new_pool()
         self._states: tuple[np.ndarray, ...] = ()
         self._live_rows = 0
@@ -99,11 +106,19 @@ class DecodeLoop:
             self._states = self.pool.join_states(self._states, tuple(enc.states))
         else:
             self._states = tuple(enc.states)
+        batched: list[_Active] = []
         for i, (search, handle) in enumerate(zip(searches, handles, strict=True)):
-            self.active.append(
-                _Active(handle, search, first_slot + i, first_row + i, int(lengths[i]))
-            )
+            entry = _Active(handle, search, first_slot + i, first_row + i, int(lengths[i]))
+            (batched if search.batchable else self._general).append(entry)
             self._live_rows += search.rows
+        if batched:
+            self._greedy.add(
+                batched,
+                [a.search for a in batched],
+                [a.slot for a in batched],
+                [a.base for a in batched],
+            )
+        self.active = self._greedy.entries + self._general
 
     def step(self, failed: list | None = None) -> list[tuple[object, SentenceSearch]]:
         """Run one decoder step for all active sentences; return those that finished.
@@ -120,11 +135,15 @@ class DecodeLoop:
         """
         if not self.active:
             return []
-        out, counts, selections = self._run(self.active)
+        out, counts, selections, (tokens, totals) = self._run(self.active)
         self._states = out.states
         finished, still, errors = [], [], []
-        offset = rows = 0
-        for a, n, selection in zip(self.active, counts, selections, strict=True):
+        offset = len(self._greedy)
+        if offset:
+            finished, errors = self._greedy.advance(tokens, totals, out.attention[:offset])
+            errors = [(a.handle, exc) for a, exc in errors]
+        rows = len(self._greedy)
+        for a, n, selection in zip(self._general, counts, selections, strict=True):
             s = a.search
             try:
                 s.take(selection, out.attention[offset : offset + n])
@@ -139,7 +158,8 @@ class DecodeLoop:
             else:
                 still.append(a)
                 rows += s.rows
-        self.active = still
+        self._general = still
+        self.active = self._greedy.entries + still
         self._live_rows = rows
         try:
             self._maybe_compact()
@@ -163,29 +183,43 @@ class DecodeLoop:
 
     def _run(self, entries: list[_Active]) -> tuple:
         """The decoder call over ``entries`` and every sentence's selection; reads the
-        loop's state but changes nothing (:meth:`step` commits the result)."""
+        loop's state but changes nothing (:meth:`step` commits the result).
+
+        The step's rows: those of ``entries`` in the greedy arrays first (all of them,
+        in order, when ``entries`` is :attr:`active`), then each other sentence's.
+        Returns the step's output, the other sentences' row counts and selections, and
+        the greedy rows' chosen tokens and cumulative log-probs."""
+        if entries is self.active:
+            greedy_rows, general = None, self._general
+        else:  # a probe over some of the sentences
+            greedy_rows = np.array([a.row for a in entries if a.row >= 0], dtype=np.int64)
+            general = [a for a in entries if a.row < 0]
+        g_prev, g_parents, g_slots, g_eos = self._greedy.inputs(greedy_rows)
+        first = len(g_prev)  # the other sentences' rows start here
         prev: list[int] = []
         parents: list[int] = []
         sentences: list[int] = []
         counts: list[int] = []
-        eos: list[int] = []
+        steps: list[int] = []
+        limits: list[int] = []
+        min_lengths: list[int] = []
         # the entries of each strategy, and where each one's rows start
         groups: dict[Strategy, tuple[list[SentenceSearch], list[int], list[int]]] = {}
-        top_k = 0
+        top_k = self._greedy.top_k if first else 0
         ban_rows: list[int] = []
         ban_tokens: list[int] = []
-        for i, a in enumerate(entries):
+        for i, a in enumerate(general):
             s = a.search
             n = s.rows
             if s.bans is not None:
-                for r, banned in enumerate(s.bans, start=len(prev)):
+                for r, banned in enumerate(s.bans, start=first + len(prev)):
                     ban_rows.extend([r] * len(banned))
                     ban_tokens.extend(banned)
             group = groups.get(s.strategy)
             if group is None:
                 group = groups[s.strategy] = ([], [], [])
             group[0].append(s)
-            group[1].append(len(prev))
+            group[1].append(first + len(prev))
             group[2].append(i)
             prev.extend(s.prev_tokens)
             if n == 1:
@@ -195,15 +229,24 @@ class DecodeLoop:
                 parents.extend([p + a.base for p in s.parents])
                 sentences.extend([a.slot] * n)
             counts.append(n)
-            eos.append(s.eos_rule())
+            steps.append(s.step)
+            limits.append(s.limit)
+            min_lengths.append(s.rules.min_length)
             if s.top_k > top_k:
                 top_k = s.top_k
         if self.max_top_k is not None and top_k > self.max_top_k:
             top_k = self.max_top_k  # every token is a candidate: banning stays exact
+        eos = g_eos
+        if general:  # (only greedy rows: their arrays as they are)
+            general_eos = np.repeat(eos_codes(np.array(steps), limits, min_lengths), counts)
+            eos = np.concatenate([g_eos, general_eos])
+            g_prev = np.concatenate([g_prev, np.array(prev, dtype=np.int64)])
+            g_parents = np.concatenate([g_parents, np.array(parents, dtype=np.int64)])
+            g_slots = np.concatenate([g_slots, np.array(sentences, dtype=np.int64)])
         out = self.model.step(
-            prev_tokens=np.array(prev, dtype=np.int64),
-            parent_rows=np.array(parents, dtype=np.int64),
-            row_sentence=np.array(sentences, dtype=np.int64),
+            prev_tokens=g_prev,
+            parent_rows=g_parents,
+            row_sentence=g_slots,
             memory=self.pool.memory,
             keys=self.pool.keys,
             mask=self.pool.mask,
@@ -211,23 +254,27 @@ class DecodeLoop:
             top_k=top_k,
         )
         values, ids = candidates(out.topk_values, out.topk_ids, out.eos_values, self.special)
-        if any(eos):  # some sentence's EOS is banned or forced this step
-            restrict(values, np.repeat(np.array(eos, dtype=np.int64), counts))
+        if eos.any():  # some sentence's EOS is banned or forced this step
+            restrict(values, eos)
         if ban_rows:  # some sentence bans tokens (ban_unk, block_ngram_repeat)
             ban(values, ids, ban_rows, ban_tokens)
+        greedy = self._greedy.select(greedy_rows, values[:first], ids[:first])
         # one select per strategy, over all its sentences of the step
-        selections: list[Selection | None] = [None] * len(entries)
+        selections: list[Selection | None] = [None] * len(general)
         for strategy, (searches, firsts, members) in groups.items():
             chosen = strategy.select(searches, firsts, values, ids)
             for i, selection in zip(members, chosen, strict=True):
                 selections[i] = selection
-        return out, counts, selections
+        return out, counts, selections, greedy
 
     def drop(self, handles: set) -> None:
         """Stop decoding the given sentences now (cancelled or past their deadline); their
         rows are simply not gathered by the next step."""
-        self.active = [a for a in self.active if a.handle not in handles]
-        self._live_rows = sum(a.search.rows for a in self.active)
+        if len(self._greedy):
+            self._greedy.drop([a.handle not in handles for a in self._greedy.entries])
+        self._general = [a for a in self._general if a.handle not in handles]
+        self.active = self._greedy.entries + self._general
+        self._live_rows = len(self._greedy) + sum(a.search.rows for a in self._general)
         self._maybe_compact()
 
     def _maybe_compact(self) -> None:
@@ -237,11 +284,16 @@ class DecodeLoop:
             self.pool.clear()
             self._states = ()
             return
-        needed = max(a.src_len for a in self.active)
+        greedy = self._greedy
+        needed = max(
+            int(greedy.src_len.max()) if len(greedy) else 0,
+            max((a.src_len for a in self._general), default=0),
+        )
         if 2 * len(self.active) >= self.pool.slots and needed > NARROW_FRACTION * self.pool.width:
             return
-        self.pool.compact([a.slot for a in self.active], needed)
-        for i, a in enumerate(self.active):
+        self.pool.compact(greedy.slot.tolist() + [a.slot for a in self._general], needed)
+        greedy.slot = np.arange(len(greedy), dtype=np.int64)
+        for i, a in enumerate(self._general, start=len(greedy)):
             a.slot = i
 
 

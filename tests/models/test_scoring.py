@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from models.options import DecodeOptions, DecodeOptionsError
-from models.scoring import NEG_INF, Eos, ScoringRules, ban, restrict
+from models.scoring import NEG_INF, Eos, ScoringRules, ban, eos_codes, restrict
 
 
 def test_torch_free():
@@ -76,6 +76,27 @@ def test_length_limit_arithmetic() -> None:
 )
 def test_eos_rule(step, limit, min_length, rule):
     assert ScoringRules(min_length=min_length).eos_rule(step, limit) is rule
+
+
+def test_eos_codes_give_each_row_its_own_rule():
+    """The vectorised rule (a step's rows at once) is the one-row rule for every row,
+    whatever its batch mates."""
+    rng = np.random.default_rng(0)
+    steps, limits, mins = (
+        rng.integers(0, 12, 500),
+        rng.integers(1, 12, 500),
+        rng.integers(0, 6, 500),
+    )
+    codes = eos_codes(steps, limits, mins)
+    assert codes.shape == (500,) and set(codes.tolist()) == {0, 1, 2}
+    rows = zip(steps.tolist(), limits.tolist(), mins.tolist(), strict=True)
+    want = [Eos.FORCED if s >= n - 1 else Eos.BLOCKED if s < m else Eos.ALLOWED for s, n, m in rows]
+    assert codes.tolist() == [int(w) for w in want]
+    rules = [
+        ScoringRules(min_length=int(m)).eos_rule(int(s), int(n))
+        for s, n, m in zip(steps, limits, mins, strict=True)
+    ]
+    assert rules == want  # the one-row form is the same rule
 
 
 def _candidates() -> np.ndarray:

@@ -14,11 +14,14 @@ import pytest
 from models.options import DecodeOptions
 from service.decoding import SentenceSearch, strategy_for
 from service.engine import Engine, EngineConfig, EngineFailure
+from service.greedyrows import GreedyRows
 from service.loop import isolate_failures
 from tests.service.server_helpers import wait_until
 
 TIMEOUT = 60.0
 GREEDY = DecodeOptions()
+# greedy that keeps attention: decoded per sentence, not in the loop's greedy arrays
+GREEDY_ATTENTION = DecodeOptions(return_attention=True)
 BEAM = DecodeOptions(beam_size=3, n_best=2)
 # What the client of a failed request reads (the servicer sends it with INTERNAL).
 INTERNAL = r"^internal error \(RuntimeError\) .*; the server logged the details$"
@@ -207,14 +210,20 @@ def test_poisoned_decoder_step_fails_only_its_request(
 
 
 @pytest.mark.parametrize("where", ["select", "take"])
-@pytest.mark.parametrize("options", [GREEDY, BEAM], ids=["greedy", "beam"])
+@pytest.mark.parametrize(
+    "options",
+    [GREEDY, GREEDY_ATTENTION, BEAM],
+    ids=["greedy-rows", "greedy-per-sentence", "beam"],
+)
 def test_failing_search_fails_only_its_request(
     make_engine, tiny_bundle, bundle, options, where, monkeypatch
 ):
     """A sentence's search raising fails only its request: choosing its step (its
     strategy's ``select``, batched over the strategy's sentences: the step changes
     nothing and the engine isolates the sentence by probing) or recording it
-    (``take``: the other sentences' step is applied exactly once)."""
+    (``take``: the other sentences' step is applied exactly once). Plain greedy
+    sentences live in the loop's greedy arrays: their step is chosen by
+    ``GreedyRows.select`` and a search records only its last one (``finish``)."""
     texts = innocent_texts(tiny_bundle)
     want = reference(make_engine, texts, options)
     poison, length = poison_text(tiny_bundle, bundle)
@@ -223,7 +232,26 @@ def test_failing_search_fails_only_its_request(
     def poisoned(search) -> bool:
         return search.src_len == length and search.step == 1
 
-    if where == "take":
+    if options is GREEDY and where == "take":
+        real_finish = SentenceSearch.finish
+
+        def finish(self, *args):
+            if self.src_len == length:
+                raise RuntimeError("injected search failure")
+            return real_finish(self, *args)
+
+        monkeypatch.setattr(SentenceSearch, "finish", finish)
+    elif options is GREEDY:
+        real_rows_select = GreedyRows.select
+
+        def rows_select(self, rows, values, ids):
+            for j in range(len(self)) if rows is None else rows.tolist():
+                if self.searches[j].src_len == length and self.step[j] == 1:
+                    raise RuntimeError("injected search failure")
+            return real_rows_select(self, rows, values, ids)
+
+        monkeypatch.setattr(GreedyRows, "select", rows_select)
+    elif where == "take":
         real_take = SentenceSearch.take
 
         def take(self, *args):

@@ -1,0 +1,161 @@
+"""The plain greedy sentences of a decode loop, kept as arrays.
+
+A greedy sentence that needs nothing per step but its next token (no banned tokens, no
+attention kept, no coverage penalty, no forced prefix: :attr:`SentenceSearch.batchable`)
+is one row whose whole state is a few numbers: the token it feeds next, the row of the
+previous step it continues, its memory-pool slot, its cumulative log-prob, its position.
+:class:`GreedyRows` keeps those numbers for all such sentences in arrays, so that a step
+over them is a handful of numpy calls whatever their number. Per row and step the only
+Python left is appending the chosen token to the sentence's target list (what streaming
+reads); a sentence's :class:`SentenceSearch` is brought up to date and takes its last
+step through its own :meth:`~SentenceSearch.finish` when it ends.
+
+Before, each such sentence cost ~10 µs of host Python per step in the loop (its inputs,
+a :class:`Selection`, :meth:`SentenceSearch.take`): the bound of an engine on a GPU,
+whose decoder call costs about the same for 256 rows as for 8.
+
+The rules are the shared ones: the EOS rule :func:`models.scoring.eos_codes`, the choice
+:func:`service.decoding.greedy_pick` (what :class:`Greedy` picks); results equal the
+per-sentence path's, token for token and score for score (``tests/service/test_greedyrows.py``).
+"""
+
+from __future__ import annotations
+
+from itertools import compress
+
+import numpy as np
+
+from models.scoring import eos_codes
+from service.decoding import Greedy, SentenceSearch, greedy_pick
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+class GreedyRows:
+    """Rows ``0 .. len - 1`` of every step the loop runs over all of them (the loop puts
+    them first). Array ``j`` of each field belongs to ``entries[j]`` (the loop's record
+    of the sentence, whose ``row`` attribute this class keeps equal to ``j``).
+
+    Fields, each ``(rows,)``: ``prev`` the token fed next, ``base`` the row of the
+    decoder states it continues, ``slot`` its memory-pool slot, ``step`` tokens so far,
+    ``limit``/``min_length`` its EOS rule's, ``src_len`` its source length (int64);
+    ``score`` its cumulative log-prob (float64, as :class:`Greedy` adds them up).
+    """
+
+    top_k = Greedy.K
+
+    def __init__(self, eos: int) -> None:
+        self.eos = eos
+        self.entries: list = []
+        self.searches: list[SentenceSearch] = []
+        self.targets: list[list[int]] = []
+        self.prev = self.base = self.slot = self.step = _EMPTY
+        self.limit = self.min_length = self.src_len = _EMPTY
+        self.score = np.zeros(0, dtype=np.float64)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    _INT_FIELDS = ("prev", "base", "slot", "step", "limit", "min_length", "src_len")
+
+    def add(self, entries: list, searches: list[SentenceSearch], slots, bases) -> None:
+        """Start sentences (each :attr:`~SentenceSearch.batchable`, at step 0) in pool
+        ``slots``, continuing state rows ``bases``."""
+        first = len(self.entries)
+        for j, entry in enumerate(entries, start=first):
+            entry.row = j
+        self.entries += entries
+        self.searches += searches
+        self.targets += [s.target for s in searches]
+        new = {
+            "prev": [s.prev_tokens[0] for s in searches],
+            "base": bases,
+            "slot": slots,
+            "step": [s.step for s in searches],
+            "limit": [s.limit for s in searches],
+            "min_length": [s.rules.min_length for s in searches],
+            "src_len": [s.src_len for s in searches],
+        }
+        for name, values in new.items():
+            added = np.asarray(values, dtype=np.int64)
+            setattr(self, name, np.concatenate([getattr(self, name), added]))
+        self.score = np.concatenate([self.score, [s.scores[0] for s in searches]])
+
+    def inputs(self, rows: np.ndarray | None) -> tuple[np.ndarray, ...]:
+        """The decoder inputs of ``rows`` (indices; None: all): tokens fed, parent rows,
+        pool slots and EOS rule codes, each ``(n,)`` int64."""
+        if rows is None:
+            codes = eos_codes(self.step, self.limit, self.min_length)
+            return self.prev, self.base, self.slot, codes
+        return (
+            self.prev[rows],
+            self.base[rows],
+            self.slot[rows],
+            eos_codes(self.step[rows], self.limit[rows], self.min_length[rows]),
+        )
+
+    def select(
+        self, rows: np.ndarray | None, values: np.ndarray, ids: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Each of ``rows``'s choice from its candidates ``values``/``ids`` ``(n, K + 1)``
+        (EOS rules applied): token ids ``(n,)`` and cumulative log-probs ``(n,)`` float64.
+        Changes nothing."""
+        tokens, log_probs = greedy_pick(values, ids)
+        score = self.score if rows is None else self.score[rows]
+        return tokens, score + log_probs.astype(np.float64)
+
+    def advance(
+        self, tokens: np.ndarray, totals: np.ndarray, attention: np.ndarray
+    ) -> tuple[list, list]:
+        """Record a step over all rows (rows ``0 .. len - 1`` of its output, in order):
+        ``tokens``/``totals`` from :meth:`select`, ``attention`` ``(len, src_len_padded)``.
+
+        Returns the entries of the sentences that ended (EOS) and ``(entry, exception)``
+        for those whose search raised ending; both leave. The others continue from
+        their row of this step's output.
+        """
+        ended = tokens == self.eos
+        alive = ~ended
+        token_list = tokens.tolist()
+        if ended.any():
+            finished, errors = [], []
+            for j in np.flatnonzero(ended).tolist():
+                entry = self.entries[j]
+                try:
+                    self.searches[j].finish(
+                        int(self.step[j]), float(self.score[j]), float(totals[j]),
+                        attention[j : j + 1],
+                    )  # fmt: skip
+                except Exception as exc:  # noqa: BLE001 - this sentence's own failure
+                    errors.append((entry, exc))
+                    continue
+                finished.append(entry)
+            keep = alive.tolist()
+            for target, token in zip(
+                compress(self.targets, keep), compress(token_list, keep), strict=True
+            ):
+                target.append(token)
+            self.prev, self.score, self.step = tokens[alive], totals[alive], self.step[alive] + 1
+            self.base = np.flatnonzero(alive)
+            self._keep_lists(keep, ("slot", "limit", "min_length", "src_len"))
+            return finished, errors
+        for target, token in zip(self.targets, token_list, strict=True):
+            target.append(token)
+        self.prev, self.score, self.step = tokens, totals, self.step + 1
+        self.base = np.arange(len(tokens), dtype=np.int64)
+        return [], []
+
+    def drop(self, keep: list[bool]) -> None:
+        """Keep only the rows whose ``keep`` is true (the others were cancelled); the
+        decoder states are unchanged, so each keeps its ``base``."""
+        self._keep_lists(keep, (*self._INT_FIELDS, "score"))
+
+    def _keep_lists(self, keep: list[bool], fields: tuple[str, ...]) -> None:
+        mask = np.asarray(keep, dtype=bool)
+        for name in fields:
+            setattr(self, name, getattr(self, name)[mask])
+        self.entries = list(compress(self.entries, keep))
+        self.searches = list(compress(self.searches, keep))
+        self.targets = list(compress(self.targets, keep))
+        for j, entry in enumerate(self.entries):
+            entry.row = j
