@@ -223,6 +223,7 @@ def bench_service(
         max_inflight=args.max_inflight,
         max_queue=args.max_queue,
         decode_lanes=args.decode_lanes,
+        max_live_rows=args.max_live_rows,
     )
     engine = server.engines[model_name]
     fronts = [m.process.pid for m in server.frontends.members] if server.frontends else []
@@ -276,6 +277,7 @@ def bench_trees(args, sentences, options, clients: ClientProcess, number: int) -
         ("--max-inflight", args.max_inflight),
         ("--max-queue", args.max_queue),
         ("--decode-lanes", args.decode_lanes),  # older trees know none: given only when set
+        ("--max-live-rows", args.max_live_rows),
     ):
         if value is not None:
             flags += [flag, str(value)]
@@ -378,6 +380,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="the service's queued requests (nmt-serve --max-queue; default: the server's)",
     )
     p.add_argument(
+        "--max-live-rows",
+        type=int,
+        default=None,
+        help="hypothesis rows the service decodes at once (nmt-serve --max-live-rows; "
+        "default: the server's)",
+    )
+    p.add_argument(
         "--decode-lanes",
         type=int,
         default=None,
@@ -477,6 +486,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             EngineConfig(max_queue=args.max_queue)
         if args.decode_lanes is not None:
             EngineConfig(decode_lanes=args.decode_lanes)
+        if args.max_live_rows is not None:
+            EngineConfig(max_live_rows=args.max_live_rows)
     except ValueError as exc:
         p.error(str(exc))
     for tree in args.ab_tree:
@@ -631,6 +642,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     ("--max-inflight", args.max_inflight),
                     ("--max-queue", args.max_queue),
                     ("--decode-lanes", args.decode_lanes),
+                    ("--max-live-rows", args.max_live_rows),
                 )
                 if value is not None
             ),

@@ -165,12 +165,13 @@ def start_server(
     max_inflight: int | None = None,
     max_queue: int | None = None,
     decode_lanes: int | None = None,
+    max_live_rows: int | None = None,
 ):
     """Start and warm up an in-process server on a free 127.0.0.1 port (no metrics
     endpoint; the CUDA provider is required when listed first); returns
     ``(server, "127.0.0.1:PORT")``. ``model_repository`` defaults to the server's own;
-    ``max_inflight`` (per gRPC process), ``max_queue`` and ``decode_lanes``: the
-    server's own when None."""
+    ``max_inflight`` (per gRPC process), ``max_queue``, ``decode_lanes`` and
+    ``max_live_rows``: the server's own when None."""
     from service.limits import EngineConfig
     from service.runtime import RuntimeConfig
     from service.server import ServerConfig, create_server
@@ -179,7 +180,7 @@ def start_server(
     extra: dict = {} if model_repository is None else {"model_repository": Path(model_repository)}
     if max_inflight is not None:
         extra["rpc"] = RpcConfig(max_inflight=max_inflight)
-    engine = {"max_queue": max_queue, "decode_lanes": decode_lanes}
+    engine = {"max_queue": max_queue, "decode_lanes": decode_lanes, "max_live_rows": max_live_rows}
     engine = {k: v for k, v in engine.items() if v is not None}
     if engine:
         extra["engine"] = EngineConfig(**engine)

@@ -289,6 +289,7 @@ def test_good_arguments_pass_the_checks(good_argv, tmp_path):
         (["--service-threads", "-1"], "--service-threads must be >= 0"),
         (["--decode-lanes", "-1"], "decode_lanes must be >= 0 (0: auto), got -1"),
         (["--max-queue", "0"], "max_queue must be >= 1, got 0"),
+        (["--max-live-rows", "0"], "max_live_rows must be >= 1, got 0"),
         (["--ab-tree", "/nonexistent"], "--ab-tree /nonexistent: not a source tree"),
     ],
 )
@@ -429,6 +430,8 @@ def test_the_services_limits_reach_the_server(tiny_bundle, tmp_path):
     """``--max-inflight 1`` with 4 closed-loop clients: the server refuses calls (the
     report lists them); the limits are in the settings."""
     flags = ("--max-inflight", "1", "--max-queue", "64", "--decode-lanes", "2")
+    flags += ("--max-live-rows", "48")
     settings, rows = _service_run(tiny_bundle, tmp_path, "bench-limits", 4, 4, *flags)
-    assert "--max-inflight 1, --max-queue 64, --decode-lanes 2" in settings["service"]
+    limits = "--max-inflight 1, --max-queue 64, --decode-lanes 2, --max-live-rows 48"
+    assert limits in settings["service"]
     assert rows and all(r["errors"] > 0 and r["decode_lanes"] == 2 for r in rows)
