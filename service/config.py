@@ -241,7 +241,11 @@ FLAGS: tuple[Flag, ...] = (
     ),
     Flag("runtime", "intra_op_threads", "ONNX Runtime intra-op threads (0: ORT picks)"),
     Flag("runtime", "inter_op_threads", "ONNX Runtime inter-op threads"),
-    Flag("engine", "max_live_rows", "hypothesis rows decoded together in one step"),
+    Flag(
+        "engine",
+        "max_live_rows",
+        "hypothesis rows decoded together in one step (0: auto, 256 on a CPU, 1024 on CUDA)",
+    ),
     Flag("engine", "max_queue", "requests waiting to start; more are refused"),
     Flag("engine", "max_sentences_per_request", "sentences per request", flag="max_sentences"),
     Flag("engine", "max_source_tokens", "source pieces per sentence"),

@@ -24,7 +24,9 @@ MAX_SECONDS = 2_147_483
 
 @dataclass(frozen=True)
 class EngineConfig:
-    max_live_rows: int = 256
+    # Hypothesis rows decoded together in one step (0: the device's default, LIVE_ROWS);
+    # a request needs sentences x beam_size of them.
+    max_live_rows: int = 0
     max_queue: int = 128
     max_sentences_per_request: int = 64
     max_source_tokens: int = 128
@@ -57,8 +59,9 @@ class EngineConfig:
     stall_timeout: float = 30.0
 
     def __post_init__(self) -> None:
+        if self.max_live_rows < 0:
+            raise ValueError(f"max_live_rows must be >= 0 (0: auto), got {self.max_live_rows}")
         for name in (
-            "max_live_rows",
             "max_queue",
             "max_sentences_per_request",
             "max_source_tokens",
@@ -81,17 +84,17 @@ class EngineConfig:
             raise ValueError(
                 f"stall_timeout must be > 0 and <= {MAX_SECONDS} seconds, got {self.stall_timeout}"
             )
-        if self.max_beam_size > self.max_live_rows:
+        if self.max_live_rows and self.max_beam_size > self.max_live_rows:
             raise ValueError("max_beam_size cannot exceed max_live_rows")
 
     def for_device(self, gpu: bool) -> EngineConfig:
-        """This config with the admission settings left at None set for the device the
-        engine's model runs on (:data:`ADMISSION`)."""
-        defaults = ADMISSION[gpu]
-        return dataclasses.replace(
-            self,
-            **{k: v for k, v in defaults.items() if getattr(self, k) is None},
-        )
+        """This config with the settings left to the device (admission at None,
+        ``max_live_rows`` at 0) set for the device the engine's model runs on
+        (:data:`ADMISSION`, :data:`LIVE_ROWS`)."""
+        defaults = {k: v for k, v in ADMISSION[gpu].items() if getattr(self, k) is None}
+        if not self.max_live_rows:
+            defaults["max_live_rows"] = max(LIVE_ROWS[gpu], self.max_beam_size)
+        return dataclasses.replace(self, **defaults)
 
 
 # Admission defaults by device (EngineConfig.for_device). On the CPU an encoder call
@@ -106,6 +109,15 @@ ADMISSION: dict[bool, dict[str, int]] = {
     False: {"encode_batch_sentences": 16, "encode_max_padding": 16, "admit_batch": 8},
     True: {"encode_batch_sentences": 128, "encode_max_padding": 128, "admit_batch": 32},
 }
+
+
+# max_live_rows by device (EngineConfig.for_device). On a GPU a decoder step costs
+# about the same for 600 rows as for 130 (0.96-1.3 ms on an H100), so more rows a step
+# is nearly free throughput: with 1,024 the H100 decoded 600 beam-5 rows a step instead
+# of 187 and gave 1.3-1.6x the beam sentences/s of 256 (2,048 gave no more); on the CPU
+# a step's cost grows with its rows and 256 keeps latency in bounds (README, Performance
+# on a GPU; loadtest/results/bench-gpu-h100-liverows*.json).
+LIVE_ROWS: dict[bool, int] = {False: 256, True: 1024}
 
 
 def validate_request(

@@ -35,7 +35,7 @@ def translate_with_bundle(
     ``ignore_when_blocking`` token the model does not have, a sentence over the source
     length limit or with no tokens, ..."""
     bundle = load_bundle(Path(bundle_dir), RuntimeConfig(providers=("cpu",)))
-    limits = EngineConfig()  # a default server's
+    limits = EngineConfig().for_device(gpu=False)  # a default server's on the CPU
     options = to_options(
         request or pb.DecodeOptions(),
         default_max_length=limits.max_target_length,

@@ -198,7 +198,9 @@ class EngineLink(EngineFront):
         *,
         name: str = "",
     ) -> None:
-        self.config = config
+        # the device's defaults, as the child's engine resolves them (its requests are
+        # checked here against the same limits)
+        self.config = config.for_device(provider == "CUDAExecutionProvider")
         self.metrics = metrics
         self.name = name or Path(path).parent.name
         self._lock = threading.Lock()

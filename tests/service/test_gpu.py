@@ -17,7 +17,7 @@ from models.options import DecodeOptions
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
 from service.bundle import BundleError, load_bundle
-from service.limits import ADMISSION
+from service.limits import ADMISSION, LIVE_ROWS
 from service.loop import decode
 from service.runtime import RuntimeConfig
 from service.server import ServerConfig, create_server
@@ -80,13 +80,16 @@ def test_server_on_gpu_serves_the_fp32_version(gpu_bundle):
                 pb.TranslateRequest(texts=["Where is the train station?"]), timeout=30
             )
         assert "estación" in reply.translations[0].hypotheses[0].text
-        # the child's engine admits with the GPU's settings (limits.ADMISSION)
+        # the child's engine admits and decodes with the GPU's settings (limits.ADMISSION,
+        # limits.LIVE_ROWS)
         admission = server.engines["en-es"].call(_admission)
-        assert admission == ADMISSION[True]
+        assert admission == ADMISSION[True] | {"max_live_rows": LIVE_ROWS[True]}
+        # requests are checked in this process against the same limits
+        assert server.engines["en-es"].config.max_live_rows == LIVE_ROWS[True]
     finally:
         server.stop(0)
 
 
 def _admission(engine) -> dict:
     """Run in the engine process: the admission settings its engine uses."""
-    return {name: getattr(engine.config, name) for name in ADMISSION[True]}
+    return {name: getattr(engine.config, name) for name in [*ADMISSION[True], "max_live_rows"]}

@@ -1,10 +1,11 @@
-"""service/limits.py: the engine's admission settings, left to the device by default."""
+"""service/limits.py: the engine's admission settings and live rows, left to the device
+by default."""
 
 from __future__ import annotations
 
 import pytest
 
-from service.limits import ADMISSION, EngineConfig
+from service.limits import ADMISSION, LIVE_ROWS, EngineConfig
 
 FIELDS = ("encode_batch_sentences", "encode_max_padding", "admit_batch")
 
@@ -13,7 +14,23 @@ FIELDS = ("encode_batch_sentences", "encode_max_padding", "admit_batch")
 def test_unset_admission_settings_take_the_devices_defaults(gpu):
     config = EngineConfig().for_device(gpu)
     assert {name: getattr(config, name) for name in FIELDS} == ADMISSION[gpu]
-    assert config.max_live_rows == EngineConfig().max_live_rows  # nothing else changes
+    assert config.max_live_rows == LIVE_ROWS[gpu]
+    assert config.max_queue == EngineConfig().max_queue  # nothing else changes
+
+
+def test_the_gpu_decodes_more_rows_a_step_and_a_given_count_is_kept():
+    assert LIVE_ROWS[True] > LIVE_ROWS[False] >= EngineConfig().max_beam_size
+    for gpu in (False, True):
+        assert EngineConfig(max_live_rows=40).for_device(gpu).max_live_rows == 40
+    # the largest beam allowed always fits, whatever the device's default
+    assert EngineConfig(max_beam_size=300).for_device(False).max_live_rows == 300
+
+
+def test_bad_live_rows_are_refused():
+    with pytest.raises(ValueError, match=r"max_live_rows must be >= 0 \(0: auto\), got -1"):
+        EngineConfig(max_live_rows=-1)
+    with pytest.raises(ValueError, match="max_beam_size cannot exceed max_live_rows"):
+        EngineConfig(max_live_rows=8, max_beam_size=9)
 
 
 def test_the_gpu_admits_more_at_once_than_the_cpu():
@@ -49,3 +66,4 @@ def test_an_engine_on_the_cpu_admits_with_the_cpu_defaults(server_factory):
     server = server_factory()
     engine = server.engines[TINY_MODEL]
     assert {name: getattr(engine.config, name) for name in FIELDS} == ADMISSION[False]
+    assert engine.config.max_live_rows == LIVE_ROWS[False]
