@@ -9,6 +9,9 @@ are applied once for the whole step, then each search
 strategy chooses for all its sentences at once (greedy: one ``argmax``); a sentence's own
 Python then only records its :class:`~service.decoding.Selection`. The loop knows no
 strategy by name: it groups sentences by ``search.strategy`` and calls ``select``.
+
+Plain greedy sentences (:attr:`SentenceSearch.batchable`) have no per-step Python at all:
+they are rows of :class:`~service.greedyrows.GreedyRows`, the first rows of every step.
 """
 
 from __future__ import annotations
