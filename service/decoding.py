@@ -354,50 +354,99 @@ class Greedy:
         return chosen
 
 
+def ranked_continuations(
+    searches: Sequence[SentenceSearch],
+    first_rows: Sequence[int],
+    values: np.ndarray,
+    ids: np.ndarray,
+) -> list[tuple[list[int], np.ndarray, np.ndarray, np.ndarray]]:
+    """Each sentence's best ``rank_k`` continuations of its live rows, by cumulative
+    log-prob (its scores plus its own candidates, float32), best first, equal ones in
+    the order of its rows and columns (a stable sort): what a beam search ranks.
+
+    Sentences that rank the same candidates (same ``top_k`` and ``rank_k``) are ranked
+    at once: their rows are gathered into one ``(n, rows, width)`` block, a sentence's
+    missing rows at -inf, where they rank after every real candidate (a search stops at
+    the first -inf anyway), so each one's ranking is the one it gets alone.
+
+    Args: as :meth:`Strategy.select`.
+
+    Returns:
+        Per group: the indices of its sentences in ``searches``, then ``(n, R)`` arrays
+        of each one's ranked candidates: the row (of its own rows) it continues,
+        its cumulative log-prob (float32; -inf: no candidate) and its token id.
+    """
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i, s in enumerate(searches):
+        groups.setdefault((s.top_k, s.rank_k), []).append(i)
+    out = []
+    for (k, rank_k), members in groups.items():
+        v_all, i_all = _own_columns(values, ids, k)
+        width = v_all.shape[1]
+        rows = np.array([searches[m].rows for m in members])
+        depth = int(rows.max())
+        pad = np.arange(depth)[None, :] >= rows[:, None]  # (n, depth): no such row
+        index = np.array([first_rows[m] for m in members])[:, None] + np.arange(depth)
+        index[pad] = 0
+        scores = np.zeros((len(members), depth), dtype=np.float32)
+        for j, m in enumerate(members):
+            scores[j, : rows[j]] = searches[m].scores
+        total = scores[:, :, None] + v_all[index]  # (n, depth, width) float32
+        total[pad] = NEG_INF
+        flat = total.reshape(len(members), depth * width)
+        order = np.argsort(-flat, axis=1, kind="stable")[:, :rank_k]
+        ranked = np.take_along_axis(flat, order, axis=1)
+        tokens = np.take_along_axis(i_all[index].reshape(flat.shape), order, axis=1)
+        out.append((members, order // width, ranked, tokens))
+    return out
+
+
 class Beam:
     """Beam search, the rules of :func:`models.search.beam_search`: rank the best
     ``2 * beam`` continuations by cumulative log-prob (float32); an EOS among the first
     ``beam`` finishes a hypothesis, the best ``beam`` non-EOS ones stay live; done once
-    ``beam`` hypotheses have finished."""
+    ``beam`` hypotheses have finished.
+
+    All of a step's beam sentences are ranked and chosen at once, as arrays
+    (:func:`ranked_continuations`); per sentence only its lists are cut out."""
 
     def top_k(self, options: DecodeOptions) -> int:
         return 2 * options.beam_size
 
     def select(self, searches, first_rows, values, ids) -> list[Selection]:
-        chosen = []
-        for s, first in zip(searches, first_rows, strict=True):
-            rows = slice(first, first + s.rows)
-            v, i = _own_columns(values[rows], ids[rows], s.top_k)
-            total = (np.array(s.scores, dtype=np.float32)[:, None] + v).ravel()
-            order = np.argsort(-total, kind="stable")[: s.rank_k]
-            chosen.append(
-                self._choose(
-                    s, order.tolist(), total[order].tolist(), i.ravel()[order].tolist(), v.shape[1]
-                )
+        chosen: list[Selection | None] = [None] * len(searches)
+        for members, rows, ranked, tokens in ranked_continuations(
+            searches, first_rows, values, ids
+        ):
+            group = [searches[m] for m in members]
+            beams = np.array([s.options.beam_size for s in group])[:, None]
+            rank = np.arange(ranked.shape[1])[None, :]
+            # the ranking stops at the first candidate with no score
+            valid = np.logical_and.accumulate(ranked != NEG_INF, axis=1)
+            is_eos = tokens == group[0].eos
+            live = valid & ~is_eos
+            keep = live & (np.cumsum(live, axis=1) <= beams)  # the best `beam` non-EOS
+            ends = valid & is_eos & (rank < beams)  # an EOS among the first `beam`
+            kept, ended = keep.sum(axis=1).tolist(), ends.sum(axis=1).tolist()
+            parents, toks, scores = (
+                rows[keep].tolist(),
+                tokens[keep].tolist(),
+                ranked[keep].tolist(),
             )
-        return chosen
-
-    def _choose(self, s: SentenceSearch, flat, ranked, tokens_ranked, width) -> Selection:
-        """``flat``: the ranked candidates' indices into the flattened ``(rows, width)``
-        candidates, ``ranked`` their cumulative log-probs, ``tokens_ranked`` their ids."""
-        beam = s.options.beam_size
-        parents, tokens, scores, finished = [], [], [], []
-        for rank, score in enumerate(ranked):
-            if score == NEG_INF:
-                break
-            row = flat[rank] // width
-            tok = tokens_ranked[rank]
-            if tok == s.eos:
-                if rank < beam:
-                    finished.append((row, score))
-                continue
-            parents.append(row)
-            tokens.append(tok)
-            scores.append(score)
-            if len(parents) == beam:
-                break
-        done = s.finished + len(finished) >= beam or not parents
-        return Selection(parents, tokens, scores, finished, done)
+            end_rows, end_scores = rows[ends].tolist(), ranked[ends].tolist()
+            a = b = 0
+            for m, s, n_kept, n_ended in zip(members, group, kept, ended, strict=True):
+                finished = list(
+                    zip(end_rows[b : b + n_ended], end_scores[b : b + n_ended], strict=True)
+                )
+                done = s.finished + n_ended >= s.options.beam_size or not n_kept
+                chosen[m] = Selection(
+                    parents[a : a + n_kept], toks[a : a + n_kept], scores[a : a + n_kept],
+                    finished, done,
+                )  # fmt: skip
+                a += n_kept
+                b += n_ended
+        return chosen  # type: ignore[return-value]
 
 
 class EoleBeam(Beam):
@@ -415,13 +464,26 @@ class EoleBeam(Beam):
     def top_k(self, options: DecodeOptions) -> int:
         return options.beam_size
 
-    def _choose(self, s: SentenceSearch, flat, ranked, tokens_ranked, width) -> Selection:
+    def select(self, searches, first_rows, values, ids) -> list[Selection]:
+        chosen: list[Selection | None] = [None] * len(searches)
+        for members, rows, ranked, tokens in ranked_continuations(
+            searches, first_rows, values, ids
+        ):
+            for m, r, v, t in zip(
+                members, rows.tolist(), ranked.tolist(), tokens.tolist(), strict=True
+            ):
+                chosen[m] = self._choose(searches[m], r, v, t)
+        return chosen  # type: ignore[return-value]
+
+    def _choose(self, s: SentenceSearch, rows, ranked, tokens_ranked) -> Selection:
+        """``rows``, ``ranked``, ``tokens_ranked``: its ranked continuations (the row
+        each continues, cumulative log-prob, token id)."""
         parents, tokens, scores, finished = [], [], [], []
         top_finished = False
         for rank, score in enumerate(ranked):
             if score == NEG_INF:
                 break
-            row, tok = flat[rank] // width, tokens_ranked[rank]
+            row, tok = rows[rank], tokens_ranked[rank]
             if tok == s.eos:
                 top_finished = top_finished or rank == 0
                 finished.append((row, score))
