@@ -17,7 +17,7 @@ A new strategy (say, one that forces a target prefix) is one more object with th
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
@@ -84,11 +84,21 @@ class Selection(NamedTuple):
     top_finished: bool = False
 
 
-@dataclass
 class _Partial:
-    tokens: list[int]
-    attention: list[np.ndarray] = field(default_factory=list)
-    coverage: np.ndarray | None = None  # (src_len,) float64, with a coverage penalty
+    """A live hypothesis: its tokens, and with ``return_attention`` / ``replace_unk`` its
+    attention rows, with a coverage penalty its attention sums ``(src_len,)`` float64."""
+
+    __slots__ = ("tokens", "attention", "coverage")
+
+    def __init__(
+        self,
+        tokens: list[int],
+        attention: list[np.ndarray] | None = None,
+        coverage: np.ndarray | None = None,
+    ) -> None:
+        self.tokens = tokens
+        self.attention = attention
+        self.coverage = coverage
 
 
 class SentenceSearch:
@@ -144,7 +154,11 @@ class SentenceSearch:
         # attention summed over each live row's steps (``(src_len,)``), for the coverage
         # penalty only
         self._track_cov = self.rules.needs_coverage
-        self._live = [_Partial([], coverage=np.zeros(src_len) if self._track_cov else None)]
+        self._live = [
+            _Partial(
+                [], [] if self._keep_attn else None, np.zeros(src_len) if self._track_cov else None
+            )
+        ]
         self._finished: list[Hypothesis] = []
         self._update_bans()
 
@@ -236,12 +250,18 @@ class SentenceSearch:
                 hyp.attention.append(attention[0, : self.src_len])
             if self._track_cov:
                 hyp.coverage = hyp.coverage + attention[0, : self.src_len]
+        elif not keep_attn and not self._track_cov:  # tokens only (the common case)
+            tokens = [h.tokens for h in live]
+            self._live = [
+                _Partial(tokens[p] + [t])
+                for p, t in zip(selection.parents, selection.tokens, strict=True)
+            ]
         else:
             track = self._track_cov
             self._live = [
                 _Partial(
                     live[p].tokens + [t],
-                    live[p].attention + [attention[p, : self.src_len]] if keep_attn else [],
+                    live[p].attention + [attention[p, : self.src_len]] if keep_attn else None,
                     live[p].coverage + attention[p, : self.src_len] if track else None,
                 )
                 for p, t in zip(selection.parents, selection.tokens, strict=True)
