@@ -374,6 +374,26 @@ class Greedy:
         return chosen
 
 
+# A step's sentences of one kind from which it chooses as arrays (fewer: one sentence at
+# a time). An array call costs microseconds whatever its size, several times more right
+# after an ONNX Runtime call on a small CPU: on 2 cores (loadtest.loophost --ab-tree) the
+# arrays cost more host time a step than the per-sentence path up to ~8 sentences
+# (greedy 185 vs 127 us a step at 1, 394 vs 356 at 8; beam 5 429 vs 208 at 1) and less
+# from 16 (greedy 429 vs 485 us).
+ARRAY_MIN_SENTENCES = 16
+
+
+def ranked_one(
+    s: SentenceSearch, first: int, values: np.ndarray, ids: np.ndarray
+) -> tuple[list[int], list[float], list[int]]:
+    """One sentence's ranked continuations, as :func:`ranked_continuations` gives them for
+    each of many (lists: the row each continues, cumulative log-prob, token id)."""
+    v, i = _own_columns(values[first : first + s.rows], ids[first : first + s.rows], s.top_k)
+    total = (np.array(s.scores, dtype=np.float32)[:, None] + v).ravel()
+    order = np.argsort(-total, kind="stable")[: s.rank_k]
+    return (order // v.shape[1]).tolist(), total[order].tolist(), i.ravel()[order].tolist()
+
+
 def ranked_continuations(
     searches: Sequence[SentenceSearch],
     first_rows: Sequence[int],
@@ -427,13 +447,45 @@ class Beam:
     ``beam`` finishes a hypothesis, the best ``beam`` non-EOS ones stay live; done once
     ``beam`` hypotheses have finished.
 
-    All of a step's beam sentences are ranked and chosen at once, as arrays
-    (:func:`ranked_continuations`); per sentence only its lists are cut out."""
+    A step with many beam sentences (:data:`ARRAY_MIN_SENTENCES`) ranks and chooses for
+    all of them at once, as arrays (:func:`ranked_continuations`, masks for the rules
+    below); with few, one sentence at a time (:meth:`_choose`). Both give the same
+    selections (``tests/service/test_beam_select.py``)."""
 
     def top_k(self, options: DecodeOptions) -> int:
         return 2 * options.beam_size
 
     def select(self, searches, first_rows, values, ids) -> list[Selection]:
+        if len(searches) < ARRAY_MIN_SENTENCES:
+            return [
+                self._choose(s, *ranked_one(s, first, values, ids))
+                for s, first in zip(searches, first_rows, strict=True)
+            ]
+        return self._select_arrays(searches, first_rows, values, ids)
+
+    def _choose(self, s: SentenceSearch, rows, ranked, tokens_ranked) -> Selection:
+        """One sentence's selection from its ranked continuations (``rows`` each
+        continues, cumulative log-probs ``ranked``, token ids ``tokens_ranked``)."""
+        beam = s.options.beam_size
+        parents, tokens, scores, finished = [], [], [], []
+        for rank, score in enumerate(ranked):
+            if score == NEG_INF:
+                break
+            tok = tokens_ranked[rank]
+            if tok == s.eos:
+                if rank < beam:
+                    finished.append((rows[rank], score))
+                continue
+            parents.append(rows[rank])
+            tokens.append(tok)
+            scores.append(score)
+            if len(parents) == beam:
+                break
+        done = s.finished + len(finished) >= beam or not parents
+        return Selection(parents, tokens, scores, finished, done)
+
+    def _select_arrays(self, searches, first_rows, values, ids) -> list[Selection]:
+        """:meth:`_choose`'s rules for every sentence at once, as masks."""
         chosen: list[Selection | None] = [None] * len(searches)
         for members, rows, ranked, tokens in ranked_continuations(
             searches, first_rows, values, ids
@@ -484,7 +536,8 @@ class EoleBeam(Beam):
     def top_k(self, options: DecodeOptions) -> int:
         return options.beam_size
 
-    def select(self, searches, first_rows, values, ids) -> list[Selection]:
+    def _select_arrays(self, searches, first_rows, values, ids) -> list[Selection]:
+        """Ranked at once, chosen one sentence at a time (its own rules, :meth:`_choose`)."""
         chosen: list[Selection | None] = [None] * len(searches)
         for members, rows, ranked, tokens in ranked_continuations(
             searches, first_rows, values, ids

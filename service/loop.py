@@ -26,6 +26,7 @@ import numpy as np
 
 from models.options import DecodeOptions, Hypothesis
 from models.scoring import ban, eos_codes, restrict
+from service import decoding
 from service.decoding import (
     Encoded,
     Selection,
@@ -109,11 +110,16 @@ class DecodeLoop:
             self._states = self.pool.join_states(self._states, tuple(enc.states))
         else:
             self._states = tuple(enc.states)
-        batched: list[_Active] = []
-        for i, (search, handle) in enumerate(zip(searches, handles, strict=True)):
-            entry = _Active(handle, search, first_slot + i, first_row + i, int(lengths[i]))
-            (batched if search.batchable else self._general).append(entry)
-            self._live_rows += search.rows
+        entries = [
+            _Active(handle, search, first_slot + i, first_row + i, int(lengths[i]))
+            for i, (search, handle) in enumerate(zip(searches, handles, strict=True))
+        ]
+        self._live_rows += sum(search.rows for search in searches)
+        batched = [a for a in entries if a.search.batchable]
+        if batched and not self._arrays_pay(len(batched)):
+            batched = []  # a few greedy sentences: one at a time costs less
+        in_rows = set(map(id, batched))
+        self._general += [a for a in entries if id(a) not in in_rows]
         if batched:
             self._greedy.add(
                 batched,
@@ -122,6 +128,14 @@ class DecodeLoop:
                 [a.base for a in batched],
             )
         self.active = self._greedy.entries + self._general
+
+    def _arrays_pay(self, joining: int) -> bool:
+        """Whether ``joining`` plain greedy sentences join the greedy arrays: once the
+        loop holds :data:`~service.decoding.ARRAY_MIN_SENTENCES` of them (those already
+        there, those decoded one at a time, these); below that the arrays' fixed cost a
+        step exceeds what they save. Results are the same either way."""
+        need = decoding.ARRAY_MIN_SENTENCES - joining - len(self._greedy)
+        return need <= 0 or sum(a.search.batchable for a in self._general) >= need
 
     def step(self, failed: list | None = None) -> list[tuple[object, SentenceSearch]]:
         """Run one decoder step for all active sentences; return those that finished.

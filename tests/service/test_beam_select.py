@@ -5,10 +5,19 @@ by itself: the per-sentence rules, written out here as the oracle."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from models.options import DecodeOptions
 from models.scoring import NEG_INF
-from service.decoding import BEAM, EOLE_BEAM, Selection, SpecialIds, make_search
+from service import decoding
+from service.decoding import (
+    ARRAY_MIN_SENTENCES,
+    BEAM,
+    EOLE_BEAM,
+    Selection,
+    SpecialIds,
+    make_search,
+)
 
 SPECIAL = SpecialIds(pad=0, bos=1, eos=2, unk=3)
 
@@ -80,15 +89,29 @@ def test_each_sentence_chooses_as_it_would_alone():
         k = max(s.top_k for s in searches) + int(rng.integers(0, 3))  # a wider step
         values, ids = step_at_random(rng, searches, k)
         firsts = np.cumsum([0] + [s.rows for s in searches])[:-1].tolist()
-        got = BEAM.select(searches, firsts, values, ids)
+        got = BEAM.select(searches, firsts, values, ids)  # as arrays: 40 sentences
         want = [alone(s, f, values, ids) for s, f in zip(searches, firsts, strict=True)]
         assert got == want, f"seed {seed}"
+        # a few at a time: one sentence at a time, the same selections
+        for part in range(0, 40, 5):
+            few = BEAM.select(searches[part : part + 5], firsts[part : part + 5], values, ids)
+            assert few == want[part : part + 5], f"seed {seed}, sentences {part}.."
         for sel, s in zip(got, searches, strict=True):
             seen["finished"] += bool(sel.finished)
             seen["done"] += sel.done
             seen["fewer than beam"] += 0 < len(sel.parents) < s.options.beam_size
             seen["nothing"] += not sel.parents
     assert min(seen.values()) > 0, seen  # every case of the rules was met
+
+
+def test_many_sentences_choose_as_arrays(monkeypatch):
+    """From ARRAY_MIN_SENTENCES on a step chooses with masks, never per sentence."""
+    monkeypatch.setattr(type(BEAM), "_choose", lambda *a: pytest.fail("per sentence"))
+    rng = np.random.default_rng(5)
+    searches = searches_at_random(rng, ARRAY_MIN_SENTENCES)
+    values, ids = step_at_random(rng, searches, max(s.top_k for s in searches))
+    firsts = np.cumsum([0] + [s.rows for s in searches])[:-1].tolist()
+    assert len(BEAM.select(searches, firsts, values, ids)) == ARRAY_MIN_SENTENCES
 
 
 def test_a_sentence_with_nothing_allowed_is_done():
@@ -99,9 +122,11 @@ def test_a_sentence_with_nothing_allowed_is_done():
     assert selection == Selection([], [], [], [], True)
 
 
-def test_eole_beam_ranks_the_same_candidates():
-    """Eole's beam keeps its own choice rules over the same batched ranking: with no EOS
-    among the candidates it continues the best ``beam`` of each sentence."""
+@pytest.mark.parametrize("arrays_from", [1, 16], ids=["arrays", "per-sentence"])
+def test_eole_beam_ranks_the_same_candidates(monkeypatch, arrays_from):
+    """Eole's beam keeps its own choice rules over the batched ranking as over its own:
+    with no EOS among the candidates it continues the best ``beam`` of each sentence."""
+    monkeypatch.setattr(decoding, "ARRAY_MIN_SENTENCES", arrays_from)
     rng = np.random.default_rng(3)
     searches = [
         make_search(6, DecodeOptions(beam_size=b, search="eole"), SPECIAL) for b in (2, 4, 4)

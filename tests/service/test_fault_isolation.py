@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from models.options import DecodeOptions
+from service import decoding
 from service.decoding import SentenceSearch, strategy_for
 from service.engine import Engine, EngineConfig, EngineFailure
 from service.greedyrows import GreedyRows
@@ -232,6 +233,8 @@ def test_failing_search_fails_only_its_request(
     def poisoned(search) -> bool:
         return search.src_len == length and search.step == 1
 
+    if options is GREEDY:  # the greedy arrays from the first sentence (else from 16)
+        monkeypatch.setattr(decoding, "ARRAY_MIN_SENTENCES", 1)
     if options is GREEDY and where == "take":
         real_finish = SentenceSearch.finish
 

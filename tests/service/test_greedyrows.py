@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from models.options import DecodeOptions
+from service import decoding
 from service.decoding import SentenceSearch, make_search
 from service.loop import DecodeLoop
 from tests.service.test_decoding import SPECIAL, FakeStepModel, random_sources, random_table
@@ -28,6 +29,12 @@ PER_SENTENCE = [
     DecodeOptions(sampling_topk=3, seed=1),
     DecodeOptions(beam_size=3, n_best=2, max_length=8),
 ]
+
+
+@pytest.fixture(autouse=True)
+def arrays_from_one_sentence(monkeypatch):
+    """The arrays from the first plain greedy sentence (the service: from 16)."""
+    monkeypatch.setattr(decoding, "ARRAY_MIN_SENTENCES", 1)
 
 
 def per_sentence(monkeypatch) -> None:
@@ -170,3 +177,27 @@ def test_rows_keep_their_own_slots_through_compaction():
     for i, src in enumerate(sources):
         (alone,) = decode_all([src], [options[i]]).values()
         exact({0: loop_rows[i]}, {0: alone})
+
+
+def test_few_greedy_sentences_are_decoded_one_at_a_time(monkeypatch):
+    """Below ARRAY_MIN_SENTENCES plain greedy sentences the loop keeps them per sentence
+    (the arrays' fixed cost a step exceeds what they save); once that many are in the
+    loop, those that join go into the arrays; the results do not change."""
+    monkeypatch.setattr(decoding, "ARRAY_MIN_SENTENCES", 6)
+    sources = random_sources(13, 12, max_len=10)
+    options = [DecodeOptions(max_length=30)] * 12
+    loop = DecodeLoop(FakeStepModel(random_table(7)), SPECIAL)
+    searches = [make_search(len(s), o, SPECIAL) for s, o in zip(sources, options, strict=True)]
+    for i in range(4):  # four alone: below the threshold
+        loop.add([list(sources[i])], [searches[i]], [i])
+    assert len(loop._greedy) == 0 and len(loop.active) == 4
+    loop.add([list(s) for s in sources[4:6]], searches[4:6], [4, 5])  # 6 in the loop now
+    assert len(loop._greedy) == 2 and len(loop.active) == 6
+    loop.add([list(s) for s in sources[6:]], searches[6:], list(range(6, 12)))
+    assert len(loop._greedy) == 8
+    got = {}
+    while loop.active:
+        for handle, search in loop.step():
+            got[handle] = search.results()
+    per_sentence(monkeypatch)
+    exact(got, decode_all(sources, options))
