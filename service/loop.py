@@ -25,7 +25,7 @@ from typing import TypeVar
 import numpy as np
 
 from models.options import DecodeOptions, Hypothesis
-from models.scoring import ban, eos_codes, restrict
+from models.scoring import ban, restrict
 from service import decoding
 from service.decoding import (
     Encoded,
@@ -205,21 +205,19 @@ class DecodeLoop:
         The step's rows: those of ``entries`` in the greedy arrays first (all of them,
         in order, when ``entries`` is :attr:`active`), then each other sentence's.
         Returns the step's output, the other sentences' row counts and selections, and
-        the greedy rows' chosen tokens and cumulative log-probs."""
+        the greedy rows' chosen tokens and cumulative log-probs (None without any)."""
         if entries is self.active:
             greedy_rows, general = None, self._general
+            first = len(self._greedy)  # the other sentences' rows start here
         else:  # a probe over some of the sentences
             greedy_rows = np.array([a.row for a in entries if a.row >= 0], dtype=np.int64)
             general = [a for a in entries if a.row < 0]
-        g_prev, g_parents, g_slots, g_eos = self._greedy.inputs(greedy_rows)
-        first = len(g_prev)  # the other sentences' rows start here
+            first = len(greedy_rows)
         prev: list[int] = []
         parents: list[int] = []
         sentences: list[int] = []
         counts: list[int] = []
-        steps: list[int] = []
-        limits: list[int] = []
-        min_lengths: list[int] = []
+        eos: list[int] = []
         # the entries of each strategy, and where each one's rows start
         groups: dict[Strategy, tuple[list[SentenceSearch], list[int], list[int]]] = {}
         top_k = self._greedy.top_k if first else 0
@@ -246,24 +244,35 @@ class DecodeLoop:
                 parents.extend([p + a.base for p in s.parents])
                 sentences.extend([a.slot] * n)
             counts.append(n)
-            steps.append(s.step)
-            limits.append(s.limit)
-            min_lengths.append(s.rules.min_length)
+            eos.append(s.eos_rule())
             if s.top_k > top_k:
                 top_k = s.top_k
         if self.max_top_k is not None and top_k > self.max_top_k:
             top_k = self.max_top_k  # every token is a candidate: banning stays exact
-        eos = g_eos
-        if general:  # (only greedy rows: their arrays as they are)
-            general_eos = np.repeat(eos_codes(np.array(steps), limits, min_lengths), counts)
-            eos = np.concatenate([g_eos, general_eos])
-            g_prev = np.concatenate([g_prev, np.array(prev, dtype=np.int64)])
-            g_parents = np.concatenate([g_parents, np.array(parents, dtype=np.int64)])
-            g_slots = np.concatenate([g_slots, np.array(sentences, dtype=np.int64)])
+        inputs = (
+            np.array(prev, dtype=np.int64),
+            np.array(parents, dtype=np.int64),
+            np.array(sentences, dtype=np.int64),
+        )
+        codes = np.repeat(np.array(eos, dtype=np.int64), counts) if any(eos) else None
+        if first:  # the greedy rows first (their arrays as they are when alone)
+            *rows_inputs, rows_eos = self._greedy.inputs(greedy_rows)
+            if general:
+                inputs = tuple(
+                    np.concatenate(pair) for pair in zip(rows_inputs, inputs, strict=True)
+                )
+                rows = sum(counts)
+                codes = np.concatenate(
+                    [rows_eos, np.zeros(rows, np.int64) if codes is None else codes]
+                )
+            else:
+                inputs, codes = tuple(rows_inputs), rows_eos
+            if not codes.any():
+                codes = None
         out = self.model.step(
-            prev_tokens=g_prev,
-            parent_rows=g_parents,
-            row_sentence=g_slots,
+            prev_tokens=inputs[0],
+            parent_rows=inputs[1],
+            row_sentence=inputs[2],
             memory=self.pool.memory,
             keys=self.pool.keys,
             mask=self.pool.mask,
@@ -271,11 +280,13 @@ class DecodeLoop:
             top_k=top_k,
         )
         values, ids = candidates(out.topk_values, out.topk_ids, out.eos_values, self.special)
-        if eos.any():  # some sentence's EOS is banned or forced this step
-            restrict(values, eos)
+        if codes is not None:  # some sentence's EOS is banned or forced this step
+            restrict(values, codes)
         if ban_rows:  # some sentence bans tokens (ban_unk, block_ngram_repeat)
             ban(values, ids, ban_rows, ban_tokens)
-        greedy = self._greedy.select(greedy_rows, values[:first], ids[:first])
+        greedy = (None, None)
+        if first:
+            greedy = self._greedy.select(greedy_rows, values[:first], ids[:first])
         # one select per strategy, over all its sentences of the step
         selections: list[Selection | None] = [None] * len(general)
         for strategy, (searches, firsts, members) in groups.items():
