@@ -12,7 +12,10 @@ step through its own :meth:`~SentenceSearch.finish` when it ends.
 
 Before, each such sentence cost ~10 µs of host Python per step in the loop (its inputs,
 a :class:`Selection`, :meth:`SentenceSearch.take`): the bound of an engine on a GPU,
-whose decoder call costs about the same for 256 rows as for 8.
+whose decoder call costs about the same for 256 rows as for 8. The arrays have a fixed
+cost a step of their own, so the loop uses them only once it holds
+:data:`~service.decoding.ARRAY_MIN_SENTENCES` plain greedy sentences
+(:meth:`DecodeLoop._arrays_pay <service.loop.DecodeLoop._arrays_pay>`).
 
 The rules are the shared ones: the EOS rule :func:`models.scoring.eos_codes`, the choice
 :func:`service.decoding.greedy_pick` (what :class:`Greedy` picks); results equal the
