@@ -36,7 +36,8 @@ from service.runtime import RuntimeConfig
 
 # --decode-lanes 0 (auto): on the CPU two lanes where there are two cores or more (on 2
 # cores, against one engine: greedy 1.12-1.13x at 32-64 clients, 0.97x at 8; beam 5
-# 1.17-1.24x at 8-64; loadtest/results/bench-cpu-lanes.md); on CUDA one (not measured).
+# 1.17-1.24x at 8-64; loadtest/results/bench-cpu-lanes.md); on CUDA one (two were slower on
+# an H100: 2,405 against 3,028 greedy sentences/s, loadtest/results/bench-gpu-h100-lanes2.md).
 AUTO_CPU_LANES = 2
 
 
