@@ -289,7 +289,7 @@ def test_good_arguments_pass_the_checks(good_argv, tmp_path):
         (["--service-threads", "-1"], "--service-threads must be >= 0"),
         (["--decode-lanes", "-1"], "decode_lanes must be >= 0 (0: auto), got -1"),
         (["--max-queue", "0"], "max_queue must be >= 1, got 0"),
-        (["--max-live-rows", "0"], "max_live_rows must be >= 1, got 0"),
+        (["--max-live-rows", "-1"], "max_live_rows must be >= 0 (0: auto), got -1"),
         (["--ab-tree", "/nonexistent"], "--ab-tree /nonexistent: not a source tree"),
     ],
 )
