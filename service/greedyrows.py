@@ -29,7 +29,7 @@ from itertools import compress
 import numpy as np
 
 from models.scoring import eos_codes
-from service.decoding import Greedy, SentenceSearch, greedy_pick
+from service.decoding import Greedy, greedy_pick
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -50,7 +50,7 @@ class GreedyRows:
     def __init__(self, eos: int) -> None:
         self.eos = eos
         self.entries: list = []
-        self.searches: list[SentenceSearch] = []
+        # each search's target list, for the per-step append (no attribute lookups)
         self.targets: list[list[int]] = []
         self.prev = self.base = self.slot = self.step = _EMPTY
         self.limit = self.min_length = self.src_len = _EMPTY
@@ -61,19 +61,20 @@ class GreedyRows:
 
     _INT_FIELDS = ("prev", "base", "slot", "step", "limit", "min_length", "src_len")
 
-    def add(self, entries: list, searches: list[SentenceSearch], slots, bases) -> None:
-        """Start sentences (each :attr:`~SentenceSearch.batchable`, at step 0) in pool
-        ``slots``, continuing state rows ``bases``."""
+    def add(self, entries: list) -> None:
+        """Start the loop's sentences ``entries`` (each with its ``search``, at step 0 and
+        :attr:`~SentenceSearch.batchable`, its pool ``slot`` and the state row ``base``
+        it continues)."""
         first = len(self.entries)
         for j, entry in enumerate(entries, start=first):
             entry.row = j
         self.entries += entries
-        self.searches += searches
+        searches = [entry.search for entry in entries]
         self.targets += [s.target for s in searches]
         new = {
             "prev": [s.prev_tokens[0] for s in searches],
-            "base": bases,
-            "slot": slots,
+            "base": [entry.base for entry in entries],
+            "slot": [entry.slot for entry in entries],
             "step": [s.step for s in searches],
             "limit": [s.limit for s in searches],
             "min_length": [s.rules.min_length for s in searches],
@@ -125,7 +126,7 @@ class GreedyRows:
             for j in np.flatnonzero(ended).tolist():
                 entry = self.entries[j]
                 try:
-                    self.searches[j].finish(
+                    entry.search.finish(
                         int(self.step[j]), float(self.score[j]), float(totals[j]),
                         attention[j : j + 1],
                     )  # fmt: skip
@@ -158,7 +159,6 @@ class GreedyRows:
         for name in fields:
             setattr(self, name, getattr(self, name)[mask])
         self.entries = list(compress(self.entries, keep))
-        self.searches = list(compress(self.searches, keep))
         self.targets = list(compress(self.targets, keep))
         for j, entry in enumerate(self.entries):
             entry.row = j

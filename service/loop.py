@@ -116,17 +116,11 @@ class DecodeLoop:
         ]
         self._live_rows += sum(search.rows for search in searches)
         batched = [a for a in entries if a.search.batchable]
-        if batched and not self._arrays_pay(len(batched)):
-            batched = []  # a few greedy sentences: one at a time costs less
-        in_rows = set(map(id, batched))
-        self._general += [a for a in entries if id(a) not in in_rows]
-        if batched:
-            self._greedy.add(
-                batched,
-                [a.search for a in batched],
-                [a.slot for a in batched],
-                [a.base for a in batched],
-            )
+        if batched and self._arrays_pay(len(batched)):
+            self._greedy.add(batched)
+            self._general += [a for a in entries if not a.search.batchable]
+        else:  # none, or a few greedy sentences: one at a time costs less
+            self._general += entries
         self.active = self._greedy.entries + self._general
 
     def _arrays_pay(self, joining: int) -> bool:

@@ -249,7 +249,7 @@ def test_failing_search_fails_only_its_request(
 
         def rows_select(self, rows, values, ids):
             for j in range(len(self)) if rows is None else rows.tolist():
-                if self.searches[j].src_len == length and self.step[j] == 1:
+                if self.entries[j].search.src_len == length and self.step[j] == 1:
                     raise RuntimeError("injected search failure")
             return real_rows_select(self, rows, values, ids)
 
