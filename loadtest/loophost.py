@@ -27,6 +27,7 @@ from pathlib import Path
 
 from loadtest.concurrency import beam_of, strategy_name
 from loadtest.machine import cpu_name
+from loadtest.trees import commit_of
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_EN = ROOT / "models" / "pretrained" / "en-es" / "test.en"
@@ -80,7 +81,7 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _other_tree(args: argparse.Namespace, argv: Sequence[str] | None) -> list[dict]:
+def _other_tree(args: argparse.Namespace) -> list[dict]:
     """The rows of ``args.ab_tree``'s own ``loadtest.loophost``, run with this run's
     settings in a subprocess."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -153,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for r in rows:
         r["tree"] = "this"
     if args.ab_tree is not None:
-        other = _other_tree(args, argv)
+        other = _other_tree(args)
         for ours, theirs in zip(rows, other, strict=True):
             theirs["tree"] = str(args.ab_tree)
             ours["host_ratio_vs_ab"] = round(theirs["host_us_per_row"] / ours["host_us_per_row"], 2)
@@ -173,11 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "rounds": args.rounds,
         }
         if args.ab_tree is not None:
-            head = subprocess.run(
-                ["git", "-C", str(args.ab_tree), "rev-parse", "--short", "HEAD"],
-                capture_output=True, text=True, check=False,
-            )  # fmt: skip
-            settings["ab_tree"] = {"tree": str(args.ab_tree), "commit": head.stdout.strip()}
+            settings["ab_tree"] = {"tree": str(args.ab_tree), "commit": commit_of(args.ab_tree)}
         args.json.write_text(json.dumps({"settings": settings, "rows": rows}, indent=2) + "\n")
     return 0
 

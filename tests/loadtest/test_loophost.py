@@ -41,6 +41,7 @@ def test_rows_split_wall_time_into_ort_and_host(tiny_bundle, tmp_path, capsys):
         ["--rounds", "0"],
         ["--model", "nope"],
         ["--model-repository", "/nonexistent"],
+        ["--ab-tree", "/nonexistent"],
     ],
 )
 def test_bad_arguments_are_one_line_errors(argv, capsys):
@@ -57,3 +58,26 @@ def test_a_file_without_sentences_is_refused(tiny_bundle, tmp_path, capsys):
     with pytest.raises(SystemExit):
         loophost.main(argv)
     assert "has no sentences" in capsys.readouterr().err
+
+
+def test_ab_tree_rows_pair_with_this_trees(tiny_bundle, tmp_path, capsys):
+    """``--ab-tree``: the other tree's own loophost runs with the same settings; its rows
+    follow this tree's, labelled, and this tree's carry the ratios."""
+    source = tmp_path / "test.en"
+    source.write_text("\n".join(tiny_bundle.sentences[:6]) + "\n", encoding="utf-8")
+    out = tmp_path / "ab.json"
+    argv = [
+        "--model-repository", str(tiny_bundle.repo), "--model", "tiny", "--file", str(source),
+        "--strategies", "greedy", "--batch", "2", "--rounds", "1", "--json", str(out),
+        "--ab-tree", str(loophost.ROOT),
+    ]  # fmt: skip
+    assert loophost.main(argv) == 0
+    report = json.loads(out.read_text())
+    ours, theirs = report["rows"]
+    assert ours["tree"] == "this" and theirs["tree"] == str(loophost.ROOT)
+    assert (ours["strategy"], ours["batch"], ours["steps"]) == (
+        theirs["strategy"], theirs["batch"], theirs["steps"],
+    )  # fmt: skip
+    assert ours["host_ratio_vs_ab"] == round(theirs["host_us_per_row"] / ours["host_us_per_row"], 2)
+    assert report["settings"]["ab_tree"]["commit"] not in ("", "unknown")
+    assert f"| {loophost.ROOT} | greedy | 2 |" in capsys.readouterr().out
