@@ -376,10 +376,12 @@ class Greedy:
 
 # A step's sentences of one kind from which it chooses as arrays (fewer: one sentence at
 # a time). An array call costs microseconds whatever its size, several times more right
-# after an ONNX Runtime call on a small CPU: on 2 cores (loadtest.loophost --ab-tree) the
-# arrays cost more host time a step than the per-sentence path up to ~8 sentences
-# (greedy 185 vs 127 us a step at 1, 394 vs 356 at 8; beam 5 429 vs 208 at 1) and less
-# from 16 (greedy 429 vs 485 us).
+# after an ONNX Runtime call on a small CPU: with arrays at every step the service on 2
+# cores gave 0.83x the greedy and 0.85x the beam-5 sentences/s of the previous main at
+# one client (loadtest/results/bench-cpu-greedyrows.md). The decode loop's host time a
+# step, arrays vs one at a time (python -m loadtest.loophost --ab-tree, 2026-11-26,
+# scratch runs): greedy 185 vs 127 us at 1 sentence, 394 vs 356 at 8, 429 vs 485 at 16;
+# beam 5 429 vs 208 at 1.
 ARRAY_MIN_SENTENCES = 16
 
 

@@ -114,7 +114,7 @@ ADMISSION: dict[bool, dict[str, int]] = {
 # max_live_rows by device (EngineConfig.for_device). On a GPU a decoder step costs
 # about the same for 600 rows as for 130 (0.96-1.3 ms on an H100), so more rows a step
 # is nearly free throughput: with 1,024 the H100 decoded 600 beam-5 rows a step instead
-# of 187 and gave 1.3-1.6x the beam sentences/s of 256 (2,048 gave no more); on the CPU
+# of 187 and gave 1.4-1.6x the beam sentences/s of 256 (2,048 gave no more); on the CPU
 # a step's cost grows with its rows and 256 keeps latency in bounds (README, Performance
 # on a GPU; loadtest/results/bench-gpu-h100-liverows*.json).
 LIVE_ROWS: dict[bool, int] = {False: 256, True: 1024}
