@@ -18,7 +18,12 @@ from typing import Any
 
 from service.limits import MAX_SECONDS, EngineConfig
 from service.logs import LOG_FORMATS, LogConfig
-from service.runtime import GRAPH_OPTIMIZATION_LEVELS, IO_BINDING_MODES, RuntimeConfig
+from service.runtime import (
+    CUDA_GRAPH_MODES,
+    GRAPH_OPTIMIZATION_LEVELS,
+    IO_BINDING_MODES,
+    RuntimeConfig,
+)
 from service.servicer import RpcConfig
 
 ENGINE_PROCESS_MODES = ("auto", "on", "off")
@@ -223,6 +228,13 @@ FLAGS: tuple[Flag, ...] = (
         "keep decode state on the device through ORT IO binding: encoder outputs, the "
         "memory pool and decoder states stay there (auto: on with CUDA)",
         choices=IO_BINDING_MODES,
+    ),
+    Flag(
+        "runtime",
+        "cuda_graphs",
+        "replay decoder steps from CUDA graphs on fixed, bucketed device buffers "
+        "(auto: on with CUDA and IO binding; on: also elsewhere, without capturing)",
+        choices=CUDA_GRAPH_MODES,
     ),
     Flag(
         "engine",

@@ -161,6 +161,16 @@ class DeviceGraphs:
             bind_output(binding, name, target)
         session.run_with_iobinding(binding)
 
+    def copy_rows(self, x, target: DeviceSlice) -> None:
+        """Write ``x`` (a state: device tensor or slice) into ``target``'s rows (the
+        fixed state buffers of :class:`service.cudagraphs.GraphSteps`)."""
+        session = self.session("concat", x.dtype)
+        binding = session.io_binding()
+        bind_input(binding, "a", np.zeros((0, *x.shape[1:]), dtype=x.dtype))
+        bind_input(binding, "b", x)
+        bind_output(binding, "joined", target)
+        session.run_with_iobinding(binding)
+
     def concat(self, a, b) -> DeviceState:
         """Rows of ``a`` then rows of ``b`` (same trailing shape), left on the device."""
         session = self.session("concat", a.dtype)
@@ -172,14 +182,37 @@ class DeviceGraphs:
         return DeviceState(binding.get_outputs()[0])
 
 
+def bucketed(capacity: int, width: int) -> tuple[int, int]:
+    """The shape a fixed-buffer pool allocates for ``capacity`` slots of ``width``
+    columns: capacity a power of two (at least :data:`MIN_BUCKET_SLOTS`), width a
+    multiple of :data:`WIDTH_STEP`."""
+    cap = max(MIN_BUCKET_SLOTS, 1 << (capacity - 1).bit_length())
+    return cap, -(-width // WIDTH_STEP) * WIDTH_STEP
+
+
+# Fixed-buffer pools (CUDA graphs, :mod:`service.cudagraphs`): shapes come in buckets so
+# the same buffers recur, and this many freed buffer sets are kept for reuse.
+MIN_BUCKET_SLOTS = 32
+WIDTH_STEP = 16
+SPARE_SETS = 4
+
+
 class DevicePool:
     """:class:`service.pool.MemoryPool`'s interface over device buffers; ``memory``,
     ``keys`` and ``mask`` are :class:`DeviceSlice` views of the first ``slots`` slots
-    (``None`` while empty)."""
+    (``None`` while empty).
 
-    def __init__(self, graphs: DeviceGraphs) -> None:
+    ``fixed``: buffers come in bucketed shapes (:func:`bucketed`) and freed sets are
+    reused (up to :data:`SPARE_SETS`), so a decoder step replayed from a CUDA graph
+    finds its pool at an address it was captured with. The extra columns are padding
+    (mask false), as a wider pool's always are.
+    """
+
+    def __init__(self, graphs: DeviceGraphs, *, fixed: bool = False) -> None:
         self.graphs = graphs
+        self.fixed = fixed
         self._buffers: tuple[ort.OrtValue, ...] = ()
+        self._spare: list[tuple[ort.OrtValue, ...]] = []
         self.slots = 0
         self._views: tuple[DeviceSlice | None, ...] = (None, None, None)
 
@@ -210,20 +243,34 @@ class DevicePool:
             self._views = (None, None, None)
 
     def _allocate(self, cap: int, width: int, memory, keys) -> tuple[ort.OrtValue, ...]:
-        """Device buffers for ``cap`` slots of ``width``, typed like ``memory``/``keys``.
-        Left uninitialised: every slot is written whole (padding included) before the
-        decoder reads it."""
-        empty = self.graphs.empty
-        return (
-            empty((cap, width, memory.shape[2]), memory.dtype),
-            empty((cap, width, keys.shape[2]), keys.dtype),
-            empty((cap, width), np.bool_),
+        """Device buffers for ``cap`` slots of ``width`` (bucketed when ``fixed``), typed
+        like ``memory``/``keys``. Left uninitialised: every slot is written whole
+        (padding included) before the decoder reads it."""
+        if self.fixed:
+            cap, width = bucketed(cap, width)
+        shapes = (
+            ((cap, width, memory.shape[2]), memory.dtype),
+            ((cap, width, keys.shape[2]), keys.dtype),
+            ((cap, width), np.dtype(np.bool_)),
         )
+        for i, spare in enumerate(self._spare):
+            if all(
+                tuple(b.shape()) == shape and _ORT_TYPES[b.data_type()] == dtype
+                for b, (shape, dtype) in zip(spare, shapes, strict=True)
+            ):
+                return self._spare.pop(i)
+        return tuple(self.graphs.empty(shape, dtype) for shape, dtype in shapes)
 
-    def _move(self, index: np.ndarray, buffers: tuple[ort.OrtValue, ...], width: int) -> None:
+    def _replace(self, buffers: tuple[ort.OrtValue, ...]) -> None:
+        """Swap in ``buffers``; a fixed pool keeps the old set for reuse."""
+        if self.fixed and self._buffers:
+            self._spare = [self._buffers, *self._spare][:SPARE_SETS]
+        self._buffers = buffers
+
+    def _move(self, index: np.ndarray, buffers: tuple[ort.OrtValue, ...]) -> None:
         """Gather the current slots ``index`` into the start of ``buffers``."""
         targets = tuple(DeviceSlice(b, len(index)) for b in buffers)
-        self.graphs.reslot(self._views, index, width, targets)
+        self.graphs.reslot(self._views, index, buffers[2].shape()[1], targets)
 
     def append(self, memory, keys, mask) -> int:
         """Add sentences (``memory`` ``(n, src_len, D)``, ``keys`` ``(n, src_len, K)``,
@@ -235,8 +282,8 @@ class DevicePool:
             width = max(src_len, self.width)
             buffers = self._allocate(grown_capacity(first + n), width, memory, keys)
             if first:
-                self._move(np.arange(first, dtype=np.int64), buffers, width)
-            self._buffers = buffers
+                self._move(np.arange(first, dtype=np.int64), buffers)
+            self._replace(buffers)
         targets = tuple(DeviceSlice(b, n, first) for b in self._buffers)
         self.graphs.reslot((memory, keys, mask), np.arange(n, dtype=np.int64), self.width, targets)
         self.slots = first + n
@@ -249,13 +296,13 @@ class DevicePool:
         n = len(keep)
         memory, keys = self._views[0], self._views[1]
         buffers = self._allocate(rebuilt_capacity(n), width, memory, keys)
-        self._move(np.asarray(keep, dtype=np.int64), buffers, width)
-        self._buffers = buffers
+        self._move(np.asarray(keep, dtype=np.int64), buffers)
+        self._replace(buffers)
         self.slots = n
         self._refresh()
 
     def clear(self) -> None:
-        self._buffers = ()
+        self._replace(())
         self.slots = 0
         self._refresh()
 

@@ -14,6 +14,7 @@ import numpy as np
 import onnxruntime as ort
 
 from export import spec
+from service.cudagraphs import GraphSteps, static_state_dims
 from service.decoding import Encoded, StepOutput
 from service.devicepool import DeviceGraphs, DevicePool, DeviceState, bind_input
 from service.pool import MemoryPool
@@ -28,6 +29,7 @@ _OPT_LEVELS = {
 }
 GRAPH_OPTIMIZATION_LEVELS = tuple(_OPT_LEVELS)
 IO_BINDING_MODES = ("auto", "on", "off")
+CUDA_GRAPH_MODES = ("auto", "on", "off")
 PROVIDER_ALIASES = {"cuda": "CUDAExecutionProvider", "cpu": "CPUExecutionProvider"}
 
 
@@ -51,6 +53,10 @@ class RuntimeConfig:
     execution device through ONNX Runtime IO binding: encoder outputs, the memory pool
     and the decoder states stay there (:mod:`service.devicepool`); per step only top-k
     ids/log-probs, EOS log-probs and attention come to the host.
+
+    ``cuda_graphs`` ("auto", "on", "off"; auto = on with CUDA and IO binding) replays
+    decoder steps from CUDA graphs on fixed, bucketed buffers (:mod:`service.cudagraphs`).
+    "on" elsewhere runs the same buffers without capturing (how CI tests that path).
     """
 
     providers: tuple[str, ...] = ("cuda", "cpu")
@@ -61,6 +67,7 @@ class RuntimeConfig:
     parallel_rows: int = 32
     allow_spinning: bool = False
     io_binding: str = "auto"
+    cuda_graphs: str = "auto"
 
     def __post_init__(self) -> None:
         unknown = [p for p in self.providers if p not in PROVIDER_ALIASES]
@@ -75,6 +82,8 @@ class RuntimeConfig:
             raise ValueError("thread counts must be >= 0 (0 lets ONNX Runtime choose)")
         if self.io_binding not in IO_BINDING_MODES:
             raise ValueError(f"io_binding must be one of {list(IO_BINDING_MODES)}")
+        if self.cuda_graphs not in CUDA_GRAPH_MODES:
+            raise ValueError(f"cuda_graphs must be one of {list(CUDA_GRAPH_MODES)}")
         if self.parallel_rows < 0:
             raise ValueError("parallel_rows must be >= 0 (0: always the multi-threaded session)")
 
@@ -236,21 +245,55 @@ class OnnxModel:
                     f"are {memory_type}; serve it with --io-binding off"
                 )
             self._graphs.prepare(np.float32)
+        self.graph_steps = self._graph_steps(config, dec_path, opts, state_names)
         log.info(
-            "ONNX Runtime sessions on %s (requested %s), IO binding %s",
+            "ONNX Runtime sessions on %s (requested %s), IO binding %s, CUDA graphs %s",
             self.provider,
             wanted,
             "on" if self.io_binding else "off",
+            "on" if self.graph_steps is not None and self.graph_steps.capture else "off",
         )
         self._enc_out = spec.encoder_outputs(state_names)
         self._dec_out = spec.decoder_outputs(state_names)
         self._top_k: dict[int, np.ndarray] = {}
         self.stats = RunStats()
 
+    def _graph_steps(
+        self, config: RuntimeConfig, path: Path, opts: ort.SessionOptions, names: tuple
+    ) -> GraphSteps | None:
+        """The fixed-buffer steps of ``config.cuda_graphs`` (None: plain steps only)."""
+        mode = config.cuda_graphs
+        if mode == "on" and not self.io_binding:
+            raise BundleRuntimeError(
+                "--cuda-graphs on needs the decode state on the device: add --io-binding on"
+            )
+        if mode == "off" or (mode == "auto" and not (self.io_binding and self.device == "cuda")):
+            return None
+        dims = static_state_dims(self.decoder, names)
+        if dims is None:
+            if mode == "on":
+                raise BundleRuntimeError(
+                    "--cuda-graphs on: this bundle has a decoder state as wide as the source "
+                    "(coverage), which fixed buffers cannot hold; serve it with --cuda-graphs off"
+                )
+            log.info("CUDA graphs off: a decoder state is as wide as the source (coverage)")
+            return None
+        capture = self.device == "cuda"
+        session = self.decoder
+        if capture:  # a session of its own: a failed capture leaves the plain one as it was
+            cuda = ("CUDAExecutionProvider", {"use_tf32": "0", "enable_cuda_graph": "1"})
+            session = _session(path, opts, [cuda])
+        return GraphSteps(
+            session, self.device, names, dims, self._graphs.copy_rows, capture=capture
+        )
+
     def new_pool(self) -> MemoryPool | DevicePool:
         """The memory pool a decode loop over this model keeps its sentences in: on the
-        device under IO binding, host arrays otherwise."""
-        return DevicePool(self._graphs) if self.io_binding else MemoryPool()
+        device under IO binding (in fixed, bucketed buffers for CUDA graphs), host
+        arrays otherwise."""
+        if not self.io_binding:
+            return MemoryPool()
+        return DevicePool(self._graphs, fixed=self.graph_steps is not None)
 
     def encode(self, src_ids: np.ndarray, src_lengths: np.ndarray) -> Encoded:
         """Encode ``src_ids`` ``(batch, src_len)`` with true ``src_lengths`` ``(batch,)``;
@@ -340,7 +383,8 @@ class OnnxModel:
         session = self.decoder if rows >= self.parallel_rows else self._decoder_1
         start = time.perf_counter()
         if self.io_binding:
-            values, ids, eos, attention, *new_states = self._run_bound(session, feeds)
+            graphed = self.graph_steps.run(feeds) if self.graph_steps is not None else None
+            values, ids, eos, attention, *new_states = graphed or self._run_bound(session, feeds)
         else:
             values, ids, eos, attention, *new_states = session.run(self._dec_out, feeds)
         stats = self.stats

@@ -93,3 +93,24 @@ def test_server_on_gpu_serves_the_fp32_version(gpu_bundle):
 def _admission(engine) -> dict:
     """Run in the engine process: the admission settings its engine uses."""
     return {name: getattr(engine.config, name) for name in [*ADMISSION[True], "max_live_rows"]}
+
+
+def test_cuda_graphs_replay_steps_and_decode_like_plain_steps(gpu_bundle):
+    """On CUDA the steps replay from captured graphs (``--cuda-graphs auto``), and the
+    translations are plain CUDA steps' (tokens exactly; scores within 1e-4, padded rows
+    change cuBLAS's shapes)."""
+    steps = gpu_bundle.model.graph_steps
+    assert steps is not None and steps.capture and steps.enabled
+    plain = load_bundle(
+        FP32, RuntimeConfig(providers=("cuda",), require_gpu=True, cuda_graphs="off")
+    )
+    assert plain.model.graph_steps is None
+    src = sources(plain, 300)
+    for options in (DecodeOptions(), DecodeOptions(beam_size=5, n_best=2)):
+        before = steps.replays
+        want = decode(plain.model, src, options=options, special=plain.special)
+        got = decode(gpu_bundle.model, src, options=options, special=gpu_bundle.special)
+        assert [[h.tokens for h in x] for x in got] == [[h.tokens for h in x] for x in want]
+        for g, w in zip(got, want, strict=True):
+            assert [h.score for h in g] == pytest.approx([h.score for h in w], abs=1e-4)
+        assert steps.replays > before and steps.enabled  # no capture failed

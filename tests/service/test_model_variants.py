@@ -160,3 +160,34 @@ def test_io_binding_keeps_the_state_on_the_device_and_matches(variant):
     for p, b in zip(plain, bound, strict=True):
         assert [h.tokens for h in p] == [h.tokens for h in b]
         assert [h.score for h in p] == pytest.approx([h.score for h in b], abs=1e-6)
+
+
+def test_fixed_buffer_steps_take_the_variant_or_refuse_it_by_name(variant):
+    """``--cuda-graphs on``: local-p decodes on the fixed buffers like plain steps; a
+    coverage state as wide as the source cannot live in them, so it is refused at load
+    with the flag that serves it (auto leaves such a bundle on plain steps)."""
+    from models.options import DecodeOptions
+    from service.bundle import BundleError, load_bundle
+    from service.loop import decode
+    from service.runtime import RuntimeConfig
+
+    bundle, _ = variant
+    config = RuntimeConfig(("cpu",), intra_op_threads=1, io_binding="on", cuda_graphs="on")
+    if VARIANTS[bundle.bundle_dir.parent.name].get("coverage"):
+        with pytest.raises(BundleError, match="as wide as the source.*--cuda-graphs off"):
+            load_bundle(bundle.bundle_dir, config)
+        return
+    plain = load_bundle(
+        bundle.bundle_dir, RuntimeConfig(("cpu",), intra_op_threads=1, io_binding="on")
+    )
+    fixed = load_bundle(bundle.bundle_dir, config)
+    ids = [plain.src_tokenizer.encode(s) for s in bundle.sentences[:16]]
+    options = DecodeOptions(beam_size=3, n_best=2, max_length=30)
+    want, got = (
+        decode(b.model, ids, options=options, special=b.special, batch_size=5)
+        for b in (plain, fixed)
+    )
+    for w, g in zip(want, got, strict=True):
+        assert [h.tokens for h in w] == [h.tokens for h in g]
+        assert [h.score for h in w] == pytest.approx([h.score for h in g], abs=1e-5)
+    assert fixed.model.graph_steps.replays > 0

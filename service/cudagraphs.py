@@ -1,0 +1,245 @@
+"""Decoder steps replayed from CUDA graphs (:class:`GraphSteps`; IO binding mode of
+:class:`service.runtime.OnnxModel`, on CUDA by default).
+
+Why: under load on an H100 a decoder step of ~130 rows took ~1.1 ms of wall time for
+~0.2 ms of kernels (``python -m loadtest.stepbench``'s graph column): the rest is ONNX
+Runtime launching a few dozen small kernels one by one. A CUDA graph replays all of
+them with one launch.
+
+A graph bakes in every address and shape it was captured with, so a step runs on fixed
+buffers only:
+
+* rows are padded up to a bucket (:data:`ROW_BUCKETS`); a padded row decodes token 0
+  from state row 0 of slot 0, and its outputs are never read;
+* the pool is bound whole (capacity x width, not its first ``slots`` slots):
+  :class:`service.devicepool.DevicePool` rounds its capacity and width to buckets and
+  reuses freed buffers of the same shape, so the same few buffer sets recur;
+* decoder states live in two fixed buffers per state (rows = the largest bucket): a
+  step reads one and writes the other (ping-pong); a state that is no view of them
+  (fresh from the encoder, joined on an admission) is copied into one first;
+* the three index vectors go up in one copy (one ``(3, bucket)`` buffer); top-k, EOS
+  log-probs and attention come down from fixed device buffers.
+
+One graph id names one (bucket, top_k, pool buffers, input parity); ONNX Runtime
+captures it on its first run and replays it afterwards. A step that does not fit
+(more rows than the largest bucket, states on the host, another thread's step) runs
+as before, uncaptured.
+
+On the CPU provider the same buffers and bindings run as plain steps (there is nothing
+to capture): that is how CI checks that bucketed, ping-ponged steps decode exactly what
+the plain path decodes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+import numpy as np
+import onnxruntime as ort
+
+from export import spec
+from service.devicepool import DEVICE_ID, DeviceSlice, DeviceState, bind_output
+
+log = logging.getLogger(__name__)
+
+# Row counts a step is padded up to. Powers of two keep the number of graphs small;
+# the waste (up to half the rows) costs little on a GPU, where a step of 256 rows took
+# about what one of 128 took (stepbench).
+ROW_BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024)
+# Captured graphs kept at most; steps needing another run uncaptured (each graph holds
+# its kernels' parameters; a pool that keeps changing shape must not grow this forever).
+MAX_GRAPHS = 512
+_INDEX_INPUTS = (spec.PREV_TOKENS, spec.PARENT_ROWS, spec.ROW_SENTENCE)
+_ORT_NUMPY = {"tensor(float)": np.float32, "tensor(int64)": np.int64, "tensor(bool)": np.bool_}
+
+
+def static_state_dims(session: ort.InferenceSession, names: tuple[str, ...]) -> dict | None:
+    """Each state's trailing dimensions, or None when one is not fixed by the graph (a
+    coverage state is as wide as the source: its buffers could not be fixed)."""
+    dims = {}
+    for i in session.get_inputs():
+        if i.name in names:
+            if not all(isinstance(d, int) for d in i.shape[1:]):
+                return None
+            dims[i.name] = tuple(i.shape[1:])
+    return dims
+
+
+class GraphSteps:
+    """Fixed-buffer decoder steps over one decoder session (see the module docstring)."""
+
+    def __init__(
+        self,
+        session: ort.InferenceSession,
+        device: str,
+        state_names: tuple[str, ...],
+        state_dims: dict[str, tuple[int, ...]],
+        copy_rows: Callable[[object, DeviceSlice], None],
+        *,
+        capture: bool,
+        max_rows: int = ROW_BUCKETS[-1],
+    ) -> None:
+        """``session``: made with ``enable_cuda_graph`` when ``capture``; ``copy_rows(x,
+        target)`` writes a state ``x`` into the rows of ``target`` on the device."""
+        self.session = session
+        self.device = device
+        self.state_names = state_names
+        self.capture = capture
+        self.buckets = tuple(b for b in ROW_BUCKETS if b <= max_rows) or (max_rows,)
+        self._copy_rows = copy_rows
+        self._output_names = spec.decoder_outputs(state_names)  # top-k, EOS, attention, states
+        self._output_types = {o.name: _ORT_NUMPY[o.type] for o in session.get_outputs()}
+        rows = self.buckets[-1]
+        # two fixed buffers per state (ping-pong), as many rows as the largest bucket
+        self._states = tuple(
+            tuple(
+                ort.OrtValue.ortvalue_from_shape_and_type(
+                    [rows, *state_dims[name]], np.float32, device, DEVICE_ID
+                )
+                for name in state_names
+            )
+            for _ in range(2)
+        )
+        self._index: dict[int, tuple[np.ndarray, ort.OrtValue]] = {}
+        self._top_k: dict[int, ort.OrtValue] = {}
+        self._outputs: dict[tuple, list[ort.OrtValue]] = {}
+        self._bindings: dict[tuple, tuple[ort.IOBinding, ort.RunOptions]] = {}
+        self._captured: set[tuple] = set()
+        self._owner: int | None = None
+        self.enabled = True
+        self.replays = 0  # steps run through a graph (read by benchmarks and tests)
+
+    @property
+    def graphs(self) -> int:
+        """Graph ids handed out so far (each captured on its first run)."""
+        return len(self._bindings)
+
+    def bucket(self, rows: int) -> int | None:
+        return next((b for b in self.buckets if b >= rows), None)
+
+    def _parity(self, states: tuple) -> int | None:
+        """Which state buffer set ``states`` are views of (from row 0), else None."""
+        for parity, buffers in enumerate(self._states):
+            if all(
+                isinstance(x, DeviceSlice) and x.first == 0 and x.buffer is b
+                for x, b in zip(states, buffers, strict=True)
+            ):
+                return parity
+        return None
+
+    def run(self, feeds: dict) -> list | None:
+        """One decoder step of ``feeds`` (the runtime's graph inputs: index vectors and
+        top-k on the host, pool views, states) through a graph; the outputs as
+        :meth:`service.runtime.OnnxModel._run_bound` returns them, states as views of a
+        state buffer. None when this step does not fit: run it the plain way."""
+        if not self.enabled:
+            return None
+        thread = threading.get_ident()
+        if self._owner is None:
+            self._owner = thread
+        elif self._owner != thread:  # the buffers belong to one decode loop
+            return None
+        prev = feeds[spec.PREV_TOKENS]
+        rows = prev.shape[0]
+        bucket = self.bucket(rows)
+        pool = (feeds[spec.MEMORY], feeds[spec.KEYS], feeds[spec.SRC_MASK])
+        states = tuple(feeds[name] for name in self.state_names)
+        if bucket is None or not all(isinstance(x, DeviceSlice) and x.first == 0 for x in pool):
+            return None
+        parity = self._parity(states)
+        if parity is None:
+            if not all(isinstance(x, DeviceState | DeviceSlice) for x in states):
+                return None  # host states (a bundle encoded per length): plain step
+            if states[0].shape[0] > self.buckets[-1]:
+                return None
+            parity = 0
+            for x, buffer in zip(states, self._states[0], strict=True):
+                self._copy_rows(x, DeviceSlice(buffer, x.shape[0]))
+        top_k = int(feeds[spec.TOP_K][0])
+        buffers = tuple(x.buffer for x in pool)
+        width = pool[2].buffer.shape()[1]
+        key = (bucket, top_k, parity, *(b.data_ptr() for b in buffers), width)
+        key += tuple(tuple(b.shape()) for b in buffers)
+        bound = self._bindings.get(key)
+        if bound is None:
+            if len(self._bindings) >= MAX_GRAPHS:
+                return None
+            bound = self._bindings[key] = self._bind(key, bucket, top_k, parity, buffers)
+        binding, options = bound
+        staging, index = self._index_buffer(bucket)
+        staging[0, :rows] = prev
+        staging[1, :rows] = feeds[spec.PARENT_ROWS]
+        staging[2, :rows] = feeds[spec.ROW_SENTENCE]
+        staging[:, rows:] = 0
+        index.update_inplace(staging)
+        new = key not in self._captured if self.capture else False
+        try:
+            self.session.run_with_iobinding(binding, options)
+        except Exception as exc:  # noqa: BLE001 - ORT's own error types
+            if not new:
+                raise
+            # ORT could not capture this graph (a node off the GPU, an unsupported op):
+            # decode without graphs from now on rather than fail every step
+            log.warning("CUDA graphs off: capturing a decoder step failed: %s", exc)
+            self.enabled = False
+            return None
+        if self.capture:
+            self._captured.add(key)
+        self.replays += 1
+        outputs = self._outputs[key[:3] + (width,)]
+        n_host = len(self._output_names) - len(self.state_names)
+        host = [outputs[i].numpy()[:rows] for i in range(n_host)]
+        if self.device == "cpu":  # numpy() of a host OrtValue is its buffer: the next step's
+            host = [x.copy() for x in host]
+        out_states = [DeviceSlice(b, rows) for b in self._states[1 - parity]]
+        return host + out_states
+
+    def _index_buffer(self, bucket: int) -> tuple[np.ndarray, ort.OrtValue]:
+        found = self._index.get(bucket)
+        if found is None:
+            staging = np.zeros((3, bucket), dtype=np.int64)
+            value = ort.OrtValue.ortvalue_from_numpy(staging, self.device, DEVICE_ID)
+            found = self._index[bucket] = (staging, value)
+        return found
+
+    def _bind(self, key: tuple, bucket: int, top_k: int, parity: int, pool: tuple) -> tuple:
+        """The binding of graph ``key``: every input and output at a fixed address."""
+        binding = self.session.io_binding()
+        _, index = self._index_buffer(bucket)
+        base = index.data_ptr()
+        for i, name in enumerate(_INDEX_INPUTS):
+            binding.bind_input(
+                name, self.device, DEVICE_ID, np.int64, [bucket], base + 8 * i * bucket
+            )
+        for name, buffer in zip((spec.MEMORY, spec.KEYS, spec.SRC_MASK), pool, strict=True):
+            binding.bind_ortvalue_input(name, buffer)
+        k = self._top_k.get(top_k)
+        if k is None:  # TopK reads k on the host
+            k = self._top_k[top_k] = ort.OrtValue.ortvalue_from_numpy(
+                np.array([top_k], dtype=np.int64)
+            )
+        binding.bind_ortvalue_input(spec.TOP_K, k)
+        for name, buffer in zip(self.state_names, self._states[parity], strict=True):
+            binding.bind_ortvalue_input(name, buffer)
+        width = pool[2].shape()[1]
+        out_key = (bucket, top_k, parity, width)
+        outputs = self._outputs.get(out_key)
+        n_host = len(self._output_names) - len(self.state_names)
+        if outputs is None:
+            shapes = ([bucket, top_k], [bucket, top_k], [bucket], [bucket, width])
+            outputs = self._outputs[out_key] = [
+                ort.OrtValue.ortvalue_from_shape_and_type(
+                    shape, self._output_types[name], self.device, DEVICE_ID
+                )
+                for shape, name in zip(shapes, self._output_names[:n_host], strict=True)
+            ]
+        for name, value in zip(self._output_names[:n_host], outputs, strict=True):
+            binding.bind_ortvalue_output(name, value)
+        for name, buffer in zip(self._output_names[n_host:], self._states[1 - parity], strict=True):
+            bind_output(binding, name, DeviceSlice(buffer, bucket))
+        options = ort.RunOptions()
+        if self.capture:
+            options.add_run_config_entry("gpu_graph_id", str(len(self._bindings) + 1))
+        return binding, options

@@ -1,0 +1,219 @@
+"""Decoder steps on fixed, bucketed buffers (:mod:`service.cudagraphs`), the path CUDA
+graphs replay. The CPU provider runs the same buffers, bindings and ping-pong without
+capturing a graph, so CI checks here that the path decodes exactly what plain steps
+decode; ``tests/service/test_gpu.py`` checks the captured graphs on a GPU."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from models.options import DecodeOptions
+from service.bundle import BundleError, load_bundle
+from service.cudagraphs import ROW_BUCKETS, GraphSteps, static_state_dims
+from service.devicepool import MIN_BUCKET_SLOTS, WIDTH_STEP, DevicePool, bucketed
+from service.loop import decode
+from service.runtime import RuntimeConfig
+
+OPTIONS = [
+    DecodeOptions(),
+    DecodeOptions(beam_size=3, n_best=2),
+    DecodeOptions(beam_size=2),
+    DecodeOptions(beam_size=5, n_best=3),
+]
+
+
+def load(tiny_bundle, **runtime):
+    return load_bundle(
+        tiny_bundle.bundle_dir, RuntimeConfig(("cpu",), intra_op_threads=1, **runtime)
+    )
+
+
+def assert_same(got, want, *, atol: float = 1e-5) -> None:
+    """The same tokens (and attention shapes) as plain steps, scores within ``atol``:
+    padded rows and columns change the GEMMs' and softmax's shapes, which rounds the last
+    bits differently (as any other batch composition does), never a token."""
+    assert [[h.tokens for h in n] for n in got] == [[h.tokens for h in n] for n in want]
+    for g, w in zip(got, want, strict=True):
+        assert [h.score for h in g] == pytest.approx([h.score for h in w], abs=atol)
+        assert [h.log_prob for h in g] == pytest.approx([h.log_prob for h in w], abs=atol)
+        for hg, hw in zip(g, w, strict=True):
+            if hw.attention is not None:
+                np.testing.assert_allclose(hg.attention, hw.attention, atol=atol)
+
+
+def sources(bundle, tiny_bundle, n: int = 40) -> list[list[int]]:
+    return [bundle.src_tokenizer.encode(s) for s in (tiny_bundle.sentences * 3)[:n]]
+
+
+def test_mode_validation(tiny_bundle):
+    with pytest.raises(ValueError, match="cuda_graphs must be one of"):
+        RuntimeConfig(("cpu",), cuda_graphs="yes")
+    with pytest.raises(BundleError, match="--cuda-graphs on needs .*--io-binding on"):
+        load(tiny_bundle, cuda_graphs="on", io_binding="off")
+    # auto: only with CUDA (nothing to capture on a CPU)
+    assert load(tiny_bundle, io_binding="on").model.graph_steps is None
+    assert load(tiny_bundle, io_binding="on", cuda_graphs="on").model.graph_steps is not None
+
+
+@pytest.mark.parametrize("batch_size", [1, 5, 40])
+def test_fixed_buffer_steps_decode_exactly_like_plain_steps(tiny_bundle, batch_size):
+    """Sentences join mid-decode (states copied into the fixed buffers, the pool grown
+    and compacted into bucketed, reused buffers), rows change bucket, beams and greedy
+    mix: every token and score equals plain IO-binding steps'."""
+    plain = load(tiny_bundle, io_binding="on")
+    fixed = load(tiny_bundle, io_binding="on", cuda_graphs="on")
+    src = sources(plain, tiny_bundle)
+    options = [OPTIONS[i % len(OPTIONS)] for i in range(len(src))]
+    want = decode(plain.model, src, options=options, special=plain.special, batch_size=batch_size)
+    got = decode(fixed.model, src, options=options, special=fixed.special, batch_size=batch_size)
+    assert_same(got, want)
+    steps = fixed.model.graph_steps
+    # every step fitted (all under the largest bucket, one thread)
+    assert steps.replays == fixed.model.stats.decoder_calls > 0
+    # a handful of buffer sets recur: far fewer graphs than steps
+    assert 0 < steps.graphs < steps.replays // 4
+
+
+def test_attention_and_nbest_through_fixed_buffers(tiny_bundle):
+    plain = load(tiny_bundle, io_binding="on")
+    fixed = load(tiny_bundle, io_binding="on", cuda_graphs="on")
+    src = sources(plain, tiny_bundle, 12)
+    options = DecodeOptions(beam_size=4, n_best=4, return_attention=True)
+    want = decode(plain.model, src, options=options, special=plain.special, batch_size=3)
+    got = decode(fixed.model, src, options=options, special=fixed.special, batch_size=3)
+    assert_same(got, want)
+    assert fixed.model.graph_steps.replays > 0
+
+
+def test_steps_beyond_the_largest_bucket_run_plain(tiny_bundle):
+    """More rows than the largest bucket: those steps take the plain path (and the next
+    fitting step copies the plain path's states into the fixed buffers)."""
+    plain = load(tiny_bundle, io_binding="on")
+    fixed = load(tiny_bundle, io_binding="on", cuda_graphs="on")
+    model = fixed.model
+    small = GraphSteps(
+        model.graph_steps.session,
+        "cpu",
+        model.state_names,
+        static_state_dims(model.decoder, model.state_names),
+        model._graphs.copy_rows,
+        capture=False,
+        max_rows=8,
+    )
+    assert small.buckets == (8,)
+    model.graph_steps = small
+    src = sources(plain, tiny_bundle, 12)
+    options = DecodeOptions(beam_size=3, n_best=2)
+    want = decode(plain.model, src, options=options, special=plain.special, batch_size=12)
+    got = decode(model, src, options=options, special=fixed.special, batch_size=12)
+    assert_same(got, want)
+    # 12 sentences x 3 beams run plain; steps shrink to 8 rows or fewer as they finish
+    assert 0 < small.replays < model.stats.decoder_calls
+
+
+def test_another_threads_step_runs_plain(tiny_bundle):
+    """The fixed buffers belong to the first thread that steps through them (one decode
+    loop); a second loop's step on the same model runs plain, and both decode right."""
+    plain = load(tiny_bundle, io_binding="on")
+    fixed = load(tiny_bundle, io_binding="on", cuda_graphs="on")
+    src = sources(plain, tiny_bundle, 8)
+    want = decode(plain.model, src, options=OPTIONS[1], special=plain.special, batch_size=8)
+    got = decode(fixed.model, src, options=OPTIONS[1], special=fixed.special, batch_size=8)
+    replays = fixed.model.graph_steps.replays
+    other = []
+    thread = threading.Thread(
+        target=lambda: other.append(
+            decode(fixed.model, src, options=OPTIONS[1], special=fixed.special, batch_size=8)
+        )
+    )
+    thread.start()
+    thread.join()
+    assert_same(got, want)
+    assert_same(other[0], want)
+    assert fixed.model.graph_steps.replays == replays > 0
+
+
+def test_bucketed_shapes():
+    assert bucketed(1, 1) == (MIN_BUCKET_SLOTS, WIDTH_STEP)
+    assert bucketed(33, 17) == (64, 2 * WIDTH_STEP)
+    assert bucketed(64, 32) == (64, 32)
+    assert bucketed(1000, 100) == (1024, 112)
+    assert tuple(sorted(ROW_BUCKETS)) == ROW_BUCKETS
+
+
+def test_fixed_pool_reuses_freed_buffers(tiny_bundle):
+    """Buffers come in bucketed shapes, and a compacted or cleared pool's buffers come
+    back for the next pool of that shape: the addresses a graph was captured with recur."""
+    model = load(tiny_bundle, io_binding="on", cuda_graphs="on").model
+    pool = model.new_pool()
+    assert isinstance(pool, DevicePool) and pool.fixed
+    assert not model.graph_steps.capture
+
+    def encoded(n: int, length: int):
+        ids = np.full((n, length), 5, dtype=np.int64)
+        return model.encode(ids, np.full(n, length, dtype=np.int64))
+
+    enc = encoded(3, 5)
+    pool.append(enc.memory, enc.keys, enc.mask)
+    assert (pool.capacity, pool.width) == bucketed(3 + 16, 5)
+    first = pool.memory.buffer.data_ptr()
+    pool.compact([0, 2], 5)  # same bucket: the other buffer set
+    second = pool.memory.buffer.data_ptr()
+    assert second != first and pool.slots == 2
+    pool.compact([1], 5)  # and back to the first one
+    assert pool.memory.buffer.data_ptr() == first
+    pool.clear()
+    enc = encoded(2, 4)
+    pool.append(enc.memory, enc.keys, enc.mask)
+    assert pool.memory.buffer.data_ptr() in (first, second)
+    np.testing.assert_array_equal(np.asarray(pool.mask), _padded(np.asarray(enc.mask), pool.width))
+
+
+def _padded(mask: np.ndarray, width: int) -> np.ndarray:
+    out = np.zeros((mask.shape[0], width), dtype=bool)
+    out[:, : mask.shape[1]] = mask
+    return out
+
+
+def test_server_on_fixed_buffers_answers_like_the_host_path(server_factory, tiny_bundle):
+    """The whole engine with ``cuda_graphs="on"``: the scheduler thread owns the fixed
+    buffers, the encoder thread's encodings join them mid-decode, requests of every kind
+    overlap; the answers are the host path's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from nmt_api.nmt.v1 import translator_pb2 as pb
+    from tests.service.server_helpers import TIMEOUT, proto_options, stub_for
+
+    def runtime(**modes) -> dict:
+        return {"runtime": RuntimeConfig(("cpu",), intra_op_threads=1, **modes)}
+
+    host = server_factory(server=runtime(io_binding="off"))
+    fixed = server_factory(server=runtime(io_binding="on", cuda_graphs="on"))
+    steps = fixed.engines["tiny"].bundle.model.graph_steps
+    assert steps is not None
+    requests = [
+        pb.TranslateRequest(
+            texts=list(tiny_bundle.sentences[i : i + 1 + i % 3]),
+            options=proto_options(beam=1 + i % 4, n_best=1 + i % 2),
+        )
+        for i in range(24)
+    ]
+    answers = []
+    for server in (host, fixed):
+        channel, stub = stub_for(server.port)
+        with channel, ThreadPoolExecutor(12) as pool:
+            replies = pool.map(lambda r, s=stub: s.Translate(r, timeout=TIMEOUT), requests)
+            answers.append(
+                [
+                    [[(h.text, h.score) for h in t.hypotheses] for t in r.translations]
+                    for r in replies
+                ]
+            )
+    for got, want in zip(answers[1], answers[0], strict=True):
+        assert [[h[0] for h in n] for n in got] == [[h[0] for h in n] for n in want]
+        for g, w in zip(got, want, strict=True):
+            assert [h[1] for h in g] == pytest.approx([h[1] for h in w], abs=1e-4)
+    assert steps.replays > 0 and steps.enabled
