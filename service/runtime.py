@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -14,7 +15,7 @@ import numpy as np
 import onnxruntime as ort
 
 from export import spec
-from service.cudagraphs import GraphSteps, static_state_dims
+from service.cudagraphs import DEVICE_LOCK, GraphSteps, static_state_dims
 from service.decoding import Encoded, StepOutput
 from service.devicepool import DeviceGraphs, DevicePool, DeviceState, bind_input
 from service.pool import MemoryPool
@@ -246,6 +247,9 @@ class OnnxModel:
                 )
             self._graphs.prepare(np.float32)
         self.graph_steps = self._graph_steps(config, dec_path, opts, state_names)
+        # CUDA graphs of any model in this process may be capturing (nothing to guard on
+        # a CPU, where encoder threads of several lanes run side by side)
+        self._encoder_lock = DEVICE_LOCK if self.device == "cuda" else contextlib.nullcontext()
         log.info(
             "ONNX Runtime sessions on %s (requested %s), IO binding %s, CUDA graphs %s",
             self.provider,
@@ -284,7 +288,12 @@ class OnnxModel:
             cuda = ("CUDAExecutionProvider", {"use_tf32": "0", "enable_cuda_graph": "1"})
             session = _session(path, opts, [cuda])
         return GraphSteps(
-            session, self.device, names, dims, self._graphs.copy_rows, capture=capture
+            session,
+            self.device,
+            names,
+            dims,
+            self._graphs.copy_rows,
+            capture=capture,
         )
 
     def new_pool(self) -> MemoryPool | DevicePool:
@@ -341,10 +350,12 @@ class OnnxModel:
                 binding.bind_cpu_input(name, np.ascontiguousarray(value))
             for name in self._enc_out:
                 binding.bind_output(name, self.device)
-            session.run_with_iobinding(binding)
+            with self._encoder_lock:  # not while a decoder step captures a CUDA graph
+                session.run_with_iobinding(binding)
             memory, keys, mask, *states = (DeviceState(v) for v in binding.get_outputs())
         else:
-            memory, keys, mask, *states = session.run(self._enc_out, feeds)
+            with self._encoder_lock:
+                memory, keys, mask, *states = session.run(self._enc_out, feeds)
         stats = self.stats
         stats.encoder_seconds += time.perf_counter() - start
         stats.encoder_calls += 1
