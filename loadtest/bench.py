@@ -168,10 +168,15 @@ def client_options(opts: DecodeOptions) -> ClientOptions:
     return ClientOptions(beam_size=opts.beam_size, return_scores=False)
 
 
-def warm_up(clients: ClientProcess, target: str, sentences: list[str], request) -> None:
-    """A short level that starts every client process and warms the server."""
-    n = max(4, clients.processes)
-    clients.run_level(target, sentences[: 4 * n], n, request)
+def warm_up(
+    clients: ClientProcess, target: str, sentences: list[str], request, levels: list[int]
+) -> None:
+    """A short level at the highest measured concurrency that starts every client process
+    and warms the server: its arenas grown, and on CUDA the graphs of the step shapes
+    that load brings captured (a server captures them in its first seconds of such load;
+    a level of a second would otherwise measure mostly captures)."""
+    n = max(4, clients.processes, *levels)
+    clients.run_level(target, sentences[: 2 * n], n, request)
 
 
 def measured_level(
@@ -233,7 +238,7 @@ def bench_service(
         for strategy, opts in options.items():
             request = client_options(opts)
             # warm-up, not measured (it also starts the client processes)
-            warm_up(clients, target, sentences, request)
+            warm_up(clients, target, sentences, request, args.clients)
             for n in args.clients:
                 log.info("service %s, %d clients, %d sentences", strategy, n, len(sentences))
                 before = on_engine(engine, engine_stats)
@@ -243,6 +248,11 @@ def bench_service(
                 # the clients' own span: the client processes start before it
                 wall = level["seconds"]
                 used = delta(on_engine(engine, engine_stats), before)
+                log.info(
+                    "  %d of %d decoder steps on the fixed buffers (CUDA graphs)",
+                    used["graph_steps"],
+                    used["decoder_calls"],
+                )
                 rows.append(
                     {"system": "grpc-service", "strategy": strategy}
                     | {"engine_process": server.engine_process, "frontends": args.frontends}
@@ -292,7 +302,7 @@ def bench_trees(args, sentences, options, clients: ClientProcess, number: int) -
             wait_serving(port, process=process)
             for strategy, opts in options.items():
                 request = client_options(opts)
-                warm_up(clients, target, sentences, request)
+                warm_up(clients, target, sentences, request, args.clients)
                 for n in args.clients:
                     log.info("service of %s, %s, %d clients", label, strategy, n)
                     level, texts = clients.run_level(target, sentences, n, request)
@@ -315,7 +325,7 @@ def bench_noop(args, sentences, clients: ClientProcess) -> list[dict]:
     request = client_options(DecodeOptions())
     rows = []
     try:
-        warm_up(clients, target, sentences, request)  # not measured
+        warm_up(clients, target, sentences, request, args.clients)  # not measured
         for n in args.clients:
             log.info("no-model gRPC server, %d clients, %d sentences", n, len(sentences))
             level, _ = measured_level(clients, target, sentences, n, request)

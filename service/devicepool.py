@@ -184,17 +184,17 @@ class DeviceGraphs:
 
 def bucketed(capacity: int, width: int) -> tuple[int, int]:
     """The shape a fixed-buffer pool allocates for ``capacity`` slots of ``width``
-    columns: capacity a power of two (at least :data:`MIN_BUCKET_SLOTS`), width a
-    multiple of :data:`WIDTH_STEP`."""
+    columns: each a power of two, at least :data:`MIN_BUCKET_SLOTS` slots and
+    :data:`MIN_BUCKET_WIDTH` columns (few shapes, so few graphs to capture)."""
     cap = max(MIN_BUCKET_SLOTS, 1 << (capacity - 1).bit_length())
-    return cap, -(-width // WIDTH_STEP) * WIDTH_STEP
+    return cap, max(MIN_BUCKET_WIDTH, 1 << (width - 1).bit_length())
 
 
-# Fixed-buffer pools (CUDA graphs, :mod:`service.cudagraphs`): shapes come in buckets so
-# the same buffers recur, and this many freed buffer sets are kept for reuse.
-MIN_BUCKET_SLOTS = 32
-WIDTH_STEP = 16
-SPARE_SETS = 4
+# Fixed-buffer pools (CUDA graphs, :mod:`service.cudagraphs`): shapes come in buckets and
+# each shape has two buffer sets (a compaction moves from one to the other), kept for the
+# pool's life, so a graph always finds its pool where it was captured.
+MIN_BUCKET_SLOTS = 64
+MIN_BUCKET_WIDTH = 16
 
 
 class DevicePool:
@@ -202,17 +202,17 @@ class DevicePool:
     ``keys`` and ``mask`` are :class:`DeviceSlice` views of the first ``slots`` slots
     (``None`` while empty).
 
-    ``fixed``: buffers come in bucketed shapes (:func:`bucketed`) and freed sets are
-    reused (up to :data:`SPARE_SETS`), so a decoder step replayed from a CUDA graph
-    finds its pool at an address it was captured with. The extra columns are padding
-    (mask false), as a wider pool's always are.
+    ``fixed``: buffers come in bucketed shapes (:func:`bucketed`), two sets per shape,
+    never freed, so a decoder step replayed from a CUDA graph finds its pool at an
+    address it was captured with. The extra columns are padding (mask false), as a
+    wider pool's always are.
     """
 
     def __init__(self, graphs: DeviceGraphs, *, fixed: bool = False) -> None:
         self.graphs = graphs
         self.fixed = fixed
         self._buffers: tuple[ort.OrtValue, ...] = ()
-        self._spare: list[tuple[ort.OrtValue, ...]] = []
+        self._sets: dict[tuple, list[tuple[ort.OrtValue, ...]]] = {}
         self.slots = 0
         self._views: tuple[DeviceSlice | None, ...] = (None, None, None)
 
@@ -253,19 +253,15 @@ class DevicePool:
             ((cap, width, keys.shape[2]), keys.dtype),
             ((cap, width), np.dtype(np.bool_)),
         )
-        for i, spare in enumerate(self._spare):
-            if all(
-                tuple(b.shape()) == shape and _ORT_TYPES[b.data_type()] == dtype
-                for b, (shape, dtype) in zip(spare, shapes, strict=True)
-            ):
-                return self._spare.pop(i)
-        return tuple(self.graphs.empty(shape, dtype) for shape, dtype in shapes)
-
-    def _replace(self, buffers: tuple[ort.OrtValue, ...]) -> None:
-        """Swap in ``buffers``; a fixed pool keeps the old set for reuse."""
-        if self.fixed and self._buffers:
-            self._spare = [self._buffers, *self._spare][:SPARE_SETS]
-        self._buffers = buffers
+        if not self.fixed:
+            return tuple(self.graphs.empty(shape, dtype) for shape, dtype in shapes)
+        # the set of this shape not in use (a compaction within one shape alternates)
+        sets = self._sets.setdefault(tuple(shapes), [])
+        free = [b for b in sets if not self._buffers or b[0] is not self._buffers[0]]
+        if len(sets) < 2 and not free:
+            sets.append(tuple(self.graphs.empty(shape, dtype) for shape, dtype in shapes))
+            free = sets[-1:]
+        return free[0]
 
     def _move(self, index: np.ndarray, buffers: tuple[ort.OrtValue, ...]) -> None:
         """Gather the current slots ``index`` into the start of ``buffers``."""
@@ -283,7 +279,7 @@ class DevicePool:
             buffers = self._allocate(grown_capacity(first + n), width, memory, keys)
             if first:
                 self._move(np.arange(first, dtype=np.int64), buffers)
-            self._replace(buffers)
+            self._buffers = buffers
         targets = tuple(DeviceSlice(b, n, first) for b in self._buffers)
         self.graphs.reslot((memory, keys, mask), np.arange(n, dtype=np.int64), self.width, targets)
         self.slots = first + n
@@ -297,12 +293,12 @@ class DevicePool:
         memory, keys = self._views[0], self._views[1]
         buffers = self._allocate(rebuilt_capacity(n), width, memory, keys)
         self._move(np.asarray(keep, dtype=np.int64), buffers)
-        self._replace(buffers)
+        self._buffers = buffers
         self.slots = n
         self._refresh()
 
     def clear(self) -> None:
-        self._replace(())
+        self._buffers = ()
         self.slots = 0
         self._refresh()
 

@@ -117,6 +117,7 @@ class RunStats:
     decoder_seconds: float = 0.0
     decoder_rows: int = 0
     decoder_row_positions: int = 0
+    graph_steps: int = 0  # decoder calls run on the fixed buffers (replayed on CUDA)
 
 
 def _session(path: Path, opts: ort.SessionOptions, providers: list) -> ort.InferenceSession:
@@ -396,6 +397,7 @@ class OnnxModel:
         if self.io_binding:
             graphed = self.graph_steps.run(feeds) if self.graph_steps is not None else None
             values, ids, eos, attention, *new_states = graphed or self._run_bound(session, feeds)
+            self.stats.graph_steps += graphed is not None
         else:
             values, ids, eos, attention, *new_states = session.run(self._dec_out, feeds)
         stats = self.stats
