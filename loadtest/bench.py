@@ -49,7 +49,7 @@ from nmt_client import DecodeOptions as ClientOptions
 from service.config import ENGINE_PROCESS_MODES, ServerConfig
 from service.limits import EngineConfig
 from service.remote import RemoteEngine, on_engine
-from service.runtime import IO_BINDING_MODES
+from service.runtime import CUDA_GRAPH_MODES, IO_BINDING_MODES, RuntimeConfig
 from service.servicer import RpcConfig
 
 log = logging.getLogger("loadtest.bench")
@@ -81,8 +81,11 @@ def gpu_name() -> str:
 
 
 def runtime_snapshot(model) -> dict:
-    """Counters of :class:`service.runtime.OnnxModel` (copied so deltas can be taken)."""
-    return dict(vars(model.stats))
+    """Counters of :class:`service.runtime.OnnxModel` (copied so deltas can be taken),
+    with the phases of its CUDA-graph steps (zero without them)."""
+    phases = model.graph_steps.phase_seconds if model.graph_steps is not None else [0.0] * 3
+    names = ("graph_upload_seconds", "graph_run_seconds", "graph_download_seconds")
+    return dict(vars(model.stats)) | dict(zip(names, phases, strict=True))
 
 
 def engine_stats(engine) -> dict:
@@ -229,6 +232,8 @@ def bench_service(
         max_queue=args.max_queue,
         decode_lanes=args.decode_lanes,
         max_live_rows=args.max_live_rows,
+        cuda_graphs=args.cuda_graphs,
+        encoder_thread=None if args.encoder_thread is None else args.encoder_thread == "on",
     )
     engine = server.engines[model_name]
     fronts = [m.process.pid for m in server.frontends.members] if server.frontends else []
@@ -248,10 +253,17 @@ def bench_service(
                 # the clients' own span: the client processes start before it
                 wall = level["seconds"]
                 used = delta(on_engine(engine, engine_stats), before)
+                steps = max(1, used["graph_steps"])
                 log.info(
-                    "  %d of %d decoder steps on the fixed buffers (CUDA graphs)",
+                    "  %d of %d decoder steps on the fixed buffers (CUDA graphs); a step "
+                    "%.3f ms in ORT calls: upload %.3f, run %.3f, outputs to the host %.3f",
                     used["graph_steps"],
                     used["decoder_calls"],
+                    1e3 * used["decoder_seconds"] / max(1, used["decoder_calls"]),
+                    *(
+                        1e3 * used[f"graph_{p}_seconds"] / steps
+                        for p in ("upload", "run", "download")
+                    ),
                 )
                 rows.append(
                     {"system": "grpc-service", "strategy": strategy}
@@ -283,6 +295,10 @@ def bench_trees(args, sentences, options, clients: ClientProcess, number: int) -
         flags += ["--engine-process", args.engine_process]
     if args.frontends != 1:  # older trees know no --frontends
         flags += ["--frontends", str(args.frontends)]
+    if args.cuda_graphs != "auto":  # older trees know no --cuda-graphs
+        flags += ["--cuda-graphs", args.cuda_graphs]
+    if args.encoder_thread is not None:
+        flags += ["--encoder-thread", args.encoder_thread]
     for flag, value in (
         ("--max-inflight", args.max_inflight),
         ("--max-queue", args.max_queue),
@@ -362,6 +378,21 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         choices=IO_BINDING_MODES,
         default="auto",
         help="ORT IO binding of the ONNX baseline and the service (auto: on with CUDA)",
+    )
+    p.add_argument(
+        "--cuda-graphs",
+        choices=CUDA_GRAPH_MODES,
+        default=RuntimeConfig.cuda_graphs,
+        help="the service's decoder steps replayed from CUDA graphs (nmt-serve "
+        "--cuda-graphs; auto: on with CUDA); the A/B trees get the flag only when it is "
+        "not auto",
+    )
+    p.add_argument(
+        "--encoder-thread",
+        choices=("on", "off"),
+        default=None,
+        help="the service's encoder on a thread of its own (nmt-serve --encoder-thread; "
+        "default: the server's)",
     )
     p.add_argument(
         "--engine-process",
@@ -627,6 +658,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "ort_intra_op_threads": args.threads,
             "service_intra_op_threads": args.service_threads,
             "io_binding": args.io_binding,
+            "cuda_graphs": args.cuda_graphs,
+            "encoder_thread": args.encoder_thread,
             "torch_threads": args.torch_threads if "torch" in args.parts else None,
             "sentences": len(sentences),
             "rounds": args.rounds,

@@ -166,12 +166,15 @@ def start_server(
     max_queue: int | None = None,
     decode_lanes: int | None = None,
     max_live_rows: int | None = None,
+    cuda_graphs: str = "auto",
+    encoder_thread: bool | None = None,
 ):
     """Start and warm up an in-process server on a free 127.0.0.1 port (no metrics
     endpoint; the CUDA provider is required when listed first); returns
     ``(server, "127.0.0.1:PORT")``. ``model_repository`` defaults to the server's own;
     ``max_inflight`` (per gRPC process), ``max_queue``, ``decode_lanes`` and
-    ``max_live_rows``: the server's own when None."""
+    ``max_live_rows``: the server's own when None; ``encoder_thread``: the engine's
+    ``background_encoder`` (the server's own when None)."""
     from service.limits import EngineConfig
     from service.runtime import RuntimeConfig
     from service.server import ServerConfig, create_server
@@ -180,7 +183,12 @@ def start_server(
     extra: dict = {} if model_repository is None else {"model_repository": Path(model_repository)}
     if max_inflight is not None:
         extra["rpc"] = RpcConfig(max_inflight=max_inflight)
-    engine = {"max_queue": max_queue, "decode_lanes": decode_lanes, "max_live_rows": max_live_rows}
+    engine = {
+        "max_queue": max_queue,
+        "decode_lanes": decode_lanes,
+        "max_live_rows": max_live_rows,
+        "background_encoder": encoder_thread,
+    }
     engine = {k: v for k, v in engine.items() if v is not None}
     if engine:
         extra["engine"] = EngineConfig(**engine)
@@ -194,6 +202,7 @@ def start_server(
                 intra_op_threads=intra_op_threads,
                 require_gpu=providers[0] == "cuda",
                 io_binding=io_binding,
+                cuda_graphs=cuda_graphs,
             ),
             engine_process=engine_process,
             frontends=frontends,
