@@ -435,3 +435,15 @@ def test_the_services_limits_reach_the_server(tiny_bundle, tmp_path):
     limits = "--max-inflight 1, --max-queue 64, --decode-lanes 2, --max-live-rows 48"
     assert limits in settings["service"]
     assert rows and all(r["errors"] > 0 and r["decode_lanes"] == 2 for r in rows)
+
+
+def test_cuda_graph_and_encoder_thread_flags_reach_the_server(tiny_bundle, tmp_path):
+    """``--cuda-graphs on --encoder-thread off`` (with IO binding on a CPU, the fixed
+    buffers without capture): the settings record them and the in-process engine runs
+    with no encoder thread (the steps on the fixed buffers: tests/service/test_cudagraphs.py)."""
+    flags = ("--io-binding", "on", "--cuda-graphs", "on", "--encoder-thread", "off")
+    settings, rows = _service_run(tiny_bundle, tmp_path, "bench-graphs", 4, 8, *flags)
+    assert (settings["cuda_graphs"], settings["encoder_thread"]) == ("on", "off")
+    assert rows and all(r["errors"] == 0 and r["decoder_calls"] > 0 for r in rows)
+    assert all("encoder" not in r["cpu_ms_by_thread"] for r in rows)  # no such thread
+    assert all(r["cpu_ms_by_thread"]["scheduler"] > 0 for r in rows)

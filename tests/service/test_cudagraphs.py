@@ -13,7 +13,7 @@ import pytest
 from models.options import DecodeOptions
 from service.bundle import BundleError, load_bundle
 from service.cudagraphs import ROW_BUCKETS, GraphSteps, static_state_dims
-from service.devicepool import MIN_BUCKET_SLOTS, WIDTH_STEP, DevicePool, bucketed
+from service.devicepool import MIN_BUCKET_SLOTS, MIN_BUCKET_WIDTH, DevicePool, bucketed
 from service.loop import decode
 from service.runtime import RuntimeConfig
 
@@ -73,6 +73,8 @@ def test_fixed_buffer_steps_decode_exactly_like_plain_steps(tiny_bundle, batch_s
     steps = fixed.model.graph_steps
     # every step fitted (all under the largest bucket, one thread)
     assert steps.replays == fixed.model.stats.decoder_calls > 0
+    assert fixed.model.stats.graph_steps == steps.replays
+    assert sum(steps.phase_seconds) > 0
     # a handful of buffer sets recur: far fewer graphs than steps
     assert 0 < steps.graphs < steps.replays // 4
 
@@ -137,16 +139,17 @@ def test_another_threads_step_runs_plain(tiny_bundle):
 
 
 def test_bucketed_shapes():
-    assert bucketed(1, 1) == (MIN_BUCKET_SLOTS, WIDTH_STEP)
-    assert bucketed(33, 17) == (64, 2 * WIDTH_STEP)
-    assert bucketed(64, 32) == (64, 32)
-    assert bucketed(1000, 100) == (1024, 112)
+    assert bucketed(1, 1) == (MIN_BUCKET_SLOTS, MIN_BUCKET_WIDTH)
+    assert bucketed(65, 17) == (128, 32)
+    assert bucketed(128, 32) == (128, 32)
+    assert bucketed(1000, 100) == (1024, 128)
     assert tuple(sorted(ROW_BUCKETS)) == ROW_BUCKETS
 
 
-def test_fixed_pool_reuses_freed_buffers(tiny_bundle):
-    """Buffers come in bucketed shapes, and a compacted or cleared pool's buffers come
-    back for the next pool of that shape: the addresses a graph was captured with recur."""
+def test_fixed_pool_keeps_two_buffer_sets_per_shape(tiny_bundle):
+    """Buffers come in bucketed shapes, two sets per shape kept for the pool's life: a
+    compaction within a shape moves to the other set and back, a cleared pool's next
+    admission takes a set it had: the addresses a graph was captured with recur."""
     model = load(tiny_bundle, io_binding="on", cuda_graphs="on").model
     pool = model.new_pool()
     assert isinstance(pool, DevicePool) and pool.fixed
@@ -169,6 +172,7 @@ def test_fixed_pool_reuses_freed_buffers(tiny_bundle):
     enc = encoded(2, 4)
     pool.append(enc.memory, enc.keys, enc.mask)
     assert pool.memory.buffer.data_ptr() in (first, second)
+    assert [len(sets) for sets in pool._sets.values()] == [2]
     np.testing.assert_array_equal(np.asarray(pool.mask), _padded(np.asarray(enc.mask), pool.width))
 
 
