@@ -15,8 +15,8 @@ buffers only:
 * rows are padded up to a bucket (:data:`ROW_BUCKETS`); a padded row decodes token 0
   from state row 0 of slot 0, and its outputs are never read;
 * the pool is bound whole (capacity x width, not its first ``slots`` slots):
-  :class:`service.devicepool.DevicePool` rounds its capacity and width to buckets and
-  reuses freed buffers of the same shape, so the same few buffer sets recur;
+  :class:`service.devicepool.DevicePool` rounds its capacity and width to powers of two
+  and keeps two buffer sets per shape for its life, so the same few buffer sets recur;
 * decoder states live in two fixed buffers per state (rows = the largest bucket): a
   step reads one and writes the other (ping-pong); a state that is no view of them
   (fresh from the encoder, joined on an admission) is copied into one first;
@@ -45,7 +45,7 @@ import numpy as np
 import onnxruntime as ort
 
 from export import spec
-from service.devicepool import DEVICE_ID, DeviceSlice, DeviceState, bind_output
+from service.devicepool import DEVICE_ID, ORT_TYPES, DeviceSlice, DeviceState, bind_output
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,6 @@ DEVICE_LOCK = threading.Lock()
 # its kernels' parameters; a pool that keeps changing shape must not grow this forever).
 MAX_GRAPHS = 512
 _INDEX_INPUTS = (spec.PREV_TOKENS, spec.PARENT_ROWS, spec.ROW_SENTENCE)
-_ORT_NUMPY = {"tensor(float)": np.float32, "tensor(int64)": np.int64, "tensor(bool)": np.bool_}
 
 
 def static_state_dims(session: ort.InferenceSession, names: tuple[str, ...]) -> dict | None:
@@ -102,22 +101,25 @@ class GraphSteps:
         self.buckets = tuple(b for b in ROW_BUCKETS if b <= max_rows) or (max_rows,)
         self._copy_rows = copy_rows
         self._output_names = spec.decoder_outputs(state_names)  # top-k, EOS, attention, states
-        self._output_types = {o.name: _ORT_NUMPY[o.type] for o in session.get_outputs()}
+        self._n_host = len(self._output_names) - len(state_names)  # outputs read on the host
+        self._output_types = {o.name: ORT_TYPES[o.type] for o in session.get_outputs()}
         rows = self.buckets[-1]
         # two fixed buffers per state (ping-pong), as many rows as the largest bucket
+        state_types = [self._output_types[n] for n in self._output_names[self._n_host :]]
         self._states = tuple(
             tuple(
                 ort.OrtValue.ortvalue_from_shape_and_type(
-                    [rows, *state_dims[name]], np.float32, device, DEVICE_ID
+                    [rows, *state_dims[name]], dtype, device, DEVICE_ID
                 )
-                for name in state_names
+                for name, dtype in zip(state_names, state_types, strict=True)
             )
             for _ in range(2)
         )
         self._index: dict[int, tuple[np.ndarray, ort.OrtValue]] = {}
         self._top_k: dict[int, ort.OrtValue] = {}
         self._outputs: dict[tuple, list[ort.OrtValue]] = {}
-        self._bindings: dict[tuple, tuple[ort.IOBinding, ort.RunOptions]] = {}
+        # graph key -> its binding, run options and host-bound output buffers
+        self._bindings: dict[tuple, tuple[ort.IOBinding, ort.RunOptions, list]] = {}
         self._runs: dict[tuple, int] = {}
         self._owner: int | None = None
         self.enabled = True
@@ -179,8 +181,8 @@ class GraphSteps:
         if bound is None:
             if len(self._bindings) >= MAX_GRAPHS:
                 return None
-            bound = self._bindings[key] = self._bind(key, bucket, top_k, parity, buffers)
-        binding, options = bound
+            bound = self._bindings[key] = self._bind(bucket, top_k, parity, buffers)
+        binding, options, outputs = bound
         staging, index = self._index_buffer(bucket)
         staging[0, :rows] = prev
         staging[1, :rows] = feeds[spec.PARENT_ROWS]
@@ -205,9 +207,7 @@ class GraphSteps:
             self._runs[key] = runs + 1
         self.replays += 1
         ran = time.perf_counter()
-        outputs = self._outputs[key[:3] + (width,)]
-        n_host = len(self._output_names) - len(self.state_names)
-        host = [outputs[i].numpy()[:rows] for i in range(n_host)]
+        host = [value.numpy()[:rows] for value in outputs]
         if self.device == "cpu":  # numpy() of a host OrtValue is its buffer: the next step's
             host = [x.copy() for x in host]
         # where a step's time goes (read by benchmarks): upload, the run, the copies back
@@ -226,8 +226,10 @@ class GraphSteps:
             found = self._index[bucket] = (staging, value)
         return found
 
-    def _bind(self, key: tuple, bucket: int, top_k: int, parity: int, pool: tuple) -> tuple:
-        """The binding of graph ``key``: every input and output at a fixed address."""
+    def _bind(self, bucket: int, top_k: int, parity: int, pool: tuple) -> tuple:
+        """The binding of one graph: every input and output at a fixed address (the
+        host-bound outputs' buffers shared by the graphs of one bucket, top-k, parity and
+        width)."""
         binding = self.session.io_binding()
         _, index = self._index_buffer(bucket)
         base = index.data_ptr()
@@ -248,7 +250,7 @@ class GraphSteps:
         width = pool[2].shape()[1]
         out_key = (bucket, top_k, parity, width)
         outputs = self._outputs.get(out_key)
-        n_host = len(self._output_names) - len(self.state_names)
+        n_host = self._n_host
         if outputs is None:
             shapes = ([bucket, top_k], [bucket, top_k], [bucket], [bucket, width])
             outputs = self._outputs[out_key] = [
@@ -264,4 +266,4 @@ class GraphSteps:
         options = ort.RunOptions()
         if self.capture:
             options.add_run_config_entry("gpu_graph_id", str(len(self._bindings) + 1))
-        return binding, options
+        return binding, options, outputs

@@ -41,7 +41,13 @@ from service.pool import grown_capacity, join_rows, rebuilt_capacity
 # The device everything is bound on: sessions run on the provider's default device (the
 # runtime configures no other; CUDA_VISIBLE_DEVICES picks the GPU).
 DEVICE_ID = 0
-_ORT_TYPES = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(bool)": np.bool_}
+# ONNX Runtime's type names of the tensors kept or bound on the device -> numpy types
+ORT_TYPES = {
+    "tensor(float)": np.float32,
+    "tensor(float16)": np.float16,
+    "tensor(bool)": np.bool_,
+    "tensor(int64)": np.int64,
+}
 
 
 class DeviceState:
@@ -64,7 +70,7 @@ class DeviceState:
 
     @property
     def dtype(self) -> np.dtype:
-        return np.dtype(_ORT_TYPES[self.value.data_type()])
+        return np.dtype(ORT_TYPES[self.value.data_type()])
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         if copy is False:
@@ -81,7 +87,7 @@ class DeviceSlice:
     def __init__(self, buffer: ort.OrtValue, rows: int, first: int = 0) -> None:
         self.buffer = buffer
         self.shape = (rows, *buffer.shape()[1:])
-        self.dtype = np.dtype(_ORT_TYPES[buffer.data_type()])
+        self.dtype = np.dtype(ORT_TYPES[buffer.data_type()])
         self.first = first
 
     @property
