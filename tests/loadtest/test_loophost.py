@@ -9,14 +9,21 @@ import pytest
 from loadtest import loophost
 
 
-def test_rows_split_wall_time_into_ort_and_host(tiny_bundle, tmp_path, capsys):
+def _tiny_run(tiny_bundle, tmp_path, sentences: int, out) -> list[str]:
+    """loophost's arguments for the tiny model over its first ``sentences``, one round,
+    results to ``out``."""
     source = tmp_path / "test.en"
-    source.write_text("\n".join(tiny_bundle.sentences[:12]) + "\n", encoding="utf-8")
-    out = tmp_path / "loophost.json"
-    argv = [
+    source.write_text("\n".join(tiny_bundle.sentences[:sentences]) + "\n", encoding="utf-8")
+    return [
         "--model-repository", str(tiny_bundle.repo), "--model", "tiny", "--file", str(source),
-        "--strategies", "greedy,beam2", "--batch", "1,8", "--rounds", "1", "--json", str(out),
+        "--rounds", "1", "--json", str(out),
     ]  # fmt: skip
+
+
+def test_rows_split_wall_time_into_ort_and_host(tiny_bundle, tmp_path, capsys):
+    out = tmp_path / "loophost.json"
+    argv = _tiny_run(tiny_bundle, tmp_path, 12, out)
+    argv += ["--strategies", "greedy,beam2", "--batch", "1,8"]
     assert loophost.main(argv) == 0
     rows = json.loads(out.read_text())["rows"]
     assert [(r["strategy"], r["batch"]) for r in rows] == [
@@ -63,14 +70,9 @@ def test_a_file_without_sentences_is_refused(tiny_bundle, tmp_path, capsys):
 def test_ab_tree_rows_pair_with_this_trees(tiny_bundle, tmp_path, capsys):
     """``--ab-tree``: the other tree's own loophost runs with the same settings; its rows
     follow this tree's, labelled, and this tree's carry the ratios."""
-    source = tmp_path / "test.en"
-    source.write_text("\n".join(tiny_bundle.sentences[:6]) + "\n", encoding="utf-8")
     out = tmp_path / "ab.json"
-    argv = [
-        "--model-repository", str(tiny_bundle.repo), "--model", "tiny", "--file", str(source),
-        "--strategies", "greedy", "--batch", "2", "--rounds", "1", "--json", str(out),
-        "--ab-tree", str(loophost.ROOT),
-    ]  # fmt: skip
+    argv = _tiny_run(tiny_bundle, tmp_path, 6, out)
+    argv += ["--strategies", "greedy", "--batch", "2", "--ab-tree", str(loophost.ROOT)]
     assert loophost.main(argv) == 0
     report = json.loads(out.read_text())
     ours, theirs = report["rows"]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import grpc
 import numpy as np
+import pytest
 
 from models.options import DecodeOptions
 from nmt_api.nmt.v1 import translator_pb2 as pb
@@ -145,6 +146,41 @@ def assert_same_nbest(got: list[list[Hyp]], want: list[list[Hyp]], *, atol: floa
         for hg, hw in zip(g, w, strict=True):
             assert abs(hg.score - hw.score) <= atol, (i, hg.score, hw.score)
             assert abs(hg.log_prob - hw.log_prob) <= atol, (i, hg.log_prob, hw.log_prob)
+
+
+def mixed_requests(sentences: Sequence[str], n: int = 24) -> list[pb.TranslateRequest]:
+    """``n`` requests of 1-3 sentences each, beams 1-4, n-best 1-2: the kinds of rows a
+    step mixes when they overlap."""
+    return [
+        pb.TranslateRequest(
+            texts=list(sentences[i : i + 1 + i % 3]),
+            options=proto_options(beam=1 + i % 4, n_best=1 + i % 2),
+        )
+        for i in range(n)
+    ]
+
+
+def answers_under_load(port: int, requests: Sequence[pb.TranslateRequest], workers: int = 12):
+    """Every request's n-best lists as ``(text, tokens, score)``, ``workers`` requests in
+    flight at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    channel, stub = stub_for(port)
+    with channel, ThreadPoolExecutor(workers) as pool:
+        replies = pool.map(lambda r: stub.Translate(r, timeout=TIMEOUT), requests)
+        return [
+            [[(h.text, list(h.tokens), h.score) for h in t.hypotheses] for t in r.translations]
+            for r in replies
+        ]
+
+
+def assert_same_answers(got: list, want: list, *, atol: float = 1e-4) -> None:
+    """:func:`answers_under_load` results: the same texts and tokens, scores within
+    ``atol``."""
+    for g_request, w_request in zip(got, want, strict=True):
+        assert [[h[:2] for h in n] for n in g_request] == [[h[:2] for h in n] for n in w_request]
+        for g, w in zip(g_request, w_request, strict=True):
+            assert [h[2] for h in g] == pytest.approx([h[2] for h in w], abs=atol)
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, every: float = 0.005) -> bool:

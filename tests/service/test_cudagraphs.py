@@ -186,10 +186,11 @@ def test_server_on_fixed_buffers_answers_like_the_host_path(server_factory, tiny
     """The whole engine with ``cuda_graphs="on"``: the scheduler thread owns the fixed
     buffers, the encoder thread's encodings join them mid-decode, requests of every kind
     overlap; the answers are the host path's."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from nmt_api.nmt.v1 import translator_pb2 as pb
-    from tests.service.server_helpers import TIMEOUT, proto_options, stub_for
+    from tests.service.server_helpers import (
+        answers_under_load,
+        assert_same_answers,
+        mixed_requests,
+    )
 
     def runtime(**modes) -> dict:
         return {"runtime": RuntimeConfig(("cpu",), intra_op_threads=1, **modes)}
@@ -198,26 +199,7 @@ def test_server_on_fixed_buffers_answers_like_the_host_path(server_factory, tiny
     fixed = server_factory(server=runtime(io_binding="on", cuda_graphs="on"))
     steps = fixed.engines["tiny"].bundle.model.graph_steps
     assert steps is not None
-    requests = [
-        pb.TranslateRequest(
-            texts=list(tiny_bundle.sentences[i : i + 1 + i % 3]),
-            options=proto_options(beam=1 + i % 4, n_best=1 + i % 2),
-        )
-        for i in range(24)
-    ]
-    answers = []
-    for server in (host, fixed):
-        channel, stub = stub_for(server.port)
-        with channel, ThreadPoolExecutor(12) as pool:
-            replies = pool.map(lambda r, s=stub: s.Translate(r, timeout=TIMEOUT), requests)
-            answers.append(
-                [
-                    [[(h.text, h.score) for h in t.hypotheses] for t in r.translations]
-                    for r in replies
-                ]
-            )
-    for got, want in zip(answers[1], answers[0], strict=True):
-        assert [[h[0] for h in n] for n in got] == [[h[0] for h in n] for n in want]
-        for g, w in zip(got, want, strict=True):
-            assert [h[1] for h in g] == pytest.approx([h[1] for h in w], abs=1e-4)
+    requests = mixed_requests(tiny_bundle.sentences)
+    want, got = (answers_under_load(server.port, requests) for server in (host, fixed))
+    assert_same_answers(got, want, atol=1e-4)
     assert steps.replays > 0 and steps.enabled

@@ -158,41 +158,20 @@ def test_server_with_device_state_answers_like_the_host_path(server_factory, tin
     """The whole engine under IO binding: the encoder thread hands device-resident
     encodings to the scheduler, which admits them into the device pool while other
     requests decode; the answers are the host path's."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from nmt_api.nmt.v1 import translator_pb2 as pb
-    from tests.service.server_helpers import TIMEOUT, proto_options, stub_for
+    from tests.service.server_helpers import (
+        answers_under_load,
+        assert_same_answers,
+        mixed_requests,
+    )
 
     def runtime(mode: str) -> dict:
         return {"runtime": RuntimeConfig(("cpu",), intra_op_threads=1, io_binding=mode)}
 
     host, device = (server_factory(server=runtime(m)) for m in ("off", "on"))
     assert device.engines["tiny"].bundle.model.io_binding
-    requests = [
-        pb.TranslateRequest(
-            texts=list(tiny_bundle.sentences[i : i + 1 + i % 3]),
-            options=proto_options(beam=1 + i % 4, n_best=1 + i % 2),
-        )
-        for i in range(24)
-    ]
-    answers = []
-    for server in (host, device):
-        channel, stub = stub_for(server.port)
-        with channel, ThreadPoolExecutor(12) as pool:
-            replies = pool.map(lambda r, s=stub: s.Translate(r, timeout=TIMEOUT), requests)
-            answers.append(
-                [
-                    [
-                        [(h.text, list(h.tokens), h.score) for h in t.hypotheses]
-                        for t in r.translations
-                    ]
-                    for r in replies
-                ]
-            )
+    requests = mixed_requests(tiny_bundle.sentences)
+    want, got = (answers_under_load(server.port, requests) for server in (host, device))
     # Which sentences share a step depends on timing, and fp32 GEMMs over other batch
     # shapes round differently in the last bits (two host-path servers differ alike):
     # the tokens are the same, the scores within 1e-4.
-    for got, want in zip(answers[1], answers[0], strict=True):
-        assert [[h[:2] for h in n] for n in got] == [[h[:2] for h in n] for n in want]
-        for g, w in zip(got, want, strict=True):
-            assert [h[2] for h in g] == pytest.approx([h[2] for h in w], abs=1e-4)
+    assert_same_answers(got, want, atol=1e-4)
