@@ -81,11 +81,8 @@ def gpu_name() -> str:
 
 
 def runtime_snapshot(model) -> dict:
-    """Counters of :class:`service.runtime.OnnxModel` (copied so deltas can be taken),
-    with the phases of its CUDA-graph steps (zero without them)."""
-    phases = model.graph_steps.phase_seconds if model.graph_steps is not None else [0.0] * 3
-    names = ("graph_upload_seconds", "graph_run_seconds", "graph_download_seconds")
-    return dict(vars(model.stats)) | dict(zip(names, phases, strict=True))
+    """Counters of :class:`service.runtime.OnnxModel` (copied so deltas can be taken)."""
+    return dict(vars(model.stats))
 
 
 def engine_stats(engine) -> dict:

@@ -40,12 +40,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnxruntime as ort
 
 from export import spec
 from service.devicepool import DEVICE_ID, ORT_TYPES, DeviceSlice, DeviceState, bind_output
+
+if TYPE_CHECKING:
+    from service.runtime import RunStats
 
 log = logging.getLogger(__name__)
 
@@ -88,18 +92,22 @@ class GraphSteps:
         state_names: tuple[str, ...],
         state_dims: dict[str, tuple[int, ...]],
         copy_rows: Callable[[object, DeviceSlice], None],
+        stats: RunStats,
         *,
         capture: bool,
         max_rows: int = ROW_BUCKETS[-1],
     ) -> None:
         """``session``: made with ``enable_cuda_graph`` when ``capture``; ``copy_rows(x,
-        target)`` writes a state ``x`` into the rows of ``target`` on the device."""
+        target)`` writes a state ``x`` into the rows of ``target`` on the device;
+        ``stats``: the model's counters, where each step through the buffers is counted
+        (``graph_steps`` and the ``graph_*_seconds`` of its phases)."""
         self.session = session
         self.device = device
         self.state_names = state_names
         self.capture = capture
         self.buckets = tuple(b for b in ROW_BUCKETS if b <= max_rows) or (max_rows,)
         self._copy_rows = copy_rows
+        self.stats = stats
         self._output_names = spec.decoder_outputs(state_names)  # top-k, EOS, attention, states
         self._n_host = len(self._output_names) - len(state_names)  # outputs read on the host
         self._output_types = {o.name: ORT_TYPES[o.type] for o in session.get_outputs()}
@@ -123,8 +131,6 @@ class GraphSteps:
         self._runs: dict[tuple, int] = {}
         self._owner: int | None = None
         self.enabled = True
-        self.replays = 0  # steps run through a graph (read by benchmarks and tests)
-        self.phase_seconds = [0.0, 0.0, 0.0]  # index upload, run, outputs to the host
 
     @property
     def graphs(self) -> int:
@@ -205,16 +211,15 @@ class GraphSteps:
                 self.enabled = False
                 return None
             self._runs[key] = runs + 1
-        self.replays += 1
         ran = time.perf_counter()
         host = [value.numpy()[:rows] for value in outputs]
         if self.device == "cpu":  # numpy() of a host OrtValue is its buffer: the next step's
             host = [x.copy() for x in host]
-        # where a step's time goes (read by benchmarks): upload, the run, the copies back
-        phases = self.phase_seconds
-        phases[0] += uploaded - start
-        phases[1] += ran - uploaded
-        phases[2] += time.perf_counter() - ran
+        stats = self.stats
+        stats.graph_steps += 1
+        stats.graph_upload_seconds += uploaded - start
+        stats.graph_run_seconds += ran - uploaded
+        stats.graph_download_seconds += time.perf_counter() - ran
         out_states = [DeviceSlice(b, rows) for b in self._states[1 - parity]]
         return host + out_states
 

@@ -117,7 +117,12 @@ class RunStats:
     decoder_seconds: float = 0.0
     decoder_rows: int = 0
     decoder_row_positions: int = 0
-    graph_steps: int = 0  # decoder calls run on the fixed buffers (replayed on CUDA)
+    # decoder calls run on the fixed buffers (replayed on CUDA; service.cudagraphs), and
+    # where their time went: uploading the index vectors, the run, outputs to the host
+    graph_steps: int = 0
+    graph_upload_seconds: float = 0.0
+    graph_run_seconds: float = 0.0
+    graph_download_seconds: float = 0.0
 
 
 def _session(path: Path, opts: ort.SessionOptions, providers: list) -> ort.InferenceSession:
@@ -247,6 +252,7 @@ class OnnxModel:
                     f"are {memory_type}; serve it with --io-binding off"
                 )
             self._graphs.prepare(np.float32)
+        self.stats = RunStats()
         self.graph_steps = self._graph_steps(config, dec_path, opts, state_names)
         # CUDA graphs of any model in this process may be capturing (nothing to guard on
         # a CPU, where encoder threads of several lanes run side by side)
@@ -261,7 +267,6 @@ class OnnxModel:
         self._enc_out = spec.encoder_outputs(state_names)
         self._dec_out = spec.decoder_outputs(state_names)
         self._top_k: dict[int, np.ndarray] = {}
-        self.stats = RunStats()
 
     def _graph_steps(
         self, config: RuntimeConfig, path: Path, opts: ort.SessionOptions, names: tuple
@@ -294,6 +299,7 @@ class OnnxModel:
             names,
             dims,
             self._graphs.copy_rows,
+            self.stats,
             capture=capture,
         )
 
@@ -397,7 +403,6 @@ class OnnxModel:
         if self.io_binding:
             graphed = self.graph_steps.run(feeds) if self.graph_steps is not None else None
             values, ids, eos, attention, *new_states = graphed or self._run_bound(session, feeds)
-            self.stats.graph_steps += graphed is not None
         else:
             values, ids, eos, attention, *new_states = session.run(self._dec_out, feeds)
         stats = self.stats

@@ -72,11 +72,12 @@ def test_fixed_buffer_steps_decode_exactly_like_plain_steps(tiny_bundle, batch_s
     assert_same(got, want)
     steps = fixed.model.graph_steps
     # every step fitted (all under the largest bucket, one thread)
-    assert steps.replays == fixed.model.stats.decoder_calls > 0
-    assert fixed.model.stats.graph_steps == steps.replays
-    assert sum(steps.phase_seconds) > 0
+    stats = fixed.model.stats
+    assert stats.graph_steps == stats.decoder_calls > 0
+    assert stats.graph_upload_seconds > 0 and stats.graph_run_seconds > 0
+    assert stats.graph_download_seconds > 0
     # a handful of buffer sets recur: far fewer graphs than steps
-    assert 0 < steps.graphs < steps.replays // 4
+    assert 0 < steps.graphs < stats.graph_steps // 4
 
 
 def test_attention_and_nbest_through_fixed_buffers(tiny_bundle):
@@ -87,7 +88,7 @@ def test_attention_and_nbest_through_fixed_buffers(tiny_bundle):
     want = decode(plain.model, src, options=options, special=plain.special, batch_size=3)
     got = decode(fixed.model, src, options=options, special=fixed.special, batch_size=3)
     assert_same(got, want)
-    assert fixed.model.graph_steps.replays > 0
+    assert fixed.model.stats.graph_steps > 0
 
 
 def test_steps_beyond_the_largest_bucket_run_plain(tiny_bundle):
@@ -102,6 +103,7 @@ def test_steps_beyond_the_largest_bucket_run_plain(tiny_bundle):
         model.state_names,
         static_state_dims(model.decoder, model.state_names),
         model._graphs.copy_rows,
+        model.stats,
         capture=False,
         max_rows=8,
     )
@@ -113,7 +115,7 @@ def test_steps_beyond_the_largest_bucket_run_plain(tiny_bundle):
     got = decode(model, src, options=options, special=fixed.special, batch_size=12)
     assert_same(got, want)
     # 12 sentences x 3 beams run plain; steps shrink to 8 rows or fewer as they finish
-    assert 0 < small.replays < model.stats.decoder_calls
+    assert 0 < model.stats.graph_steps < model.stats.decoder_calls
 
 
 def test_another_threads_step_runs_plain(tiny_bundle):
@@ -124,7 +126,7 @@ def test_another_threads_step_runs_plain(tiny_bundle):
     src = sources(plain, tiny_bundle, 8)
     want = decode(plain.model, src, options=OPTIONS[1], special=plain.special, batch_size=8)
     got = decode(fixed.model, src, options=OPTIONS[1], special=fixed.special, batch_size=8)
-    replays = fixed.model.graph_steps.replays
+    replays = fixed.model.stats.graph_steps
     other = []
     thread = threading.Thread(
         target=lambda: other.append(
@@ -135,7 +137,7 @@ def test_another_threads_step_runs_plain(tiny_bundle):
     thread.join()
     assert_same(got, want)
     assert_same(other[0], want)
-    assert fixed.model.graph_steps.replays == replays > 0
+    assert fixed.model.stats.graph_steps == replays > 0
 
 
 def test_bucketed_shapes():
@@ -202,4 +204,4 @@ def test_server_on_fixed_buffers_answers_like_the_host_path(server_factory, tiny
     requests = mixed_requests(tiny_bundle.sentences)
     want, got = (answers_under_load(server.port, requests) for server in (host, fixed))
     assert_same_answers(got, want, atol=1e-4)
-    assert steps.replays > 0 and steps.enabled
+    assert fixed.engines["tiny"].bundle.model.stats.graph_steps > 0 and steps.enabled

@@ -107,10 +107,10 @@ def test_cuda_graphs_replay_steps_and_decode_like_plain_steps(gpu_bundle):
     assert plain.model.graph_steps is None
     src = sources(plain, 300)
     for options in (DecodeOptions(), DecodeOptions(beam_size=5, n_best=2)):
-        before = steps.replays
+        before = gpu_bundle.model.stats.graph_steps
         want = decode(plain.model, src, options=options, special=plain.special)
         got = decode(gpu_bundle.model, src, options=options, special=gpu_bundle.special)
         assert [[h.tokens for h in x] for x in got] == [[h.tokens for h in x] for x in want]
         for g, w in zip(got, want, strict=True):
             assert [h.score for h in g] == pytest.approx([h.score for h in w], abs=1e-4)
-        assert steps.replays > before and steps.enabled  # no capture failed
+        assert gpu_bundle.model.stats.graph_steps > before and steps.enabled  # no capture failed

@@ -190,4 +190,4 @@ def test_fixed_buffer_steps_take_the_variant_or_refuse_it_by_name(variant):
     for w, g in zip(want, got, strict=True):
         assert [h.tokens for h in w] == [h.tokens for h in g]
         assert [h.score for h in w] == pytest.approx([h.score for h in g], abs=1e-5)
-    assert fixed.model.graph_steps.replays > 0
+    assert fixed.model.stats.graph_steps > 0
