@@ -169,23 +169,23 @@ class DeviceGraphs:
 
     def copy_rows(self, x, target: DeviceSlice) -> None:
         """Write ``x`` (a state: device tensor or slice) into ``target``'s rows (the
-        fixed state buffers of :class:`service.cudagraphs.GraphSteps`)."""
-        session = self.session("concat", x.dtype)
-        binding = session.io_binding()
-        bind_input(binding, "a", np.zeros((0, *x.shape[1:]), dtype=x.dtype))
-        bind_input(binding, "b", x)
-        bind_output(binding, "joined", target)
-        session.run_with_iobinding(binding)
+        fixed state buffers of :class:`service.cudagraphs.GraphSteps`): ``x`` joined to
+        no rows."""
+        self.concat(np.zeros((0, *x.shape[1:]), dtype=x.dtype), x, into=target)
 
-    def concat(self, a, b) -> DeviceState:
-        """Rows of ``a`` then rows of ``b`` (same trailing shape), left on the device."""
-        session = self.session("concat", a.dtype)
+    def concat(self, a, b, *, into: DeviceSlice | None = None) -> DeviceState | None:
+        """Rows of ``a`` then rows of ``b`` (same trailing shape), left on the device:
+        written into ``into``'s rows when given, else returned as a new tensor."""
+        session = self.session("concat", b.dtype)
         binding = session.io_binding()
         bind_input(binding, "a", a)
         bind_input(binding, "b", b)
-        binding.bind_output("joined", self.device)
+        if into is not None:
+            bind_output(binding, "joined", into)
+        else:
+            binding.bind_output("joined", self.device)
         session.run_with_iobinding(binding)
-        return DeviceState(binding.get_outputs()[0])
+        return None if into is not None else DeviceState(binding.get_outputs()[0])
 
 
 def bucketed(capacity: int, width: int) -> tuple[int, int]:
