@@ -16,7 +16,7 @@ A new strategy (say, one that forces a target prefix) is one more object with th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -160,6 +160,9 @@ class SentenceSearch:
             )
         ]
         self._finished: list[Hypothesis] = []
+        # the live hypotheses' tokens while the loop keeps them in its beam arrays
+        # (:class:`service.beamrows.BeamRows`), which then own them
+        self.live_tokens: Callable[[], list[list[int]]] | None = None
         self._update_bans()
 
     def _update_bans(self) -> None:
@@ -177,17 +180,27 @@ class SentenceSearch:
         return self._draw
 
     @property
-    def batchable(self) -> bool:
-        """Whether the loop may keep this search as one row of its greedy arrays
-        (:class:`service.greedyrows.GreedyRows`): greedy, and nothing per step but its
-        token (no bans, no attention kept, no coverage, no forced prefix)."""
+    def plain(self) -> bool:
+        """Nothing per step but tokens and log-probs: no bans, no attention kept, no
+        coverage, no forced prefix."""
         return (
-            self.strategy is GREEDY
-            and not self.rules.bans_tokens
+            not self.rules.bans_tokens
             and not self._keep_attn
             and not self._track_cov
             and not self.prefix
         )
+
+    @property
+    def batchable(self) -> bool:
+        """Whether the loop may keep this search as one row of its greedy arrays
+        (:class:`service.greedyrows.GreedyRows`): greedy and :attr:`plain`."""
+        return self.strategy is GREEDY and self.plain
+
+    @property
+    def beam_batchable(self) -> bool:
+        """Whether the loop may keep this search in its beam arrays
+        (:class:`service.beamrows.BeamRows`): the standard beam search, :attr:`plain`."""
+        return self.strategy is BEAM and self.plain
 
     @property
     def target(self) -> list[int]:
@@ -221,22 +234,16 @@ class SentenceSearch:
             scored = self.rules.eos_scored(self.eos_rule() is Eos.FORCED)
             for row, log_prob in selection.finished:
                 hyp = self._live[row]
-                if not scored:  # ended without EOS: its log-prob is the row's so far
-                    log_prob = self.scores[row]
                 attn = hyp.attention + [attention[row, : self.src_len]] if keep_attn else None
                 cov = None
                 if self._track_cov:
                     # an unscored EOS (Eole at the length limit) is no step: its
                     # attention is not the hypothesis's either
                     cov = hyp.coverage + attention[row, : self.src_len] if scored else hyp.coverage
-                self._finished.append(
-                    Hypothesis(
-                        tokens=tuple(hyp.tokens),
-                        score=self.rules.score(log_prob, len(hyp.tokens), eos=scored, coverage=cov),
-                        log_prob=log_prob,
-                        attention=np.stack(attn) if keep_attn else None,
-                    )
-                )
+                self.add_finished(
+                    hyp.tokens, log_prob, self.scores[row], scored,
+                    np.stack(attn) if keep_attn else None, cov,
+                )  # fmt: skip
         self.step += 1
         self.top_finished = self.top_finished or selection.top_finished
         if selection.done:
@@ -272,6 +279,30 @@ class SentenceSearch:
         self.scores = selection.scores
         self._update_bans()
 
+    def add_finished(
+        self,
+        tokens: Sequence[int],
+        log_prob: float,
+        row_log_prob: float,
+        scored: bool,
+        attention: np.ndarray | None = None,
+        coverage: np.ndarray | None = None,
+    ) -> None:
+        """Record a hypothesis ``tokens`` (no EOS) that ends at this step: ``log_prob``
+        with its EOS, ``row_log_prob`` before it (what counts when the EOS is not
+        ``scored``: :meth:`ScoringRules.eos_scored`); ``attention`` ``(len, src_len)``
+        when kept, ``coverage`` its summed attention when the score needs it."""
+        if not scored:  # ended without EOS: its log-prob is the row's so far
+            log_prob = row_log_prob
+        self._finished.append(
+            Hypothesis(
+                tokens=tuple(tokens),
+                score=self.rules.score(log_prob, len(tokens), eos=scored, coverage=coverage),
+                log_prob=log_prob,
+                attention=attention,
+            )
+        )
+
     def results(self) -> list[Hypothesis]:
         """The ``n_best`` finished hypotheses, best score first."""
         ranked = sorted(self._finished, key=lambda h: h.score, reverse=True)
@@ -283,7 +314,8 @@ class SentenceSearch:
         if self.done:
             best = self.results()
             return best[0].tokens if best else ()
-        seqs = [h.tokens for h in self._live] + [list(h.tokens) for h in self._finished]
+        live = self.live_tokens() if self.live_tokens else [h.tokens for h in self._live]
+        seqs = live + [list(h.tokens) for h in self._finished]
         prefix = []
         for column in zip(*seqs, strict=False):
             if any(t != column[0] for t in column):
@@ -424,7 +456,6 @@ def ranked_continuations(
     out = []
     for (k, rank_k), members in groups.items():
         v_all, i_all = _own_columns(values, ids, k)
-        width = v_all.shape[1]
         rows = np.array([searches[m].rows for m in members])
         depth = int(rows.max())
         pad = np.arange(depth)[None, :] >= rows[:, None]  # (n, depth): no such row
@@ -433,14 +464,51 @@ def ranked_continuations(
         scores = np.zeros((len(members), depth), dtype=np.float32)
         for j, m in enumerate(members):
             scores[j, : rows[j]] = searches[m].scores
-        total = scores[:, :, None] + v_all[index]  # (n, depth, width) float32
-        total[pad] = NEG_INF
-        flat = total.reshape(len(members), depth * width)
-        order = np.argsort(-flat, axis=1, kind="stable")[:, :rank_k]
-        ranked = np.take_along_axis(flat, order, axis=1)
-        tokens = np.take_along_axis(i_all[index].reshape(flat.shape), order, axis=1)
-        out.append((members, order // width, ranked, tokens))
+        out.append((members, *rank_rows(scores, v_all, i_all, index, pad, rank_k)))
     return out
+
+
+def rank_rows(
+    scores: np.ndarray,
+    values: np.ndarray,
+    ids: np.ndarray,
+    index: np.ndarray,
+    pad: np.ndarray,
+    rank_k: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ranking of :func:`ranked_continuations` for ``n`` sentences laid out as a
+    block: ``index`` ``(n, depth)`` the row of ``values``/``ids`` ``(rows, width)`` (the
+    sentences' own columns) of each of a sentence's rows, ``pad`` ``(n, depth)`` where it
+    has no such row, ``scores`` ``(n, depth)`` float32 each row's cumulative log-prob.
+
+    Returns ``(n, rank_k)`` arrays: the row (of its own) each ranked candidate continues,
+    its cumulative log-prob (float32; -inf: no candidate) and its token id.
+    """
+    width = values.shape[1]
+    total = scores[:, :, None] + values[index]  # (n, depth, width) float32
+    total[pad] = NEG_INF
+    flat = total.reshape(len(index), -1)
+    order = np.argsort(-flat, axis=1, kind="stable")[:, :rank_k]
+    ranked = np.take_along_axis(flat, order, axis=1)
+    tokens = np.take_along_axis(ids[index].reshape(flat.shape), order, axis=1)
+    return order // width, ranked, tokens
+
+
+def beam_masks(
+    ranked: np.ndarray, tokens: np.ndarray, eos: int, beams: np.ndarray | int
+) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`Beam._choose`'s rules for many sentences at once, over their ranked
+    continuations ``ranked``/``tokens`` ``(n, R)`` (:func:`rank_rows`) and beam sizes
+    ``beams`` (``(n, 1)`` or one for all). The ranking stops at the first candidate with
+    no score. Returns ``(n, R)`` masks: the candidates that stay live (the best
+    ``beam`` non-EOS ones) and those that finish (an EOS among the first ``beam``)."""
+    rank = np.arange(ranked.shape[1])[None, :]
+    valid = np.logical_and.accumulate(ranked != NEG_INF, axis=1)
+    is_eos = tokens == eos
+    live = valid & ~is_eos
+    keep = live & (np.cumsum(live, axis=1) <= beams)
+    ends = valid & is_eos & (rank < beams)
+    return keep, ends
 
 
 class Beam:
@@ -494,13 +562,7 @@ class Beam:
         ):
             group = [searches[m] for m in members]
             beams = np.array([s.options.beam_size for s in group])[:, None]
-            rank = np.arange(ranked.shape[1])[None, :]
-            # the ranking stops at the first candidate with no score
-            valid = np.logical_and.accumulate(ranked != NEG_INF, axis=1)
-            is_eos = tokens == group[0].eos
-            live = valid & ~is_eos
-            keep = live & (np.cumsum(live, axis=1) <= beams)  # the best `beam` non-EOS
-            ends = valid & is_eos & (rank < beams)  # an EOS among the first `beam`
+            keep, ends = beam_masks(ranked, tokens, group[0].eos, beams)
             kept, ended = keep.sum(axis=1).tolist(), ends.sum(axis=1).tolist()
             parents, toks, scores = (
                 rows[keep].tolist(),

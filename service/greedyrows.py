@@ -35,7 +35,7 @@ _EMPTY = np.zeros(0, dtype=np.int64)
 
 
 class GreedyRows:
-    """Rows ``0 .. len - 1`` of every step the loop runs over all of them (the loop puts
+    """Consecutive rows of every step the loop runs over all of them (the loop puts
     them first). Array ``j`` of each field belongs to ``entries[j]`` (the loop's record
     of the sentence, whose ``row`` attribute this class keeps equal to ``j``).
 
@@ -58,6 +58,14 @@ class GreedyRows:
 
     def __len__(self) -> int:
         return len(self.entries)
+
+    @property
+    def live_rows(self) -> int:
+        return len(self.entries)
+
+    def rows_of(self, rows: np.ndarray | None) -> int:
+        """Rows a step over ``rows`` (indices; None: all) carries."""
+        return len(self.entries) if rows is None else len(rows)
 
     _INT_FIELDS = ("prev", "base", "slot", "step", "limit", "min_length", "src_len")
 
@@ -109,15 +117,17 @@ class GreedyRows:
         return tokens, score + log_probs.astype(np.float64)
 
     def advance(
-        self, tokens: np.ndarray, totals: np.ndarray, attention: np.ndarray
+        self, choice: tuple[np.ndarray, np.ndarray], attention: np.ndarray, offset: int
     ) -> tuple[list, list]:
-        """Record a step over all rows (rows ``0 .. len - 1`` of its output, in order):
-        ``tokens``/``totals`` from :meth:`select`, ``attention`` ``(len, src_len_padded)``.
+        """Record a step over all rows (rows ``offset .. offset + len - 1`` of its
+        output, in order): ``choice`` the tokens and cumulative log-probs from
+        :meth:`select`, ``attention`` ``(len, src_len_padded)`` their attention.
 
         Returns the entries of the sentences that ended (EOS) and ``(entry, exception)``
         for those whose search raised ending; both leave. The others continue from
         their row of this step's output.
         """
+        tokens, totals = choice
         ended = tokens == self.eos
         alive = ~ended
         token_list = tokens.tolist()
@@ -140,13 +150,13 @@ class GreedyRows:
             ):
                 target.append(token)
             self.prev, self.score, self.step = tokens[alive], totals[alive], self.step[alive] + 1
-            self.base = np.flatnonzero(alive)
+            self.base = offset + np.flatnonzero(alive)
             self._keep_lists(keep, ("slot", "limit", "min_length", "src_len"))
             return finished, errors
         for target, token in zip(self.targets, token_list, strict=True):
             target.append(token)
         self.prev, self.score, self.step = tokens, totals, self.step + 1
-        self.base = np.arange(len(tokens), dtype=np.int64)
+        self.base = np.arange(offset, offset + len(tokens), dtype=np.int64)
         return [], []
 
     def drop(self, keep: list[bool]) -> None:

@@ -12,6 +12,10 @@ strategy by name: it groups sentences by ``search.strategy`` and calls ``select`
 
 Plain greedy sentences (:attr:`SentenceSearch.batchable`) have no per-step Python at all:
 they are rows of :class:`~service.greedyrows.GreedyRows`, the first rows of every step.
+Plain beam sentences (:attr:`SentenceSearch.beam_batchable`) are kept the same way, one
+:class:`~service.beamrows.BeamRows` per beam size, their rows next. Both are *blocks*:
+objects with the same few methods (``inputs``, ``select``, ``advance``, ``drop``) whose
+rows the loop lays out one after another; every other sentence's rows come last.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import numpy as np
 from models.options import DecodeOptions, Hypothesis
 from models.scoring import ban, restrict
 from service import decoding
+from service.beamrows import BeamRows
 from service.decoding import (
     Encoded,
     Selection,
@@ -55,8 +60,10 @@ class _Active:
     slot: int
     base: int
     src_len: int
-    # index in the loop's GreedyRows (which then holds slot, base and the search's
-    # per-step state); -1: decoded through its strategy object
+    # the loop's block that holds it (GreedyRows or BeamRows, which then holds its slot,
+    # base and the search's per-step state) and its index there; None: decoded through
+    # its strategy object
+    block: GreedyRows | BeamRows | None = None
     row: int = -1
 
 
@@ -81,6 +88,7 @@ class DecodeLoop:
         # every sentence: the greedy rows' first, then the others (``_general``)
         self.active: list[_Active] = []
         self._greedy = GreedyRows(special.eos)
+        self._beams: dict[int, BeamRows] = {}  # by beam size
         self._general: list[_Active] = []
         self.pool: MemoryPool = model.new_pool()
         self._states: tuple[np.ndarray, ...] = ()
@@ -90,6 +98,14 @@ class DecodeLoop:
     def live_rows(self) -> int:
         """Hypothesis rows the next step will decode."""
         return self._live_rows
+
+    @property
+    def _blocks(self) -> list[GreedyRows | BeamRows]:
+        """The blocks in the order of their rows in a step."""
+        return [self._greedy, *self._beams.values()]
+
+    def _set_active(self) -> None:
+        self.active = [a for block in self._blocks for a in block.entries] + self._general
 
     @property
     def _memory(self) -> np.ndarray | None:
@@ -115,21 +131,39 @@ class DecodeLoop:
             for i, (search, handle) in enumerate(zip(searches, handles, strict=True))
         ]
         self._live_rows += sum(search.rows for search in searches)
-        batched = [a for a in entries if a.search.batchable]
-        if batched and self._arrays_pay(len(batched)):
-            self._greedy.add(batched)
-            self._general += [a for a in entries if not a.search.batchable]
-        else:  # none, or a few greedy sentences: one at a time costs less
-            self._general += entries
-        self.active = self._greedy.entries + self._general
+        greedy = [a for a in entries if a.search.batchable]
+        if greedy and self._arrays_pay(greedy, self._greedy, lambda s: s.batchable):
+            self._join(self._greedy, greedy)
+        beams: dict[int, list[_Active]] = {}
+        for a in entries:
+            if a.search.beam_batchable:
+                beams.setdefault(a.search.options.beam_size, []).append(a)
+        for beam, joining in beams.items():
+            block = self._beams.get(beam)
+            if self._arrays_pay(
+                joining, block, lambda s, k=beam: s.beam_batchable and s.options.beam_size == k
+            ):
+                if block is None:
+                    block = self._beams[beam] = BeamRows(beam, self.special.eos)
+                self._join(block, joining)
+        # the others, and a few plain sentences (one at a time costs less)
+        self._general += [a for a in entries if a.block is None]
+        self._set_active()
 
-    def _arrays_pay(self, joining: int) -> bool:
-        """Whether ``joining`` plain greedy sentences join the greedy arrays: once the
-        loop holds :data:`~service.decoding.ARRAY_MIN_SENTENCES` of them (those already
-        there, those decoded one at a time, these); below that the arrays' fixed cost a
-        step exceeds what they save. Results are the same either way."""
-        need = decoding.ARRAY_MIN_SENTENCES - joining - len(self._greedy)
-        return need <= 0 or sum(a.search.batchable for a in self._general) >= need
+    @staticmethod
+    def _join(block: GreedyRows | BeamRows, entries: list[_Active]) -> None:
+        for a in entries:
+            a.block = block
+        block.add(entries)
+
+    def _arrays_pay(self, joining: list[_Active], block, same: Callable) -> bool:
+        """Whether the plain sentences ``joining`` join ``block`` (None: not made yet):
+        once the loop holds :data:`~service.decoding.ARRAY_MIN_SENTENCES` sentences it
+        could keep there (those already there, those decoded one at a time for which
+        ``same(search)``, these); below that the arrays' fixed cost a step exceeds what
+        they save. Results are the same either way."""
+        need = decoding.ARRAY_MIN_SENTENCES - len(joining) - (len(block) if block else 0)
+        return need <= 0 or sum(same(a.search) for a in self._general) >= need
 
     def step(self, failed: list | None = None) -> list[tuple[object, SentenceSearch]]:
         """Run one decoder step for all active sentences; return those that finished.
@@ -146,14 +180,19 @@ class DecodeLoop:
         """
         if not self.active:
             return []
-        out, counts, selections, (tokens, totals) = self._run(self.active)
+        out, counts, selections, choices = self._run(self.active)
         self._states = out.states
         finished, still, errors = [], [], []
-        offset = len(self._greedy)
-        if offset:
-            finished, errors = self._greedy.advance(tokens, totals, out.attention[:offset])
-            errors = [(a.handle, exc) for a, exc in errors]
-        rows = len(self._greedy)
+        offset = 0
+        for block, choice in zip(self._blocks, choices, strict=True):
+            n = block.live_rows
+            if n:
+                ended, failures = block.advance(choice, out.attention[offset : offset + n], offset)
+                finished += ended
+                errors += [(a.handle, exc) for a, exc in failures]
+            offset += n
+        self._beams = {k: b for k, b in self._beams.items() if len(b)}
+        rows = sum(block.live_rows for block in self._blocks)
         for a, n, selection in zip(self._general, counts, selections, strict=True):
             s = a.search
             try:
@@ -170,7 +209,7 @@ class DecodeLoop:
                 still.append(a)
                 rows += s.rows
         self._general = still
-        self.active = self._greedy.entries + still
+        self._set_active()
         self._live_rows = rows
         try:
             self._maybe_compact()
@@ -196,17 +235,21 @@ class DecodeLoop:
         """The decoder call over ``entries`` and every sentence's selection; reads the
         loop's state but changes nothing (:meth:`step` commits the result).
 
-        The step's rows: those of ``entries`` in the greedy arrays first (all of them,
+        The step's rows: those of ``entries`` in each block in turn (all of a block's,
         in order, when ``entries`` is :attr:`active`), then each other sentence's.
         Returns the step's output, the other sentences' row counts and selections, and
-        the greedy rows' chosen tokens and cumulative log-probs (None without any)."""
+        each block's choice (None for a block with no rows in the step)."""
+        blocks = self._blocks
         if entries is self.active:
-            greedy_rows, general = None, self._general
-            first = len(self._greedy)  # the other sentences' rows start here
+            picks: list[np.ndarray | None] = [None] * len(blocks)
+            general = self._general
         else:  # a probe over some of the sentences
-            greedy_rows = np.array([a.row for a in entries if a.row >= 0], dtype=np.int64)
-            general = [a for a in entries if a.row < 0]
-            first = len(greedy_rows)
+            picks = [
+                np.array([a.row for a in entries if a.block is b], dtype=np.int64) for b in blocks
+            ]
+            general = [a for a in entries if a.block is None]
+        block_rows = [b.rows_of(p) for b, p in zip(blocks, picks, strict=True)]
+        first = sum(block_rows)  # the other sentences' rows start here
         prev: list[int] = []
         parents: list[int] = []
         sentences: list[int] = []
@@ -214,7 +257,7 @@ class DecodeLoop:
         eos: list[int] = []
         # the entries of each strategy, and where each one's rows start
         groups: dict[Strategy, tuple[list[SentenceSearch], list[int], list[int]]] = {}
-        top_k = self._greedy.top_k if first else 0
+        top_k = max((b.top_k for b, n in zip(blocks, block_rows, strict=True) if n), default=0)
         ban_rows: list[int] = []
         ban_tokens: list[int] = []
         for i, a in enumerate(general):
@@ -249,18 +292,15 @@ class DecodeLoop:
             np.array(sentences, dtype=np.int64),
         )
         codes = np.repeat(np.array(eos, dtype=np.int64), counts) if any(eos) else None
-        if first:  # the greedy rows first (their arrays as they are when alone)
-            *rows_inputs, rows_eos = self._greedy.inputs(greedy_rows)
+        if first:  # the blocks' rows first (their arrays as they are when alone)
+            parts = [b.inputs(p) for b, p, n in zip(blocks, picks, block_rows, strict=True) if n]
             if general:
-                inputs = tuple(
-                    np.concatenate(pair) for pair in zip(rows_inputs, inputs, strict=True)
-                )
-                rows = sum(counts)
-                codes = np.concatenate(
-                    [rows_eos, np.zeros(rows, np.int64) if codes is None else codes]
-                )
+                parts.append((*inputs, np.zeros(sum(counts), np.int64) if codes is None else codes))
+            if len(parts) == 1:
+                *block_inputs, codes = parts[0]
+                inputs = tuple(block_inputs)
             else:
-                inputs, codes = tuple(rows_inputs), rows_eos
+                *inputs, codes = (np.concatenate(field) for field in zip(*parts, strict=True))
             if not codes.any():
                 codes = None
         out = self.model.step(
@@ -278,25 +318,32 @@ class DecodeLoop:
             restrict(values, codes)
         if ban_rows:  # some sentence bans tokens (ban_unk, block_ngram_repeat)
             ban(values, ids, ban_rows, ban_tokens)
-        greedy = (None, None)
-        if first:
-            greedy = self._greedy.select(greedy_rows, values[:first], ids[:first])
+        choices: list = []
+        offset = 0
+        for b, p, n in zip(blocks, picks, block_rows, strict=True):
+            end = offset + n
+            choices.append(b.select(p, values[offset:end], ids[offset:end]) if n else None)
+            offset = end
         # one select per strategy, over all its sentences of the step
         selections: list[Selection | None] = [None] * len(general)
         for strategy, (searches, firsts, members) in groups.items():
             chosen = strategy.select(searches, firsts, values, ids)
             for i, selection in zip(members, chosen, strict=True):
                 selections[i] = selection
-        return out, counts, selections, greedy
+        return out, counts, selections, choices
 
     def drop(self, handles: set) -> None:
         """Stop decoding the given sentences now (cancelled or past their deadline); their
         rows are simply not gathered by the next step."""
-        if len(self._greedy):
-            self._greedy.drop([a.handle not in handles for a in self._greedy.entries])
+        for block in self._blocks:
+            if len(block):
+                block.drop([a.handle not in handles for a in block.entries])
+        self._beams = {k: b for k, b in self._beams.items() if len(b)}
         self._general = [a for a in self._general if a.handle not in handles]
-        self.active = self._greedy.entries + self._general
-        self._live_rows = len(self._greedy) + sum(a.search.rows for a in self._general)
+        self._set_active()
+        self._live_rows = sum(b.live_rows for b in self._blocks) + sum(
+            a.search.rows for a in self._general
+        )
         self._maybe_compact()
 
     def _maybe_compact(self) -> None:
@@ -306,16 +353,20 @@ class DecodeLoop:
             self.pool.clear()
             self._states = ()
             return
-        greedy = self._greedy
+        blocks = [b for b in self._blocks if len(b)]
         needed = max(
-            int(greedy.src_len.max()) if len(greedy) else 0,
+            max((int(b.src_len.max()) for b in blocks), default=0),
             max((a.src_len for a in self._general), default=0),
         )
         if 2 * len(self.active) >= self.pool.slots and needed > NARROW_FRACTION * self.pool.width:
             return
-        self.pool.compact(greedy.slot.tolist() + [a.slot for a in self._general], needed)
-        greedy.slot = np.arange(len(greedy), dtype=np.int64)
-        for i, a in enumerate(self._general, start=len(greedy)):
+        slots = [s for b in blocks for s in b.slot.tolist()] + [a.slot for a in self._general]
+        self.pool.compact(slots, needed)
+        start = 0
+        for b in blocks:
+            b.slot = np.arange(start, start + len(b), dtype=np.int64)
+            start += len(b)
+        for i, a in enumerate(self._general, start=start):
             a.slot = i
 
 
