@@ -488,10 +488,35 @@ def rank_rows(
     total = scores[:, :, None] + values[index]  # (n, depth, width) float32
     total[pad] = NEG_INF
     flat = total.reshape(len(index), -1)
-    order = np.argsort(-flat, axis=1, kind="stable")[:, :rank_k]
+    order = best_first(flat, rank_k)
     ranked = np.take_along_axis(flat, order, axis=1)
     tokens = np.take_along_axis(ids[index].reshape(flat.shape), order, axis=1)
     return order // width, ranked, tokens
+
+
+def best_first(values: np.ndarray, k: int) -> np.ndarray:
+    """The columns of each row's ``k`` largest ``values`` ``(n, m)`` float32, largest
+    first, equal ones in column order, NaN after -inf: exactly
+    ``np.argsort(-values, axis=1, kind="stable")[:, :k]``.
+
+    numpy's stable sort of floats is a merge sort: 0.5 ms at 256 x 55. From
+    :data:`SORT_KEYS_FROM` rows, each value becomes an int32 key that orders like it (its
+    bits, a negative value's 31 low bits flipped; -0.0 made +0.0), and the int64
+    ``(~key << 16) | column`` orders by value, largest first, then column: unique, so a
+    plain sort of them is stable, and the column is their low 16 bits.
+    """
+    n, m = values.shape
+    if n < SORT_KEYS_FROM or m > 0xFFFF:
+        return np.argsort(-values, axis=1, kind="stable")[:, :k]
+    bits = (values + np.float32(0.0)).view(np.int32)
+    key = bits ^ ((bits >> 31) & 0x7FFFFFFF)  # ascending as the floats are
+    key[np.isnan(values)] = np.iinfo(np.int32).min  # below -inf's key: ranked last
+    order = (np.invert(key).astype(np.int64) << 16) | np.arange(m)
+    return np.sort(order, axis=1)[:, :k] & 0xFFFF
+
+
+# Rows from which best_first sorts int64 keys (below, numpy's stable sort costs less).
+SORT_KEYS_FROM = 64
 
 
 def beam_masks(

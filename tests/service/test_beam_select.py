@@ -16,6 +16,7 @@ from service.decoding import (
     EOLE_BEAM,
     Selection,
     SpecialIds,
+    best_first,
     make_search,
 )
 
@@ -141,3 +142,21 @@ def test_eole_beam_ranks_the_same_candidates(monkeypatch, arrays_from):
         order = [c for c in order.tolist() if v[c] != NEG_INF][: s.options.beam_size]
         assert selection.tokens == ids[first, order].tolist()
         assert selection.scores == v[order].tolist() and not selection.done
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_best_first_is_a_stable_descending_argsort(seed):
+    """Ties (many: values drawn from a few), -inf, -0.0 beside 0.0 and NaN rank as a
+    stable argsort of the negated values ranks them."""
+    rng = np.random.default_rng(seed)
+    pool = np.array([0.0, -0.0, -1.5, -1.5, -2.25, -np.inf, np.nan, -3.0, 1e-30, -1e-30])
+    values = rng.choice(pool, size=(200, 55)).astype(np.float32)
+    values[:5] = rng.normal(-4.0, 3.0, (5, 55)).astype(np.float32)  # distinct values too
+    for rows in (decoding.SORT_KEYS_FROM - 1, 200):  # both ways of sorting
+        for k in (1, 10, 55):
+            want = np.argsort(-values[:rows], axis=1, kind="stable")[:, :k]
+            assert np.array_equal(best_first(values[:rows], k), want)
+
+
+def test_best_first_of_no_rows():
+    assert best_first(np.zeros((0, 11), np.float32), 4).shape == (0, 4)
