@@ -12,12 +12,15 @@ matrix. Per step, Python runs only for a hypothesis that finishes
 (:meth:`SentenceSearch.add_finished`) and a sentence that ends.
 
 Before, each beam sentence cost a :class:`Selection`, a :meth:`SentenceSearch.take` that
-copied each live hypothesis's token list, and its share of the loop's input lists: ~20 µs
-of host Python per sentence and step (``python -m loadtest.loophost --strategies beam5``),
-the bound of an engine on a GPU, whose decoder call costs about the same for 1,280 rows
-as for 40. Like :class:`~service.greedyrows.GreedyRows` the arrays have a fixed cost a
-step of their own, so the loop uses them from
-:data:`~service.decoding.ARRAY_MIN_SENTENCES` such sentences on.
+copied each live hypothesis's token list, and its share of the loop's input lists, every
+step: the bound of an engine on a GPU, whose decoder call costs about the same for 1,280
+rows as for 40 (an H200 served 1,817 beam-5 sentences/s at 256 clients with the
+scheduler thread at ~0.55 ms of CPU per sentence). The loop's host time a step with
+these arrays, side by side on a CPU: 0.70x / 0.65x / 0.85x / 0.64x the per-sentence
+path's at 16 / 32 / 64 / 256 beam-5 sentences (``loadtest/results/loophost-cpu-beamrows.json``).
+Like :class:`~service.greedyrows.GreedyRows` the arrays have a fixed cost a step of their
+own, so the loop uses them from :data:`~service.decoding.ARRAY_MIN_SENTENCES` such
+sentences on.
 
 Results equal :class:`~service.decoding.Beam`'s per-sentence path, token for token and
 score for score (``tests/service/test_beamrows.py``).
