@@ -34,7 +34,7 @@ from itertools import compress
 import numpy as np
 
 from models.scoring import Eos, eos_codes
-from service.decoding import _own_columns, beam_masks, rank_rows
+from service.decoding import beam_masks, own_columns, rank_rows
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -143,7 +143,7 @@ class BeamRows:
         ``(rows, K + 1)`` (EOS rules applied): ``(n, 2 * beam)`` arrays of its ranked
         continuations (the row of its own each continues, cumulative log-prob, token)
         and the masks of :func:`beam_masks`. Changes nothing."""
-        values, ids = _own_columns(values, ids, self.top_k)
+        values, ids = own_columns(values, ids, self.top_k)
         counts = self.rows if sentences is None else self.rows[sentences]
         score = self.score
         if sentences is not None:

@@ -355,7 +355,7 @@ class Strategy(Protocol):
         """
 
 
-def _own_columns(values: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def own_columns(values: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """A sentence's candidates: its first ``k`` top-k columns and EOS. Ranking exactly
     these (not the wider step's) keeps its result independent of its batch mates. A step
     capped at the vocabulary (``DecodeLoop.max_top_k``) has all of them already."""
@@ -422,7 +422,7 @@ def ranked_one(
 ) -> tuple[list[int], list[float], list[int]]:
     """One sentence's ranked continuations, as :func:`ranked_continuations` gives them for
     each of many (lists: the row each continues, cumulative log-prob, token id)."""
-    v, i = _own_columns(values[first : first + s.rows], ids[first : first + s.rows], s.top_k)
+    v, i = own_columns(values[first : first + s.rows], ids[first : first + s.rows], s.top_k)
     total = (np.array(s.scores, dtype=np.float32)[:, None] + v).ravel()
     order = np.argsort(-total, kind="stable")[: s.rank_k]
     return (order // v.shape[1]).tolist(), total[order].tolist(), i.ravel()[order].tolist()
@@ -455,7 +455,7 @@ def ranked_continuations(
         groups.setdefault((s.top_k, s.rank_k), []).append(i)
     out = []
     for (k, rank_k), members in groups.items():
-        v_all, i_all = _own_columns(values, ids, k)
+        v_all, i_all = own_columns(values, ids, k)
         rows = np.array([searches[m].rows for m in members])
         depth = int(rows.max())
         pad = np.arange(depth)[None, :] >= rows[:, None]  # (n, depth): no such row
@@ -717,7 +717,7 @@ class Sampling:
     def select(self, searches, first_rows, values, ids) -> list[Selection]:
         chosen = []
         for s, first in zip(searches, first_rows, strict=True):
-            v, i = _own_columns(values[first : first + 1], ids[first : first + 1], s.top_k)
+            v, i = own_columns(values[first : first + 1], ids[first : first + 1], s.top_k)
             v, i = v[0], i[0]
             order = np.argsort(-v, kind="stable")[: s.rank_k]
             logits = v[order].astype(np.float64) / s.options.sampling_temperature
