@@ -12,9 +12,10 @@ from service import decoding
 from service.beamrows import BeamRows, _runs
 from service.decoding import SentenceSearch, make_search
 from service.loop import DecodeLoop
+from tests.service import test_greedyrows as greedy_tests
 from tests.service.test_decoding import SPECIAL, FakeStepModel, random_sources, random_table
 from tests.service.test_greedyrows import BATCHABLE as GREEDY_PLAIN
-from tests.service.test_greedyrows import exact
+from tests.service.test_greedyrows import decode_failing, exact
 
 PLAIN_BEAMS = [
     DecodeOptions(beam_size=3),
@@ -45,42 +46,14 @@ def per_sentence(monkeypatch) -> None:
     monkeypatch.setattr(SentenceSearch, "beam_batchable", property(lambda self: False))
 
 
-def decode_all(
-    sources, options, *, join_every=1, drop=(), probe=False, seen=None, shown=None
-) -> dict:
-    """One loop; a sentence joins every ``join_every`` steps; the handles in ``drop``
-    are dropped at step 3; with ``probe`` every step is probed first over every other
-    sentence. ``seen``: filled with the beam arrays' sentences at each step;
-    ``shown``: each sentence's stable prefix at each step (what a stream sends)."""
-    loop = DecodeLoop(FakeStepModel(random_table(7)), SPECIAL)
-    results: dict = {}
-    pending = list(range(len(sources)))
-    steps = 0
-    while pending or loop.active:
-        if pending and steps % join_every == 0:
-            take = pending if join_every == 1 else pending[:1]
-            loop.add(
-                [list(sources[i]) for i in take],
-                [make_search(len(sources[i]), options[i], SPECIAL) for i in take],
-                list(take),
-            )
-            pending = [i for i in pending if i not in take]
-        if steps == 3 and drop:
-            loop.drop(set(drop))
-        if probe and loop.active:
-            loop.probe(loop.active[::2])
-        if seen is not None:
-            seen.append(sum(len(b) for b in loop._beams.values()))
-        if shown is not None:
-            for a in loop.active:
-                shown.setdefault(a.handle, []).append(a.search.stable_prefix())
-        for handle, search in loop.step():
-            results[handle] = search.results()
-            if shown is not None:
-                shown[handle].append(search.stable_prefix())
-        steps += 1
-        assert steps < 500
-    return results
+def beam_count(loop: DecodeLoop) -> int:
+    return sum(len(b) for b in loop._beams.values())
+
+
+def decode_all(sources, options, **kwargs) -> dict:
+    """:func:`tests.service.test_greedyrows.decode_all`, ``seen`` counting the beam
+    arrays' sentences."""
+    return greedy_tests.decode_all(sources, options, count=beam_count, **kwargs)
 
 
 @pytest.mark.parametrize("options", PLAIN_BEAMS)
@@ -182,29 +155,7 @@ def test_a_failing_finish_fails_only_its_sentence(monkeypatch):
     ``failed``; every other sentence takes its steps exactly as without it."""
     sources = random_sources(11, 12, max_len=10)
     options = [PLAIN_BEAMS[i % 4] for i in range(12)]
-    want = decode_all(sources, options)
-    real = SentenceSearch.add_finished
-    bad = sources[4]
-
-    def add_finished(self, *args, **kwargs):
-        if self.src_len == len(bad):
-            raise RuntimeError("injected")
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(SentenceSearch, "add_finished", add_finished)
-    loop = DecodeLoop(FakeStepModel(random_table(7)), SPECIAL)
-    loop.add(
-        [list(s) for s in sources],
-        [make_search(len(s), o, SPECIAL) for s, o in zip(sources, options, strict=True)],
-        list(range(12)),
-    )
-    got, failed = {}, []
-    while loop.active:
-        for handle, search in loop.step(failed):
-            got[handle] = search.results()
-    losers = {i for i, s in enumerate(sources) if len(s) == len(bad)}
-    assert {h for h, _ in failed} == losers and all("injected" in str(e) for _, e in failed)
-    exact(got, {i: r for i, r in want.items() if i not in losers})
+    loop = decode_failing(monkeypatch, sources, options, "add_finished")
     assert loop.live_rows == 0 and not loop._beams
 
 

@@ -42,10 +42,19 @@ def per_sentence(monkeypatch) -> None:
     monkeypatch.setattr(SentenceSearch, "batchable", property(lambda self: False))
 
 
-def decode_all(sources, options, *, join_every=1, drop=(), probe=False, seen=None) -> dict:
+def greedy_count(loop: DecodeLoop) -> int:
+    return len(loop._greedy)
+
+
+def decode_all(
+    sources, options, *, join_every=1, drop=(), probe=False, seen=None, count=greedy_count,
+    shown=None,
+) -> dict:  # fmt: skip
     """One loop; a sentence joins every ``join_every`` steps; the handles in ``drop``
     are dropped at step 3; with ``probe`` every step is probed first over every other
-    sentence. ``seen``: filled with the greedy rows' count at each step."""
+    sentence. ``seen``: filled with ``count(loop)`` at each step (default: the greedy
+    rows); ``shown``: each sentence's stable prefix at each step and once done (what a
+    stream sends)."""
     loop = DecodeLoop(FakeStepModel(random_table(7)), SPECIAL)
     results: dict = {}
     pending = list(range(len(sources)))
@@ -64,12 +73,47 @@ def decode_all(sources, options, *, join_every=1, drop=(), probe=False, seen=Non
         if probe and loop.active:
             loop.probe(loop.active[::2])
         if seen is not None:
-            seen.append(len(loop._greedy))
+            seen.append(count(loop))
+        if shown is not None:
+            for a in loop.active:
+                shown.setdefault(a.handle, []).append(a.search.stable_prefix())
         for handle, search in loop.step():
             results[handle] = search.results()
+            if shown is not None:
+                shown[handle].append(search.stable_prefix())
         steps += 1
         assert steps < 500
     return results
+
+
+def decode_failing(monkeypatch, sources, options, method: str) -> DecodeLoop:
+    """Decode ``sources`` in one loop with ``SentenceSearch.<method>`` raising for
+    sentences as long as ``sources[4]``: exactly those must leave through ``failed``,
+    every other one must end as without them. Returns the loop, run to its end."""
+    want = decode_all(sources, options)
+    real = getattr(SentenceSearch, method)
+    bad = sources[4]
+
+    def failing(self, *args, **kwargs):
+        if self.src_len == len(bad):
+            raise RuntimeError("injected")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(SentenceSearch, method, failing)
+    loop = DecodeLoop(FakeStepModel(random_table(7)), SPECIAL)
+    loop.add(
+        [list(s) for s in sources],
+        [make_search(len(s), o, SPECIAL) for s, o in zip(sources, options, strict=True)],
+        list(range(len(sources))),
+    )
+    got, failed = {}, []
+    while loop.active:
+        for handle, search in loop.step(failed):
+            got[handle] = search.results()
+    losers = {i for i, s in enumerate(sources) if len(s) == len(bad)}
+    assert {h for h, _ in failed} == losers and all("injected" in str(e) for _, e in failed)
+    exact(got, {i: r for i, r in want.items() if i not in losers})
+    return loop
 
 
 def exact(got: dict, want: dict) -> None:
@@ -141,29 +185,7 @@ def test_a_failing_finish_fails_only_its_sentence(monkeypatch):
     sentence, greedy rows included, takes its step exactly once."""
     sources = random_sources(11, 12, max_len=10)
     options = [BATCHABLE[i % len(BATCHABLE)] for i in range(12)]
-    want = decode_all(sources, options)
-    real_finish = SentenceSearch.finish
-    bad = sources[4]
-
-    def finish(self, *args):
-        if self.src_len == len(bad):
-            raise RuntimeError("injected")
-        return real_finish(self, *args)
-
-    monkeypatch.setattr(SentenceSearch, "finish", finish)
-    loop = DecodeLoop(FakeStepModel(random_table(7)), SPECIAL)
-    loop.add(
-        [list(s) for s in sources],
-        [make_search(len(s), o, SPECIAL) for s, o in zip(sources, options, strict=True)],
-        list(range(12)),
-    )
-    got, failed = {}, []
-    while loop.active:
-        for handle, search in loop.step(failed):
-            got[handle] = search.results()
-    losers = {i for i, s in enumerate(sources) if len(s) == len(bad)}
-    assert {h for h, _ in failed} == losers and all("injected" in str(e) for _, e in failed)
-    exact(got, {i: r for i, r in want.items() if i not in losers})
+    loop = decode_failing(monkeypatch, sources, options, "finish")
     assert loop.live_rows == 0 and len(loop._greedy) == 0
 
 
