@@ -61,9 +61,11 @@ class BeamRows:
 
     _SENTENCE_FIELDS = ("rows", "step", "limit", "min_length", "slot", "src_len", "ended")
 
-    def __init__(self, beam: int, eos: int) -> None:
+    def __init__(self, beam: int, top_k: int, eos: int) -> None:
+        """``top_k``: the candidates :class:`~service.decoding.Beam` ranks per row for
+        this beam size (what each of its searches' ``top_k`` is)."""
         self.beam = beam
-        self.top_k = 2 * beam  # Beam.top_k: the candidates ranked per row
+        self.top_k = top_k
         self.eos = eos
         self.entries: list = []
         self.rows = self.step = self.limit = self.min_length = _EMPTY
@@ -148,12 +150,8 @@ class BeamRows:
         score = self.score
         if sentences is not None:
             score = score[_runs(self._starts()[sentences], counts)]
-        depth = int(counts.max())
-        pad = np.arange(depth)[None, :] >= counts[:, None]  # (n, depth): no such row
-        index = (np.cumsum(counts) - counts)[:, None] + np.arange(depth)
-        index[pad] = 0
-        scores = score[index]  # (n, depth) float32
-        parents, ranked, tokens = rank_rows(scores, values, ids, index, pad, self.top_k)
+        firsts = np.cumsum(counts) - counts
+        parents, ranked, tokens = rank_rows(score, values, ids, firsts, counts, self.top_k)
         keep, ends = beam_masks(ranked, tokens, self.eos, self.beam)
         return parents, ranked, tokens, keep, ends
 
@@ -219,7 +217,7 @@ class BeamRows:
         self.ended = total_ended
         self.step = self.step + 1
         self.rows = kept
-        self._keep(stay, self._SENTENCE_FIELDS)
+        self._keep(stay)
         return finished, errors
 
     def drop(self, keep: list[bool]) -> None:
@@ -231,10 +229,11 @@ class BeamRows:
         self.score, self.history = self.score[rows], self.history[rows]
         for entry in compress(self.entries, (~mask).tolist()):
             entry.search.live_tokens = None
-        self._keep(mask, self._SENTENCE_FIELDS)
+        self._keep(mask)
 
-    def _keep(self, mask: np.ndarray, fields: tuple[str, ...]) -> None:
-        for name in fields:
+    def _keep(self, mask: np.ndarray) -> None:
+        """Keep only the sentences of ``mask`` in the per-sentence fields and entries."""
+        for name in self._SENTENCE_FIELDS:
             setattr(self, name, getattr(self, name)[mask])
         self.entries = list(compress(self.entries, mask.tolist()))
         for j, entry in enumerate(self.entries):

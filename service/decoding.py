@@ -456,15 +456,12 @@ def ranked_continuations(
     out = []
     for (k, rank_k), members in groups.items():
         v_all, i_all = own_columns(values, ids, k)
-        rows = np.array([searches[m].rows for m in members])
-        depth = int(rows.max())
-        pad = np.arange(depth)[None, :] >= rows[:, None]  # (n, depth): no such row
-        index = np.array([first_rows[m] for m in members])[:, None] + np.arange(depth)
-        index[pad] = 0
-        scores = np.zeros((len(members), depth), dtype=np.float32)
-        for j, m in enumerate(members):
-            scores[j, : rows[j]] = searches[m].scores
-        out.append((members, *rank_rows(scores, v_all, i_all, index, pad, rank_k)))
+        firsts = np.array([first_rows[m] for m in members], dtype=np.int64)
+        counts = np.array([searches[m].rows for m in members], dtype=np.int64)
+        scores = np.zeros(len(values), dtype=np.float32)  # each row's, of these members
+        for m in members:
+            scores[first_rows[m] : first_rows[m] + searches[m].rows] = searches[m].scores
+        out.append((members, *rank_rows(scores, v_all, i_all, firsts, counts, rank_k)))
     return out
 
 
@@ -472,26 +469,30 @@ def rank_rows(
     scores: np.ndarray,
     values: np.ndarray,
     ids: np.ndarray,
-    index: np.ndarray,
-    pad: np.ndarray,
+    firsts: np.ndarray,
+    counts: np.ndarray,
     rank_k: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The ranking of :func:`ranked_continuations` for ``n`` sentences laid out as a
-    block: ``index`` ``(n, depth)`` the row of ``values``/``ids`` ``(rows, width)`` (the
-    sentences' own columns) of each of a sentence's rows, ``pad`` ``(n, depth)`` where it
-    has no such row, ``scores`` ``(n, depth)`` float32 each row's cumulative log-prob.
+    """The ranking of :func:`ranked_continuations` for ``n`` sentences whose rows are
+    rows ``firsts[j] .. firsts[j] + counts[j] - 1`` (``(n,)`` each) of ``values``/``ids``
+    ``(rows, width)`` (the sentences' own columns) and ``scores`` ``(rows,)`` float32
+    (each row's cumulative log-prob). The sentences are laid out as one ``(n, depth,
+    width)`` block, a sentence's missing rows at -inf.
 
     Returns ``(n, rank_k)`` arrays: the row (of its own) each ranked candidate continues,
     its cumulative log-prob (float32; -inf: no candidate) and its token id.
     """
-    width = values.shape[1]
-    total = scores[:, :, None] + values[index]  # (n, depth, width) float32
+    depth = int(counts.max())
+    pad = np.arange(depth)[None, :] >= counts[:, None]  # (n, depth): no such row
+    index = firsts[:, None] + np.arange(depth)
+    index[pad] = 0
+    total = scores[index][:, :, None] + values[index]  # (n, depth, width) float32
     total[pad] = NEG_INF
     flat = total.reshape(len(index), -1)
     order = best_first(flat, rank_k)
     ranked = np.take_along_axis(flat, order, axis=1)
     tokens = np.take_along_axis(ids[index].reshape(flat.shape), order, axis=1)
-    return order // width, ranked, tokens
+    return order // values.shape[1], ranked, tokens
 
 
 def best_first(values: np.ndarray, k: int) -> np.ndarray:

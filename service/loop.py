@@ -144,7 +144,8 @@ class DecodeLoop:
                 joining, block, lambda s, k=beam: s.beam_batchable and s.options.beam_size == k
             ):
                 if block is None:
-                    block = self._beams[beam] = BeamRows(beam, self.special.eos)
+                    top_k = joining[0].search.top_k
+                    block = self._beams[beam] = BeamRows(beam, top_k, self.special.eos)
                 self._join(block, joining)
         # the others, and a few plain sentences (one at a time costs less)
         self._general += [a for a in entries if a.block is None]

@@ -204,7 +204,7 @@ def test_runs_lists_each_sentences_rows():
 
 
 def test_an_empty_block_carries_no_rows():
-    block = BeamRows(3, SPECIAL.eos)
+    block = BeamRows(3, 6, SPECIAL.eos)
     assert len(block) == 0 and block.live_rows == 0 and block.rows_of(np.zeros(0, np.int64)) == 0
 
 
