@@ -21,6 +21,7 @@ from models.options import DecodeOptions
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
 from nmt_client import DecodeOptions as ClientOptions
+from service.enginechild import HEARTBEAT_SECONDS
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 60.0  # every call carries a deadline (see the no-deadline bug test)
@@ -190,6 +191,23 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, every: floa
             return True
         time.sleep(every)
     return predicate()
+
+
+def settled(read: Callable[[], object], beats: int = 4, timeout: float = 10.0):
+    """``read()`` once it has returned the same value for ``beats`` heartbeats.
+
+    Metrics of other processes arrive with their heartbeats: a reading taken as soon as
+    one condition holds can mix a stale report with a fresh one."""
+    last, since = read(), time.monotonic()
+    end = since + timeout
+    while time.monotonic() < end:
+        time.sleep(HEARTBEAT_SECONDS / 4)
+        now = read()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= beats * HEARTBEAT_SECONDS:
+            return now
+    raise AssertionError(f"the readings did not settle in {timeout} s (last {last})")
 
 
 def rpc_error(call: Callable[[], object]) -> grpc.RpcError:

@@ -28,6 +28,7 @@ from tests.service.server_helpers import (
     free_port,
     proto_options,
     rpc_error,
+    settled,
     spawn_serve,
     stub_for,
     wait_until,
@@ -270,20 +271,19 @@ def test_engine_metrics_come_from_the_child(remote, stubs, tiny_bundle):
         "nmt_queue_wait_seconds_count",
         "nmt_request_target_tokens_count",
     )
-    # The heartbeat forwards the child's samples: let the last calls' arrive first.
-    time.sleep(1.5)
-    before = {name: _value(server, name) for name in names}
+
+    # The heartbeat forwards the child's samples: read them once the last calls' are in.
+    def read() -> dict[str, float]:
+        return {name: _value(server, name) for name in names}
+
+    before = settled(read)
     texts = [tiny_bundle.sentences[i] for i in PARITY_SENTENCES]
     _translate(stubs[1], texts, proto_options(beam=1))
-
-    def grown() -> bool:
-        return all(_value(server, name) > before[name] for name in names)
-
-    assert wait_until(grown, 5), {name: _value(server, name) for name in names}
-    assert _value(server, "nmt_generated_tokens_total") - before[names[2]] >= len(texts)
-    steps = _value(server, names[0]) - before[names[0]]
-    assert _value(server, names[1]) - before[names[1]] == steps
-    assert _value(server, "nmt_request_target_tokens_count") - before[names[6]] == 1
+    after = settled(read)
+    assert all(after[name] > before[name] for name in names), (before, after)
+    assert after[names[2]] - before[names[2]] >= len(texts)
+    assert after[names[1]] - before[names[1]] == after[names[0]] - before[names[0]]  # steps
+    assert after[names[6]] - before[names[6]] == 1
     # The parent's own metrics are there too, and every family once (a valid exposition).
     assert _value(server, "nmt_requests_total", {"method": "Translate", "code": "OK"}) >= 1
     assert _value(server, "nmt_queue_depth") == 0 and _value(server, "nmt_live_rows") == 0
