@@ -33,7 +33,7 @@ from models.words import WordTokenizer
 # ``eole predict``'s defaults (Eole 0.6.4, eole/config/inference.py): at most
 # min(250, 2 x source + 5) target tokens, a hypothesis reaching that many ends without
 # EOS (our limit counts the EOS, hence 251 and + 6), no minimum length, and its beam
-# search with the "avg" length penalty (alpha 1, BOS counted): see service.decoding.EoleBeam.
+# search with the "avg" length penalty (alpha 1, BOS counted): see service.strategies.EoleBeam.
 EOLE_DECODING = {
     "max_length": 251,
     "max_length_ratio": 2.0,

@@ -56,7 +56,7 @@ ONMT_DECODING = {
 # before the length limit ends a hypothesis without an EOS, whatever the source length
 # (101 with the EOS this server counts; no ratio: 0 x source + 101); scores are plain
 # log-probs (length penalty exponent 0). Their beam searches end otherwise than Eole's,
-# and each otherwise than the other (service.decoding.OnmtPy1Beam, OnmtPy2Beam).
+# and each otherwise than the other (service.strategies.OnmtPy1Beam, OnmtPy2Beam).
 ONMT2_DECODING = {
     "max_length": 101,
     "max_length_ratio": 0.0,

@@ -22,7 +22,8 @@ import torch
 from models.options import DecodeOptions
 from models.seq2seq import Seq2Seq
 from models.translate import translate_ids
-from service.decoding import SpecialIds, StepModel, decode, pad_batch
+from service.decoding import SpecialIds, StepModel, pad_batch
+from service.loop import decode
 
 
 class ParityError(RuntimeError):

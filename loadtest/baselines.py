@@ -2,7 +2,7 @@
 
 * PyTorch eager: the reference decoders of :mod:`models.search` (through
   :func:`models.translate.translate_ids` with one sentence), greedy or beam.
-* ONNX Runtime: :func:`service.decoding.decode` over the bundle's sessions
+* ONNX Runtime: :func:`service.loop.decode` over the bundle's sessions
   (:mod:`service.runtime`) with ``batch_size=1``, the service's code path without its
   scheduler or gRPC.
 
@@ -106,7 +106,7 @@ class TorchBaseline:
 
 
 class OnnxBaseline:
-    """The bundle's ORT sessions driven by :func:`service.decoding.decode`, batch 1, on
+    """The bundle's ORT sessions driven by :func:`service.loop.decode`, batch 1, on
     ``providers`` (the CUDA provider is required when listed first)."""
 
     def __init__(
@@ -129,7 +129,7 @@ class OnnxBaseline:
         self.bundle = load_bundle(bundle_dir, config)
 
     def translate_fn(self, options: DecodeOptions) -> Callable[[str], tuple[str, int]]:
-        from service.decoding import decode
+        from service.loop import decode
 
         b = self.bundle
 

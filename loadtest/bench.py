@@ -6,7 +6,7 @@ On one machine, one model and the same N test sentences it measures
 
 1. ``torch``: PyTorch eager reference decoding (:mod:`models.search`), one sentence at
    a time, greedy and beam (the baselines every ratio refers to);
-2. ``onnx``: :func:`service.decoding.decode` over the bundle's ORT sessions, one
+2. ``onnx``: :func:`service.loop.decode` over the bundle's ORT sessions, one
    sentence at a time (no batching);
 3. ``service``: the gRPC service in-process on 127.0.0.1 with 1, 8, 32, 64 concurrent
    closed-loop clients (:func:`loadtest.concurrency.closed_loop`) in child processes

@@ -38,10 +38,10 @@ class DecodeOptions:
     max_length_offset: int = 10
     min_length: int = 1
     return_attention: bool = False
-    # "standard": this project's beam (service.decoding.BEAM); "eole": Eole's /
-    # OpenNMT-py 3.x's (service.decoding.EOLE_BEAM), whose scores also count BOS in the
+    # "standard": this project's beam (service.strategies.BEAM); "eole": Eole's /
+    # OpenNMT-py 3.x's (service.strategies.EOLE_BEAM), whose scores also count BOS in the
     # length; "opennmt-py-1"/"opennmt-py-2": OpenNMT-py 1.x's/2.x's, Eole's rules but
-    # other ends (service.decoding.ONMT_PY1_BEAM, ONMT_PY2_BEAM).
+    # other ends (service.strategies.ONMT_PY1_BEAM, ONMT_PY2_BEAM).
     search: str = "standard"
     # GNMT coverage penalty β (models.scoring.ScoringRules.score); 0: none.
     coverage_penalty: float = 0.0
@@ -56,7 +56,7 @@ class DecodeOptions:
     # most at that step (Luong et al. 2015; Eole/OpenNMT-py ``replace_unk``): done when
     # rendering text (service.front), from the attention the loop then keeps.
     replace_unk: bool = False
-    # Random sampling (service.decoding.Sampling): each step draws the next token from
+    # Random sampling (service.strategies.Sampling): each step draws the next token from
     # the ``sampling_topk`` most likely ones (0 or 1: no sampling; the vocabulary size or
     # more: the whole distribution), their probabilities tempered by
     # ``sampling_temperature``; one row per sentence (beam_size 1). ``seed`` and the

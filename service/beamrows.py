@@ -19,10 +19,10 @@ scheduler thread at ~0.55 ms of CPU per sentence). The loop's host time a step w
 these arrays, side by side on a CPU: 0.70x / 0.65x / 0.85x / 0.64x the per-sentence
 path's at 16 / 32 / 64 / 256 beam-5 sentences (``loadtest/results/loophost-cpu-beamrows.json``).
 Like :class:`~service.greedyrows.GreedyRows` the arrays have a fixed cost a step of their
-own, so the loop uses them from :data:`~service.decoding.ARRAY_MIN_SENTENCES` such
+own, so the loop uses them from :data:`~service.strategies.ARRAY_MIN_SENTENCES` such
 sentences on.
 
-Results equal :class:`~service.decoding.Beam`'s per-sentence path, token for token and
+Results equal :class:`~service.strategies.Beam`'s per-sentence path, token for token and
 score for score (``tests/service/test_beamrows.py``).
 """
 
@@ -34,7 +34,7 @@ from itertools import compress
 import numpy as np
 
 from models.scoring import Eos, eos_codes
-from service.decoding import beam_masks, own_columns, rank_rows
+from service.ranking import beam_masks, own_columns, rank_rows
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 
@@ -62,7 +62,7 @@ class BeamRows:
     _SENTENCE_FIELDS = ("rows", "step", "limit", "min_length", "slot", "src_len", "ended")
 
     def __init__(self, beam: int, top_k: int, eos: int) -> None:
-        """``top_k``: the candidates :class:`~service.decoding.Beam` ranks per row for
+        """``top_k``: the candidates :class:`~service.strategies.Beam` ranks per row for
         this beam size (what each of its searches' ``top_k`` is)."""
         self.beam = beam
         self.top_k = top_k

@@ -14,11 +14,11 @@ Before, each such sentence cost ~10 µs of host Python per step in the loop (its
 a :class:`Selection`, :meth:`SentenceSearch.take`): the bound of an engine on a GPU,
 whose decoder call costs about the same for 256 rows as for 8. The arrays have a fixed
 cost a step of their own, so the loop uses them only once it holds
-:data:`~service.decoding.ARRAY_MIN_SENTENCES` plain greedy sentences
+:data:`~service.strategies.ARRAY_MIN_SENTENCES` plain greedy sentences
 (:meth:`DecodeLoop._arrays_pay <service.loop.DecodeLoop._arrays_pay>`).
 
 The rules are the shared ones: the EOS rule :func:`models.scoring.eos_codes`, the choice
-:func:`service.decoding.greedy_pick` (what :class:`Greedy` picks); results equal the
+:func:`service.ranking.greedy_pick` (what :class:`Greedy` picks); results equal the
 per-sentence path's, token for token and score for score (``tests/service/test_greedyrows.py``).
 """
 
@@ -29,7 +29,8 @@ from itertools import compress
 import numpy as np
 
 from models.scoring import eos_codes
-from service.decoding import Greedy, greedy_pick
+from service.ranking import greedy_pick
+from service.strategies import Greedy
 
 _EMPTY = np.zeros(0, dtype=np.int64)
 

@@ -7,7 +7,7 @@ over rows: the candidates (:func:`service.decoding.candidates`), the EOS rules
 (:func:`models.scoring.restrict`) and the tokens sentences ban (:func:`models.scoring.ban`)
 are applied once for the whole step, then each search
 strategy chooses for all its sentences at once (greedy: one ``argmax``); a sentence's own
-Python then only records its :class:`~service.decoding.Selection`. The loop knows no
+Python then only records its :class:`~service.strategies.Selection`. The loop knows no
 strategy by name: it groups sentences by ``search.strategy`` and calls ``select``.
 
 Plain greedy sentences (:attr:`SentenceSearch.batchable`) have no per-step Python at all:
@@ -30,21 +30,20 @@ import numpy as np
 
 from models.options import DecodeOptions, Hypothesis
 from models.scoring import ban, restrict
-from service import decoding
+from service import strategies
 from service.beamrows import BeamRows
 from service.decoding import (
     Encoded,
-    Selection,
     SentenceSearch,
     SpecialIds,
     StepModel,
-    Strategy,
     candidates,
     make_search,
     pad_batch,
 )
 from service.greedyrows import GreedyRows
 from service.pool import MemoryPool
+from service.strategies import Selection, Strategy
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -159,11 +158,11 @@ class DecodeLoop:
 
     def _arrays_pay(self, joining: list[_Active], block, same: Callable) -> bool:
         """Whether the plain sentences ``joining`` join ``block`` (None: not made yet):
-        once the loop holds :data:`~service.decoding.ARRAY_MIN_SENTENCES` sentences it
+        once the loop holds :data:`~service.strategies.ARRAY_MIN_SENTENCES` sentences it
         could keep there (those already there, those decoded one at a time for which
         ``same(search)``, these); below that the arrays' fixed cost a step exceeds what
         they save. Results are the same either way."""
-        need = decoding.ARRAY_MIN_SENTENCES - len(joining) - (len(block) if block else 0)
+        need = strategies.ARRAY_MIN_SENTENCES - len(joining) - (len(block) if block else 0)
         return need <= 0 or sum(same(a.search) for a in self._general) >= need
 
     def step(self, failed: list | None = None) -> list[tuple[object, SentenceSearch]]:

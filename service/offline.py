@@ -10,9 +10,9 @@ from pathlib import Path
 
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.bundle import load_bundle
-from service.decoding import decode
 from service.front import replace_unknowns
 from service.limits import EngineConfig, validate_request
+from service.loop import decode
 from service.messages import to_options
 from service.runtime import RuntimeConfig
 

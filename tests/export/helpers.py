@@ -143,7 +143,7 @@ else:
 
 from models.options import DecodeOptions
 from service.bundle import load_bundle
-from service.decoding import decode
+from service.loop import decode
 from service.runtime import RuntimeConfig
 
 bundle = load_bundle(sys.argv[1], RuntimeConfig(providers=("cpu",), intra_op_threads=1))

@@ -266,7 +266,7 @@ def test_variant_bundle(tmp_path, checkpoint, capsys, precision, weight_type):
     import onnxruntime as ort
 
     from service.bundle import load_bundle
-    from service.decoding import decode
+    from service.loop import decode
     from service.runtime import RuntimeConfig
 
     # The fp16 gate runs on CUDA where this ONNX Runtime has it, int8 always on the CPU.

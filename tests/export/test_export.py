@@ -15,7 +15,8 @@ from export.parity import ParityError, ParityReport, ParityThresholds, max_abs_d
 from models.config import ATTENTION_TYPES, LUONG_ONLY_ATTENTION, PLACEMENTS, RNN_TYPES
 from models.options import DecodeOptions
 from models.translate import translate_ids
-from service.decoding import SpecialIds, StepOutput, decode, make_search
+from service.decoding import SpecialIds, StepOutput, make_search
+from service.loop import decode
 from tests.export.helpers import TINY, TorchStepModel, export_onnx, random_sources, tiny_model
 
 VARIANTS = [

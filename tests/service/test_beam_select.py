@@ -9,16 +9,10 @@ import pytest
 
 from models.options import DecodeOptions
 from models.scoring import NEG_INF
-from service import decoding
-from service.decoding import (
-    ARRAY_MIN_SENTENCES,
-    BEAM,
-    EOLE_BEAM,
-    Selection,
-    SpecialIds,
-    best_first,
-    make_search,
-)
+from service import ranking, strategies
+from service.decoding import SpecialIds, make_search
+from service.ranking import best_first
+from service.strategies import ARRAY_MIN_SENTENCES, BEAM, EOLE_BEAM, Selection
 
 SPECIAL = SpecialIds(pad=0, bos=1, eos=2, unk=3)
 
@@ -127,7 +121,7 @@ def test_a_sentence_with_nothing_allowed_is_done():
 def test_eole_beam_ranks_the_same_candidates(monkeypatch, arrays_from):
     """Eole's beam keeps its own choice rules over the batched ranking as over its own:
     with no EOS among the candidates it continues the best ``beam`` of each sentence."""
-    monkeypatch.setattr(decoding, "ARRAY_MIN_SENTENCES", arrays_from)
+    monkeypatch.setattr(strategies, "ARRAY_MIN_SENTENCES", arrays_from)
     rng = np.random.default_rng(3)
     searches = [
         make_search(6, DecodeOptions(beam_size=b, search="eole"), SPECIAL) for b in (2, 4, 4)
@@ -152,7 +146,7 @@ def test_best_first_is_a_stable_descending_argsort(seed):
     pool = np.array([0.0, -0.0, -1.5, -1.5, -2.25, -np.inf, np.nan, -3.0, 1e-30, -1e-30])
     values = rng.choice(pool, size=(200, 55)).astype(np.float32)
     values[:5] = rng.normal(-4.0, 3.0, (5, 55)).astype(np.float32)  # distinct values too
-    for rows in (decoding.SORT_KEYS_FROM - 1, 200):  # both ways of sorting
+    for rows in (ranking.SORT_KEYS_FROM - 1, 200):  # both ways of sorting
         for k in (1, 10, 55):
             want = np.argsort(-values[:rows], axis=1, kind="stable")[:, :k]
             assert np.array_equal(best_first(values[:rows], k), want)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from models.options import DecodeOptions
-from service import decoding
+from service import strategies
 from service.beamrows import BeamRows, _runs
 from service.decoding import SentenceSearch, make_search
 from service.loop import DecodeLoop
@@ -38,7 +38,7 @@ MIX = PLAIN_BEAMS + OTHER_BEAMS + GREEDY_PLAIN[:2]
 @pytest.fixture(autouse=True)
 def arrays_from_one_sentence(monkeypatch):
     """The arrays from the first plain sentence (the service: from 16)."""
-    monkeypatch.setattr(decoding, "ARRAY_MIN_SENTENCES", 1)
+    monkeypatch.setattr(strategies, "ARRAY_MIN_SENTENCES", 1)
 
 
 def per_sentence(monkeypatch) -> None:
@@ -98,7 +98,7 @@ def test_long_targets_widen_the_history(monkeypatch):
 
 def decoding_alone(monkeypatch, sources, options) -> list:
     """Each sentence decoded in a loop of its own through its strategy object."""
-    monkeypatch.setattr(decoding, "ARRAY_MIN_SENTENCES", 2)
+    monkeypatch.setattr(strategies, "ARRAY_MIN_SENTENCES", 2)
     out = []
     for src, opt in zip(sources, options, strict=True):
         loop = DecodeLoop(FakeStepModel(random_table(7)), SPECIAL)
@@ -175,7 +175,7 @@ def test_few_beam_sentences_are_decoded_one_at_a_time(monkeypatch):
     """Below ARRAY_MIN_SENTENCES plain beam sentences of one beam size the loop keeps
     them per sentence; once that many are in the loop, those that join go into the
     arrays (one block per beam size); the results do not change."""
-    monkeypatch.setattr(decoding, "ARRAY_MIN_SENTENCES", 6)
+    monkeypatch.setattr(strategies, "ARRAY_MIN_SENTENCES", 6)
     sources = random_sources(13, 14, max_len=10)
     options = [DecodeOptions(beam_size=3, max_length=30)] * 12 + [
         DecodeOptions(beam_size=2, max_length=30)

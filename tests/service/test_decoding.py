@@ -21,21 +21,17 @@ import pytest
 from models.options import DecodeOptions, Hypothesis
 from models.scoring import ScoringRules, restrict
 from service.decoding import (
-    BEAM,
-    EOLE_BEAM,
-    GREEDY,
     NEG_INF,
-    DecodeLoop,
     Encoded,
     SpecialIds,
     StepOutput,
     candidates,
-    decode,
     make_search,
     pad_batch,
-    strategy_for,
 )
+from service.loop import DecodeLoop, decode
 from service.pool import MemoryPool
+from service.strategies import BEAM, EOLE_BEAM, GREEDY, strategy_for
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 VOCAB = 10
@@ -1162,7 +1158,7 @@ def test_sampling_options_out_of_range(fields, message):
 
 def test_every_search_an_option_names_has_a_strategy():
     from models.options import SEARCHES
-    from service.decoding import BEAMS, strategy_for
+    from service.strategies import BEAMS, strategy_for
 
     assert set(BEAMS) == set(SEARCHES)
     for name in SEARCHES:

@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 
 from models.options import DecodeOptions
-from service import decoding
-from service.decoding import SentenceSearch, strategy_for
+from service import strategies
+from service.decoding import SentenceSearch
 from service.engine import Engine, EngineConfig, EngineFailure
 from service.greedyrows import GreedyRows
 from service.loop import isolate_failures
+from service.strategies import strategy_for
 from tests.service.server_helpers import wait_until
 
 TIMEOUT = 60.0
@@ -234,7 +235,7 @@ def test_failing_search_fails_only_its_request(
         return search.src_len == length and search.step == 1
 
     if options is GREEDY:  # the greedy arrays from the first sentence (else from 16)
-        monkeypatch.setattr(decoding, "ARRAY_MIN_SENTENCES", 1)
+        monkeypatch.setattr(strategies, "ARRAY_MIN_SENTENCES", 1)
     if options is GREEDY and where == "take":
         real_finish = SentenceSearch.finish
 

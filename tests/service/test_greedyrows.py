@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from models.options import DecodeOptions
-from service import decoding
+from service import strategies
 from service.decoding import SentenceSearch, make_search
 from service.loop import DecodeLoop
 from tests.service.test_decoding import SPECIAL, FakeStepModel, random_sources, random_table
@@ -34,7 +34,7 @@ PER_SENTENCE = [
 @pytest.fixture(autouse=True)
 def arrays_from_one_sentence(monkeypatch):
     """The arrays from the first plain greedy sentence (the service: from 16)."""
-    monkeypatch.setattr(decoding, "ARRAY_MIN_SENTENCES", 1)
+    monkeypatch.setattr(strategies, "ARRAY_MIN_SENTENCES", 1)
 
 
 def per_sentence(monkeypatch) -> None:
@@ -205,7 +205,7 @@ def test_few_greedy_sentences_are_decoded_one_at_a_time(monkeypatch):
     """Below ARRAY_MIN_SENTENCES plain greedy sentences the loop keeps them per sentence
     (the arrays' fixed cost a step exceeds what they save); once that many are in the
     loop, those that join go into the arrays; the results do not change."""
-    monkeypatch.setattr(decoding, "ARRAY_MIN_SENTENCES", 6)
+    monkeypatch.setattr(strategies, "ARRAY_MIN_SENTENCES", 6)
     sources = random_sources(13, 12, max_len=10)
     options = [DecodeOptions(max_length=30)] * 12
     loop = DecodeLoop(FakeStepModel(random_table(7)), SPECIAL)

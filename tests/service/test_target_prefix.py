@@ -1,4 +1,4 @@
-"""Forced target prefixes (:class:`service.decoding.Prefix`): on the scripted fake decoder
+"""Forced target prefixes (:class:`service.strategies.Prefix`): on the scripted fake decoder
 of ``test_decoding`` and, for parity with the PyTorch reference, on the committed bundle.
 """
 
@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from models.options import DecodeOptions
-from service.decoding import BEAM, GREEDY, DecodeLoop, Prefix, make_search
+from service.decoding import make_search
 from service.errors import InvalidRequest
 from service.limits import validate_prefixes
+from service.loop import DecodeLoop
+from service.strategies import BEAM, GREEDY, Prefix
 from tests.committed import EN_ES_FP32
 from tests.service.test_decoding import (
     EOS,

@@ -1,0 +1,382 @@
+"""Search strategies: how a step's candidates become each sentence's choice.
+
+Each strategy (:data:`GREEDY`, :data:`BEAM`, :data:`EOLE_BEAM`, :data:`SAMPLING`, ...)
+chooses, for all its sentences of a step at once, what every sentence takes
+(:class:`Selection`); each sentence's :class:`service.decoding.SentenceSearch` records it.
+The loop (:class:`service.loop.DecodeLoop`) calls them through the :class:`Strategy`
+methods only: a new strategy (say, one that forces a target prefix: :class:`Prefix`) is
+one more object with those methods, and the loop needs no change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple, Protocol
+
+import numpy as np
+
+from models.options import DecodeOptions
+from models.scoring import NEG_INF
+from service.ranking import beam_masks, greedy_pick, own_columns, ranked_continuations, ranked_one
+
+if TYPE_CHECKING:
+    from service.decoding import SentenceSearch
+
+
+class Selection(NamedTuple):
+    """What one sentence takes from a step. Rows are the sentence's own rows of the step.
+
+    ``parents[i]`` continues with ``tokens[i]`` at cumulative log-prob ``scores[i]``; each
+    ``(row, log_prob)`` of ``finished`` ends that row with EOS (``log_prob`` includes the
+    EOS); ``done``: the search ends with this step; ``top_finished``: the step's best
+    continuation was EOS (OpenNMT-py 1.x/2.x's search remembers it: :class:`OnmtPy1Beam`).
+    """
+
+    parents: list[int]
+    tokens: list[int]
+    scores: list[float]
+    finished: list[tuple[int, float]]
+    done: bool
+    top_finished: bool = False
+
+
+class Strategy(Protocol):
+    """How one kind of search chooses a step, for all its sentences of the step at once."""
+
+    def top_k(self, options: DecodeOptions) -> int:
+        """Non-EOS candidates per row the strategy ranks (the decoder returns the most any
+        live sentence asks for; a sentence sees its own ``top_k`` and EOS)."""
+
+    def select(
+        self,
+        searches: Sequence[SentenceSearch],
+        first_rows: Sequence[int],
+        values: np.ndarray,
+        ids: np.ndarray,
+    ) -> list[Selection]:
+        """The :class:`Selection` of each of ``searches`` (all of this strategy).
+
+        Args:
+            first_rows: where each sentence's rows start in ``values`` (it has
+                ``searches[i].rows`` of them).
+            values: ``(step rows, K + 1)`` candidate log-probs of the whole step, EOS
+                last, the EOS rules applied; ``K`` is at least every sentence's ``top_k``.
+            ids: ``(step rows, K + 1)`` their token ids.
+
+        Reads the searches and changes nothing: each then takes its selection
+        (:meth:`SentenceSearch.take`).
+        """
+
+
+class Greedy:
+    """Argmax decoding, one row per sentence: the best candidate, the first of equal ones
+    (a token before EOS), as in :func:`models.search.greedy_search`. Log-probs add up in
+    float64."""
+
+    # Three candidates, not one: should a bundle's graph leak pad and bos into its top-k
+    # (ours blocks them), a real token still remains once they are blocked.
+    K = 3
+
+    def top_k(self, options: DecodeOptions) -> int:
+        return self.K
+
+    def select(self, searches, first_rows, values, ids) -> list[Selection]:
+        # Every column, whatever the step's width: the top-k columns come best first, so
+        # the first best of a row is the same in any wider step (its result does not
+        # depend on its batch mates), and a row whose best tokens are banned finds the
+        # next ones in the columns it asked for.
+        if len(searches) == values.shape[0]:
+            v, i = values, ids  # every row of the step is greedy: nothing to pick out
+        else:
+            index = np.asarray(first_rows, dtype=np.int64)
+            v, i = values[index], ids[index]
+        tokens, log_probs = greedy_pick(v, i)
+        chosen = []
+        for s, tok, log_prob in zip(searches, tokens.tolist(), log_probs.tolist(), strict=True):
+            total = s.scores[0] + log_prob
+            if tok == s.eos:
+                chosen.append(Selection([], [], [], [(0, total)], True))
+            else:
+                chosen.append(Selection([0], [tok], [total], [], False))
+        return chosen
+
+
+# A step's sentences of one kind from which it chooses as arrays (fewer: one sentence at
+# a time). An array call costs microseconds whatever its size, several times more right
+# after an ONNX Runtime call on a small CPU: with arrays at every step the service on 2
+# cores gave 0.83x the greedy and 0.85x the beam-5 sentences/s of the previous main at
+# one client (loadtest/results/bench-cpu-greedyrows.md). The decode loop's host time a
+# step, arrays vs one at a time (python -m loadtest.loophost --ab-tree, 2026-11-26,
+# scratch runs): greedy 185 vs 127 us at 1 sentence, 394 vs 356 at 8, 429 vs 485 at 16;
+# beam 5 429 vs 208 at 1.
+ARRAY_MIN_SENTENCES = 16
+
+
+class Beam:
+    """Beam search, the rules of :func:`models.search.beam_search`: rank the best
+    ``2 * beam`` continuations by cumulative log-prob (float32); an EOS among the first
+    ``beam`` finishes a hypothesis, the best ``beam`` non-EOS ones stay live; done once
+    ``beam`` hypotheses have finished.
+
+    A step with many beam sentences (:data:`ARRAY_MIN_SENTENCES`) ranks and chooses for
+    all of them at once, as arrays (:func:`ranked_continuations`, masks for the rules
+    below); with few, one sentence at a time (:meth:`_choose`). Both give the same
+    selections (``tests/service/test_beam_select.py``)."""
+
+    def top_k(self, options: DecodeOptions) -> int:
+        return 2 * options.beam_size
+
+    def select(self, searches, first_rows, values, ids) -> list[Selection]:
+        if len(searches) < ARRAY_MIN_SENTENCES:
+            return [
+                self._choose(s, *ranked_one(s, first, values, ids))
+                for s, first in zip(searches, first_rows, strict=True)
+            ]
+        return self._select_arrays(searches, first_rows, values, ids)
+
+    def _choose(self, s: SentenceSearch, rows, ranked, tokens_ranked) -> Selection:
+        """One sentence's selection from its ranked continuations (``rows`` each
+        continues, cumulative log-probs ``ranked``, token ids ``tokens_ranked``)."""
+        beam = s.options.beam_size
+        parents, tokens, scores, finished = [], [], [], []
+        for rank, score in enumerate(ranked):
+            if score == NEG_INF:
+                break
+            tok = tokens_ranked[rank]
+            if tok == s.eos:
+                if rank < beam:
+                    finished.append((rows[rank], score))
+                continue
+            parents.append(rows[rank])
+            tokens.append(tok)
+            scores.append(score)
+            if len(parents) == beam:
+                break
+        done = s.finished + len(finished) >= beam or not parents
+        return Selection(parents, tokens, scores, finished, done)
+
+    def _select_arrays(self, searches, first_rows, values, ids) -> list[Selection]:
+        """:meth:`_choose`'s rules for every sentence at once, as masks."""
+        chosen: list[Selection | None] = [None] * len(searches)
+        for members, rows, ranked, tokens in ranked_continuations(
+            searches, first_rows, values, ids
+        ):
+            group = [searches[m] for m in members]
+            beams = np.array([s.options.beam_size for s in group])[:, None]
+            keep, ends = beam_masks(ranked, tokens, group[0].eos, beams)
+            kept, ended = keep.sum(axis=1).tolist(), ends.sum(axis=1).tolist()
+            parents, toks, scores = (
+                rows[keep].tolist(),
+                tokens[keep].tolist(),
+                ranked[keep].tolist(),
+            )
+            end_rows, end_scores = rows[ends].tolist(), ranked[ends].tolist()
+            a = b = 0
+            for m, s, n_kept, n_ended in zip(members, group, kept, ended, strict=True):
+                finished = list(
+                    zip(end_rows[b : b + n_ended], end_scores[b : b + n_ended], strict=True)
+                )
+                done = s.finished + n_ended >= s.options.beam_size or not n_kept
+                chosen[m] = Selection(
+                    parents[a : a + n_kept], toks[a : a + n_kept], scores[a : a + n_kept],
+                    finished, done,
+                )  # fmt: skip
+                a += n_kept
+                b += n_ended
+        return chosen  # type: ignore[return-value]
+
+
+class EoleBeam(Beam):
+    """Eole's (OpenNMT-py's) beam search, for models converted from Eole that must give
+    Eole's n-best lists (``DecodeOptions(search="eole")``).
+
+    Each step keeps the best ``beam`` continuations of the live hypotheses; those that
+    are EOS finish (so fewer stay live), the rest continue. The sentence is done at a
+    step whose best continuation is EOS once ``n_best`` hypotheses have finished, unless
+    the continuations reach the length limit there (Eole ends and ranks them too). Its
+    scoring rules (BOS in the length, no EOS at the length limit) are
+    ``ScoringRules.of(options)``'s for ``search="eole"``.
+    """
+
+    def top_k(self, options: DecodeOptions) -> int:
+        return options.beam_size
+
+    def _select_arrays(self, searches, first_rows, values, ids) -> list[Selection]:
+        """Ranked at once, chosen one sentence at a time (its own rules, :meth:`_choose`)."""
+        chosen: list[Selection | None] = [None] * len(searches)
+        for members, rows, ranked, tokens in ranked_continuations(
+            searches, first_rows, values, ids
+        ):
+            for m, r, v, t in zip(
+                members, rows.tolist(), ranked.tolist(), tokens.tolist(), strict=True
+            ):
+                chosen[m] = self._choose(searches[m], r, v, t)
+        return chosen  # type: ignore[return-value]
+
+    def _choose(self, s: SentenceSearch, rows, ranked, tokens_ranked) -> Selection:
+        """``rows``, ``ranked``, ``tokens_ranked``: its ranked continuations (the row
+        each continues, cumulative log-prob, token id)."""
+        parents, tokens, scores, finished = [], [], [], []
+        top_finished = False
+        for rank, score in enumerate(ranked):
+            if score == NEG_INF:
+                break
+            row, tok = rows[rank], tokens_ranked[rank]
+            if tok == s.eos:
+                top_finished = top_finished or rank == 0
+                finished.append((row, score))
+                continue
+            parents.append(row)
+            tokens.append(tok)
+            scores.append(score)
+        # Eole's end: this step's best continuation is EOS and n_best have finished. Not
+        # when the continuations reach the length limit: Eole ends them at this very step
+        # (ensure_max_length) and ranks them with the rest before stopping; here they end
+        # at the next, EOS-forced step, so the search must get there.
+        at_limit = s.step + 1 >= s.limit - 1
+        top = top_finished or (self.remembers_top and s.top_finished)
+        enough = top and s.finished + len(finished) >= self.hypotheses_needed(s.options)
+        done = (enough and not at_limit) or not parents
+        return Selection(parents, tokens, scores, finished, done, top_finished)
+
+    # Whether a step whose best continuation is not EOS may end the search because an
+    # earlier step's was (OpenNMT-py 1.x/2.x), or only the step's own best counts (Eole).
+    remembers_top = False
+
+    def hypotheses_needed(self, options: DecodeOptions) -> int:
+        """Finished hypotheses the search needs before it may end."""
+        return options.n_best
+
+
+class OnmtPy1Beam(EoleBeam):
+    """OpenNMT-py 1.x's beam search (``DecodeOptions(search="opennmt-py-1")``), for models
+    converted from 1.x checkpoints: Eole's, which descends from it, except that 1.x
+    remembers that the best continuation of *some* step was EOS (its
+    ``top_beam_finished`` is or-ed from step to step) and ends at the first step after
+    which ``n_best`` hypotheses have finished; Eole asks that of the step's own best
+    continuation.
+    """
+
+    remembers_top = True
+
+
+class OnmtPy2Beam(OnmtPy1Beam):
+    """OpenNMT-py 2.x's beam search (``DecodeOptions(search="opennmt-py-2")``): 1.x's,
+    except that it waits for ``beam_size`` finished hypotheses, not ``n_best``. With the
+    100-token limit of 1.x/2.x these ends part often from Eole's: on the 2.3.0 fixture
+    models Eole's rule changed 1, 79 and 9 of 300 5-best lists.
+    """
+
+    def hypotheses_needed(self, options: DecodeOptions) -> int:
+        return options.beam_size
+
+
+class Sampling:
+    """Random sampling, one row per sentence (Eole's ``random_sampling_topk`` /
+    ``random_sampling_temp``, CTranslate2's ``sampling_topk`` / ``sampling_temperature``).
+
+    Each step ranks the sentence's own candidates (its top-k and EOS, after the EOS rules
+    and bans), keeps the ``sampling_topk`` best, then (``sampling_topp`` < 1) only the
+    first of them whose tempered probabilities add up to ``sampling_topp`` (the nucleus
+    of the k best, renormalised: Hugging Face's order; Eole cuts the nucleus from the
+    whole distribution, then the k best), and draws one with probability
+    ``softmax(log_prob / sampling_temperature)`` by one uniform number of the sentence's
+    own generator (:meth:`SentenceSearch.draw`) against the cumulative probabilities, in
+    rank order. The hypothesis's log-prob is the model's own (untempered) log-prob of
+    what was drawn. Ties rank as the candidates come (a token before EOS), so the draws
+    are a function of the seed, the sentence's index and the model alone.
+    """
+
+    def top_k(self, options: DecodeOptions) -> int:
+        return options.sampling_topk
+
+    def select(self, searches, first_rows, values, ids) -> list[Selection]:
+        chosen = []
+        for s, first in zip(searches, first_rows, strict=True):
+            v, i = own_columns(values[first : first + 1], ids[first : first + 1], s.top_k)
+            v, i = v[0], i[0]
+            order = np.argsort(-v, kind="stable")[: s.rank_k]
+            logits = v[order].astype(np.float64) / s.options.sampling_temperature
+            if not np.isfinite(logits[0]):  # nothing allowed: end here (as greedy would)
+                chosen.append(Selection([], [], [], [(0, s.scores[0] + float(v[order[0]]))], True))
+                continue
+            weights = np.exp(logits - logits[0])  # -inf (banned) -> 0
+            cumulative = np.cumsum(weights / weights.sum())
+            if s.options.sampling_topp < 1.0:  # the nucleus: first to reach topp
+                keep = int(np.searchsorted(cumulative, s.options.sampling_topp)) + 1
+                order, weights = order[:keep], weights[:keep]
+                cumulative = np.cumsum(weights / weights.sum())
+            pick = order[
+                min(int(np.searchsorted(cumulative, s.draw(), side="right")), len(order) - 1)
+            ]
+            tok, total = int(i[pick]), s.scores[0] + float(v[pick])
+            if tok == s.eos:
+                chosen.append(Selection([], [], [], [(0, total)], True))
+            else:
+                chosen.append(Selection([0], [tok], [total], [], False))
+        return chosen
+
+
+class Prefix:
+    """Forced decoding of a target prefix, around any ``inner`` strategy.
+
+    While a sentence's step is below ``len(search.prefix)`` its single row takes the
+    next prefix token (never EOS, whatever the EOS rules say); from then on ``inner``
+    chooses. The prefix tokens are part of every hypothesis's ``tokens`` and count in
+    its length.
+
+    Scores: the decoder graph returns only its top-k log-probs and EOS's, so a forced
+    token's own log-prob is not available when it is outside the top-k. Rather than mix
+    real and missing values, a forced token adds **0** to the cumulative log-prob:
+    ``log_prob`` and ``score`` cover the continuation only (the reference,
+    :mod:`models.search`, does the same, so both rank the same way).
+    """
+
+    def __init__(self, inner: Strategy) -> None:
+        self.inner = inner
+
+    def top_k(self, options: DecodeOptions) -> int:
+        return self.inner.top_k(options)
+
+    def select(self, searches, first_rows, values, ids) -> list[Selection]:
+        chosen: list[Selection | None] = [None] * len(searches)
+        rest: list[int] = []
+        for i, s in enumerate(searches):
+            if s.step < len(s.prefix):
+                # one row during the prefix: it continues with the forced token
+                chosen[i] = Selection([0], [s.prefix[s.step]], [s.scores[0]], [], False)
+            else:
+                rest.append(i)
+        if rest:
+            picked = self.inner.select(
+                [searches[i] for i in rest], [first_rows[i] for i in rest], values, ids
+            )
+            for i, selection in zip(rest, picked, strict=True):
+                chosen[i] = selection
+        return chosen  # type: ignore[return-value]
+
+
+GREEDY: Strategy = Greedy()
+BEAM: Strategy = Beam()
+EOLE_BEAM: Strategy = EoleBeam()
+ONMT_PY1_BEAM: Strategy = OnmtPy1Beam()
+ONMT_PY2_BEAM: Strategy = OnmtPy2Beam()
+SAMPLING: Strategy = Sampling()
+BEAMS: dict[str, Strategy] = {
+    "standard": BEAM,
+    "eole": EOLE_BEAM,
+    "opennmt-py-1": ONMT_PY1_BEAM,
+    "opennmt-py-2": ONMT_PY2_BEAM,
+}
+# One wrapper per strategy, so that the loop groups prefixed sentences together.
+_PREFIXED: dict[Strategy, Strategy] = {s: Prefix(s) for s in (GREEDY, *BEAMS.values(), SAMPLING)}
+
+
+def strategy_for(options: DecodeOptions, *, prefix: bool = False) -> Strategy:
+    """Greedy for ``beam_size == 1`` (cheaper bookkeeping, same results) or sampling when
+    ``options`` ask for it, else the beam search ``options.search`` names; wrapped in
+    :class:`Prefix` when ``prefix``."""
+    inner = BEAMS[options.search]
+    if options.beam_size == 1:
+        inner = SAMPLING if options.sampling else GREEDY
+    return _PREFIXED[inner] if prefix else inner
