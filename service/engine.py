@@ -22,12 +22,20 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from models.options import DecodeOptions
 from service.bundle import Bundle
-from service.decoding import Encoded, SentenceSearch, length_groups, make_search, pad_batch
-from service.errors import Cancelled, DeadlineExpired, EngineFailure, NotReady, Overloaded
+from service.decoding import SentenceSearch, make_search
+from service.encoding import EncodeOutcome, encode_admitted
+from service.errors import (
+    Cancelled,
+    DeadlineExpired,
+    EngineFailure,
+    NotReady,
+    Overloaded,
+    internal_failure,
+    one_line,
+)
 from service.front import DEADLINE_MESSAGE, EngineFront
 from service.jobs import Job, PrefixCallback, Timing, TranslationResult, decode_options
 from service.limits import EngineConfig
@@ -48,33 +56,8 @@ __all__ = [
 ]
 
 
-def internal_failure(what: str, exc: BaseException | None) -> EngineFailure:
-    name = type(exc).__name__ if exc is not None else "unknown"
-    failure = EngineFailure(f"internal error ({name}) {what}; the server logged the details")
-    failure.__cause__ = exc
-    return failure
-
-
-def one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
-
-
 class EncoderThreadFailed(Exception):
     """Raised in the scheduler when the encoder thread died (``__cause__``: why)."""
-
-
-@dataclass(frozen=True)
-class EncodeOutcome:
-    """An admitted batch back from the encoder: ``encoded`` holds ``(group, Encoded)``
-    per encoded group (indices into ``admitted``); ``failed`` are the sentences that
-    could not be encoded (all of them when the batch failed as a whole), ``error`` the
-    first exception."""
-
-    admitted: list[tuple[Job, int]]
-    encoded: list[tuple[list[int], Encoded]]
-    failed: tuple[int, ...] = ()
-    error: BaseException | None = None
 
 
 class Engine(EngineFront):
@@ -420,67 +403,19 @@ class Engine(EngineFront):
         return taken
 
     def _encode_batch(self, admitted: list[tuple[Job, int]]) -> EncodeOutcome:
-        """Encode admitted sentences in length groups (in the encoder thread, or in the
-        scheduler's without one). Never raises: a failure is part of the outcome, and a
-        group whose encoder call raises is bisected so that only the sentences that
-        fail on their own fail."""
-        try:
-            sources = [job.sources[i] for job, i in admitted]
-            groups = length_groups([len(s) for s in sources], self.config.encode_max_padding)
-            start = time.monotonic()
-            encoded: list[tuple[list[int], Encoded]] = []
-            failed: list[int] = []
-            error = None
-            for group in groups:
-                exc = self._encode_group(sources, group, encoded, failed)
-                if error is None:
-                    error = exc
-            seconds = time.monotonic() - start
-            self.metrics.encoder_latency.observe(seconds)
-            self.metrics.source_tokens.inc(sum(len(s) for s in sources))
-            for job in {job for job, _ in admitted}:
-                job.timing.encode_seconds += seconds
-            if error is not None:
-                log.error(
-                    "encoder failure: %d of %d sentences fail to encode on their own; "
-                    "failing their requests",
-                    len(failed),
-                    len(admitted),
-                    exc_info=error,
-                )
-            return EncodeOutcome(admitted, encoded, tuple(failed), error)
-        except Exception as exc:  # noqa: BLE001 - the scheduler fails these requests
-            log.exception("encoder failure; failing the requests being admitted")
-            return EncodeOutcome(admitted, [], tuple(range(len(admitted))), exc)
-
-    def _encode_group(
-        self,
-        sources: list[list[int]],
-        group: list[int],
-        encoded: list[tuple[list[int], Encoded]],
-        failed: list[int],
-    ) -> Exception | None:
-        """Encode sentences ``group`` (indices into ``sources``) in one call; when it
-        raises, encode each half on its own, and so on down to the sentences that fail
-        alone (appended to ``failed``; at most ``2 len(group) - 1`` calls). Encoded
-        parts go to ``encoded``. Returns the first exception, if any."""
-        pad, model = self.bundle.special.pad, self.bundle.model
-        first = None
-        todo = [group]
-        while todo:
-            part = todo.pop()
-            try:
-                ids, lengths = pad_batch([sources[i] for i in part], pad)
-                encoded.append((part, model.encode(ids, lengths)))
-            except Exception as exc:  # noqa: BLE001 - bisected below
-                if first is None:
-                    first = exc
-                if len(part) == 1:
-                    failed.append(part[0])
-                else:
-                    half = len(part) // 2
-                    todo += [part[half:], part[:half]]
-        return first
+        """Encode admitted sentences (in the encoder thread, or in the scheduler's
+        without one) and count them. Never raises: a failure is part of the outcome."""
+        start = time.monotonic()
+        bundle = self.bundle
+        outcome = encode_admitted(
+            bundle.model, bundle.special.pad, self.config.encode_max_padding, admitted
+        )
+        seconds = time.monotonic() - start
+        self.metrics.encoder_latency.observe(seconds)
+        self.metrics.source_tokens.inc(outcome.source_tokens)
+        for job in {job for job, _ in admitted}:
+            job.timing.encode_seconds += seconds
+        return outcome
 
     def _join(self, outcome: EncodeOutcome) -> None:
         """Add an encoded batch to the decode loop; the requests of sentences that could

@@ -35,8 +35,8 @@ from prometheus_client import CollectorRegistry
 
 from service import logs
 from service.bundle import BundleError, load_bundle
-from service.engine import Engine, one_line
-from service.errors import ServiceError
+from service.engine import Engine
+from service.errors import ServiceError, one_line
 from service.forwarding import ENGINE_METRICS, samples_of
 from service.jobs import Job, PrefixCallback
 from service.lanes import EngineLanes, make_engine

@@ -44,3 +44,18 @@ class EngineFailure(ServiceError):
     """An internal failure decoding or encoding a request, or of the engine itself. The
     message is for the client (maps to INTERNAL); the server logged the details, and
     ``__cause__`` holds the exception."""
+
+
+def internal_failure(what: str, exc: BaseException | None) -> EngineFailure:
+    """The client's message for an internal failure while ``what``; ``exc`` (the cause,
+    logged by the caller) stays ``__cause__``."""
+    name = type(exc).__name__ if exc is not None else "unknown"
+    failure = EngineFailure(f"internal error ({name}) {what}; the server logged the details")
+    failure.__cause__ = exc
+    return failure
+
+
+def one_line(exc: BaseException) -> str:
+    """``exc`` in one line of at most 200 characters (for health and pipe messages)."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__

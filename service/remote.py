@@ -65,7 +65,6 @@ from models.options import DecodeOptions
 from models.tokenizer import TokenizerError, load_tokenizer
 from service import bundle as bundles
 from service.bundle import Bundle, BundleError
-from service.engine import one_line
 from service.enginechild import HEARTBEAT_SECONDS, Wire, child_main
 from service.errors import (
     Cancelled,
@@ -75,6 +74,7 @@ from service.errors import (
     NotReady,
     Overloaded,
     TooLarge,
+    one_line,
 )
 from service.forwarding import Samples, zero_gauges
 from service.front import EngineFront

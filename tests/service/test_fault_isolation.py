@@ -186,8 +186,12 @@ def check_isolated(engine, jobs, poisoned: int, want: list) -> None:
     assert wait_until(lambda: not engine._loop.active and engine._rows_reserved == 0, TIMEOUT)
 
 
+ENGINE_LOGGERS = ("service.engine", "service.encoding")
+
+
 def engine_errors(caplog) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if r.name == "service.engine" and r.levelno >= logging.ERROR]
+    """The error records of the engine and of its encoding (service/encoding.py)."""
+    return [r for r in caplog.records if r.name in ENGINE_LOGGERS and r.levelno >= logging.ERROR]
 
 
 @pytest.mark.parametrize("options", [GREEDY, BEAM], ids=["greedy", "beam"])
@@ -288,7 +292,7 @@ def test_poisoned_encoder_batch_fails_only_its_request(
     # One length group: the poison shares its encoder call with the innocent sentences.
     engine, model = make_engine(background_encoder=background, encode_max_padding=10_000)
     model.encode_poison = length
-    caplog.set_level(logging.ERROR, logger="service.engine")
+    caplog.set_level(logging.ERROR, logger="service.encoding")
     jobs = submit_together(engine, model, [*texts[:5], poison, *texts[5:]], BEAM)
     check_isolated(engine, jobs, 5, want)
     [record] = engine_errors(caplog)
