@@ -40,17 +40,17 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from service import logs
-from service.config import ServerConfig
-from service.enginechild import HEARTBEAT_SECONDS, Wire
-from service.forwarding import FRONTEND_METRICS, ProcessSource, Samples, samples_of, zero_gauges
-from service.remote import (
+from service.children import (
     START_METHOD,
     START_SECONDS,
     STOP_MARGIN_SECONDS,
-    RemoteEngine,
     exit_reason,
     first_message,
 )
+from service.config import ServerConfig
+from service.enginechild import HEARTBEAT_SECONDS, Wire
+from service.forwarding import FRONTEND_METRICS, ProcessSource, Samples, samples_of, zero_gauges
+from service.remote import RemoteEngine
 
 log = logging.getLogger(__name__)
 

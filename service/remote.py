@@ -50,7 +50,6 @@ import contextlib
 import itertools
 import logging
 import multiprocessing
-import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -59,12 +58,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from export import spec
-from export.spec import BundleConfig
 from models.options import DecodeOptions
-from models.tokenizer import TokenizerError, load_tokenizer
-from service import bundle as bundles
-from service.bundle import Bundle, BundleError
+from service.bundle import BundleError, load_host_bundle
+from service.children import START_METHOD, STOP_MARGIN_SECONDS, exit_reason, first_message
 from service.enginechild import HEARTBEAT_SECONDS, Wire, child_main
 from service.errors import (
     Cancelled,
@@ -89,11 +85,7 @@ log = logging.getLogger(__name__)
 # A child that sends no heartbeat for this many beats (or the stall timeout, if longer)
 # is reported by health(): hung as a whole, not just its scheduler.
 SILENT_BEATS = 20
-START_SECONDS = 600.0
-# Time the child gets past the drain timeout to stop, then it is terminated.
-STOP_MARGIN_SECONDS = 5.0
 CALL_SECONDS = 60.0
-START_METHOD = "spawn"
 
 # Domain exceptions rebuilt by class name (the message is the client's, unchanged).
 _ERRORS = {
@@ -114,29 +106,6 @@ class EngineProcessError(RuntimeError):
     """The engine process could not be started; the message says why."""
 
 
-class _RemoteModel:
-    """``bundle.model`` on the parent's side: what ListModels and the logs read."""
-
-    def __init__(self, provider: str) -> None:
-        self.provider = provider
-
-
-def host_bundle(path: Path, provider: str) -> Bundle:
-    """The parts of a bundle the gRPC process needs (manifest, tokenizers, decoding
-    defaults), without ONNX Runtime sessions; ``provider``: where the child's sessions run."""
-    manifest = bundles.read_manifest(path, verify=False)  # the child verified the files
-    try:
-        config = BundleConfig.from_manifest(manifest)
-        specials = (config.pad_id, config.unk_id, config.bos_id, config.eos_id)
-        entries = manifest.get(spec.TOKENIZERS_KEY, spec.LEGACY_TOKENIZERS)
-        src_tok = load_tokenizer(entries["source"], path, specials)
-        tgt_tok = load_tokenizer(entries["target"], path, specials)
-        decoding = bundles._decoding(manifest.get("decoding", {}))
-    except (KeyError, ValueError, TokenizerError) as exc:
-        raise BundleError(f"{path}: {exc}") from None
-    return Bundle(path, manifest, config, _RemoteModel(provider), src_tok, tgt_tok, decoding)
-
-
 def _rebuild(kind: str, message: str) -> Exception:
     cls = _ERRORS.get(kind)
     if cls is None:
@@ -145,38 +114,6 @@ def _rebuild(kind: str, message: str) -> Exception:
     exc = cls.__new__(cls)
     Exception.__init__(exc, message)  # Overloaded's __init__ would add its hint again
     return exc
-
-
-def first_message(conn, process, who: str, doing: str, error: type[Exception]) -> tuple:
-    """The first message a spawned child ``process`` sends on ``conn`` (``ready``, or
-    ``failed`` and why); ``error`` naming ``who`` and what it was ``doing`` when the child
-    ends first or sends nothing for :data:`START_SECONDS`."""
-    deadline = time.monotonic() + START_SECONDS
-    while not conn.poll(0.1):
-        if not process.is_alive():
-            raise error(
-                f"{who} ended while {doing} ({exit_reason(process.exitcode)}); "
-                "see its log lines above"
-            )
-        if time.monotonic() > deadline:
-            raise error(f"{who} was still {doing} after {START_SECONDS:g} s")
-    try:
-        return conn.recv()
-    except (EOFError, OSError):
-        process.join(5)
-        raise error(f"{who} ended while {doing} ({exit_reason(process.exitcode)})") from None
-
-
-def exit_reason(exitcode: int | None) -> str:
-    """A child process's ``exitcode`` in words, for logs and health."""
-    if exitcode is None:
-        return "its pipe closed"
-    if exitcode < 0:
-        try:
-            return f"killed by {signal.Signals(-exitcode).name}"
-        except ValueError:
-            return f"killed by signal {-exitcode}"
-    return f"exit code {exitcode}"
 
 
 class EngineLink(EngineFront):
@@ -217,7 +154,7 @@ class EngineLink(EngineFront):
         # The child's engine metrics, as of its last heartbeat (the owner's link only).
         self.samples: Samples = {}
         self._wire = Wire(conn)
-        self.bundle = host_bundle(Path(path), provider)
+        self.bundle = load_host_bundle(Path(path), provider)
         verified = self.bundle.max_source_tokens
         self.max_source_tokens = min(config.max_source_tokens, verified or config.max_source_tokens)
         self._reader = threading.Thread(target=self._read, name=f"nmt-ipc-{self.name}", daemon=True)

@@ -551,16 +551,16 @@ def test_a_child_that_ends_or_stays_silent_is_an_error(monkeypatch, target, args
     """How the engine process and the front ends wait for a spawned child's first word."""
     import multiprocessing
 
-    from service import remote
+    from service import children
 
-    monkeypatch.setattr(remote, "START_SECONDS", 0.5)
+    monkeypatch.setattr(children, "START_SECONDS", 0.5)
     context = multiprocessing.get_context("spawn")
     mine, theirs = context.Pipe()
     process = context.Process(target=target, args=args, daemon=True)
     process.start()
     try:
         with pytest.raises(RuntimeError, match=message):
-            remote.first_message(mine, process, "the child", "starting", RuntimeError)
+            children.first_message(mine, process, "the child", "starting", RuntimeError)
     finally:
         process.kill()
         process.join(5)
@@ -571,14 +571,14 @@ def test_a_child_that_ends_or_stays_silent_is_an_error(monkeypatch, target, args
 def test_a_childs_first_message_is_returned():
     import multiprocessing
 
-    from service import remote
+    from service import children
 
     context = multiprocessing.get_context("spawn")
     mine, theirs = context.Pipe()
     process = context.Process(target=_say_ready, args=(theirs,), daemon=True)
     process.start()
     try:
-        got = remote.first_message(mine, process, "the child", "starting", RuntimeError)
+        got = children.first_message(mine, process, "the child", "starting", RuntimeError)
         assert got == ("ready", "CPUExecutionProvider")
     finally:
         process.join(5)
