@@ -28,7 +28,7 @@ COLOURS = {
 }
 OTHER_COLOURS = ("#2ca02c", "#9467bd", "#8c564b", "#e377c2")
 LABELS = {
-    "grpc-service": "service (this tree, in-process)",
+    "grpc-service": "service, in-process",
     "grpc-noop": "gRPC server with no model",
     "pytorch-eager": "PyTorch eager, one sentence at a time",
     "onnxruntime-sequential": "ONNX Runtime, one sentence at a time",
@@ -52,71 +52,83 @@ def load_rows(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         raise PlotError(f"{path}: no result rows (not a file written by python -m loadtest.bench)")
     for i, row in enumerate(rows):
         rate = row.get("sentences_per_s") if isinstance(row, dict) else None
-        if not isinstance(rate, int | float) or not math.isfinite(rate) or rate <= 0:
+        number = isinstance(rate, int | float) and not isinstance(rate, bool)
+        if not number or not math.isfinite(rate) or rate <= 0:
             raise PlotError(f"{path}: row {i} has no finite positive sentences_per_s ({rate!r})")
         if not row.get("system") or not row.get("strategy"):
             raise PlotError(f"{path}: row {i} names no system or strategy")
         clients = row.get("clients")
-        if clients is not None and (not isinstance(clients, int) or clients < 1):
+        count = isinstance(clients, int) and not isinstance(clients, bool)
+        if clients is not None and (not count or clients < 1):
             raise PlotError(f"{path}: row {i} has clients {clients!r}")
     return data.get("settings") or {}, rows
 
 
 def title_of(path: Path, settings: dict[str, Any]) -> str:
     """What a row of panels measured: the machine and the bundle."""
-    device = settings.get("gpu") if settings.get("device") == "cuda" else settings.get("cpu")
-    cores = settings.get("cores")
-    machine = f"{device or settings.get('device', 'unknown device')}" + (
-        f", {cores} cores" if cores else ""
-    )
+    cpu, cores = (settings.get("cpu") or "").replace("(R)", ""), settings.get("cores")
+    host = f"{cpu or 'unknown CPU'}" + (f", {cores} CPU cores" if cores else "")
+    machine = f"{settings['gpu']} ({host})" if settings.get("device") == "cuda" else host
     bundle = settings.get("bundle", "")
     precision = settings.get("bundle_precision")
-    what = f"{Path(bundle).name and bundle}" + (f" ({precision})" if precision else "")
-    return f"{path.name}\n{machine}" + (f"; {what}" if bundle else "")
+    what = bundle + (f" ({precision})" if precision else "")
+    return f"{path.name}\n{machine}" + (f"\n{what}" if bundle else "")
 
 
 def _label(system: str, settings: dict[str, Any]) -> str:
-    """A system's legend: an A/B row (``system@commit``) says which tree it was, this
-    run's own (the first of ``settings["ab_trees"]``) or the other."""
-    if "@" not in system:
-        return LABELS.get(system, system)
-    base, commit = system.split("@", 1)
+    """A system's legend, naming the commit it ran where the file records one: the run's
+    own tree is the first of ``settings["ab_trees"]``, an A/B row is ``system@commit``."""
     trees = settings.get("ab_trees") or []
-    name = LABELS.get(base, base).split(" (")[0]
-    if trees and trees[0].get("commit") == commit:
-        return f"{name}: this tree, nmt-serve subprocess"
+    own = trees[0].get("commit") if trees else None
+    if "@" not in system:
+        label = LABELS.get(system, system)
+        return label.replace("service,", f"service @ {own},") if own else label
+    base, commit = system.split("@", 1)
+    name = LABELS.get(base, base).split(",")[0]
+    if commit == own:
+        return f"{name} @ {commit}, nmt-serve subprocess"
     tree = next((t.get("tree") for t in trees[1:] if t.get("commit") == commit), None)
-    return f"{name}: A/B tree {commit}" + (f" ({tree})" if tree else "") + ", subprocess"
+    return f"{name} @ {commit}, nmt-serve subprocess (A/B tree" + (f" {tree})" if tree else ")")
 
 
 def draw(files: Sequence[Path], out: Path, hide: Sequence[str] = ()) -> list[str]:
     """Draw ``files`` into ``out`` (the format by its suffix: .svg, .png, .pdf), leaving
     out the systems ``hide``. Returns one line per panel saying what it drew."""
+    # The object-oriented API, no pyplot: no global backend or figure registry to touch.
     import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     loaded = []
+    seen: set[str] = set()
     for path in files:
         settings, rows = load_rows(path)
+        seen |= {r["system"] for r in rows}
         rows = [r for r in rows if r["system"] not in hide]
         if not rows:
             raise PlotError(f"{path}: every row is of a hidden system ({', '.join(hide)})")
         loaded.append((path, settings, rows))
     if not loaded:
         raise PlotError("no result files given")
+    unknown = sorted(set(hide) - seen)
+    if unknown:
+        raise PlotError(f"--hide {', '.join(unknown)}: no such system in these files")
     strategies = sorted({r["strategy"] for _, _, rows in loaded for r in rows}, key=_order)
     # Deterministic SVG output: no timestamps, fixed ids, so that a rerun on the same
-    # files leaves the committed figure unchanged.
-    plt.rcParams["svg.hashsalt"] = "nmt-bench"
-    plt.rcParams["svg.fonttype"] = "none"  # text stays text: smaller, searchable
-    fig, axes = plt.subplots(
-        len(loaded),
-        len(strategies),
-        figsize=(5.2 * len(strategies), 3.6 * len(loaded)),
-        squeeze=False,
-    )
+    # files leaves the committed figure unchanged; text stays text (smaller, searchable).
+    style = {"svg.hashsalt": "nmt-bench", "svg.fonttype": "none"}
+    with matplotlib.rc_context(style):
+        fig = Figure(figsize=(5.6 * len(strategies), 3.8 * len(loaded)))
+        axes = fig.subplots(len(loaded), len(strategies), squeeze=False)
+        said = _draw_panels(fig, axes, loaded, strategies)
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(out, metadata={"Date": None} if out.suffix == ".svg" else None)
+        except OSError as exc:
+            raise PlotError(f"{out}: cannot write the figure ({exc})") from None
+    return said
+
+
+def _draw_panels(fig, axes, loaded, strategies: list[str]) -> list[str]:
     said = []
     for (path, settings, rows), panel_row in zip(loaded, axes, strict=True):
         extra = iter(OTHER_COLOURS)
@@ -127,9 +139,6 @@ def draw(files: Sequence[Path], out: Path, hide: Sequence[str] = ()) -> list[str
         for strategy, ax in zip(strategies, panel_row, strict=True):
             said.append(_panel(ax, path, settings, rows, strategy, colours))
     fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, metadata={"Date": None} if out.suffix == ".svg" else None)
-    plt.close(fig)
     return said
 
 
@@ -139,6 +148,11 @@ def _order(strategy: str) -> tuple[int, str]:
 
 def _panel(ax, path: Path, settings, rows, strategy: str, colours) -> str:
     mine = [r for r in rows if r["strategy"] == strategy]
+    ax.set_title(f"{strategy} — {title_of(path, settings)}", fontsize=8)
+    if not mine:  # another file measured this strategy, this one did not
+        ax.text(0.5, 0.5, f"no {strategy} rows in this file", ha="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return f"{path.name} {strategy}: no rows"
     curves: dict[str, list[tuple[int, float]]] = {}
     levels: dict[str, float] = {}
     for r in mine:
@@ -164,7 +178,6 @@ def _panel(ax, path: Path, settings, rows, strategy: str, colours) -> str:
     ax.set_ylim(0, top * 1.12)  # room for the labels above the highest point
     ax.set_xlabel("concurrent clients (one sentence a request)")
     ax.set_ylabel("sentences / s")
-    ax.set_title(f"{strategy} — {title_of(path, settings)}", fontsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
     return f"{path.name} {strategy}: {len(curves)} curves, {len(levels)} levels"

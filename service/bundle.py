@@ -157,14 +157,14 @@ def _check_graphs(graphs: dict | None, model: OnnxModel) -> None:
 
 
 def _host_parts(bundle_dir: Path, manifest: dict[str, Any]):
-    """The manifest's config, the source and target tokenizers and the decoding defaults
-    (raises KeyError, ValueError or TokenizerError)."""
+    """The manifest's config and the source and target tokenizers (raises KeyError,
+    ValueError or TokenizerError)."""
     config = BundleConfig.from_manifest(manifest)
     specials = (config.pad_id, config.unk_id, config.bos_id, config.eos_id)
     entries = manifest.get(spec.TOKENIZERS_KEY, spec.LEGACY_TOKENIZERS)
     src_tok = load_tokenizer(entries["source"], bundle_dir, specials)
     tgt_tok = load_tokenizer(entries["target"], bundle_dir, specials)
-    return config, src_tok, tgt_tok, _decoding(manifest.get("decoding", {}))
+    return config, src_tok, tgt_tok
 
 
 def load_bundle(bundle_dir: Path | str, runtime: RuntimeConfig | None = None) -> Bundle:
@@ -173,7 +173,7 @@ def load_bundle(bundle_dir: Path | str, runtime: RuntimeConfig | None = None) ->
         raise BundleError(f"bundle directory not found: {bundle_dir}")
     manifest = read_manifest(bundle_dir)
     try:
-        config, src_tok, tgt_tok, decoding = _host_parts(bundle_dir, manifest)
+        config, src_tok, tgt_tok = _host_parts(bundle_dir, manifest)
         config.check_vocabularies(src_tok.vocab_size, tgt_tok.vocab_size)
         model = OnnxModel(
             bundle_dir,
@@ -182,6 +182,7 @@ def load_bundle(bundle_dir: Path | str, runtime: RuntimeConfig | None = None) ->
             exact_lengths=config.exact_lengths,
         )
         _check_graphs(manifest.get("graphs"), model)
+        decoding = _decoding(manifest.get("decoding", {}))
     except (KeyError, ValueError, TokenizerError, BundleRuntimeError) as exc:
         raise BundleError(f"{bundle_dir}: {exc}") from None
     return Bundle(bundle_dir, manifest, config, model, src_tok, tgt_tok, decoding)
@@ -201,7 +202,8 @@ def load_host_bundle(bundle_dir: Path, provider: str) -> Bundle:
     (``service/remote.py``), on ``provider``, which loaded and verified the bundle."""
     manifest = read_manifest(bundle_dir, verify=False)
     try:
-        config, src_tok, tgt_tok, decoding = _host_parts(bundle_dir, manifest)
+        config, src_tok, tgt_tok = _host_parts(bundle_dir, manifest)
+        decoding = _decoding(manifest.get("decoding", {}))
     except (KeyError, ValueError, TokenizerError) as exc:
         raise BundleError(f"{bundle_dir}: {exc}") from None
     return Bundle(bundle_dir, manifest, config, RemoteModel(provider), src_tok, tgt_tok, decoding)

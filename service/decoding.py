@@ -92,9 +92,9 @@ class SentenceSearch:
         sentence: int = 0,
     ) -> None:
         """``sentence``: its index in its request, which with ``options.seed`` fixes its
-        random draws (:class:`Sampling`)."""
+        random draws (:class:`~service.strategies.Sampling`)."""
         self.strategy = strategy
-        # Target tokens forced at the first steps (:class:`Prefix`); no EOS.
+        # Target tokens forced at the first steps (:class:`~service.strategies.Prefix`); no EOS.
         self.prefix: tuple[int, ...] = tuple(prefix)
         self.options = options
         self.rules = ScoringRules.of(options)
@@ -309,8 +309,9 @@ def make_search(
     sentence: int = 0,
 ) -> SentenceSearch:
     """A sentence of ``src_len`` source tokens, decoded as ``options`` say, its target
-    starting with the token ids ``prefix`` (forced, see :class:`Prefix`); ``sentence``:
-    its index in its request (the draws of :class:`Sampling`)."""
+    starting with the token ids ``prefix`` (forced, see
+    :class:`~service.strategies.Prefix`); ``sentence``: its index in its request (the
+    draws of :class:`~service.strategies.Sampling`)."""
     strategy = strategy_for(options, prefix=bool(prefix))
     return SentenceSearch(strategy, src_len, options, special, prefix, sentence)
 

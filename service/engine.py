@@ -410,11 +410,15 @@ class Engine(EngineFront):
         outcome = encode_admitted(
             bundle.model, bundle.special.pad, self.config.encode_max_padding, admitted
         )
-        seconds = time.monotonic() - start
-        self.metrics.encoder_latency.observe(seconds)
-        self.metrics.source_tokens.inc(outcome.source_tokens)
-        for job in {job for job, _ in admitted}:
-            job.timing.encode_seconds += seconds
+        try:
+            seconds = time.monotonic() - start
+            self.metrics.encoder_latency.observe(seconds)
+            self.metrics.source_tokens.inc(outcome.source_tokens)
+            for job in {job for job, _ in admitted}:
+                job.timing.encode_seconds += seconds
+        except Exception as exc:  # noqa: BLE001 - the scheduler fails these requests
+            log.exception("encoder failure; failing the requests being admitted")
+            return EncodeOutcome(admitted, [], tuple(range(len(admitted))), exc)
         return outcome
 
     def _join(self, outcome: EncodeOutcome) -> None:

@@ -65,7 +65,7 @@ def ranked_continuations(
     missing rows at -inf, where they rank after every real candidate (a search stops at
     the first -inf anyway), so each one's ranking is the one it gets alone.
 
-    Args: as :meth:`Strategy.select`.
+    Args: as :meth:`service.strategies.Strategy.select`.
 
     Returns:
         Per group: the indices of its sentences in ``searches``, then ``(n, R)`` arrays
@@ -145,7 +145,7 @@ SORT_KEYS_FROM = 64
 def beam_masks(
     ranked: np.ndarray, tokens: np.ndarray, eos: int, beams: np.ndarray | int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:meth:`Beam._choose`'s rules for many sentences at once, over their ranked
+    """:meth:`service.strategies.Beam._choose`'s rules for many sentences at once, over their ranked
     continuations ``ranked``/``tokens`` ``(n, R)`` (:func:`rank_rows`) and beam sizes
     ``beams`` (``(n, 1)`` or one for all). The ranking stops at the first candidate with
     no score. Returns ``(n, R)`` masks: the candidates that stay live (the best

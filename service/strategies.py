@@ -64,7 +64,7 @@ class Strategy(Protocol):
             ids: ``(step rows, K + 1)`` their token ids.
 
         Reads the searches and changes nothing: each then takes its selection
-        (:meth:`SentenceSearch.take`).
+        (:meth:`service.decoding.SentenceSearch.take`).
         """
 
 
@@ -119,9 +119,9 @@ class Beam:
     ``beam`` hypotheses have finished.
 
     A step with many beam sentences (:data:`ARRAY_MIN_SENTENCES`) ranks and chooses for
-    all of them at once, as arrays (:func:`ranked_continuations`, masks for the rules
-    below); with few, one sentence at a time (:meth:`_choose`). Both give the same
-    selections (``tests/service/test_beam_select.py``)."""
+    all of them at once, as arrays (:func:`service.ranking.ranked_continuations`, masks
+    for the rules below); with few, one sentence at a time (:meth:`_choose`). Both give
+    the same selections (``tests/service/test_beam_select.py``)."""
 
     def top_k(self, options: DecodeOptions) -> int:
         return 2 * options.beam_size
@@ -281,10 +281,11 @@ class Sampling:
     of the k best, renormalised: Hugging Face's order; Eole cuts the nucleus from the
     whole distribution, then the k best), and draws one with probability
     ``softmax(log_prob / sampling_temperature)`` by one uniform number of the sentence's
-    own generator (:meth:`SentenceSearch.draw`) against the cumulative probabilities, in
-    rank order. The hypothesis's log-prob is the model's own (untempered) log-prob of
-    what was drawn. Ties rank as the candidates come (a token before EOS), so the draws
-    are a function of the seed, the sentence's index and the model alone.
+    own generator (:meth:`service.decoding.SentenceSearch.draw`) against the cumulative
+    probabilities, in rank order. The hypothesis's log-prob is the model's own
+    (untempered) log-prob of what was drawn. Ties rank as the candidates come (a token
+    before EOS), so the draws are a function of the seed, the sentence's index and the
+    model alone.
     """
 
     def top_k(self, options: DecodeOptions) -> int:

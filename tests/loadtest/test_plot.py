@@ -41,9 +41,21 @@ def test_draws_every_strategy_of_every_file_with_its_values(tmp_path):
         "bench.json greedy: 1 curves, 1 levels",
         "bench.json beam5: 2 curves, 0 levels",
     ]
+    # A second file without beam rows gets an empty beam panel saying so.
+    other = result_file(tmp_path, [row("grpc-service", "greedy", 4, 9.0)], "other.json")
+    assert plot.draw([one, other], out)[2:] == [
+        "other.json greedy: 1 curves, 0 levels",
+        "other.json beam5: no rows",
+    ]
+    assert "no beam5 rows in this file" in out.read_text()
+    plot.draw([one], out)
     text = out.read_text()
     ET.fromstring(text)  # a well-formed SVG
-    legends = ("PyTorch eager, one sentence at a time: 23", "A/B tree abc1234 (/t)")
+    legends = (
+        "PyTorch eager, one sentence at a time: 23",
+        "service @ x, in-process",
+        "service @ abc1234, nmt-serve subprocess (A/B tree /t)",
+    )
     for shown in ("181", "72", *legends):  # the SVG keeps its text as text
         assert shown in text, shown
     # The same files give the same bytes (no date in it): a committed figure stays put.
@@ -70,8 +82,10 @@ def test_hidden_systems_are_left_out(tmp_path):
         ([row("grpc-service", "greedy", 1, 0.0)], "row 0 has no finite positive"),
         ([row("grpc-service", "greedy", 0, 5.0)], "row 0 has clients 0"),
         ([row("", "greedy", 1, 5.0)], "row 0 names no system"),
+        ([row("grpc-service", "greedy", True, 5.0)], "row 0 has clients True"),
+        ([row("grpc-service", "greedy", 1, True)], "row 0 has no finite positive"),
     ],
-    ids=["empty", "nan", "inf", "zero", "zero-clients", "no-system"],
+    ids=["empty", "nan", "inf", "zero", "zero-clients", "no-system", "bool-clients", "bool-rate"],
 )
 def test_files_it_cannot_draw_are_refused(tmp_path, rows, message):
     with pytest.raises(plot.PlotError, match=message):
@@ -86,8 +100,10 @@ def test_files_it_cannot_draw_are_refused(tmp_path, rows, message):
         (["{bad}", "--out", "{tmp}/f.svg"], "not a readable JSON file"),
         (["{good}", "--out", "{tmp}/f.txt"], "give a .svg, .png or .pdf file"),
         (["{good}", "--hide", "grpc-service", "--out", "{tmp}/f.svg"], "every row is of a hidden"),
+        (["{good}", "--hide", "grpc-nop", "--out", "{tmp}/f.svg"], "no such system"),
+        (["{good}", "--out", "{good}/f.svg"], "cannot write the figure"),
     ],
-    ids=["missing", "not-json", "suffix", "all-hidden"],
+    ids=["missing", "not-json", "suffix", "all-hidden", "hide-typo", "unwritable"],
 )
 def test_cli_errors_are_one_line(tmp_path, capsys, argv, message):
     (tmp_path / "bad.json").write_text("{not json")

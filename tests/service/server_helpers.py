@@ -21,7 +21,6 @@ from models.options import DecodeOptions
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
 from nmt_client import DecodeOptions as ClientOptions
-from service.enginechild import HEARTBEAT_SECONDS
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 60.0  # every call carries a deadline (see the no-deadline bug test)
@@ -198,6 +197,9 @@ def settled(read: Callable[[], object], beats: int = 4, timeout: float = 10.0):
 
     Metrics of other processes arrive with their heartbeats: a reading taken as soon as
     one condition holds can mix a stale report with a fresh one."""
+    # Imported here, not at the top: the client's tests use these helpers too.
+    from service.enginechild import HEARTBEAT_SECONDS
+
     last, since = read(), time.monotonic()
     end = since + timeout
     while time.monotonic() < end:

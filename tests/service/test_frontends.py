@@ -134,6 +134,7 @@ def test_metrics_sum_every_front_end_and_one_engine(pair, channels, tiny_bundle)
     options = proto_options(beam=1)
     for stub in channels:
         stub.Translate(pb.TranslateRequest(texts=tiny_bundle.sentences[:2], options=options))
+    assert wait_until(lambda: calls() >= before + CHANNELS, timeout=PROMPT), (calls(), before)
     jobs_after, after = settled(lambda: (jobs(), calls()), timeout=PROMPT)
     assert after == before + CHANNELS, (after, before)
     assert jobs_after == after + warmups, (jobs_after, after)
