@@ -26,6 +26,7 @@ Greedy ratios compare with PyTorch greedy, beam ratios with PyTorch beam. Writes
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import math
@@ -37,7 +38,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from loadtest import report, threadcpu
+from loadtest import plot, report, threadcpu
 from loadtest.clients import ClientProcess, start_noop_server
 from loadtest.concurrency import CONNECTION_MODES
 from loadtest.machine import cpu_name
@@ -457,7 +458,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--torch-threads", type=int, default=None, help="PyTorch threads (default: --threads)"
     )
-    p.add_argument("--out", type=Path, default=None, help="write OUT.md and OUT.json")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="write OUT.md, OUT.json and, with matplotlib, OUT.svg (loadtest/plot.py)",
+    )
     p.add_argument(
         "--readme",
         type=Path,
@@ -714,6 +720,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.out.with_suffix(".md").write_text(markdown, encoding="utf-8")
         args.out.with_suffix(".json").write_text(json.dumps(result, indent=2), encoding="utf-8")
         log.info("wrote %s.md and %s.json", args.out, args.out)
+        _figure(args.out)
     if args.readme:
         command = shlex.join(
             ["python", "-m", "loadtest.bench", *(argv if argv is not None else sys.argv[1:])]
@@ -721,6 +728,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         report.update_readme(args.readme, report.readme_block(result, command.strip()))
         log.info("updated the performance table of %s", args.readme)
     return 0
+
+
+def _figure(out: Path) -> None:
+    """OUT.svg, sentences/s against clients (loadtest/plot.py), linked atop OUT.md; only
+    with matplotlib installed (the viz extra): the numbers are in OUT.md and OUT.json."""
+    if importlib.util.find_spec("matplotlib") is None:
+        log.info("no figure: matplotlib is not installed (pip install 'rnn-nmt-serving[viz]')")
+        return
+    figure = out.with_suffix(".svg")
+    try:
+        plot.draw([out.with_suffix(".json")], figure)
+    except plot.PlotError as exc:  # e.g. a level where every request failed
+        log.warning("no figure: %s", exc)
+        return
+    md = out.with_suffix(".md")
+    md.write_text(f"![sentences/s against clients]({figure.name})\n\n" + md.read_text())
+    log.info("wrote %s", figure)
 
 
 if __name__ == "__main__":

@@ -375,6 +375,12 @@ def test_ab_tree_serves_both_trees_side_by_side(tiny_bundle, tmp_path):
     markdown = out.with_suffix(".md").read_text()
     assert "## A/B: this tree's service against another's" in markdown
     assert markdown.count(f"| {labels[0]} |") == 2
+    # The figure beside them, linked atop the report: both trees' services and PyTorch.
+    assert markdown.startswith(f"![sentences/s against clients]({out.name}.svg)")
+    svg = out.with_suffix(".svg").read_text()
+    for shown in (f"service @ {labels[0]}, in-process", f"service @ {labels[1]}, nmt-serve"):
+        assert shown in svg, shown
+    assert "PyTorch eager, one sentence at a time" in svg
 
 
 def _service_run(tiny_bundle, tmp_path, name: str, copies: int, clients: int, *flags: str):
