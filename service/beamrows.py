@@ -34,6 +34,7 @@ from itertools import compress
 import numpy as np
 
 from models.scoring import Eos, eos_codes
+from service.columns import append_columns, keep_sentences
 from service.ranking import beam_masks, own_columns, rank_rows
 
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -104,9 +105,7 @@ class BeamRows:
             "src_len": [s.src_len for s in searches],
             "ended": [s.finished for s in searches],
         }
-        for name, values in new.items():
-            added = np.asarray(values, dtype=np.int64)
-            setattr(self, name, np.concatenate([getattr(self, name), added]))
+        append_columns(self, new)
         # a search at step 0 has one row, continuing its own initial state
         self.prev = np.concatenate([self.prev, [s.prev_tokens[0] for s in searches]])
         self.base = np.concatenate([self.base, [entry.base for entry in entries]])
@@ -233,8 +232,4 @@ class BeamRows:
 
     def _keep(self, mask: np.ndarray) -> None:
         """Keep only the sentences of ``mask`` in the per-sentence fields and entries."""
-        for name in self._SENTENCE_FIELDS:
-            setattr(self, name, getattr(self, name)[mask])
-        self.entries = list(compress(self.entries, mask.tolist()))
-        for j, entry in enumerate(self.entries):
-            entry.row = j
+        keep_sentences(self, mask, self._SENTENCE_FIELDS)

@@ -29,6 +29,7 @@ from itertools import compress
 import numpy as np
 
 from models.scoring import eos_codes
+from service.columns import append_columns, keep_sentences
 from service.ranking import greedy_pick
 from service.strategies import Greedy
 
@@ -89,9 +90,7 @@ class GreedyRows:
             "min_length": [s.rules.min_length for s in searches],
             "src_len": [s.src_len for s in searches],
         }
-        for name, values in new.items():
-            added = np.asarray(values, dtype=np.int64)
-            setattr(self, name, np.concatenate([getattr(self, name), added]))
+        append_columns(self, new)
         self.score = np.concatenate([self.score, [s.scores[0] for s in searches]])
 
     def inputs(self, rows: np.ndarray | None) -> tuple[np.ndarray, ...]:
@@ -166,10 +165,5 @@ class GreedyRows:
         self._keep_lists(keep, (*self._INT_FIELDS, "score"))
 
     def _keep_lists(self, keep: list[bool], fields: tuple[str, ...]) -> None:
-        mask = np.asarray(keep, dtype=bool)
-        for name in fields:
-            setattr(self, name, getattr(self, name)[mask])
-        self.entries = list(compress(self.entries, keep))
+        keep_sentences(self, np.asarray(keep, dtype=bool), fields)
         self.targets = list(compress(self.targets, keep))
-        for j, entry in enumerate(self.entries):
-            entry.row = j
