@@ -11,11 +11,11 @@ threads (ORT's intra-op parallelism pays off little at a few dozen rows). ONNX R
 sessions take concurrent ``run`` calls; each lane has its own memory pool and decoder
 states.
 
-A request goes whole to the lane with the fewest rows admitted or waiting
-(:attr:`service.engine.Engine.load`); a sentence's translation does not depend on its
-lane (nor on its batch mates: the bundles are batch invariant). Each lane admits up to
-``max_live_rows`` rows (a request's limit is unchanged) and queues its share of
-``max_queue``.
+A request goes whole to one lane (:func:`pick_lane`): the fullest lane still under
+:data:`FILL_ROWS` rows admitted or waiting (:attr:`service.engine.Engine.load`), else the
+one with the fewest. A sentence's translation does not depend on its lane (nor on its
+batch mates: the bundles are batch invariant). Each lane admits up to ``max_live_rows``
+rows (a request's limit is unchanged) and queues its share of ``max_queue``.
 """
 
 from __future__ import annotations
@@ -39,6 +39,28 @@ from service.runtime import RuntimeConfig
 # 1.17-1.24x at 8-64; loadtest/results/bench-cpu-lanes.md); on CUDA one (two were slower on
 # an H100: 2,405 against 3,028 greedy sentences/s, loadtest/results/bench-gpu-h100-lanes2.md).
 AUTO_CPU_LANES = 2
+
+# A lane's rows before the next request opens another lane. Every decoder step costs a
+# fixed share (the ORT call, the scheduler's Python around it) whatever its rows, so a
+# light load spread over every lane pays it once per lane and step for half the rows.
+# On 2 cores (Xeon, 2026-11-27), against spreading every request to the emptiest lane
+# (32aee0c): greedy 1.24x sentences/s at 8 clients (8 interleaved rounds, every round
+# ahead; 1.53x in loadtest/results/bench-cpu-fill.md) and even at 32 (0.99x and 0.94x in
+# two 8-round runs, 1.11x in the bench), beam 5 even (1.03x at 8 clients over 8 rounds).
+# One lane alone gave greedy as much but beam 5 0.83-0.89x. Beam rows pass 16 within a
+# few requests, so beam load still spreads over the lanes.
+FILL_ROWS = 16
+
+
+def pick_lane(loads: Sequence[int], fill_rows: int | None = None) -> int:
+    """The lane for the next request, given each lane's rows admitted or waiting: the
+    fullest under ``fill_rows`` (default :data:`FILL_ROWS`; ties: the first), else the
+    emptiest (ties: the first)."""
+    fill = FILL_ROWS if fill_rows is None else fill_rows
+    filling = [i for i, rows in enumerate(loads) if rows < fill]
+    if filling:
+        return max(filling, key=loads.__getitem__)
+    return min(range(len(loads)), key=loads.__getitem__)
 
 
 def lanes_for(config: EngineConfig, gpu: bool, cores: int | None = None) -> int:
@@ -116,5 +138,5 @@ class EngineLanes(EngineFront):
         on_prefix: PrefixCallback | None = None,
         prefixes: Sequence[tuple[int, ...]] = (),
     ) -> Job:
-        lane = min(self.lanes, key=lambda lane: lane.load)
+        lane = self.lanes[pick_lane([lane.load for lane in self.lanes])]
         return lane.enqueue(sources, options, timeout, on_prefix, prefixes)

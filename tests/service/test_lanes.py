@@ -1,8 +1,9 @@
 """``--decode-lanes``: several engines over one model's sessions (service/lanes.py).
 
-Lanes answer exactly as one engine does, every lane gets work under load, the shared
-gauges add up, one lane's failure is the server's, a stop drains every lane, and the
-sessions' threads are split between the lanes.
+Lanes answer exactly as one engine does, a light load fills one lane before the next
+opens, every lane gets work under load, the shared gauges add up, one lane's failure is
+the server's, a stop drains every lane, and the sessions' threads are split between the
+lanes.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import threading
 import pytest
 
 from models.options import DecodeOptions
+from service import lanes as lanes_module
 from service.engine import Engine
-from service.lanes import EngineLanes, lanes_for
+from service.lanes import FILL_ROWS, EngineLanes, lanes_for, pick_lane
 from service.limits import EngineConfig
 from tests.service.server_fixtures import TINY_MODEL
 from tests.service.server_helpers import TIMEOUT, wait_until
@@ -32,6 +34,30 @@ OPTIONS = [
 )
 def test_lanes_for_the_machine(lanes, gpu, cores, want):
     assert lanes_for(EngineConfig(decode_lanes=lanes), gpu, cores) == want
+
+
+@pytest.mark.parametrize(
+    ("loads", "want"),
+    [
+        ([0, 0], 0),  # idle: the first lane
+        ([5, 0], 0),  # the fullest under FILL_ROWS, not the emptiest
+        ([0, 5], 1),
+        ([FILL_ROWS - 1, 3], 0),
+        ([FILL_ROWS, 3], 1),  # the first is full: the next one fills
+        ([FILL_ROWS, FILL_ROWS - 1], 1),
+        ([FILL_ROWS, FILL_ROWS], 0),  # all full: the emptiest, ties to the first
+        ([FILL_ROWS + 9, FILL_ROWS + 2], 1),
+        ([40, 30, 35], 1),
+        ([40, 2, 7], 2),
+        ([7], 0),
+    ],
+)
+def test_a_request_fills_a_lane_before_opening_the_next(loads, want):
+    assert pick_lane(loads) == want
+
+
+def test_fill_rows_zero_spreads_to_the_emptiest_lane():
+    assert [pick_lane(loads, fill_rows=0) for loads in ([5, 0], [0, 5], [3, 3])] == [1, 0, 0]
 
 
 def test_negative_lanes_are_refused():
@@ -72,10 +98,9 @@ def test_lanes_answer_like_one_engine(pair, tiny_bundle, options):
                 assert abs(gh.attention - wh.attention).max() < 1e-5
 
 
-def test_every_lane_decodes_under_load(pair, tiny_bundle):
-    _, server = pair
-    lanes = server.engines[TINY_MODEL]
-    finished = [0, 0]
+def _finished_per_lane(lanes: EngineLanes, texts, options) -> list[int]:
+    """Each lane's finished sentences when ``texts`` are sent one per request, all at once."""
+    finished = [0] * len(lanes.lanes)
     for i, lane in enumerate(lanes.lanes):
         real = lane._finish_sentence
 
@@ -85,21 +110,39 @@ def test_every_lane_decodes_under_load(pair, tiny_bundle):
 
         lane._finish_sentence = counted
     try:
-        jobs = [
-            lanes.submit([t], DecodeOptions(beam_size=2), timeout=TIMEOUT)
-            for t in tiny_bundle.sentences[:16]
-        ]
+        jobs = [lanes.submit([t], options, timeout=TIMEOUT) for t in texts]
         for job in jobs:
             lanes.wait(job, TIMEOUT)
     finally:
         for lane in lanes.lanes:
             vars(lane).pop("_finish_sentence", None)
+    return finished
+
+
+def test_every_lane_decodes_under_load(pair, tiny_bundle):
+    _, server = pair
+    lanes = server.engines[TINY_MODEL]
+    # 16 requests of 2 rows each: more than one lane's FILL_ROWS
+    texts = tiny_bundle.sentences[:16]
+    finished = _finished_per_lane(lanes, texts, DecodeOptions(beam_size=2))
+    assert 2 * len(texts) > FILL_ROWS
     assert sum(finished) == 16 and min(finished) > 0, finished
 
 
-def test_the_shared_gauges_are_the_sum_of_the_lanes(pair, tiny_bundle):
+def test_a_light_load_stays_in_one_lane(pair, tiny_bundle):
+    """Fewer rows than FILL_ROWS in flight: every request goes to the first lane (spread
+    to the emptiest lane, the second request would open the second)."""
+    _, server = pair
+    lanes = server.engines[TINY_MODEL]
+    texts = tiny_bundle.sentences[:6]
+    assert len(texts) < FILL_ROWS
+    assert _finished_per_lane(lanes, texts, DecodeOptions(beam_size=1)) == [6, 0]
+
+
+def test_the_shared_gauges_are_the_sum_of_the_lanes(pair, tiny_bundle, monkeypatch):
     """Each lane moves live_rows by its own change: with both lanes decoding, the gauge
     is their sum (a lane that set it would leave only its own), and 0 once idle."""
+    monkeypatch.setattr(lanes_module, "FILL_ROWS", 0)  # two requests, one in each lane
     _, server = pair
     lanes = server.engines[TINY_MODEL]
     model = lanes.bundle.model
