@@ -52,12 +52,11 @@ AUTO_CPU_LANES = 2
 FILL_ROWS = 16
 
 
-def pick_lane(loads: Sequence[int], fill_rows: int | None = None) -> int:
+def pick_lane(loads: Sequence[int]) -> int:
     """The lane for the next request, given each lane's rows admitted or waiting: the
-    fullest under ``fill_rows`` (default :data:`FILL_ROWS`; ties: the first), else the
-    emptiest (ties: the first)."""
-    fill = FILL_ROWS if fill_rows is None else fill_rows
-    filling = [i for i, rows in enumerate(loads) if rows < fill]
+    fullest under :data:`FILL_ROWS` (ties: the first), else the emptiest (ties: the
+    first)."""
+    filling = [i for i, rows in enumerate(loads) if rows < FILL_ROWS]
     if filling:
         return max(filling, key=loads.__getitem__)
     return min(range(len(loads)), key=loads.__getitem__)

@@ -56,8 +56,9 @@ def test_a_request_fills_a_lane_before_opening_the_next(loads, want):
     assert pick_lane(loads) == want
 
 
-def test_fill_rows_zero_spreads_to_the_emptiest_lane():
-    assert [pick_lane(loads, fill_rows=0) for loads in ([5, 0], [0, 5], [3, 3])] == [1, 0, 0]
+def test_fill_rows_zero_spreads_to_the_emptiest_lane(monkeypatch):
+    monkeypatch.setattr(lanes_module, "FILL_ROWS", 0)
+    assert [pick_lane(loads) for loads in ([5, 0], [0, 5], [3, 3])] == [1, 0, 0]
 
 
 def test_negative_lanes_are_refused():
