@@ -86,7 +86,9 @@ def median_rows(rounds: list[list[dict]]) -> list[dict]:
 def add_ratios(rows: list[dict]) -> None:
     """Add ``speedup`` (sentences/s over PyTorch's, same strategy), ``p50_ratio`` (p50 over
     PyTorch's) and ``same_as_pytorch`` (identical best translations) to every row, and
-    drop the rows' ``texts``."""
+    drop the rows' ``texts``. A service row that sent the test set several times over
+    (``--repeat``) is compared with PyTorch's translations repeated as often: every
+    answer counts, not only the first round's."""
     texts = [r.pop("texts", None) for r in rows]
     base = {r["strategy"]: i for i, r in enumerate(rows) if r["system"] == BASELINE}
     for r, mine in zip(rows, texts, strict=True):
@@ -97,11 +99,16 @@ def add_ratios(rows: list[dict]) -> None:
         ref, ref_texts = rows[i], texts[i]
         r["speedup"] = round(r["sentences_per_s"] / ref["sentences_per_s"], 2)
         r["p50_ratio"] = round(r["p50_ms"] / ref["p50_ms"], 3)
-        r["same_as_pytorch"] = (
-            sum(a == b for a, b in zip(mine, ref_texts, strict=True))
-            if mine is not None and ref_texts is not None
-            else None
-        )
+        if mine is not None and ref_texts is not None:
+            if len(mine) % len(ref_texts):
+                raise ValueError(
+                    f"{r['system']} {r['strategy']}: {len(mine)} translations are no whole "
+                    f"number of rounds of PyTorch's {len(ref_texts)}"
+                )
+            ref_texts = ref_texts * (len(mine) // len(ref_texts))
+            r["same_as_pytorch"] = sum(a == b for a, b in zip(mine, ref_texts, strict=True))
+        else:
+            r["same_as_pytorch"] = None
 
 
 def _row(rows: list[dict], system: str, kind: str, clients: int) -> dict | None:
@@ -185,7 +192,12 @@ def markdown(result: dict) -> str:
         f"* threads: ORT intra-op {s['ort_intra_op_threads']} (ONNX baseline), "
         f"{_service_threads(s)} (service), torch {_fmt(s['torch_threads'])}",
         f"* {s['sentences']} sentences of `{s['sentence_file']}` "
-        f"(mean {s['mean_source_tokens']} source tokens), bundle `{s['bundle']}` "
+        + (
+            f"(sent {s['repeat']} times over to the service levels) "
+            if s.get("repeat", 1) > 1
+            else ""
+        )
+        + f"(mean {s['mean_source_tokens']} source tokens), bundle `{s['bundle']}` "
         f"({s.get('bundle_precision', 'fp32')})"
         + (f", checkpoint `{s['checkpoint']}`" if s.get("checkpoint") else ""),
         f"* service: {s['service']}",

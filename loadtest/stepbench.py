@@ -9,7 +9,8 @@ and with IO binding on when one sentence is admitted before every step (its enco
 written into the pool's spare slots on the device; the pool compacted as the decode
 loop does once half its slots are dead). This separates the per-call cost a device
 pays whatever the batch (kernel launches, framework) from the per-row work and from
-the cost of admissions.
+the cost of admissions. The encoder columns time one encoder call over that many
+sentences (binding off and on): an admission's cost by its batch size.
 
 On CUDA it also times the step the way the service runs it by default, replayed from a
 CUDA graph on fixed, bucketed buffers (``--cuda-graphs auto``, :mod:`service.cudagraphs`;
@@ -56,6 +57,18 @@ def time_steps(model, feeds: dict, *, runs: int, admit=None) -> float:
     start = time.perf_counter()
     for _ in range(runs):
         states = step(states)
+    return (time.perf_counter() - start) / runs
+
+
+def time_encoder(model, ids: np.ndarray, lengths: np.ndarray, *, runs: int) -> float:
+    """Mean seconds of one :meth:`OnnxModel.encode` call over the sentences ``ids``
+    ``(sentences, src_len)``: what an admission of that many sentences costs the encoder
+    (under IO binding its outputs stay on the device, as the service keeps them)."""
+    for _ in range(3):
+        model.encode(ids, lengths)
+    start = time.perf_counter()
+    for _ in range(runs):
+        model.encode(ids, lengths)
     return (time.perf_counter() - start) / runs
 
 
@@ -159,9 +172,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     graphs = args.device == "cuda"
     print(
         "| rows | binding off ms | binding on ms | binding on, an admission per step ms "
-        "| runtime graphs ms | CUDA graph ms |"
+        "| runtime graphs ms | CUDA graph ms | encoder off ms | encoder on ms |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for rows in [int(r) for r in args.rows.split(",") if r.strip()]:
         ids = rng.integers(4, cfg.src_vocab_size, (rows + 1, args.src_len)).astype(np.int64)
         lengths = np.full(rows, args.src_len, dtype=np.int64)
@@ -204,6 +217,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             seconds = time_graph_steps(bundle_dir / spec.DECODER_FILE, graph_feeds, runs=args.runs)
             graph = None if seconds is None else 1e3 * seconds
         row["graph_ms"] = graph
+        encoder_runs = max(2, args.runs // 4)
+        for mode in ("off", "on"):
+            row[f"encoder_{mode}_ms"] = 1e3 * time_encoder(
+                models[mode].model, ids[:rows], lengths, runs=encoder_runs
+            )
         results.append(row)
         cells = (
             row["off_ms"],
@@ -211,6 +229,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             row["on_admitting_ms"],
             row["runtime_graphs_ms"],
             graph,
+            row["encoder_off_ms"],
+            row["encoder_on_ms"],
         )
         print(f"| {rows} | " + " | ".join("–" if c is None else f"{c:.3f}" for c in cells) + " |")
     if args.json:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from service.limits import MAX_SECONDS, EngineConfig
+from service.limits import ADMISSION, MAX_SECONDS, EngineConfig
 from service.logs import LOG_FORMATS, LogConfig
 from service.runtime import (
     CUDA_GRAPH_MODES,
@@ -195,6 +195,21 @@ def _optional_path(text: str) -> Path | None:
     return Path(text) if text else None
 
 
+def _device_count(text: str) -> int | None:
+    """A count, or the device's default (``ADMISSION``) for ``auto``."""
+    if text.strip().lower() == "auto":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not an integer or auto") from None
+
+
+def _by_device(name: str) -> str:
+    """The device defaults of an admission setting, as its help states them."""
+    return f"{ADMISSION[False][name]} on a CPU, {ADMISSION[True][name]} on CUDA"
+
+
 def _providers(text: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in text.split(",") if x.strip())
 
@@ -268,6 +283,27 @@ FLAGS: tuple[Flag, ...] = (
         "max_sampling_topk",
         "largest sampling_topk a request may ask for (every row of a step gets that many "
         "candidates)",
+    ),
+    *(
+        Flag("engine", name, f"{text} (auto: {_by_device(name)})", parse=_device_count, none="auto")
+        for name, text in (
+            ("encode_batch_sentences", "most sentences one admission hands the encoder"),
+            (
+                "encode_max_padding",
+                "padding tokens an encoder batch may carry before it is split into length "
+                "groups, one encoder call each",
+            ),
+            (
+                "admit_batch",
+                "while sentences decode, queued requests wait until this many have gathered "
+                "(or --admit-wait-steps decoder steps have passed) to be admitted together",
+            ),
+        )
+    ),
+    Flag(
+        "engine",
+        "admit_wait_steps",
+        "decoder steps queued requests wait for --admit-batch to gather (0: admitted at once)",
     ),
     Flag("", "tls_cert", "serve TLS with this certificate (PEM)", parse=_optional_path),
     Flag("", "tls_key", "private key (PEM) of --tls-cert", parse=_optional_path),

@@ -291,6 +291,7 @@ def test_good_arguments_pass_the_checks(good_argv, tmp_path):
         (["--max-queue", "0"], "max_queue must be >= 1, got 0"),
         (["--max-live-rows", "-1"], "max_live_rows must be >= 0 (0: auto), got -1"),
         (["--ab-tree", "/nonexistent"], "--ab-tree /nonexistent: not a source tree"),
+        (["--repeat", "0"], "--repeat must be >= 1, got 0"),
     ],
 )
 def test_bad_arguments_are_one_line_errors_before_any_work(
@@ -398,6 +399,45 @@ def _service_run(tiny_bundle, tmp_path, name: str, copies: int, clients: int, *f
     assert bench.main(argv) == 0
     data = json.loads(out.with_suffix(".json").read_text())
     return data["settings"], [r for r in data["rows"] if r["system"] == report.SERVICE]
+
+
+def test_repeat_sends_the_test_set_several_times_to_the_service_only(tiny_bundle, tmp_path):
+    """``--repeat 3``: PyTorch translates the sentences once, the service levels get them
+    three times over, and every one of the service's answers is compared with PyTorch's."""
+    source = tmp_path / "test.en"
+    source.write_text("\n".join(tiny_bundle.sentences[:SENTENCES]) + "\n", encoding="utf-8")
+    out = tmp_path / "bench-repeat"
+    argv = [
+        "--model-repository", str(tiny_bundle.repo), "--model", "tiny",
+        "--checkpoint", str(tiny_bundle.checkpoint), "--file", str(source),
+        "--sentences", str(SENTENCES), "--clients", "2", "--beam", "2", "--threads", "1",
+        "--parts", "torch,service", "--repeat", "3", "--out", str(out),
+    ]  # fmt: skip
+    assert bench.main(argv) == 0
+    data = json.loads(out.with_suffix(".json").read_text())
+    assert data["settings"]["repeat"] == 3 and data["settings"]["sentences"] == SENTENCES
+    by_system = {(r["system"], r["strategy"]): r for r in data["rows"]}
+    assert by_system[(report.BASELINE, "greedy")]["sentences"] == SENTENCES
+    service = by_system[(report.SERVICE, "greedy")]
+    assert service["sentences"] == 3 * SENTENCES and service["errors"] == 0
+    assert service["same_as_pytorch"] == 3 * SENTENCES
+    assert "(sent 3 times over to the service levels)" in out.with_suffix(".md").read_text()
+
+
+def test_repeated_answers_are_each_compared_with_pytorchs():
+    def rows(service_texts):
+        return [
+            {"system": report.BASELINE, "strategy": "greedy", "sentences_per_s": 10.0}
+            | {"p50_ms": 5.0, "texts": ["a", "b"]},
+            {"system": report.SERVICE, "strategy": "greedy", "sentences_per_s": 40.0}
+            | {"p50_ms": 2.0, "texts": service_texts},
+        ]
+
+    repeated = rows(["a", "b", "a", "x"])  # the second round's "b" came back changed
+    report.add_ratios(repeated)
+    assert repeated[1]["same_as_pytorch"] == 3 and repeated[1]["speedup"] == 4.0
+    with pytest.raises(ValueError, match="3 translations are no whole number of rounds"):
+        report.add_ratios(rows(["a", "b", "a"]))
 
 
 def test_engine_process_rows_read_the_childs_counters_and_cpu(tiny_bundle, tmp_path):

@@ -19,9 +19,11 @@ def test_cpu_rows_have_every_timing_and_no_graph(tiny_bundle, tmp_path, capsys):
     assert [r["rows"] for r in rows] == [1, 3]
     for r in rows:
         assert r["off_ms"] > 0 and r["on_ms"] > 0 and r["on_admitting_ms"] > 0
+        assert r["encoder_off_ms"] > 0 and r["encoder_on_ms"] > 0
         assert r["graph_ms"] is None  # CUDA graphs: CUDA only
     table = capsys.readouterr().out
-    assert "| CUDA graph ms |" in table and "| 3 | " in table
+    assert "| CUDA graph ms | encoder off ms | encoder on ms |" in table
+    assert "| 3 | " in table
 
 
 @pytest.mark.skipif(
@@ -35,3 +37,4 @@ def test_cuda_rows_time_the_graph_replay(tmp_path):
     assert stepbench.main(argv) == 0
     rows = json.loads(out.read_text())["rows"]
     assert all(r["graph_ms"] is not None and r["graph_ms"] > 0 for r in rows)
+    assert all(r["encoder_on_ms"] > 0 for r in rows)

@@ -65,6 +65,26 @@ def test_variables_override_defaults_and_flags_override_variables():
     assert parse_args(["--tls-client-ca", ""], environ={}).tls_client_ca is None
 
 
+def test_admission_settings_are_the_devices_unless_given():
+    """auto (the default) leaves each admission setting to the device (limits.ADMISSION,
+    resolved by EngineConfig.for_device); a number, from a flag or NMT_*, is kept on both."""
+    from service.limits import ADMISSION
+
+    auto = parse_args([], environ={}).engine
+    assert auto.encode_max_padding is auto.admit_batch is auto.encode_batch_sentences is None
+    for gpu in (False, True):
+        assert auto.for_device(gpu).encode_max_padding == ADMISSION[gpu]["encode_max_padding"]
+    env = {"NMT_ENCODE_MAX_PADDING": "4096", "NMT_ADMIT_BATCH": "auto"}
+    given = parse_args(["--encode-batch-sentences", "64"], environ=env).engine
+    for gpu in (False, True):
+        resolved = given.for_device(gpu)
+        assert (resolved.encode_max_padding, resolved.encode_batch_sentences) == (4096, 64)
+        assert resolved.admit_batch == ADMISSION[gpu]["admit_batch"]
+    shown = " ".join(build_parser({}).format_help().split())
+    cpu, gpu = ADMISSION[False]["admit_batch"], ADMISSION[True]["admit_batch"]
+    assert f"admitted together (auto: {cpu} on a CPU, {gpu} on CUDA)" in shown
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
@@ -72,6 +92,10 @@ def test_variables_override_defaults_and_flags_override_variables():
         (["--port", "x"], "--port: 'x' is not an integer"),
         (["--shutdown-grace", "nan"], "shutdown grace must be >= 0"),
         (["--engine-process", "yes"], "--engine-process must be one of auto, on, off"),
+        (["--encode-max-padding", "x"], "--encode-max-padding: 'x' is not an integer or auto"),
+        (["--admit-batch", "0"], "admit_batch must be >= 1, got 0"),
+        (["--encode-max-padding", "-1"], "encode_max_padding must be >= 0, got -1"),
+        (["--admit-wait-steps", "-2"], "admit_wait_steps must be >= 0, got -2"),
     ],
 )
 def test_bad_values_are_one_line_errors(argv, message, capsys):
