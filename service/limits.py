@@ -104,10 +104,15 @@ class EngineConfig:
 # 25-30 rows a step with 256 clients waiting. A sweep there (2026-11-26, a scratch
 # script, not kept) gave 1.2-2.4x the greedy sentences/s with 128 / 128 / 32 and two
 # front ends; the bench's A/B against the previous settings, one front end: 1.04-1.14x
-# (README, Performance on a GPU).
+# (README, Performance on a GPU). An encoder call on CUDA is host-bound: 1.3 ms of wall
+# for 0.22 ms of GPU kernels at one sentence, 0.38 ms at 32 (about a hundred launches of
+# the GRU's per-step kernels; stepbench 1.4-1.6 ms from 1 to 32 sentences), so splitting
+# an admission into length groups multiplies that cost while padding is nearly free: a
+# batch is never split there (4,096 padding tokens: 1.06x beam 5, greedy even, three
+# interleaved rounds, loadtest/results/bench-gpu-h100-encoder-rounds).
 ADMISSION: dict[bool, dict[str, int]] = {
     False: {"encode_batch_sentences": 16, "encode_max_padding": 16, "admit_batch": 8},
-    True: {"encode_batch_sentences": 128, "encode_max_padding": 128, "admit_batch": 32},
+    True: {"encode_batch_sentences": 128, "encode_max_padding": 4096, "admit_batch": 32},
 }
 
 
