@@ -108,7 +108,7 @@ class EngineConfig:
 # for 0.22 ms of GPU kernels at one sentence, 0.38 ms at 32 (about a hundred launches of
 # the GRU's per-step kernels; stepbench 1.4-1.6 ms from 1 to 32 sentences), so splitting
 # an admission into length groups multiplies that cost while padding is nearly free: a
-# batch is never split there (4,096 padding tokens: 1.06x beam 5, greedy even, three
+# batch is split there only past 4,096 padding tokens (1.06x beam 5, greedy even, three
 # interleaved rounds, loadtest/results/bench-gpu-h100-encoder-rounds).
 ADMISSION: dict[bool, dict[str, int]] = {
     False: {"encode_batch_sentences": 16, "encode_max_padding": 16, "admit_batch": 8},
