@@ -342,23 +342,29 @@ def test_ab_comparisons_pair_this_trees_rows_with_each_other_trees():
     assert [(t["value"], t["met"]) for t in ab_targets] == [(1.5, True), (1.2, False)]
 
 
+def _torch_and_service_run(tiny_bundle, tmp_path, name: str, *flags: str):
+    """The bench's torch and service parts on the test sentences, 2 clients, beams 1 and
+    2, one ORT thread, with ``flags``: ``(result JSON, OUT path)``."""
+    source = tmp_path / "test.en"
+    source.write_text("\n".join(tiny_bundle.sentences[:SENTENCES]) + "\n", encoding="utf-8")
+    out = tmp_path / name
+    argv = [
+        "--model-repository", str(tiny_bundle.repo), "--model", "tiny",
+        "--checkpoint", str(tiny_bundle.checkpoint), "--file", str(source),
+        "--sentences", str(SENTENCES), "--clients", "2", "--beam", "2", "--threads", "1",
+        "--parts", "torch,service", "--out", str(out), *flags,
+    ]  # fmt: skip
+    assert bench.main(argv) == 0
+    return json.loads(out.with_suffix(".json").read_text()), out
+
+
 def test_ab_tree_serves_both_trees_side_by_side(tiny_bundle, tmp_path):
     """``--ab-tree`` on this very checkout: two nmt-serve subprocesses of the same code,
     labelled apart, each translating every sentence like the in-process service."""
     from loadtest.bench import ROOT
 
-    source = tmp_path / "test.en"
-    source.write_text("\n".join(tiny_bundle.sentences[:SENTENCES]) + "\n", encoding="utf-8")
-    out = tmp_path / "ab"
-    argv = [
-        "--model-repository", str(tiny_bundle.repo), "--model", "tiny",
-        "--checkpoint", str(tiny_bundle.checkpoint), "--file", str(source),
-        "--sentences", str(SENTENCES), "--clients", "2", "--beam", "2", "--threads", "1",
-        "--parts", "torch,service", "--ab-tree", str(ROOT), "--client-processes", "2",
-        "--out", str(out),
-    ]  # fmt: skip
-    assert bench.main(argv) == 0
-    data = json.loads(out.with_suffix(".json").read_text())
+    flags = ("--ab-tree", str(ROOT), "--client-processes", "2")
+    data, out = _torch_and_service_run(tiny_bundle, tmp_path, "ab", *flags)
     labels = [t["commit"] for t in data["settings"]["ab_trees"]]
     assert len(labels) == 2 and labels[0] != labels[1] and labels[0].endswith("#0")
     rows = {(r["system"], r["strategy"]): r for r in data["rows"]}
@@ -404,17 +410,7 @@ def _service_run(tiny_bundle, tmp_path, name: str, copies: int, clients: int, *f
 def test_repeat_sends_the_test_set_several_times_to_the_service_only(tiny_bundle, tmp_path):
     """``--repeat 3``: PyTorch translates the sentences once, the service levels get them
     three times over, and every one of the service's answers is compared with PyTorch's."""
-    source = tmp_path / "test.en"
-    source.write_text("\n".join(tiny_bundle.sentences[:SENTENCES]) + "\n", encoding="utf-8")
-    out = tmp_path / "bench-repeat"
-    argv = [
-        "--model-repository", str(tiny_bundle.repo), "--model", "tiny",
-        "--checkpoint", str(tiny_bundle.checkpoint), "--file", str(source),
-        "--sentences", str(SENTENCES), "--clients", "2", "--beam", "2", "--threads", "1",
-        "--parts", "torch,service", "--repeat", "3", "--out", str(out),
-    ]  # fmt: skip
-    assert bench.main(argv) == 0
-    data = json.loads(out.with_suffix(".json").read_text())
+    data, out = _torch_and_service_run(tiny_bundle, tmp_path, "bench-repeat", "--repeat", "3")
     assert data["settings"]["repeat"] == 3 and data["settings"]["sentences"] == SENTENCES
     by_system = {(r["system"], r["strategy"]): r for r in data["rows"]}
     assert by_system[(report.BASELINE, "greedy")]["sentences"] == SENTENCES
