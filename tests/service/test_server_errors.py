@@ -214,7 +214,9 @@ def test_a_stream_cancelled_while_streaming_is_counted(server, stub, tiny_bundle
     stream = stub.TranslateStream(
         pb.TranslateStreamRequest(
             text=tiny_bundle.sentences[LOOP_SENTENCE],
-            options=proto_options(max_length_ratio=10.0),
+            # 4,000 steps: with a ratio of 10 (about 50 steps) the stream could end OK
+            # on a loaded 2-core CI machine before the cancel reached the server.
+            options=proto_options(max_length=4000, max_length_ratio=100.0),
         ),
         timeout=TIMEOUT,
     )
