@@ -193,7 +193,8 @@ def test_cancelled_stream_frees_the_rows(server, stub, tiny_bundle):
     stream = stub.TranslateStream(
         pb.TranslateStreamRequest(
             text=tiny_bundle.sentences[LOOP_SENTENCE],
-            options=proto_options(beam=5, max_length_ratio=10.0),
+            # long enough that it cannot end before the cancel (see the test below)
+            options=proto_options(beam=5, max_length=4000, max_length_ratio=100.0),
         ),
         timeout=TIMEOUT,
     )
