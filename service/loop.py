@@ -48,7 +48,8 @@ from service.strategies import Selection, Strategy
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-# Rebuild the pool when the longest live sentence needs at most this share of its width.
+# Rebuild the pool when a pool rebuilt for the longest live sentence would be at most this
+# share of its width (a fixed-buffer pool's width is a power of two: MemoryPool.rebuilt_width).
 NARROW_FRACTION = 0.75
 
 
@@ -347,8 +348,8 @@ class DecodeLoop:
         self._maybe_compact()
 
     def _maybe_compact(self) -> None:
-        """Keep only live slots when at least half are dead or the pool is much wider
-        than its longest live sentence."""
+        """Keep only live slots when at least half are dead or a rebuilt pool would be
+        much narrower (its longest live sentence much shorter than its width)."""
         if not self.active:
             self.pool.clear()
             self._states = ()
@@ -358,7 +359,8 @@ class DecodeLoop:
             max((int(b.src_len.max()) for b in blocks), default=0),
             max((a.src_len for a in self._general), default=0),
         )
-        if 2 * len(self.active) >= self.pool.slots and needed > NARROW_FRACTION * self.pool.width:
+        narrower = self.pool.rebuilt_width(needed) <= NARROW_FRACTION * self.pool.width
+        if 2 * len(self.active) >= self.pool.slots and not narrower:
             return
         slots = [s for b in blocks for s in b.slot.tolist()] + [a.slot for a in self._general]
         self.pool.compact(slots, needed)

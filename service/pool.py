@@ -73,6 +73,11 @@ class MemoryPool:
     def capacity(self) -> int:
         return 0 if self._mask is None else self._mask.shape[0]
 
+    def rebuilt_width(self, needed: int) -> int:
+        """The width :meth:`compact` gives a pool whose longest sentence has ``needed``
+        tokens: exactly that."""
+        return needed
+
     def append(self, memory: np.ndarray, keys: np.ndarray, mask: np.ndarray) -> int:
         """Add sentences (``memory`` ``(n, src_len, D)``, ``keys`` ``(n, src_len, K)``,
         ``mask`` ``(n, src_len)``); returns the slot of the first one."""

@@ -13,8 +13,9 @@ import pytest
 from models.options import DecodeOptions
 from service.bundle import BundleError, load_bundle
 from service.cudagraphs import ROW_BUCKETS, GraphSteps, static_state_dims
+from service.decoding import make_search
 from service.devicepool import MIN_BUCKET_SLOTS, MIN_BUCKET_WIDTH, DevicePool, bucketed
-from service.loop import decode
+from service.loop import DecodeLoop, decode
 from service.runtime import RuntimeConfig
 
 OPTIONS = [
@@ -205,3 +206,52 @@ def test_server_on_fixed_buffers_answers_like_the_host_path(server_factory, tiny
     want, got = (answers_under_load(server.port, requests) for server in (host, fixed))
     assert_same_answers(got, want, atol=1e-4)
     assert fixed.engines["tiny"].bundle.model.stats.graph_steps > 0 and steps.enabled
+
+
+def test_rebuilt_width_is_the_bucket_of_a_fixed_pool(tiny_bundle):
+    model = load(tiny_bundle, io_binding="on", cuda_graphs="on").model
+    assert model.new_pool().rebuilt_width(20) == 32
+    assert model.new_pool().rebuilt_width(3) == MIN_BUCKET_WIDTH
+    assert model.new_pool().rebuilt_width(33) == 64
+    plain = load(tiny_bundle, io_binding="on").model.new_pool()
+    assert not plain.fixed and plain.rebuilt_width(20) == 20
+    assert load(tiny_bundle).model.new_pool().rebuilt_width(20) == 20  # host arrays
+
+
+def _compactions(pool) -> list[tuple[int, int]]:
+    """Record ``(slots kept, width asked)`` of every compaction of ``pool``."""
+    calls: list[tuple[int, int]] = []
+    compact = pool.compact
+
+    def recording(keep, width):
+        calls.append((len(keep), width))
+        compact(keep, width)
+
+    pool.compact = recording
+    return calls
+
+
+def test_a_fixed_pool_is_rebuilt_only_when_it_comes_out_narrower(tiny_bundle):
+    """Sentences of 20 tokens fill 20 of a fixed pool's 32 columns (its bucket). The loop
+    rebuilt such a pool after every step (20 <= 3/4 of 32), each time into a pool just
+    as wide, moving every live slot. Only a rebuild that narrows the pool is worth it:
+    once the 40-token sentence (64 columns) has ended, the pool shrinks to 32."""
+    bundle = load(tiny_bundle, io_binding="on", cuda_graphs="on")
+    loop = DecodeLoop(bundle.model, bundle.special)
+    calls = _compactions(loop.pool)
+    short = [[5 + i % 40 for i in range(20)] for _ in range(4)]
+    stay = DecodeOptions(min_length=12, max_length=14)
+    loop.add(short, [make_search(20, stay, bundle.special) for _ in short], [0, 1, 2, 3])
+    assert loop.pool.width == 32
+    for _ in range(4):
+        assert loop.step() == []
+    assert calls == [], "a pool as wide as its bucket needs was rebuilt"
+    long = [[5 + i % 40 for i in range(40)]]
+    loop.add(long, [make_search(40, DecodeOptions(max_length=1), bundle.special)], ["long"])
+    assert loop.pool.width == 64
+    finished = loop.step()
+    assert [handle for handle, _ in finished] == ["long"]
+    assert calls == [(4, 20)] and loop.pool.width == 32
+    while loop.active:
+        loop.step()
+    assert calls == [(4, 20)]
