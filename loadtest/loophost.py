@@ -62,6 +62,8 @@ def measure(bundle, sources: list[list[int]], beam: int, batch: int) -> dict:
         "host_us_per_step": round(1e6 * host / max(steps, 1), 1),
         "host_us_per_row": round(1e6 * host / max(rows, 1), 2),
         "decoder_ort_us_per_step": round(1e6 * used["decoder_seconds"] / max(steps, 1), 1),
+        # steps run on the fixed buffers (--cuda-graphs on)
+        "graph_steps": used["graph_steps"],
     }
 
 
@@ -93,6 +95,8 @@ def _other_tree(args: argparse.Namespace) -> list[dict]:
             "--strategies", args.strategies, "--batch", args.batch,
             "--rounds", str(args.rounds), "--json", str(out),
         ]  # fmt: skip
+        if args.cuda_graphs == "on":  # (an older tree's loophost may not know the flag)
+            command += ["--cuda-graphs", "on"]
         env = dict(os.environ, PYTHONPATH=str(args.ab_tree.resolve()))
         done = subprocess.run(command, cwd=args.ab_tree, env=env, check=False)
         if done.returncode != 0 or not out.is_file():
@@ -114,6 +118,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--batch", default="32,256", help="sentences decoded at once")
     p.add_argument("--rounds", type=int, default=3, help="each row's median round is kept")
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument(
+        "--cuda-graphs",
+        choices=("on", "off"),
+        default="off",
+        help="on: decode through the fixed, bucketed buffers that CUDA graphs replay "
+        "(IO binding on the CPU provider, nothing captured): the host time of the GPU "
+        "path's loop, measured on a CPU",
+    )
     p.add_argument(
         "--ab-tree",
         type=Path,
@@ -141,7 +153,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.model not in bundles:
         p.error(f"--model {args.model!r} is not in {args.model_repository}: {', '.join(bundles)}")
     bundle_dir = bundles[args.model]
-    bundle = load_bundle(bundle_dir, RuntimeConfig(providers=("cpu",)))
+    graphs = args.cuda_graphs == "on"
+    runtime = RuntimeConfig(
+        providers=("cpu",), io_binding="on" if graphs else "off", cuda_graphs=args.cuda_graphs
+    )
+    bundle = load_bundle(bundle_dir, runtime)
     lines = [s for s in args.file.read_text(encoding="utf-8").splitlines() if s.strip()]
     sources = [bundle.src_tokenizer.encode(s) for s in lines[: args.sentences]]
     if not sources:
@@ -172,6 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             else str(bundle_dir),
             "sentences": len(sources),
             "rounds": args.rounds,
+            "cuda_graphs": args.cuda_graphs,
         }
         if args.ab_tree is not None:
             settings["ab_tree"] = {"tree": str(args.ab_tree), "commit": commit_of(args.ab_tree)}

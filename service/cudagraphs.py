@@ -127,7 +127,7 @@ class GraphSteps:
         self._top_k: dict[int, ort.OrtValue] = {}
         self._outputs: dict[tuple, list[ort.OrtValue]] = {}
         # graph key -> its binding, run options and host-bound output buffers
-        self._bindings: dict[tuple, tuple[ort.IOBinding, ort.RunOptions, list]] = {}
+        self._bindings: dict[tuple, tuple[ort.IOBinding, ort.RunOptions | None, list]] = {}
         self._runs: dict[tuple, int] = {}
         self._owner: int | None = None
         self.enabled = True
@@ -268,7 +268,10 @@ class GraphSteps:
             binding.bind_ortvalue_output(name, value)
         for name, buffer in zip(self._output_names[n_host:], self._states[1 - parity], strict=True):
             bind_output(binding, name, DeviceSlice(buffer, bucket))
-        options = ort.RunOptions()
+        # No run options when nothing is captured: ORT's Python looks the graph id up in
+        # them on every run, raising and catching an error when it is missing.
+        options = None
         if self.capture:
+            options = ort.RunOptions()
             options.add_run_config_entry("gpu_graph_id", str(len(self._bindings) + 1))
         return binding, options, outputs

@@ -83,3 +83,21 @@ def test_ab_tree_rows_pair_with_this_trees(tiny_bundle, tmp_path, capsys):
     assert ours["host_ratio_vs_ab"] == round(theirs["host_us_per_row"] / ours["host_us_per_row"], 2)
     assert report["settings"]["ab_tree"]["commit"] not in ("", "unknown")
     assert f"| {loophost.ROOT} | greedy | 2 |" in capsys.readouterr().out
+
+
+def test_cuda_graphs_on_decodes_through_the_fixed_buffers(tiny_bundle, tmp_path):
+    """``--cuda-graphs on``: every step runs on the GPU path's fixed, bucketed buffers (on
+    the CPU provider), in this tree and in the ``--ab-tree`` one; off, none does."""
+    rows = {}
+    for mode in ("on", "off"):
+        out = tmp_path / f"{mode}.json"
+        argv = _tiny_run(tiny_bundle, tmp_path, 8, out)
+        argv += ["--strategies", "greedy", "--batch", "4", "--cuda-graphs", mode]
+        argv += ["--ab-tree", str(loophost.ROOT)] if mode == "on" else []
+        assert loophost.main(argv) == 0
+        report = json.loads(out.read_text())
+        assert report["settings"]["cuda_graphs"] == mode
+        rows[mode] = report["rows"]
+    for r in rows["on"]:
+        assert r["graph_steps"] == r["steps"] > 0
+    assert [r["graph_steps"] for r in rows["off"]] == [0]
