@@ -49,9 +49,17 @@ class LoopResult:
     errors: int = 0
     start: float = 0.0
     end: float = 0.0
+    # the server's own timing of each answered request (nmt.v1.Timing), summed in ms:
+    # queue, encode, decode, total (see summarize)
+    server_ms: dict[str, float] = field(default_factory=dict)
 
 
 CONNECTION_MODES = ("process", "client")
+# The parts of a request's time its reply reports (nmt.v1.Timing): waiting in the engine's
+# queue, in encoder calls, decoding (from admission to the last sentence's end, encoder
+# calls left out: waiting to join the decode loop included), and all three together
+# (from the front end's submission to the engine's last step for it).
+SERVER_TIMES = ("queue", "encode", "decode", "total")
 
 
 def closed_loop(
@@ -106,11 +114,16 @@ def closed_loop(
                     continue
                 elapsed = time.perf_counter() - start
                 best = reply.best
+                timing = reply.timing
                 with lock:
                     result.latencies.append(elapsed)
                     result.tokens += len(best.tokens) + 1
                     if outputs is not None:
                         outputs[i] = best.text
+                    if timing is not None:
+                        for name in SERVER_TIMES:
+                            ms = getattr(timing, f"{name}_ms")
+                            result.server_ms[name] = result.server_ms.get(name, 0.0) + ms
 
     threads = [threading.Thread(target=worker) for _ in range(clients)]
     result.start = time.time()
@@ -150,7 +163,25 @@ def summarize(clients: int, options: DecodeOptions, loops: Sequence[LoopResult])
         "p95_ms": round(1000 * percentile(latencies, 95), 1),
         "p99_ms": round(1000 * percentile(latencies, 99), 1),
         "mean_ms": round(1000 * statistics.fmean(latencies), 1) if latencies else None,
+        **server_times(loops, len(latencies)),
     }
+
+
+def server_times(loops: Sequence[LoopResult], answered: int) -> dict:
+    """Mean milliseconds per request of each :data:`SERVER_TIMES` part (``server_*_ms``)
+    and of the rest of the client's latency (``outside_engine_ms``: gRPC both ways, the
+    front end's tokenising, rendering and replying, the pipe to an engine process and
+    back, the client itself); empty when the replies carried no timing."""
+    counted = [loop for loop in loops if loop.server_ms]
+    if not answered or len(counted) != len(loops):
+        return {}
+    out = {
+        f"server_{name}_ms": round(sum(loop.server_ms[name] for loop in loops) / answered, 2)
+        for name in SERVER_TIMES
+    }
+    mean = 1000 * statistics.fmean(x for loop in loops for x in loop.latencies)
+    out["outside_engine_ms"] = round(mean - out["server_total_ms"], 2)
+    return out
 
 
 def start_server(

@@ -314,6 +314,7 @@ def markdown(result: dict) -> str:
             f"| {_fmt(other, 2)} "
             f"| {_fmt(by.get('clients'), 2)} | {_fmt(dec, 2)} | {_fmt(enc, 2)} |"
         )
+    lines += latency_table(result["rows"])
     profiles = result.get("decoder_profiles") or []
     if profiles:
         ops = sorted(
@@ -369,6 +370,36 @@ def markdown(result: dict) -> str:
             mark += f"; a gRPC server with no model reaches {t['ceiling']:.2f} here"
         lines.append(f"* {t['target']}: {_fmt(t['value'], 2)} ({mark})")
     return "\n".join(lines) + "\n"
+
+
+def latency_table(rows: list[dict]) -> list[str]:
+    """Markdown lines: where a request's latency goes, from the server's own timing in
+    each reply (:func:`loadtest.concurrency.server_times`); none when no row has it."""
+    timed = [r for r in rows if r.get("server_total_ms")]  # (no-model server: no engine)
+    if not timed:
+        return []
+    lines = [
+        "",
+        "## Where a request's time goes",
+        "",
+        "Mean milliseconds per request (one sentence each), from the timing each reply "
+        "carries: in the engine's queue, in encoder calls, decoding (from admission to the "
+        "end, encoder calls left out; waiting to join the decode loop included), and the "
+        "rest of the client's latency outside the engine (gRPC both ways, the front end's "
+        "tokenising and replying, the pipe to an engine process and back, the client):",
+        "",
+        "| system | strategy | clients | mean ms | queue | encode | decode | engine total "
+        "| outside the engine |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in timed:
+        lines.append(
+            f"| {r['system']} | {r['strategy']} | {_fmt(r.get('clients'))} "
+            f"| {_fmt(r.get('mean_ms'), 2)} | {_fmt(r['server_queue_ms'], 2)} "
+            f"| {_fmt(r['server_encode_ms'], 2)} | {_fmt(r['server_decode_ms'], 2)} "
+            f"| {_fmt(r['server_total_ms'], 2)} | {_fmt(r['outside_engine_ms'], 2)} |"
+        )
+    return lines
 
 
 README_START = "<!-- bench:start (written by python -m loadtest.bench --readme README.md) -->"

@@ -152,7 +152,24 @@ def test_markdown_table(result):
     # results and CPU tables: every row; roofline table: every row but PyTorch's and
     # the no-model server's
     noop = sum(r["system"] == "grpc-noop" for r in data["rows"])
-    assert len(table) == 3 * len(data["rows"]) - 2 - noop
+    # and the latency table: the service's rows
+    service = sum(r["system"] == "grpc-service" for r in data["rows"])
+    assert "## Where a request's time goes" in md
+    assert len(table) == 3 * len(data["rows"]) - 2 - noop + service
+
+
+def test_service_rows_split_each_requests_time(result):
+    """From the timing in each reply: queue, encode and decode add up to the engine's
+    total, and the rest of the client's latency is outside the engine."""
+    data, _, _ = result
+    for r in data["rows"]:
+        if r["system"] != "grpc-service":
+            continue
+        parts = [r[f"server_{name}_ms"] for name in ("queue", "encode", "decode")]
+        assert min(parts) >= 0 and r["server_encode_ms"] > 0 and r["server_decode_ms"] > 0
+        assert r["server_total_ms"] == pytest.approx(sum(parts), abs=0.05)
+        assert r["outside_engine_ms"] > 0
+        assert r["server_total_ms"] + r["outside_engine_ms"] == pytest.approx(r["mean_ms"], abs=0.1)
 
 
 def test_failed_calls_are_listed_under_the_table(result):
