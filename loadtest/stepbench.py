@@ -10,7 +10,11 @@ written into the pool's spare slots on the device; the pool compacted as the dec
 loop does once half its slots are dead). This separates the per-call cost a device
 pays whatever the batch (kernel launches, framework) from the per-row work and from
 the cost of admissions. The encoder columns time one encoder call over that many
-sentences (binding off and on): an admission's cost by its batch size.
+sentences (binding off and on): an admission's cost by its batch size; the "encoder fixed
+shape" column times the same call on a session whose axes are fixed at that shape
+(:func:`fixed_encoder_session`), on CUDA replayed from a CUDA graph, and the JSON lists
+the shape and control-flow ops left in it once folded (``encoder_dynamic_ops``: none,
+or ONNX Runtime cannot capture it).
 
 On CUDA it also times the step the way the service runs it by default, replayed from a
 CUDA graph on fixed, bucketed buffers (``--cuda-graphs auto``, :mod:`service.cudagraphs`;
@@ -137,6 +141,96 @@ def time_graph_steps(path: Path, feeds: dict, *, runs: int) -> float | None:
         return None
 
 
+# Ops that make a graph dynamic: shape computations (which ONNX Runtime's CUDA provider
+# leaves on the CPU) and control flow. A CUDA graph can hold none of them.
+DYNAMIC_OPS = ("Shape", "Size", "If", "Loop", "Range", "ConstantOfShape", "NonZero")
+
+
+def fixed_encoder_session(path: Path, batch: int, src_len: int, device: str, *, optimized=None):
+    """An encoder session whose ``batch`` and ``src_len`` axes are fixed (ONNX Runtime's
+    free-dimension overrides): its shape computations, the ``If`` the trace of the
+    bidirectional reversal left and every op they feed fold into constants, so on CUDA it
+    may be captured (``enable_cuda_graph``) like a decoder step. ``optimized``: where
+    ONNX Runtime writes the folded graph."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    probe = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    axes = probe.get_inputs()[0].shape  # the names of src_ids' (batch, src_len) axes
+    for name, size in zip(axes, (batch, src_len), strict=True):
+        options.add_free_dimension_override_by_name(name, size)
+    if optimized is not None:
+        options.optimized_model_filepath = str(optimized)
+    if device == "cuda":
+        providers = [("CUDAExecutionProvider", {"enable_cuda_graph": "1"})]
+    else:
+        providers = ["CPUExecutionProvider"]
+    return ort.InferenceSession(str(path), options, providers=providers)
+
+
+def dynamic_ops(path: Path, batch: int, src_len: int) -> list[str]:
+    """The :data:`DYNAMIC_OPS` left in the encoder ``path`` once its axes are fixed at
+    ``batch`` x ``src_len`` and ONNX Runtime has optimised it (none: it can be captured)."""
+    import tempfile
+
+    import onnx
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folded = Path(tmp) / "encoder.onnx"
+        fixed_encoder_session(path, batch, src_len, "cpu", optimized=folded)
+        graph = onnx.load(str(folded)).graph
+    return sorted({n.op_type for n in graph.node if n.op_type in DYNAMIC_OPS})
+
+
+def time_encoder_graph(
+    path: Path, ids: np.ndarray, lengths: np.ndarray, device: str, *, runs: int
+) -> float | None:
+    """Mean seconds of one call of the encoder ``path`` over ``ids`` ``(sentences,
+    src_len)`` on a session with both axes fixed (:func:`fixed_encoder_session`), inputs
+    and outputs bound once to fixed buffers, the ids and lengths written in place each
+    call: on CUDA a replay of a captured graph, on the CPU plain runs of the folded graph.
+    None (the reason printed) when ONNX Runtime cannot run it so, or its memory differs
+    from a plain session's."""
+    import onnxruntime as ort
+
+    from export import spec
+
+    try:
+        session = fixed_encoder_session(path, *ids.shape, device)
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        plain = ort.InferenceSession(str(path), options, providers=session.get_providers())
+        feeds = {spec.SRC_IDS: ids, spec.SRC_LENGTHS: lengths}
+        want = plain.run(None, feeds)
+        binding = session.io_binding()
+        inputs = {n: ort.OrtValue.ortvalue_from_numpy(v, device, 0) for n, v in feeds.items()}
+        for name, value in inputs.items():
+            binding.bind_ortvalue_input(name, value)
+        outputs = [ort.OrtValue.ortvalue_from_numpy(np.zeros_like(w), device, 0) for w in want]
+        for out, value in zip(session.get_outputs(), outputs, strict=True):
+            binding.bind_ortvalue_output(out.name, value)
+
+        def call() -> None:
+            for name, value in inputs.items():
+                value.update_inplace(feeds[name])
+            session.run_with_iobinding(binding)
+
+        for _ in range(3):  # (on CUDA the first run captures the graph)
+            call()
+        start = time.perf_counter()
+        for _ in range(runs):
+            call()
+        seconds = (time.perf_counter() - start) / runs
+        if not np.allclose(outputs[0].numpy(), want[0], atol=1e-5):
+            print("no fixed-shape encoder: its memory differs from a plain call's", file=sys.stderr)
+            return None
+        return seconds
+    except Exception as exc:  # noqa: BLE001 - ORT's own error types (a capture refused)
+        print(f"no fixed-shape encoder: {str(exc).strip().splitlines()[0][:300]}", file=sys.stderr)
+        return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from export import spec
     from service.bundle import load_bundle
@@ -172,9 +266,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     graphs = args.device == "cuda"
     print(
         "| rows | binding off ms | binding on ms | binding on, an admission per step ms "
-        "| runtime graphs ms | CUDA graph ms | encoder off ms | encoder on ms |"
+        "| runtime graphs ms | CUDA graph ms | encoder off ms | encoder on ms "
+        "| encoder fixed shape ms |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for rows in [int(r) for r in args.rows.split(",") if r.strip()]:
         ids = rng.integers(4, cfg.src_vocab_size, (rows + 1, args.src_len)).astype(np.int64)
         lengths = np.full(rows, args.src_len, dtype=np.int64)
@@ -222,6 +317,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             row[f"encoder_{mode}_ms"] = 1e3 * time_encoder(
                 models[mode].model, ids[:rows], lengths, runs=encoder_runs
             )
+        encoder_path = bundle_dir / spec.ENCODER_FILE
+        seconds = time_encoder_graph(
+            encoder_path, ids[:rows], lengths, args.device, runs=encoder_runs
+        )
+        row["encoder_fixed_ms"] = None if seconds is None else 1e3 * seconds
+        row["encoder_dynamic_ops"] = dynamic_ops(encoder_path, rows, args.src_len)
         results.append(row)
         cells = (
             row["off_ms"],
@@ -231,6 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             graph,
             row["encoder_off_ms"],
             row["encoder_on_ms"],
+            row["encoder_fixed_ms"],
         )
         print(f"| {rows} | " + " | ".join("–" if c is None else f"{c:.3f}" for c in cells) + " |")
     if args.json:

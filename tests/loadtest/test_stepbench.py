@@ -21,8 +21,11 @@ def test_cpu_rows_have_every_timing_and_no_graph(tiny_bundle, tmp_path, capsys):
         assert r["off_ms"] > 0 and r["on_ms"] > 0 and r["on_admitting_ms"] > 0
         assert r["encoder_off_ms"] > 0 and r["encoder_on_ms"] > 0
         assert r["graph_ms"] is None  # CUDA graphs: CUDA only
+        # the encoder with fixed axes runs (and computes a plain call's memory)
+        assert r["encoder_fixed_ms"] > 0
+        assert r["encoder_dynamic_ops"] == []
     table = capsys.readouterr().out
-    assert "| CUDA graph ms | encoder off ms | encoder on ms |" in table
+    assert "| CUDA graph ms | encoder off ms | encoder on ms | encoder fixed shape ms |" in table
     assert "| 3 | " in table
 
 
@@ -38,3 +41,26 @@ def test_cuda_rows_time_the_graph_replay(tmp_path):
     rows = json.loads(out.read_text())["rows"]
     assert all(r["graph_ms"] is not None and r["graph_ms"] > 0 for r in rows)
     assert all(r["encoder_on_ms"] > 0 for r in rows)
+
+
+@pytest.mark.parametrize("variant", ["gru", "lstm"])
+def test_an_encoder_with_fixed_axes_folds_every_shape_op_away(tmp_path, variant):
+    """The plain export has Shape, Range, ConstantOfShape and an If (the trace of the
+    bidirectional reversal): ONNX Runtime leaves such nodes on the CPU, and a CUDA graph
+    can hold none. With both axes fixed they fold away, and what is left computes what
+    the plain session does (else time_encoder_graph returns None)."""
+    import numpy as np
+    import onnx
+
+    from export import spec
+    from tests.service.server_fixtures import build_tiny_bundle
+
+    overrides = {} if variant == "gru" else {"rnn_type": "lstm"}
+    bundle = build_tiny_bundle(tmp_path, max_source_tokens=64, **overrides)
+    path = bundle.bundle_dir / spec.ENCODER_FILE
+    plain = {n.op_type for n in onnx.load(str(path)).graph.node}
+    assert {"Shape", "If"} <= plain  # (what this test is about: the export has them)
+    assert stepbench.dynamic_ops(path, 4, 16) == []
+    ids = np.random.default_rng(0).integers(4, 100, (4, 16)).astype(np.int64)
+    lengths = np.array([16, 9, 3, 1], dtype=np.int64)  # padded rows too
+    assert stepbench.time_encoder_graph(path, ids, lengths, "cpu", runs=2) > 0
