@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 # Rebuild the pool when a pool rebuilt for the longest live sentence would be at most this
-# share of its width (a fixed-buffer pool's width is a power of two: MemoryPool.rebuilt_width).
+# share of its width (a fixed-buffer pool's width is a power of two: DevicePool.rebuilt_width).
 NARROW_FRACTION = 0.75
 
 
