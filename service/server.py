@@ -32,8 +32,9 @@ from export import spec
 from nmt_api.nmt.v1 import translator_pb2
 from service import logs
 from service.bundle import BundleError, load_bundle
-from service.config import ServerConfig, parse_args
+from service.config import ServerConfig
 from service.engine import Engine
+from service.flags import parse_args
 from service.forwarding import ENGINE_METRICS, FRONTEND_METRICS, ProcessSource, forward_metrics
 from service.frontends import FrontendError, Frontends, Links
 from service.lanes import EngineLanes, lanes_for, make_engine, runtime_for

@@ -35,7 +35,8 @@ import yaml
 from kubernetes_validate.utils import SchemaNotFoundError, all_versions, latest_version
 from prometheus_client import CollectorRegistry
 
-from service.config import ServerConfig, build_parser, parse_args, variable
+from service.config import ServerConfig
+from service.flags import build_parser, parse_args, variable
 from service.metrics import create_metrics
 from service.server import SHUTDOWN_TASKS_SECONDS
 from service.servicer import SERVICE_NAME

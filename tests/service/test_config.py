@@ -9,14 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from service.config import (
-    FLAGS,
-    SECTIONS,
-    ServerConfig,
-    TransportConfig,
-    build_parser,
-    parse_args,
-)
+from service.config import SECTIONS, ServerConfig, TransportConfig
+from service.flags import FLAGS, build_parser, parse_args
 from service.limits import EngineConfig
 from service.servicer import RpcConfig
 

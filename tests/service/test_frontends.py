@@ -18,7 +18,7 @@ import pytest
 
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
-from service.config import parse_args
+from service.flags import parse_args
 from tests.service.server_fixtures import TINY_MODEL
 from tests.service.server_helpers import (
     TIMEOUT,
