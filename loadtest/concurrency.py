@@ -149,6 +149,7 @@ def summarize(clients: int, options: DecodeOptions, loops: Sequence[LoopResult])
     """One level's numbers from the closed loops that ran it side by side (one per client
     process): throughput over the wall time from the first start to the last end."""
     latencies = [x for loop in loops for x in loop.latencies]
+    mean = statistics.fmean(latencies) if latencies else None
     tokens = sum(loop.tokens for loop in loops)
     wall = max(loop.end for loop in loops) - min(loop.start for loop in loops)
     return {
@@ -162,25 +163,24 @@ def summarize(clients: int, options: DecodeOptions, loops: Sequence[LoopResult])
         "p50_ms": round(1000 * percentile(latencies, 50), 1),
         "p95_ms": round(1000 * percentile(latencies, 95), 1),
         "p99_ms": round(1000 * percentile(latencies, 99), 1),
-        "mean_ms": round(1000 * statistics.fmean(latencies), 1) if latencies else None,
-        **server_times(loops, len(latencies)),
+        "mean_ms": round(1000 * mean, 1) if mean is not None else None,
+        **server_times(loops, len(latencies), mean),
     }
 
 
-def server_times(loops: Sequence[LoopResult], answered: int) -> dict:
+def server_times(loops: Sequence[LoopResult], answered: int, mean: float | None) -> dict:
     """Mean milliseconds per request of each :data:`SERVER_TIMES` part (``server_*_ms``)
-    and of the rest of the client's latency (``outside_engine_ms``: gRPC both ways, the
-    front end's tokenising, rendering and replying, the pipe to an engine process and
-    back, the client itself); empty when the replies carried no timing."""
-    counted = [loop for loop in loops if loop.server_ms]
-    if not answered or len(counted) != len(loops):
+    over the ``answered`` requests, and of the rest of their ``mean`` latency (seconds;
+    ``outside_engine_ms``: gRPC both ways, the front end's tokenising, rendering and
+    replying, the pipe to an engine process and back, the client itself); empty when the
+    replies carried no timing."""
+    if not answered or mean is None or not all(loop.server_ms for loop in loops):
         return {}
     out = {
         f"server_{name}_ms": round(sum(loop.server_ms[name] for loop in loops) / answered, 2)
         for name in SERVER_TIMES
     }
-    mean = 1000 * statistics.fmean(x for loop in loops for x in loop.latencies)
-    out["outside_engine_ms"] = round(mean - out["server_total_ms"], 2)
+    out["outside_engine_ms"] = round(1000 * mean - out["server_total_ms"], 2)
     return out
 
 

@@ -66,14 +66,14 @@ def test_server_times_are_means_over_every_loops_requests():
         loop([0.010, 0.020], queue=2.0, encode=4.0, decode=10.0, total=16.0),
         loop([0.030], queue=1.0, encode=2.0, decode=5.0, total=8.0),
     ]
-    got = concurrency.server_times(loops, 3)
+    got = concurrency.server_times(loops, 3, 0.020)
     assert got == {
         "server_queue_ms": 1.0, "server_encode_ms": 2.0, "server_decode_ms": 5.0,
         "server_total_ms": 8.0, "outside_engine_ms": 12.0,  # mean latency 20 ms
     }  # fmt: skip
     # a loop whose replies carried no timing, or no answers at all: nothing claimed
-    assert concurrency.server_times([*loops, concurrency.LoopResult([0.5])], 4) == {}
-    assert concurrency.server_times([], 0) == {}
+    assert concurrency.server_times([*loops, concurrency.LoopResult([0.5])], 4, 0.14) == {}
+    assert concurrency.server_times([], 0, None) == {}
 
 
 def test_client_processes_must_be_positive():
