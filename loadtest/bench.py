@@ -254,7 +254,8 @@ def bench_service(
                 steps = max(1, used["graph_steps"])
                 log.info(
                     "  %d of %d decoder steps on the fixed buffers (CUDA graphs); a step "
-                    "%.3f ms in ORT calls: upload %.3f, run %.3f, outputs to the host %.3f",
+                    "%.3f ms in ORT calls: upload %.3f, run %.3f, outputs to the host %.3f; "
+                    "%d of %d encoder calls on fixed shapes, %.3f ms a call",
                     used["graph_steps"],
                     used["decoder_calls"],
                     1e3 * used["decoder_seconds"] / max(1, used["decoder_calls"]),
@@ -262,6 +263,9 @@ def bench_service(
                         1e3 * used[f"graph_{p}_seconds"] / steps
                         for p in ("upload", "run", "download")
                     ),
+                    used["graph_encodes"],
+                    used["encoder_calls"],
+                    1e3 * used["encoder_seconds"] / max(1, used["encoder_calls"]),
                 )
                 rows.append(
                     {"system": "grpc-service", "strategy": strategy}

@@ -180,6 +180,7 @@ def load_bundle(bundle_dir: Path | str, runtime: RuntimeConfig | None = None) ->
             config.state_names,
             runtime or RuntimeConfig(),
             exact_lengths=config.exact_lengths,
+            pad_id=config.pad_id,
         )
         _check_graphs(manifest.get("graphs"), model)
         decoding = _decoding(manifest.get("decoding", {}))

@@ -18,6 +18,7 @@ from export import spec
 from service.cudagraphs import DEVICE_LOCK, GraphSteps, static_state_dims
 from service.decoding import Encoded, StepOutput
 from service.devicepool import DeviceGraphs, DevicePool, DeviceState, bind_input
+from service.encodergraphs import EncoderGraphs, encoder_layout
 from service.pool import MemoryPool
 
 log = logging.getLogger(__name__)
@@ -123,6 +124,8 @@ class RunStats:
     graph_upload_seconds: float = 0.0
     graph_run_seconds: float = 0.0
     graph_download_seconds: float = 0.0
+    # encoder calls run on a fixed-shape session (replayed on CUDA; service.encodergraphs)
+    graph_encodes: int = 0
 
 
 def _session(path: Path, opts: ort.SessionOptions, providers: list) -> ort.InferenceSession:
@@ -193,11 +196,14 @@ class OnnxModel:
         config: RuntimeConfig,
         *,
         exact_lengths: bool = False,
+        pad_id: int = 0,
     ) -> None:
         """``exact_lengths``: the encoder reads padding as input (see
-        :class:`export.spec.BundleConfig`), so :meth:`encode` runs it per length."""
+        :class:`export.spec.BundleConfig`), so :meth:`encode` runs it per length;
+        ``pad_id``: the source's padding token (what fixed-shape encoder calls pad with)."""
         self.state_names = state_names
         self.exact_lengths = exact_lengths
+        self._config = config
         wanted = [PROVIDER_ALIASES[p] for p in config.providers]
         providers = usable_providers(config)
         opts = config.session_options()
@@ -254,6 +260,7 @@ class OnnxModel:
             self._graphs.prepare(np.float32)
         self.stats = RunStats()
         self.graph_steps = self._graph_steps(config, dec_path, opts, state_names)
+        self.encoder_graphs = self._encoder_graphs(enc_path, opts, state_names, pad_id)
         # CUDA graphs of any model in this process may be capturing (nothing to guard on
         # a CPU, where encoder threads of several lanes run side by side)
         self._encoder_lock = DEVICE_LOCK if self.device == "cuda" else contextlib.nullcontext()
@@ -303,6 +310,36 @@ class OnnxModel:
             capture=capture,
         )
 
+    def _encoder_graphs(
+        self, path: Path, opts: ort.SessionOptions, names: tuple, pad_id: int
+    ) -> EncoderGraphs | None:
+        """Fixed-shape encoder calls beside the decoder's graph steps (None: plain calls
+        only). Not for an encoder that reads padding as input: it encodes per length."""
+        if self.graph_steps is None or self.exact_lengths:
+            return None
+        layout = encoder_layout(self.encoder, spec.encoder_outputs(names))
+        if layout is None:
+            log.info("encoder graphs off: the encoder's axes are not both free dimensions")
+            return None
+        device, providers = self.device, self.encoder.get_providers()
+
+        def make(dims: dict[str, int], capture: bool) -> ort.InferenceSession:
+            options = self._config.session_options()
+            for name, size in dims.items():
+                options.add_free_dimension_override_by_name(name, size)
+            if capture:
+                cuda = ("CUDAExecutionProvider", {"use_tf32": "0", "enable_cuda_graph": "1"})
+                return _session(path, options, [cuda])
+            return _session(path, options, providers)
+
+        graphs = EncoderGraphs(
+            make, layout, device, pad_id, self.stats, capture=self.graph_steps.capture
+        )
+        if graphs.capture:  # capture now, not while serving (a CPU makes them on first use)
+            with DEVICE_LOCK:
+                graphs.prepare()
+        return graphs
+
     def new_pool(self) -> MemoryPool | DevicePool:
         """The memory pool a decode loop over this model keeps its sentences in: on the
         device under IO binding (in fixed, bucketed buffers for CUDA graphs), host
@@ -351,7 +388,13 @@ class OnnxModel:
         session = self.encoder if batch >= self.parallel_rows else self._encoder_1
         feeds = {spec.SRC_IDS: src_ids, spec.SRC_LENGTHS: src_lengths}
         start = time.perf_counter()
-        if on_device:
+        graphed = None
+        if on_device and self.encoder_graphs is not None:
+            with self._encoder_lock:  # (a capture, or making a session on CUDA)
+                graphed = self.encoder_graphs.run(src_ids, src_lengths)
+        if graphed is not None:  # views of a fixed output set, as wide as its bucket
+            memory, keys, mask, states = graphed.memory, graphed.keys, graphed.mask, graphed.states
+        elif on_device:
             binding = session.io_binding()
             for name, value in feeds.items():
                 binding.bind_cpu_input(name, np.ascontiguousarray(value))

@@ -75,6 +75,8 @@ def test_fixed_buffer_steps_decode_exactly_like_plain_steps(tiny_bundle, batch_s
     # every step fitted (all under the largest bucket, one thread)
     stats = fixed.model.stats
     assert stats.graph_steps == stats.decoder_calls > 0
+    # the encoder calls ran on fixed-shape sessions too (service.encodergraphs)
+    assert stats.graph_encodes == stats.encoder_calls > 0
     assert stats.graph_upload_seconds > 0 and stats.graph_run_seconds > 0
     assert stats.graph_download_seconds > 0
     # a handful of buffer sets recur: far fewer graphs than steps

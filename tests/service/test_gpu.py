@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import grpc
+import numpy as np
 import onnxruntime as ort
 import pytest
 from prometheus_client import CollectorRegistry
@@ -17,6 +18,7 @@ from models.options import DecodeOptions
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
 from service.bundle import BundleError, load_bundle
+from service.decoding import pad_batch
 from service.limits import ADMISSION, LIVE_ROWS
 from service.loop import decode
 from service.runtime import RuntimeConfig
@@ -114,3 +116,29 @@ def test_cuda_graphs_replay_steps_and_decode_like_plain_steps(gpu_bundle):
         for g, w in zip(got, want, strict=True):
             assert [h.score for h in g] == pytest.approx([h.score for h in w], abs=1e-4)
         assert gpu_bundle.model.stats.graph_steps > before and steps.enabled  # no capture failed
+    assert gpu_bundle.model.encoder_graphs.enabled
+
+
+def test_encoder_calls_replay_from_graphs_and_encode_like_plain_calls(gpu_bundle):
+    """On CUDA the encoder runs on sessions of fixed shape buckets, captured as graphs
+    (:mod:`service.encodergraphs`): the same memory, mask and states as a plain CUDA
+    call within 1e-5 (padding changes cuDNN's shapes), no capture refused."""
+    graphs = gpu_bundle.model.encoder_graphs
+    assert graphs is not None and graphs.capture and graphs.enabled
+    plain = load_bundle(
+        FP32, RuntimeConfig(providers=("cuda",), require_gpu=True, cuda_graphs="off")
+    )
+    assert plain.model.encoder_graphs is None
+    stats = gpu_bundle.model.stats
+    for n in (1, 7, 30, 100):
+        ids, lengths = pad_batch(sources(plain, n), plain.config.pad_id)
+        before = stats.graph_encodes
+        got = gpu_bundle.model.encode(ids, lengths)
+        want = plain.model.encode(ids, lengths)
+        width = ids.shape[1]
+        memory = np.array(got.memory)[:, :width]
+        np.testing.assert_allclose(memory, np.array(want.memory), atol=1e-5)
+        assert np.array_equal(np.array(got.mask)[:, :width], np.array(want.mask))
+        for g, w in zip(got.states, want.states, strict=True):
+            np.testing.assert_allclose(np.array(g), np.array(w), atol=1e-5)
+        assert stats.graph_encodes == before + 1 and graphs.enabled

@@ -191,3 +191,4 @@ def test_fixed_buffer_steps_take_the_variant_or_refuse_it_by_name(variant):
         assert [h.tokens for h in w] == [h.tokens for h in g]
         assert [h.score for h in w] == pytest.approx([h.score for h in g], abs=1e-5)
     assert fixed.model.stats.graph_steps > 0
+    assert fixed.model.stats.graph_encodes == fixed.model.stats.encoder_calls > 0

@@ -1,0 +1,268 @@
+"""Encoder calls on fixed-shape sessions, replayed from CUDA graphs on CUDA
+(:class:`EncoderGraphs`; with :mod:`service.cudagraphs`' decoder steps, ``--cuda-graphs``).
+
+Why: on an H100 an encoder call is host-bound. ``python -m loadtest.stepbench --device
+cuda`` measured 1.36-2.36 ms a call at 8-128 sentences for 0.22-0.38 ms of kernels (101-134
+of them: cuDNN's GRU cell and GEMV kernels step by step), and at 256 greedy clients the
+encoder thread spent 1.41 s in ONNX Runtime against the decoder's 0.82 s: the encoder, not
+the decoder, bounded the service. A CUDA graph launches all of a call's kernels at once.
+
+ONNX Runtime captures no graph that has an ``If`` node or shape ops on the CPU, and the
+exported encoder has both (the trace of the bidirectional reversal). They depend on the
+input's shape only: with both axes of ``src_ids`` fixed (ONNX Runtime's free-dimension
+overrides) they fold into constants. So there is one session per shape bucket:
+
+* a call of ``n`` sentences of up to ``length`` tokens runs on the session of the
+  smallest batch bucket (:data:`BATCH_BUCKETS`) and width bucket (the pool's widths:
+  :func:`service.devicepool.bucketed`) that hold it; the extra rows are one pad token
+  long, the extra columns padding. On the CPU this gives exactly the outputs of an
+  unpadded call (``tests/service/test_encodergraphs.py``), and a fixed pool is as wide
+  either way (its width is the same bucket);
+* the outputs are views (:class:`service.devicepool.DeviceSlice`) of the first ``n``
+  rows of fixed device buffers. Each bucket keeps up to :data:`MAX_SETS` output sets,
+  each captured as a graph of its own: a set is used again only once nothing outside
+  refers to its buffers (the pool has copied the memory, the decode loop's states have
+  moved on), so outputs an admission has not yet joined are never overwritten;
+* a call that fits no bucket, or finds every set of its bucket in use, runs the plain
+  way; a bundle whose decoder states are as wide as the source (coverage), or whose
+  encoder reads padding as input (``exact_lengths``), never comes here.
+
+On the CPU provider the same sessions and buffers run without capturing (how CI tests
+that the fixed shapes encode exactly what the plain session does).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import onnxruntime as ort
+
+from export import spec
+from service.cudagraphs import CAPTURE_RUNS
+from service.decoding import Encoded
+from service.devicepool import DEVICE_ID, ORT_TYPES, DeviceSlice, bucketed
+
+if TYPE_CHECKING:
+    from service.runtime import RunStats
+
+log = logging.getLogger(__name__)
+
+# Sentences an encoder call is padded up to. Few buckets: each is a session (the
+# encoder's weights once more on the device) and a set of captured graphs; on a GPU a
+# call of 32 sentences cost about what one of 8 did (stepbench: 1.56 against 1.36 ms).
+BATCH_BUCKETS = (8, 32, 128)
+# Widths (source tokens) past this run the plain way: longer sentences are rare, and
+# each width doubles the buckets' device memory.
+MAX_WIDTH = 256
+# Widths prepared at start-up on CUDA (:meth:`EncoderGraphs.prepare`): up to the server's
+# default longest source (128 tokens); a longer limit's wider buckets are made on first use.
+PREPARED_WIDTHS = (16, 32, 64, 128)
+# Output sets a bucket keeps: one admission may encode in several length groups, all of
+# them joined to the decode loop only once the last one is encoded.
+MAX_SETS = 4
+
+
+class _OutputSet:
+    """Fixed output buffers of one bucket, the binding that writes them and the graph id
+    that replays it."""
+
+    def __init__(self, values: tuple[ort.OrtValue, ...], binding, options, graph_id: int):
+        self.values = values
+        self.binding = binding
+        self.options = options
+        self.graph_id = graph_id
+        # references to each buffer while nothing outside holds one (this tuple's, and
+        # getrefcount's own argument)
+        self._idle = [sys.getrefcount(v) for v in values]
+
+    def in_use(self) -> bool:
+        """Whether an :class:`Encoded` of an earlier call (or a state made from one)
+        still refers to these buffers."""
+        counts = zip(self.values, self._idle, strict=True)
+        return any(sys.getrefcount(v) > idle for v, idle in counts)
+
+
+class _Bucket:
+    """One (batch, width) shape: its session, its input buffers and its output sets."""
+
+    def __init__(self, session: ort.InferenceSession, batch: int, width: int, device: str):
+        self.session = session
+        self.batch = batch
+        self.width = width
+        self.ids_host = np.zeros((batch, width), dtype=np.int64)
+        self.lengths_host = np.ones(batch, dtype=np.int64)
+        self.ids = ort.OrtValue.ortvalue_from_numpy(self.ids_host, device, DEVICE_ID)
+        self.lengths = ort.OrtValue.ortvalue_from_numpy(self.lengths_host, device, DEVICE_ID)
+        self.sets: list[_OutputSet] = []
+
+
+class EncoderGraphs:
+    """Fixed-shape encoder calls of one bundle (see the module docstring)."""
+
+    def __init__(
+        self,
+        make_session: Callable[[dict[str, int], bool], ort.InferenceSession],
+        layout: EncoderLayout,
+        device: str,
+        pad_id: int,
+        stats: RunStats,
+        *,
+        capture: bool,
+    ) -> None:
+        """``make_session(dims, capture)``: an encoder session with the free dimensions
+        ``dims`` fixed (made with ``enable_cuda_graph`` when ``capture``); ``layout``: the
+        encoder's axes and outputs (:func:`encoder_layout`)."""
+        self._make = make_session
+        self.layout = layout
+        self.device = device
+        self.pad_id = pad_id
+        self.stats = stats
+        self.capture = capture
+        self._buckets: dict[tuple[int, int], _Bucket] = {}
+        self._lock = threading.Lock()
+        self.enabled = True
+
+    def bucket(self, sentences: int, length: int) -> tuple[int, int] | None:
+        """The (batch, width) bucket of a call, None when it fits none."""
+        batch = next((b for b in BATCH_BUCKETS if b >= sentences), None)
+        width = bucketed(1, length)[1]
+        if batch is None or width > MAX_WIDTH:
+            return None
+        return batch, width
+
+    def run(self, src_ids: np.ndarray, src_lengths: np.ndarray) -> Encoded | None:
+        """Encode ``src_ids`` ``(n, length)`` (true ``src_lengths`` ``(n,)``) on its
+        bucket's session; the outputs are views of the first ``n`` rows of a fixed output
+        set (memory, keys and mask as wide as the bucket). None when the call does not
+        fit: encode it the plain way. The caller holds the device lock (a capture, and
+        on CUDA making a session, must not overlap another thread's device calls)."""
+        if not self.enabled:
+            return None
+        n, length = src_ids.shape
+        key = self.bucket(n, length)
+        if key is None:
+            return None
+        # Lanes share one model: another lane's encoder mid-call on these buffers means
+        # this call runs the plain way, as GraphSteps does another thread's step.
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            return self._run(key, src_ids, src_lengths)
+        finally:
+            self._lock.release()
+
+    def _run(self, key: tuple[int, int], src_ids: np.ndarray, src_lengths: np.ndarray):
+        n, length = src_ids.shape
+        try:
+            bucket = self._buckets.get(key) or self._new_bucket(*key)
+            out = next((s for s in bucket.sets if not s.in_use()), None)
+            if out is None:
+                if len(bucket.sets) >= MAX_SETS:
+                    return None
+                out = self._new_set(bucket)
+            bucket.ids_host.fill(self.pad_id)
+            bucket.ids_host[:n, :length] = src_ids
+            bucket.lengths_host.fill(1)
+            bucket.lengths_host[:n] = src_lengths
+            bucket.ids.update_inplace(bucket.ids_host)
+            bucket.lengths.update_inplace(bucket.lengths_host)
+            bucket.session.run_with_iobinding(out.binding, out.options)
+        except Exception as exc:  # noqa: BLE001 - ORT's own error types (a capture refused)
+            log.warning("encoder graphs off: a fixed-shape encoder call failed: %s", exc)
+            self.enabled = False
+            return None
+        self.stats.graph_encodes += 1
+        memory, keys, mask, *states = (DeviceSlice(v, n) for v in out.values)
+        return Encoded(memory, keys, mask, tuple(states))
+
+    def prepare(self, widths: tuple[int, ...] = PREPARED_WIDTHS) -> None:
+        """Make (and on CUDA capture) a session and an output set for every batch bucket
+        at each of ``widths`` now, as vLLM captures its graphs at start-up: made on first
+        use, a session would stall the encoder thread while serving. The caller holds
+        the device lock. A failure turns the graphs off (calls run the plain way)."""
+        start = time.perf_counter()
+        try:
+            for width in widths:
+                for batch in BATCH_BUCKETS:
+                    bucket = self._buckets.get((batch, width)) or self._new_bucket(batch, width)
+                    if not bucket.sets:
+                        self._new_set(bucket)
+        except Exception as exc:  # noqa: BLE001 - ORT's own error types (a capture refused)
+            log.warning("encoder graphs off: preparing the fixed-shape encoder failed: %s", exc)
+            self.enabled = False
+            return
+        log.info(
+            "encoder graphs: %d shapes prepared in %.1f s",
+            len(self._buckets),
+            time.perf_counter() - start,
+        )
+
+    def _new_bucket(self, batch: int, width: int) -> _Bucket:
+        dims = dict(zip(self.layout.axes, (batch, width), strict=True))
+        bucket = self._buckets[(batch, width)] = _Bucket(
+            self._make(dims, self.capture), batch, width, self.device
+        )
+        log.debug("encoder session for %d sentences of up to %d tokens", batch, width)
+        return bucket
+
+    def _new_set(self, bucket: _Bucket) -> _OutputSet:
+        binding = bucket.session.io_binding()
+        binding.bind_ortvalue_input(spec.SRC_IDS, bucket.ids)
+        binding.bind_ortvalue_input(spec.SRC_LENGTHS, bucket.lengths)
+        values = []
+        for name, dtype, trailing in self.layout.outputs:
+            dims = [bucket.width if d is None else d for d in trailing]
+            value = ort.OrtValue.ortvalue_from_shape_and_type(
+                [bucket.batch, *dims], dtype, self.device, DEVICE_ID
+            )
+            binding.bind_ortvalue_output(name, value)
+            values.append(value)
+        graph_id = len(bucket.sets) + 1
+        options = None
+        if self.capture:
+            options = ort.RunOptions()
+            options.add_run_config_entry("gpu_graph_id", str(graph_id))
+        out = _OutputSet(tuple(values), binding, options, graph_id)
+        bucket.sets.append(out)
+        # ONNX Runtime runs a graph id plainly a few times before it captures it: do that
+        # now, not while serving a request
+        for _ in range(CAPTURE_RUNS + 1 if self.capture else 0):
+            bucket.session.run_with_iobinding(binding, options)
+        return out
+
+
+@dataclass(frozen=True)
+class EncoderLayout:
+    """What fixed buffers an encoder needs: the names of ``src_ids``' (batch, src_len)
+    axes, and each output's name, numpy type and dimensions past the batch (None where
+    it is as long as the source)."""
+
+    axes: tuple[str, str]
+    outputs: tuple[tuple[str, type, tuple[int | None, ...]], ...]
+
+
+def encoder_layout(session: ort.InferenceSession, names: list[str]) -> EncoderLayout | None:
+    """``session``'s layout, its outputs in the order ``names`` (memory, keys, mask,
+    states), None when its axes are not both symbolic or an output has a
+    dimension a free-dimension override would not fix (nothing fixed buffers can hold)."""
+    shape = next(i.shape for i in session.get_inputs() if i.name == spec.SRC_IDS)
+    if len(shape) != 2 or not all(isinstance(d, str) for d in shape) or shape[0] == shape[1]:
+        return None
+    batch, src_len = shape
+    by_name = {o.name: o for o in session.get_outputs()}
+    outputs = []
+    for o in (by_name[name] for name in names):
+        if o.type not in ORT_TYPES or not o.shape or o.shape[0] != batch:
+            return None
+        trailing = tuple(None if d == src_len else d for d in o.shape[1:])
+        if not all(d is None or isinstance(d, int) for d in trailing):
+            return None
+        outputs.append((o.name, ORT_TYPES[o.type], trailing))
+    return EncoderLayout((batch, src_len), tuple(outputs))
