@@ -295,6 +295,7 @@ class Engine(EngineFront):
                     waiting = [h for h in ready.admitted if h not in joined]
                     self._fail_jobs({job for job, _ in ready.admitted}, exc, pending=waiting)
                 self._unjoined = []
+                ready = None  # joined: its encoder outputs may be written again
             if self._loop.active:
                 try:
                     self._step()
@@ -353,6 +354,9 @@ class Engine(EngineFront):
                 with self._cond:
                     self._encoded = outcome
                     self._cond.notify()
+                # not held while the next batch encodes: fixed encoder outputs are written
+                # again only once nothing refers to them (service/encodergraphs.py)
+                outcome = None
         except BaseException as exc:  # noqa: BLE001 - a bug: the scheduler fails everything
             log.critical(
                 "the encoder thread failed; failing every request, the engine is dead",

@@ -113,8 +113,9 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "runtime",
         "cuda_graphs",
-        "replay decoder steps from CUDA graphs on fixed, bucketed device buffers "
-        "(auto: on with CUDA and IO binding; on: also elsewhere, without capturing)",
+        "replay decoder steps and encoder calls from CUDA graphs on fixed, bucketed "
+        "device buffers (auto: on with CUDA and IO binding; on: also elsewhere, "
+        "without capturing)",
         choices=CUDA_GRAPH_MODES,
     ),
     Flag(

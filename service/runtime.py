@@ -57,7 +57,8 @@ class RuntimeConfig:
     ids/log-probs, EOS log-probs and attention come to the host.
 
     ``cuda_graphs`` ("auto", "on", "off"; auto = on with CUDA and IO binding) replays
-    decoder steps from CUDA graphs on fixed, bucketed buffers (:mod:`service.cudagraphs`).
+    decoder steps from CUDA graphs on fixed, bucketed buffers (:mod:`service.cudagraphs`),
+    and encoder calls on sessions of fixed shape buckets (:mod:`service.encodergraphs`).
     "on" elsewhere runs the same buffers without capturing (how CI tests that path).
     """
 

@@ -207,7 +207,14 @@ def test_server_on_fixed_buffers_answers_like_the_host_path(server_factory, tiny
     requests = mixed_requests(tiny_bundle.sentences)
     want, got = (answers_under_load(server.port, requests) for server in (host, fixed))
     assert_same_answers(got, want, atol=1e-4)
-    assert fixed.engines["tiny"].bundle.model.stats.graph_steps > 0 and steps.enabled
+    model = fixed.engines["tiny"].bundle.model
+    assert model.stats.graph_steps > 0 and steps.enabled
+    # every encoder call on fixed shapes, each bucket needing at most two output sets:
+    # the batch being encoded and the one being joined (neither thread keeps an
+    # outcome it has handed on, nor the scheduler one it has joined)
+    stats = model.stats
+    assert stats.graph_encodes == stats.encoder_calls > 0 and model.encoder_graphs.enabled
+    assert all(len(b.sets) <= 2 for b in model.encoder_graphs._buckets.values())
 
 
 def test_rebuilt_width_is_the_bucket_of_a_fixed_pool(tiny_bundle):
