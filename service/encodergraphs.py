@@ -19,24 +19,27 @@ overrides) they fold into constants. So there is one session per shape bucket:
   unpadded call (``tests/service/test_encodergraphs.py``), and a fixed pool is as wide
   either way (its width is the same bucket);
 * the outputs are views (:class:`service.devicepool.DeviceSlice`) of the first ``n``
-  rows of fixed device buffers. Each bucket keeps up to :data:`MAX_SETS` output sets,
-  each captured as a graph of its own: a set is used again only once nothing outside
-  refers to its buffers (the pool has copied the memory, the decode loop's states have
-  moved on), so outputs an admission has not yet joined are never overwritten;
-* a call that fits no bucket, or finds every set of its bucket in use, runs the plain
-  way; a bundle whose decoder states are as wide as the source (coverage), or whose
-  encoder reads padding as input (``exact_lengths``), never comes here.
+  rows of fixed device buffers. A bucket keeps a few output sets, each captured as a
+  graph of its own: a set is used again only once nothing outside refers to its
+  buffers (the pool has copied the memory, the decode loop's states have moved on), so
+  outputs an admission has not yet joined are never overwritten;
+* on CUDA every bucket up to 128 tokens and two sets each are made and captured at
+  start-up (:meth:`EncoderGraphs.prepare`), and nothing after: a call that fits no
+  prepared bucket, or finds both its sets in use, runs the plain way. A bundle whose
+  decoder states are as wide as the source (coverage), or whose encoder reads padding
+  as input (``exact_lengths``), never comes here.
 
-On the CPU provider the same sessions and buffers run without capturing (how CI tests
-that the fixed shapes encode exactly what the plain session does).
+On the CPU provider the same sessions and buffers run without capturing, made on first
+use, up to :data:`MAX_SETS` sets a bucket (how CI tests that the fixed shapes encode
+exactly what the plain session does).
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -62,11 +65,22 @@ BATCH_BUCKETS = (8, 32, 128)
 # each width doubles the buckets' device memory.
 MAX_WIDTH = 256
 # Widths prepared at start-up on CUDA (:meth:`EncoderGraphs.prepare`): up to the server's
-# default longest source (128 tokens); a longer limit's wider buckets are made on first use.
+# default longest source (128 tokens); calls of longer sentences run the plain way.
 PREPARED_WIDTHS = (16, 32, 64, 128)
+# Output sets prepared a bucket: the engine has at most two encoded batches in hand at
+# once (the one being encoded, the one being joined; tests/service/test_cudagraphs.py).
+PREPARED_SETS = 2
 # Output sets a bucket keeps: one admission may encode in several length groups, all of
 # them joined to the decode loop only once the last one is encoded.
 MAX_SETS = 4
+
+
+class _View(DeviceSlice):
+    """A view of an output set's buffer, as an :class:`Encoded` carries it; the set is in
+    use while any of its views is alive (in the engine's hands, or the decode loop's
+    states when it took them as they were)."""
+
+    __slots__ = ("__weakref__",)
 
 
 class _OutputSet:
@@ -78,15 +92,17 @@ class _OutputSet:
         self.binding = binding
         self.options = options
         self.graph_id = graph_id
-        # references to each buffer while nothing outside holds one (this tuple's, and
-        # getrefcount's own argument)
-        self._idle = [sys.getrefcount(v) for v in values]
+        self._views: weakref.WeakSet[_View] = weakref.WeakSet()
+
+    def views(self, rows: int) -> list[_View]:
+        """Views of the first ``rows`` rows of each buffer, tracked."""
+        views = [_View(v, rows) for v in self.values]
+        self._views.update(views)
+        return views
 
     def in_use(self) -> bool:
-        """Whether an :class:`Encoded` of an earlier call (or a state made from one)
-        still refers to these buffers."""
-        counts = zip(self.values, self._idle, strict=True)
-        return any(sys.getrefcount(v) > idle for v, idle in counts)
+        """Whether a view of an earlier call is still alive."""
+        return len(self._views) > 0
 
 
 class _Bucket:
@@ -128,6 +144,7 @@ class EncoderGraphs:
         self._buckets: dict[tuple[int, int], _Bucket] = {}
         self._lock = threading.Lock()
         self.enabled = True
+        self.prepared = False  # (see prepare: nothing is made after it)
 
     def bucket(self, sentences: int, length: int) -> tuple[int, int] | None:
         """The (batch, width) bucket of a call, None when it fits none."""
@@ -161,10 +178,14 @@ class EncoderGraphs:
     def _run(self, key: tuple[int, int], src_ids: np.ndarray, src_lengths: np.ndarray):
         n, length = src_ids.shape
         try:
-            bucket = self._buckets.get(key) or self._new_bucket(*key)
+            bucket = self._buckets.get(key)
+            if bucket is None:
+                if self.prepared:
+                    return None
+                bucket = self._new_bucket(*key)
             out = next((s for s in bucket.sets if not s.in_use()), None)
             if out is None:
-                if len(bucket.sets) >= MAX_SETS:
+                if self.prepared or len(bucket.sets) >= MAX_SETS:
                     return None
                 out = self._new_set(bucket)
             bucket.ids_host.fill(self.pad_id)
@@ -179,25 +200,30 @@ class EncoderGraphs:
             self.enabled = False
             return None
         self.stats.graph_encodes += 1
-        memory, keys, mask, *states = (DeviceSlice(v, n) for v in out.values)
+        memory, keys, mask, *states = out.views(n)
         return Encoded(memory, keys, mask, tuple(states))
 
-    def prepare(self, widths: tuple[int, ...] = PREPARED_WIDTHS) -> None:
-        """Make (and on CUDA capture) a session and an output set for every batch bucket
-        at each of ``widths`` now, as vLLM captures its graphs at start-up: made on first
-        use, a session would stall the encoder thread while serving. The caller holds
+    def prepare(self, widths: tuple[int, ...] = PREPARED_WIDTHS, sets: int = PREPARED_SETS) -> None:
+        """Make (and on CUDA capture) a session and ``sets`` output sets for every batch
+        bucket at each of ``widths`` now, as vLLM captures its graphs at start-up; from
+        then on nothing more is made, and a call they do not hold runs the plain way.
+        Made while serving, a session would stall the encoder thread, and a capture
+        could collide with the decoder thread's device calls (CUDA refuses a copy or an
+        allocation while another stream captures: :data:`service.cudagraphs.DEVICE_LOCK`
+        keeps the encoder's calls apart, not the decoder's replays). The caller holds
         the device lock. A failure turns the graphs off (calls run the plain way)."""
         start = time.perf_counter()
         try:
             for width in widths:
                 for batch in BATCH_BUCKETS:
                     bucket = self._buckets.get((batch, width)) or self._new_bucket(batch, width)
-                    if not bucket.sets:
+                    while len(bucket.sets) < sets:
                         self._new_set(bucket)
         except Exception as exc:  # noqa: BLE001 - ORT's own error types (a capture refused)
             log.warning("encoder graphs off: preparing the fixed-shape encoder failed: %s", exc)
             self.enabled = False
             return
+        self.prepared = True
         log.info(
             "encoder graphs: %d shapes prepared in %.1f s",
             len(self._buckets),

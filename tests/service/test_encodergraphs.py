@@ -14,7 +14,13 @@ from export import spec
 from service.bundle import load_bundle
 from service.decoding import pad_batch
 from service.devicepool import DeviceSlice, DeviceState
-from service.encodergraphs import BATCH_BUCKETS, MAX_SETS, MAX_WIDTH, encoder_layout
+from service.encodergraphs import (
+    BATCH_BUCKETS,
+    MAX_SETS,
+    MAX_WIDTH,
+    PREPARED_SETS,
+    encoder_layout,
+)
 from service.runtime import RuntimeConfig
 
 
@@ -135,7 +141,7 @@ def test_prepare_makes_every_batch_bucket_at_a_width(models, tiny_bundle):
     graphs = fixed.model.encoder_graphs
     graphs.prepare((16,))
     assert sorted(graphs._buckets) == [(b, 16) for b in BATCH_BUCKETS]
-    assert all(len(b.sets) == 1 for b in graphs._buckets.values())
+    assert all(len(b.sets) == PREPARED_SETS for b in graphs._buckets.values())
     ids, lengths = batch(plain, tiny_bundle, 3)
     if graphs.bucket(3, ids.shape[1]) == (BATCH_BUCKETS[0], 16):
         fixed.model.encode(ids, lengths)
@@ -168,3 +174,27 @@ def test_lanes_sharing_the_model_encode_side_by_side(models, tiny_bundle):
     assert not errors
     stats = fixed.model.stats
     assert 0 < stats.graph_encodes <= stats.encoder_calls == 3 * 20 * len(calls)
+
+
+def test_once_prepared_nothing_more_is_made(models, tiny_bundle):
+    """On CUDA the sets are captured at start-up only (a capture while serving could
+    collide with the decoder thread's device calls): a call outside the prepared
+    buckets, or with both sets of its bucket held, runs the plain way."""
+    plain, fixed = models
+    graphs = fixed.model.encoder_graphs
+    graphs.prepare((16,), sets=2)
+    assert graphs.prepared
+    candidates = [batch(plain, tiny_bundle, 1, offset=i) for i in range(40)]
+    narrow = [c for c in candidates if c[0].shape[1] <= 16][:3]
+    wide = next(c for c in candidates if c[0].shape[1] > 16)
+    assert len(narrow) == 3
+    held = [fixed.model.encode(*c) for c in narrow[:2]]
+    assert all(isinstance(e.memory, DeviceSlice) for e in held)
+    third = fixed.model.encode(*narrow[2])
+    assert isinstance(third.memory, DeviceState)
+    assert isinstance(fixed.model.encode(*wide).memory, DeviceState)
+    assert np.array_equal(np.array(third.memory), plain.model.encode(*narrow[2]).memory)
+    assert len(graphs._buckets) == len(BATCH_BUCKETS)
+    assert all(len(b.sets) == 2 for b in graphs._buckets.values())
+    del held
+    assert isinstance(fixed.model.encode(*narrow[2]).memory, DeviceSlice)
