@@ -204,7 +204,6 @@ class OnnxModel:
         ``pad_id``: the source's padding token (what fixed-shape encoder calls pad with)."""
         self.state_names = state_names
         self.exact_lengths = exact_lengths
-        self._config = config
         wanted = [PROVIDER_ALIASES[p] for p in config.providers]
         providers = usable_providers(config)
         opts = config.session_options()
@@ -261,7 +260,7 @@ class OnnxModel:
             self._graphs.prepare(np.float32)
         self.stats = RunStats()
         self.graph_steps = self._graph_steps(config, dec_path, opts, state_names)
-        self.encoder_graphs = self._encoder_graphs(enc_path, opts, state_names, pad_id)
+        self.encoder_graphs = self._encoder_graphs(config, enc_path, state_names, pad_id)
         # CUDA graphs of any model in this process may be capturing (nothing to guard on
         # a CPU, where encoder threads of several lanes run side by side)
         self._encoder_lock = DEVICE_LOCK if self.device == "cuda" else contextlib.nullcontext()
@@ -312,7 +311,7 @@ class OnnxModel:
         )
 
     def _encoder_graphs(
-        self, path: Path, opts: ort.SessionOptions, names: tuple, pad_id: int
+        self, config: RuntimeConfig, path: Path, names: tuple, pad_id: int
     ) -> EncoderGraphs | None:
         """Fixed-shape encoder calls beside the decoder's graph steps (None: plain calls
         only). Not for an encoder that reads padding as input: it encodes per length."""
@@ -325,7 +324,7 @@ class OnnxModel:
         device, providers = self.device, self.encoder.get_providers()
 
         def make(dims: dict[str, int], capture: bool) -> ort.InferenceSession:
-            options = self._config.session_options()
+            options = config.session_options()
             for name, size in dims.items():
                 options.add_free_dimension_override_by_name(name, size)
             if capture:
@@ -391,7 +390,7 @@ class OnnxModel:
         start = time.perf_counter()
         graphed = None
         if on_device and self.encoder_graphs is not None:
-            with self._encoder_lock:  # (a capture, or making a session on CUDA)
+            with self._encoder_lock:  # not while a decoder step captures a CUDA graph
                 graphed = self.encoder_graphs.run(src_ids, src_lengths)
         if graphed is not None:  # views of a fixed output set, as wide as its bucket
             memory, keys, mask, states = graphed.memory, graphed.keys, graphed.mask, graphed.states
