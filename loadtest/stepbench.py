@@ -317,9 +317,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             row[f"encoder_{mode}_ms"] = 1e3 * time_encoder(
                 models[mode].model, ids[:rows], lengths, runs=encoder_runs
             )
-        # the runtime's fixed-shape encoder calls (service.encodergraphs; replayed on CUDA)
-        row["encoder_graphs_ms"] = 1e3 * time_encoder(
-            models["graphs"].model, ids[:rows], lengths, runs=encoder_runs
+        # the runtime's fixed-shape encoder calls (service.encodergraphs; replayed on CUDA;
+        # none past its buckets, where the runtime encodes the plain way)
+        fixed = models["graphs"].model
+        fits = fixed.encoder_graphs is not None and fixed.encoder_graphs.bucket(rows, args.src_len)
+        row["encoder_graphs_ms"] = (
+            1e3 * time_encoder(fixed, ids[:rows], lengths, runs=encoder_runs) if fits else None
         )
         encoder_path = bundle_dir / spec.ENCODER_FILE
         seconds = time_encoder_graph(

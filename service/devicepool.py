@@ -76,7 +76,9 @@ class DeviceState:
         if copy is False:
             raise ValueError("a device tensor can only be read by copying it to the host")
         host = self.value.numpy()
-        return host if dtype is None else host.astype(dtype, copy=False)
+        host = host if dtype is None else host.astype(dtype, copy=False)
+        # on the CPU provider numpy() is the buffer itself: np.array(x) must not alias it
+        return host.copy() if copy else host
 
 
 class DeviceSlice:
@@ -99,7 +101,9 @@ class DeviceSlice:
         if copy is False:
             raise ValueError("a device tensor can only be read by copying it to the host")
         host = self.buffer.numpy()[self.first : self.first + self.shape[0]]
-        return host if dtype is None else host.astype(dtype, copy=False)
+        host = host if dtype is None else host.astype(dtype, copy=False)
+        # on the CPU provider numpy() is the buffer itself: np.array(x) must not alias it
+        return host.copy() if copy else host
 
 
 def bind_input(binding: ort.IOBinding, name: str, x) -> None:

@@ -23,9 +23,12 @@ overrides) they fold into constants. So there is one session per shape bucket:
   graph of its own: a set is used again only once nothing outside refers to its
   buffers (the pool has copied the memory, the decode loop's states have moved on), so
   outputs an admission has not yet joined are never overwritten;
-* on CUDA every bucket up to 128 tokens and two sets each are made and captured at
-  start-up (:meth:`EncoderGraphs.prepare`), and nothing after: a call that fits no
-  prepared bucket, or finds both its sets in use, runs the plain way. A bundle whose
+* the buffers belong to the first thread that encodes (an engine's encoder thread, in
+  the server's warm-up): ONNX Runtime keeps CUDA graphs per thread. On CUDA that first
+  call makes and captures every bucket up to 128 tokens, two sets each
+  (:meth:`EncoderGraphs.prepare`), checks each replay against a plain call on random
+  lengths, and nothing is made after: a call that fits no prepared bucket, finds both
+  its sets in use or comes from another thread runs the plain way. A bundle whose
   decoder states are as wide as the source (coverage), or whose encoder reads padding
   as input (``exact_lengths``), never comes here.
 
@@ -70,6 +73,9 @@ PREPARED_WIDTHS = (16, 32, 64, 128)
 # Output sets prepared a bucket: the engine has at most two encoded batches in hand at
 # once (the one being encoded, the one being joined; tests/service/test_cudagraphs.py).
 PREPARED_SETS = 2
+# How far a checked replay may be from a plain call (padding changes cuDNN's shapes, which
+# rounds the last bits differently; a graph that baked its capture in is off by far more).
+CHECK_ATOL = 1e-4
 # Output sets a bucket keeps: one admission may encode in several length groups, all of
 # them joined to the decode loop only once the last one is encoded.
 MAX_SETS = 4
@@ -125,6 +131,7 @@ class EncoderGraphs:
     def __init__(
         self,
         make_session: Callable[[dict[str, int], bool], ort.InferenceSession],
+        plain: Callable[[np.ndarray, np.ndarray], list[np.ndarray]],
         layout: EncoderLayout,
         device: str,
         pad_id: int,
@@ -133,16 +140,19 @@ class EncoderGraphs:
         capture: bool,
     ) -> None:
         """``make_session(dims, capture)``: an encoder session with the free dimensions
-        ``dims`` fixed (made with ``enable_cuda_graph`` when ``capture``); ``layout``: the
-        encoder's axes and outputs (:func:`encoder_layout`)."""
+        ``dims`` fixed (made with ``enable_cuda_graph`` when ``capture``); ``plain(ids,
+        lengths)``: the outputs of a plain call, on the host (what :meth:`prepare` checks
+        each captured bucket against); ``layout``: the encoder's axes and outputs
+        (:func:`encoder_layout`)."""
         self._make = make_session
+        self._plain = plain
         self.layout = layout
         self.device = device
         self.pad_id = pad_id
         self.stats = stats
         self.capture = capture
         self._buckets: dict[tuple[int, int], _Bucket] = {}
-        self._lock = threading.Lock()
+        self._owner: threading.Thread | None = None
         self.enabled = True
         self.prepared = False  # (see prepare: nothing is made after it)
 
@@ -158,25 +168,29 @@ class EncoderGraphs:
         """Encode ``src_ids`` ``(n, length)`` (true ``src_lengths`` ``(n,)``) on its
         bucket's session; the outputs are views of the first ``n`` rows of a fixed output
         set (memory, keys and mask as wide as the bucket). None when the call does not
-        fit: encode it the plain way. The caller holds the device lock (a capture, and
-        on CUDA making a session, must not overlap another thread's device calls)."""
+        fit: encode it the plain way. The caller holds the device lock.
+
+        The buffers and graphs belong to the first thread that calls (an engine's
+        encoder thread, in its warm-up): ONNX Runtime keeps a CUDA graph per thread, so
+        another thread would capture its own while serving, and lanes sharing the
+        model would race on the buffers. Other threads' calls run the plain way, as
+        :class:`service.cudagraphs.GraphSteps` does other threads' steps. On CUDA the
+        owner's first call prepares every bucket (:meth:`prepare`)."""
         if not self.enabled:
             return None
+        thread = threading.current_thread()  # (an ident may be reused once a thread ends)
+        if self._owner is None:
+            self._owner = thread
+        elif self._owner is not thread:
+            return None
+        if self.capture and not self.prepared:
+            self.prepare()
+            if not self.enabled:
+                return None
         n, length = src_ids.shape
         key = self.bucket(n, length)
         if key is None:
             return None
-        # Lanes share one model: another lane's encoder mid-call on these buffers means
-        # this call runs the plain way, as GraphSteps does another thread's step.
-        if not self._lock.acquire(blocking=False):
-            return None
-        try:
-            return self._run(key, src_ids, src_lengths)
-        finally:
-            self._lock.release()
-
-    def _run(self, key: tuple[int, int], src_ids: np.ndarray, src_lengths: np.ndarray):
-        n, length = src_ids.shape
         try:
             bucket = self._buckets.get(key)
             if bucket is None:
@@ -188,20 +202,28 @@ class EncoderGraphs:
                 if self.prepared or len(bucket.sets) >= MAX_SETS:
                     return None
                 out = self._new_set(bucket)
-            bucket.ids_host.fill(self.pad_id)
-            bucket.ids_host[:n, :length] = src_ids
-            bucket.lengths_host.fill(1)
-            bucket.lengths_host[:n] = src_lengths
-            bucket.ids.update_inplace(bucket.ids_host)
-            bucket.lengths.update_inplace(bucket.lengths_host)
-            bucket.session.run_with_iobinding(out.binding, out.options)
+            self._replay(bucket, out, src_ids, src_lengths)
         except Exception as exc:  # noqa: BLE001 - ORT's own error types (a capture refused)
-            log.warning("encoder graphs off: a fixed-shape encoder call failed: %s", exc)
-            self.enabled = False
+            self._off(f"a fixed-shape encoder call failed: {exc}")
             return None
         self.stats.graph_encodes += 1
         memory, keys, mask, *states = out.views(n)
         return Encoded(memory, keys, mask, tuple(states))
+
+    def _replay(self, bucket: _Bucket, out: _OutputSet, ids: np.ndarray, lengths: np.ndarray):
+        n, length = ids.shape
+        bucket.ids_host.fill(self.pad_id)
+        bucket.ids_host[:n, :length] = ids
+        bucket.lengths_host.fill(1)
+        bucket.lengths_host[:n] = lengths
+        bucket.ids.update_inplace(bucket.ids_host)
+        bucket.lengths.update_inplace(bucket.lengths_host)
+        bucket.session.run_with_iobinding(out.binding, out.options)
+
+    def _off(self, why: str) -> None:
+        log.warning("encoder graphs off: %s", why)
+        self.enabled = False
+        self._buckets.clear()  # their sessions and buffers go
 
     def prepare(self, widths: tuple[int, ...] = PREPARED_WIDTHS, sets: int = PREPARED_SETS) -> None:
         """Make (and on CUDA capture) a session and ``sets`` output sets for every batch
@@ -210,18 +232,28 @@ class EncoderGraphs:
         Made while serving, a session would stall the encoder thread, and a capture
         could collide with the decoder thread's device calls (CUDA refuses a copy or an
         allocation while another stream captures: :data:`service.cudagraphs.DEVICE_LOCK`
-        keeps the encoder's calls apart, not the decoder's replays). The caller holds
-        the device lock. A failure turns the graphs off (calls run the plain way)."""
+        keeps the encoder's calls apart, not the decoder's replays).
+
+        Each set is then replayed on random sentences and compared with a plain call
+        (:meth:`_check`): a graph that baked in something of its capture (an encoder
+        whose RNN reads ``sequence_lens`` on the host, as Eole's and OpenNMT-py's
+        converted bundles do) would answer the capture's lengths. A failure or a
+        mismatch turns the graphs off (calls run the plain way). The caller holds the
+        device lock."""
         start = time.perf_counter()
+        rng = np.random.default_rng(0)
         try:
             for width in widths:
                 for batch in BATCH_BUCKETS:
                     bucket = self._buckets.get((batch, width)) or self._new_bucket(batch, width)
                     while len(bucket.sets) < sets:
-                        self._new_set(bucket)
+                        out = self._new_set(bucket)
+                        mismatch = self._check(bucket, out, rng)
+                        if mismatch:
+                            self._off(f"{mismatch} ({batch} sentences of {width} tokens)")
+                            return
         except Exception as exc:  # noqa: BLE001 - ORT's own error types (a capture refused)
-            log.warning("encoder graphs off: preparing the fixed-shape encoder failed: %s", exc)
-            self.enabled = False
+            self._off(f"preparing the fixed-shape encoder failed: {exc}")
             return
         self.prepared = True
         log.info(
@@ -229,6 +261,21 @@ class EncoderGraphs:
             len(self._buckets),
             time.perf_counter() - start,
         )
+
+    def _check(self, bucket: _Bucket, out: _OutputSet, rng: np.random.Generator) -> str | None:
+        """Replay ``out`` on random sentences of random lengths (ids 4-7: in every
+        vocabulary) and compare it with a plain call of the same padded batch: what
+        differs, or None."""
+        lengths = rng.integers(1, bucket.width + 1, bucket.batch).astype(np.int64)
+        ids = rng.integers(4, 8, (bucket.batch, bucket.width)).astype(np.int64)
+        ids[np.arange(bucket.width) >= lengths[:, None]] = self.pad_id
+        self._replay(bucket, out, ids, lengths)
+        want = self._plain(ids, lengths)
+        for (name, _, _), value, w in zip(self.layout.outputs, out.values, want, strict=True):
+            got = value.numpy()
+            if got.shape != w.shape or not np.allclose(got, w, atol=CHECK_ATOL):
+                return f"a replay's {name} differs from a plain call's"
+        return None
 
     def _new_bucket(self, batch: int, width: int) -> _Bucket:
         dims = dict(zip(self.layout.axes, (batch, width), strict=True))

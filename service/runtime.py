@@ -317,7 +317,8 @@ class OnnxModel:
         only). Not for an encoder that reads padding as input: it encodes per length."""
         if self.graph_steps is None or self.exact_lengths:
             return None
-        layout = encoder_layout(self.encoder, spec.encoder_outputs(names))
+        outputs = spec.encoder_outputs(names)
+        layout = encoder_layout(self.encoder, outputs)
         if layout is None:
             log.info("encoder graphs off: the encoder's axes are not both free dimensions")
             return None
@@ -332,13 +333,13 @@ class OnnxModel:
                 return _session(path, options, [cuda])
             return _session(path, options, providers)
 
-        graphs = EncoderGraphs(
-            make, layout, device, pad_id, self.stats, capture=self.graph_steps.capture
+        def plain(ids: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+            return self.encoder.run(outputs, {spec.SRC_IDS: ids, spec.SRC_LENGTHS: lengths})
+
+        # prepared (on CUDA: captured) by the first thread that encodes, in the warm-up
+        return EncoderGraphs(
+            make, plain, layout, device, pad_id, self.stats, capture=self.graph_steps.capture
         )
-        if graphs.capture:  # capture now, not while serving (a CPU makes them on first use)
-            with DEVICE_LOCK:
-                graphs.prepare()
-        return graphs
 
     def new_pool(self) -> MemoryPool | DevicePool:
         """The memory pool a decode loop over this model keeps its sentences in: on the

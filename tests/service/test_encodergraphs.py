@@ -136,44 +136,84 @@ def test_only_beside_the_decoders_fixed_buffers(tiny_bundle):
     assert all(None not in o[2] for o in layout.outputs[3:])  # states: fixed past the batch
 
 
-def test_prepare_makes_every_batch_bucket_at_a_width(models, tiny_bundle):
+def narrow_calls(plain, tiny_bundle, n: int):
+    """``n`` different one-sentence calls of the (8, 16) bucket."""
+    candidates = [batch(plain, tiny_bundle, 1, offset=i) for i in range(40)]
+    calls = [c for c in candidates if c[0].shape[1] <= 16][:n]
+    assert len(calls) == n
+    return calls
+
+
+def test_prepare_makes_every_batch_bucket_at_a_width(models, tiny_bundle, caplog):
     plain, fixed = models
     graphs = fixed.model.encoder_graphs
     graphs.prepare((16,))
+    assert graphs.prepared and graphs.enabled
     assert sorted(graphs._buckets) == [(b, 16) for b in BATCH_BUCKETS]
     assert all(len(b.sets) == PREPARED_SETS for b in graphs._buckets.values())
-    ids, lengths = batch(plain, tiny_bundle, 3)
-    if graphs.bucket(3, ids.shape[1]) == (BATCH_BUCKETS[0], 16):
-        fixed.model.encode(ids, lengths)
-        assert len(graphs._buckets) == len(BATCH_BUCKETS)  # nothing new made
+    (call,) = narrow_calls(plain, tiny_bundle, 1)
+    assert isinstance(fixed.model.encode(*call).memory, DeviceSlice)
+    assert len(graphs._buckets) == len(BATCH_BUCKETS)  # nothing new made
     graphs._make = lambda dims, capture: (_ for _ in ()).throw(RuntimeError("no device"))
-    graphs.prepare((32,))
-    assert not graphs.enabled
+    with caplog.at_level(logging.WARNING):
+        graphs.prepare((32,))
+    assert not graphs.enabled and not graphs._buckets  # its sessions and buffers let go
+    assert "preparing the fixed-shape encoder failed: no device" in caplog.text
 
 
-def test_lanes_sharing_the_model_encode_side_by_side(models, tiny_bundle):
-    """Lanes share one model: a call while another thread's is on the buffers runs the
-    plain way, and every call encodes what a plain call does."""
+def test_prepare_turns_off_a_graph_that_answers_unlike_a_plain_call(models, tiny_bundle, caplog):
+    """Each prepared set is replayed on random lengths and compared with a plain call:
+    a capture that baked in its own lengths (an RNN reading ``sequence_lens`` on the
+    host) answers wrong, and the graphs go off before serving."""
     plain, fixed = models
+    graphs = fixed.model.encoder_graphs
+    real = graphs._plain
+    graphs._plain = lambda ids, lengths: [x + (i == 0) for i, x in enumerate(real(ids, lengths))]
+    with caplog.at_level(logging.WARNING):
+        graphs.prepare((16,))
+    assert not graphs.enabled and not graphs.prepared
+    assert "a replay's memory differs from a plain call's (8 sentences of 16 tokens)" in caplog.text
+    (call,) = narrow_calls(plain, tiny_bundle, 1)
+    enc = fixed.model.encode(*call)
+    assert isinstance(enc.memory, DeviceState)
+    assert np.array_equal(np.array(enc.memory), plain.model.encode(*call).memory)
+
+
+def test_the_first_thread_to_encode_owns_the_buffers_and_prepares_them(models, tiny_bundle):
+    """ONNX Runtime keeps a CUDA graph per thread, and lanes share one model: the first
+    thread that encodes (an engine's encoder thread, in the warm-up) owns the buffers
+    and, where it captures, prepares every bucket in that first call; any other
+    thread's calls run the plain way, and every call encodes what a plain call does."""
+    plain, fixed = models
+    graphs = fixed.model.encoder_graphs
+    make = graphs._make
+    graphs._make = lambda dims, capture: make(dims, False)  # a CPU cannot capture
+    graphs.capture = True  # ... but goes through what a capturing owner does
     calls = [batch(plain, tiny_bundle, n, offset=n) for n in (1, 3, 6, 9, 12)]
     want = [plain.model.encode(*c).memory for c in calls]
-    errors = []
+    results: dict[str, list] = {}
 
-    def encode_all():
-        for _ in range(20):
-            for c, w in zip(calls, want, strict=True):
-                got = np.array(fixed.model.encode(*c).memory)[:, : c[0].shape[1]]
-                if not np.array_equal(got, w):
-                    errors.append(c)
+    def encode_all(name: str):
+        results[name] = [
+            [np.array(fixed.model.encode(*c).memory)[:, : c[0].shape[1]] for c in calls]
+            for _ in range(5)
+        ]
 
-    threads = [threading.Thread(target=encode_all) for _ in range(3)]
-    for t in threads:
+    owner = threading.Thread(target=encode_all, args=("owner",))
+    owner.start()
+    owner.join()
+    assert graphs.prepared and len(graphs._buckets) == len(BATCH_BUCKETS) * 4
+    assert fixed.model.stats.graph_encodes == 5 * len(calls)
+    others = [threading.Thread(target=encode_all, args=(f"lane{i}",)) for i in range(2)]
+    for t in others:
         t.start()
-    for t in threads:
+    for t in others:
         t.join()
-    assert not errors
-    stats = fixed.model.stats
-    assert 0 < stats.graph_encodes <= stats.encoder_calls == 3 * 20 * len(calls)
+    encode_all("main")
+    assert fixed.model.stats.graph_encodes == 5 * len(calls)  # none of theirs
+    for runs in results.values():
+        for got in runs:
+            assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
 
 
 def test_once_prepared_nothing_more_is_made(models, tiny_bundle):
@@ -184,10 +224,9 @@ def test_once_prepared_nothing_more_is_made(models, tiny_bundle):
     graphs = fixed.model.encoder_graphs
     graphs.prepare((16,), sets=2)
     assert graphs.prepared
+    narrow = narrow_calls(plain, tiny_bundle, 3)
     candidates = [batch(plain, tiny_bundle, 1, offset=i) for i in range(40)]
-    narrow = [c for c in candidates if c[0].shape[1] <= 16][:3]
     wide = next(c for c in candidates if c[0].shape[1] > 16)
-    assert len(narrow) == 3
     held = [fixed.model.encode(*c) for c in narrow[:2]]
     assert all(isinstance(e.memory, DeviceSlice) for e in held)
     third = fixed.model.encode(*narrow[2])

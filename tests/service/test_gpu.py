@@ -6,6 +6,7 @@ onnxruntime-gpu, as on CI; run it on a GPU machine with ``pytest tests/service/t
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import grpc
@@ -121,8 +122,10 @@ def test_cuda_graphs_replay_steps_and_decode_like_plain_steps(gpu_bundle):
 
 def test_encoder_calls_replay_from_graphs_and_encode_like_plain_calls(gpu_bundle):
     """On CUDA the encoder runs on sessions of fixed shape buckets, captured as graphs
-    (:mod:`service.encodergraphs`): the same memory, mask and states as a plain CUDA
-    call within 1e-5 (padding changes cuDNN's shapes), no capture refused."""
+    by the first thread that encodes (:mod:`service.encodergraphs`; here pytest's, the
+    thread every test of this module runs in): the same memory, keys, mask and states as a
+    plain CUDA call within 1e-5 (padding changes cuDNN's shapes), no capture refused,
+    no replayed graph found off by prepare's check."""
     graphs = gpu_bundle.model.encoder_graphs
     assert graphs is not None and graphs.capture and graphs.enabled
     plain = load_bundle(
@@ -136,9 +139,16 @@ def test_encoder_calls_replay_from_graphs_and_encode_like_plain_calls(gpu_bundle
         got = gpu_bundle.model.encode(ids, lengths)
         want = plain.model.encode(ids, lengths)
         width = ids.shape[1]
-        memory = np.array(got.memory)[:, :width]
-        np.testing.assert_allclose(memory, np.array(want.memory), atol=1e-5)
+        for g, w in ((got.memory, want.memory), (got.keys, want.keys)):
+            np.testing.assert_allclose(np.array(g)[:, :width], np.array(w), atol=1e-5)
         assert np.array_equal(np.array(got.mask)[:, :width], np.array(want.mask))
         for g, w in zip(got.states, want.states, strict=True):
             np.testing.assert_allclose(np.array(g), np.array(w), atol=1e-5)
-        assert stats.graph_encodes == before + 1 and graphs.enabled
+        assert stats.graph_encodes == before + 1 and graphs.enabled and graphs.prepared
+    # another thread's call (ONNX Runtime keeps graphs per thread) runs the plain way
+    other = []
+    thread = threading.Thread(target=lambda: other.append(gpu_bundle.model.encode(ids, lengths)))
+    thread.start()
+    thread.join()
+    assert stats.graph_encodes == before + 1
+    np.testing.assert_allclose(np.array(other[0].memory), np.array(want.memory), atol=1e-5)
