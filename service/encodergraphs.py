@@ -73,6 +73,9 @@ PREPARED_WIDTHS = (16, 32, 64, 128)
 # Output sets prepared a bucket: the engine has at most two encoded batches in hand at
 # once (the one being encoded, the one being joined; tests/service/test_cudagraphs.py).
 PREPARED_SETS = 2
+# Seconds preparing may take (in the server's warm-up, whose translation waits 60 s):
+# past them the shapes made so far serve, the smallest first.
+PREPARE_SECONDS = 20.0
 # How far a checked replay may be from a plain call (padding changes cuDNN's shapes, which
 # rounds the last bits differently; a graph that baked its capture in is off by far more).
 CHECK_ATOL = 1e-4
@@ -238,20 +241,30 @@ class EncoderGraphs:
         (:meth:`_check`): a graph that baked in something of its capture (an encoder
         whose RNN reads ``sequence_lens`` on the host, as Eole's and OpenNMT-py's
         converted bundles do) would answer the capture's lengths. A failure or a
-        mismatch turns the graphs off (calls run the plain way). The caller holds the
-        device lock."""
+        mismatch turns the graphs off (calls run the plain way). Preparing stops after
+        :data:`PREPARE_SECONDS`, with the shapes made so far (the warm-up it runs in
+        waits a minute). The caller holds the device lock."""
         start = time.perf_counter()
         rng = np.random.default_rng(0)
+        shapes = [(batch, width) for width in widths for batch in BATCH_BUCKETS]
         try:
-            for width in widths:
-                for batch in BATCH_BUCKETS:
-                    bucket = self._buckets.get((batch, width)) or self._new_bucket(batch, width)
-                    while len(bucket.sets) < sets:
-                        out = self._new_set(bucket)
-                        mismatch = self._check(bucket, out, rng)
-                        if mismatch:
-                            self._off(f"{mismatch} ({batch} sentences of {width} tokens)")
-                            return
+            for batch, width in shapes:
+                if self._buckets and time.perf_counter() - start > PREPARE_SECONDS:
+                    log.warning(
+                        "encoder graphs: stopped preparing after %.0f s, %d of %d shapes "
+                        "made; calls of the others run the plain way",
+                        PREPARE_SECONDS,
+                        len(self._buckets),
+                        len(shapes),
+                    )
+                    break
+                bucket = self._buckets.get((batch, width)) or self._new_bucket(batch, width)
+                while len(bucket.sets) < sets:
+                    out = self._new_set(bucket)
+                    mismatch = self._check(bucket, out, rng)
+                    if mismatch:
+                        self._off(f"{mismatch} ({batch} sentences of {width} tokens)")
+                        return
         except Exception as exc:  # noqa: BLE001 - ORT's own error types (a capture refused)
             self._off(f"preparing the fixed-shape encoder failed: {exc}")
             return

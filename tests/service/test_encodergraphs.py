@@ -237,3 +237,22 @@ def test_once_prepared_nothing_more_is_made(models, tiny_bundle):
     assert all(len(b.sets) == 2 for b in graphs._buckets.values())
     del held
     assert isinstance(fixed.model.encode(*narrow[2]).memory, DeviceSlice)
+
+
+def test_preparing_stops_at_its_time_budget(models, tiny_bundle, monkeypatch, caplog):
+    """Preparing runs in the warm-up, whose translation waits a minute: past its budget
+    the shapes made so far serve (the smallest first) and the others run plain."""
+    from service import encodergraphs
+
+    plain, fixed = models
+    graphs = fixed.model.encoder_graphs
+    monkeypatch.setattr(encodergraphs, "PREPARE_SECONDS", 0.0)
+    with caplog.at_level(logging.WARNING):
+        graphs.prepare((16, 32))
+    assert graphs.prepared and graphs.enabled
+    assert list(graphs._buckets) == [(BATCH_BUCKETS[0], 16)]
+    assert "stopped preparing after 0 s, 1 of 6 shapes made" in caplog.text
+    (call,) = narrow_calls(plain, tiny_bundle, 1)
+    assert isinstance(fixed.model.encode(*call).memory, DeviceSlice)
+    ids, lengths = batch(plain, tiny_bundle, 20)
+    assert isinstance(fixed.model.encode(ids, lengths).memory, DeviceState)
