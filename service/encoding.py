@@ -57,6 +57,10 @@ def encode_admitted(
                 len(admitted),
                 exc_info=error,
             )
+            # Logged. Its traceback would keep the groups' outputs alive as long as the
+            # failed requests' errors live (fixed encoder buffers are written again only
+            # once nothing refers to them: service/encodergraphs.py).
+            error = error.with_traceback(None)
         tokens = sum(map(len, sources))
         return EncodeOutcome(admitted, encoded, tuple(failed), error, tokens)
     except Exception as exc:  # noqa: BLE001 - the scheduler fails these requests

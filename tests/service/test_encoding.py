@@ -3,6 +3,7 @@ call is bisected down to the sentences that fail on their own, and nothing raise
 
 from __future__ import annotations
 
+import logging
 from types import SimpleNamespace
 
 import numpy as np
@@ -75,3 +76,26 @@ def test_nothing_raises_even_for_admitted_sentences_it_cannot_read():
     out = encode_admitted(CountingEncoder(), PAD, 4, [(job, 0), (job, 3)])  # no sentence 3
     assert out.failed == (0, 1) and out.encoded == []
     assert isinstance(out.error, IndexError)
+
+
+def test_the_error_it_returns_holds_no_encoded_output():
+    """Once logged, the error leaves its traceback behind: its frames held the groups'
+    outputs, which fixed encoder buffers need back (service/encodergraphs.py) while the
+    failed requests' errors may live on."""
+    import weakref
+
+    sources = [[7, 7, 7], [7, 9, 7], [7, 7, 7, 7]]
+    # (pytest's log capture would keep the record, and the traceback with it; a stream
+    # handler formats it and lets it go)
+    logger = logging.getLogger("service.encoding")
+    logger.disabled = True
+    try:
+        out = encode_admitted(CountingEncoder(poison=9), PAD, 0, admitted_of(sources))
+    finally:
+        logger.disabled = False
+    assert out.failed == (1,) and out.error.__traceback__ is None
+    outputs = [weakref.ref(enc.memory) for _, enc in out.encoded]
+    error = out.error
+    del out
+    assert outputs and all(ref() is None for ref in outputs)
+    assert str(error) == "injected encoder failure"
