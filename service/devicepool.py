@@ -50,6 +50,14 @@ ORT_TYPES = {
 }
 
 
+def _host(host: np.ndarray, dtype, copy) -> np.ndarray:
+    """``__array__``'s answer for a device tensor read into ``host``: of ``dtype``, and a
+    copy when asked (on the CPU provider ``numpy()`` is the buffer itself, which
+    ``np.array(x)`` must not alias)."""
+    host = host if dtype is None else host.astype(dtype, copy=False)
+    return host.copy() if copy else host
+
+
 class DeviceState:
     """A tensor that ONNX Runtime keeps on its device (a decoder state between steps, an
     encoder output on its way into the pool).
@@ -75,10 +83,7 @@ class DeviceState:
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         if copy is False:
             raise ValueError("a device tensor can only be read by copying it to the host")
-        host = self.value.numpy()
-        host = host if dtype is None else host.astype(dtype, copy=False)
-        # on the CPU provider numpy() is the buffer itself: np.array(x) must not alias it
-        return host.copy() if copy else host
+        return _host(self.value.numpy(), dtype, copy)
 
 
 class DeviceSlice:
@@ -100,10 +105,7 @@ class DeviceSlice:
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         if copy is False:
             raise ValueError("a device tensor can only be read by copying it to the host")
-        host = self.buffer.numpy()[self.first : self.first + self.shape[0]]
-        host = host if dtype is None else host.astype(dtype, copy=False)
-        # on the CPU provider numpy() is the buffer itself: np.array(x) must not alias it
-        return host.copy() if copy else host
+        return _host(self.buffer.numpy()[self.first : self.first + self.shape[0]], dtype, copy)
 
 
 def bind_input(binding: ort.IOBinding, name: str, x) -> None:

@@ -93,14 +93,13 @@ class _View(DeviceSlice):
 
 
 class _OutputSet:
-    """Fixed output buffers of one bucket, the binding that writes them and the graph id
-    that replays it."""
+    """Fixed output buffers of one bucket, the binding that writes them and the run
+    options naming the graph that replays it."""
 
-    def __init__(self, values: tuple[ort.OrtValue, ...], binding, options, graph_id: int):
+    def __init__(self, values: tuple[ort.OrtValue, ...], binding, options) -> None:
         self.values = values
         self.binding = binding
         self.options = options
-        self.graph_id = graph_id
         self._views: weakref.WeakSet[_View] = weakref.WeakSet()
 
     def views(self, rows: int) -> list[_View]:
@@ -310,12 +309,11 @@ class EncoderGraphs:
             )
             binding.bind_ortvalue_output(name, value)
             values.append(value)
-        graph_id = len(bucket.sets) + 1
         options = None
-        if self.capture:
+        if self.capture:  # one graph per set, each with an id of its own
             options = ort.RunOptions()
-            options.add_run_config_entry("gpu_graph_id", str(graph_id))
-        out = _OutputSet(tuple(values), binding, options, graph_id)
+            options.add_run_config_entry("gpu_graph_id", str(len(bucket.sets) + 1))
+        out = _OutputSet(tuple(values), binding, options)
         bucket.sets.append(out)
         # ONNX Runtime runs a graph id plainly a few times before it captures it: do that
         # now, not while serving a request

@@ -33,6 +33,9 @@ GRAPH_OPTIMIZATION_LEVELS = tuple(_OPT_LEVELS)
 IO_BINDING_MODES = ("auto", "on", "off")
 CUDA_GRAPH_MODES = ("auto", "on", "off")
 PROVIDER_ALIASES = {"cuda": "CUDAExecutionProvider", "cpu": "CPUExecutionProvider"}
+# The provider of sessions captured as CUDA graphs (decoder steps, encoder calls); TF32 off
+# as for every CUDA session (see OnnxModel).
+CUDA_GRAPH_PROVIDER = ("CUDAExecutionProvider", {"use_tf32": "0", "enable_cuda_graph": "1"})
 
 
 class BundleRuntimeError(RuntimeError):
@@ -298,8 +301,7 @@ class OnnxModel:
         capture = self.device == "cuda"
         session = self.decoder
         if capture:  # a session of its own: a failed capture leaves the plain one as it was
-            cuda = ("CUDAExecutionProvider", {"use_tf32": "0", "enable_cuda_graph": "1"})
-            session = _session(path, opts, [cuda])
+            session = _session(path, opts, [CUDA_GRAPH_PROVIDER])
         return GraphSteps(
             session,
             self.device,
@@ -329,8 +331,7 @@ class OnnxModel:
             for name, size in dims.items():
                 options.add_free_dimension_override_by_name(name, size)
             if capture:
-                cuda = ("CUDAExecutionProvider", {"use_tf32": "0", "enable_cuda_graph": "1"})
-                return _session(path, options, [cuda])
+                return _session(path, options, [CUDA_GRAPH_PROVIDER])
             return _session(path, options, providers)
 
         def plain(ids: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:

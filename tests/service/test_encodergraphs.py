@@ -161,14 +161,24 @@ def test_prepare_makes_every_batch_bucket_at_a_width(models, tiny_bundle, caplog
     assert "preparing the fixed-shape encoder failed: no device" in caplog.text
 
 
-def test_prepare_turns_off_a_graph_that_answers_unlike_a_plain_call(models, tiny_bundle, caplog):
+@pytest.mark.parametrize("off", [1.0, np.nan], ids=["off by one", "NaN"])
+def test_prepare_turns_off_a_graph_that_answers_unlike_a_plain_call(
+    models, tiny_bundle, caplog, off
+):
     """Each prepared set is replayed on random lengths and compared with a plain call:
     a capture that baked in its own lengths (an RNN reading ``sequence_lens`` on the
-    host) answers wrong, and the graphs go off before serving."""
+    host) answers wrong, and the graphs go off before serving; a NaN is no match."""
     plain, fixed = models
     graphs = fixed.model.encoder_graphs
     real = graphs._plain
-    graphs._plain = lambda ids, lengths: [x + (i == 0) for i, x in enumerate(real(ids, lengths))]
+
+    def wrong(ids, lengths):
+        memory, *rest = real(ids, lengths)
+        memory = memory.copy()
+        memory[0, 0, 0] += off
+        return [memory, *rest]
+
+    graphs._plain = wrong
     with caplog.at_level(logging.WARNING):
         graphs.prepare((16,))
     assert not graphs.enabled and not graphs.prepared
