@@ -159,11 +159,14 @@ def test_stream_closed_early_cancels_the_call(server, translator, tiny_bundle):
     reg = server.registry
     labels = {"method": "TranslateStream", "code": "CANCELLED"}
     before = reg.get_sample_value("nmt_requests_total", labels) or 0.0
-    # greedy streams every step, and this sentence decodes to the length limit: the
-    # server's largest (512 steps), so that it is still decoding when the close arrives
-    # on a loaded machine (at 10 x the source, ~110 steps, a CI run saw it finish first)
+    # greedy streams every step; min_length keeps it decoding to the server's largest
+    # limit (512 steps), so that it is still decoding when the close arrives on a loaded
+    # machine (greedy alone ends this sentence after about 10 steps)
     stream = translator.stream(
-        tiny_bundle.sentences[LOOP_SENTENCE], max_length_ratio=100.0, max_length=512
+        tiny_bundle.sentences[LOOP_SENTENCE],
+        max_length_ratio=100.0,
+        min_length=511,
+        max_length=512,
     )
     assert not next(stream).final
     stream.close()

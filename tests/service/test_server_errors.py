@@ -215,9 +215,9 @@ def test_a_stream_cancelled_while_streaming_is_counted(server, stub, tiny_bundle
     stream = stub.TranslateStream(
         pb.TranslateStreamRequest(
             text=tiny_bundle.sentences[LOOP_SENTENCE],
-            # 4,000 steps: with a ratio of 10 (about 50 steps) the stream could end OK
-            # on a loaded 2-core CI machine before the cancel reached the server.
-            options=proto_options(max_length=4000, max_length_ratio=100.0),
+            # 4,000 steps. Greedy ends this sentence after about 10 steps, so without
+            # min_length a CI run saw the stream end OK before the cancel arrived.
+            options=proto_options(min_length=3999, max_length=4000, max_length_ratio=100.0),
         ),
         timeout=TIMEOUT,
     )
