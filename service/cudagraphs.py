@@ -129,7 +129,7 @@ class GraphSteps:
         # graph key -> its binding, run options and host-bound output buffers
         self._bindings: dict[tuple, tuple[ort.IOBinding, ort.RunOptions | None, list]] = {}
         self._runs: dict[tuple, int] = {}
-        self._owner: int | None = None
+        self._owner: threading.Thread | None = None
         self.enabled = True
 
     @property
@@ -157,10 +157,10 @@ class GraphSteps:
         state buffer. None when this step does not fit: run it the plain way."""
         if not self.enabled:
             return None
-        thread = threading.get_ident()
+        thread = threading.current_thread()  # (an ident may be reused once a thread ends)
         if self._owner is None:
             self._owner = thread
-        elif self._owner != thread:  # the buffers belong to one decode loop
+        elif self._owner is not thread:  # the buffers belong to one decode loop
             return None
         prev = feeds[spec.PREV_TOKENS]
         rows = prev.shape[0]

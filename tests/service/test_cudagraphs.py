@@ -143,6 +143,32 @@ def test_another_threads_step_runs_plain(tiny_bundle):
     assert fixed.model.stats.graph_steps == replays > 0
 
 
+def test_a_reused_thread_ident_does_not_pass_for_the_owner(tiny_bundle, monkeypatch):
+    """A thread's ident may be reused once it ends: ownership follows the thread itself
+    (here every thread reports the owner's ident, the worst case of reuse)."""
+    import types
+
+    from service import cudagraphs
+
+    owner_ident = threading.get_ident()
+    reusing = types.SimpleNamespace(
+        get_ident=lambda: owner_ident, current_thread=threading.current_thread
+    )
+    monkeypatch.setattr(cudagraphs, "threading", reusing)
+    fixed = load(tiny_bundle, io_binding="on", cuda_graphs="on")
+    src = sources(fixed, tiny_bundle, 8)
+    decode(fixed.model, src, options=OPTIONS[1], special=fixed.special, batch_size=8)
+    replays = fixed.model.stats.graph_steps
+    thread = threading.Thread(
+        target=decode,
+        args=(fixed.model, src),
+        kwargs={"options": OPTIONS[1], "special": fixed.special, "batch_size": 8},
+    )
+    thread.start()
+    thread.join()
+    assert fixed.model.stats.graph_steps == replays > 0
+
+
 def test_bucketed_shapes():
     assert bucketed(1, 1) == (MIN_BUCKET_SLOTS, MIN_BUCKET_WIDTH)
     assert bucketed(65, 17) == (128, 32)
