@@ -321,13 +321,17 @@ class Translator:
         """Wait until health says SERVING (the model loaded and warmed up); raises the
         last :class:`TranslatorError`, or :class:`DeadlineExceeded`, after ``timeout``."""
         deadline = time.monotonic() + timeout
+        answered: str | None = None  # the last status the server answered
         while True:
             left = deadline - time.monotonic()
             error: TranslatorError | None = None
             try:
-                status = self.health(service, timeout=max(0.05, min(2.0, left)))
+                status = answered = self.health(service, timeout=max(0.05, min(2.0, left)))
             except TranslatorError as exc:
                 status, error = exc.code.name, exc
+                # a last check cut short by the time left says less than the answers before
+                if exc.code == grpc.StatusCode.DEADLINE_EXCEEDED and answered is not None:
+                    status, error = answered, None
             if status == "SERVING":
                 return
             if time.monotonic() + 0.1 >= deadline:

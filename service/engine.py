@@ -464,6 +464,9 @@ class Engine(EngineFront):
         self.metrics.decoder_step_latency.observe(time.monotonic() - start)
         self.metrics.rows_per_step.observe(rows)
         self.metrics.generated_tokens.inc(rows)
+        # Before any request below resolves: a client that has its answer reads a gauge
+        # without its rows (the finished and failed sentences have left the loop).
+        self._gauge("live_rows", self._loop.live_rows)
         for (job, _), exc in failed:
             # This sentence's search raised taking its result and left the loop.
             log.error("failure advancing a sentence's search; failing its request", exc_info=exc)
@@ -486,7 +489,6 @@ class Engine(EngineFront):
             except Exception as exc:  # noqa: BLE001 - other requests carry on
                 log.exception("failure finishing a sentence; failing its request")
                 self._fail_jobs({job}, exc)
-        self._gauge("live_rows", self._loop.live_rows)
 
     def _isolate(self, exc: Exception) -> None:
         """The decoder step over every live row raised ``exc`` and changed nothing: fail
@@ -582,6 +584,6 @@ class Engine(EngineFront):
                 if job in self._queue:
                     self._queue.remove(job)
             self._gauge("queue_depth", len(self._queue))
+        self._gauge("live_rows", self._loop.live_rows)  # before the requests resolve
         for job in jobs:
             self._finish_error(job, exc)
-        self._gauge("live_rows", self._loop.live_rows)

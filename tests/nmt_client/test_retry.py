@@ -95,7 +95,11 @@ def test_retries_stop_at_the_deadline():
     # the server's answer; or, had the machine stalled an attempt past the deadline, that
     assert isinstance(exc, (Overloaded, DeadlineExceeded))
     assert elapsed < 0.5 + 0.25  # scheduling slack on a busy machine
-    assert 2 <= script.calls <= 5 and exc.attempts == script.calls
+    # A last attempt sent with only milliseconds left may pass the deadline before the
+    # server's handler runs (a CI run saw it): an attempt the server never counted.
+    uncounted = 1 if isinstance(exc, DeadlineExceeded) else 0
+    assert 2 <= script.calls <= 5
+    assert script.calls <= exc.attempts <= script.calls + uncounted
 
 
 def test_a_slow_reply_ends_at_the_deadline():

@@ -5,14 +5,18 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from nmt_api import SERVICE_NAME
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from nmt_client import (
     Attention,
+    DeadlineExceeded,
     DecodeOptions,
     InvalidRequest,
     Result,
@@ -194,6 +198,38 @@ def test_health_of_a_server_not_warmed_up(server_factory):
             t.wait_ready(timeout=0.3)
         assert info.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
         assert "still NOT_SERVING" in str(info.value)
+
+
+class _StallingHealth(health_pb2_grpc.HealthServicer):
+    """Answers NOT_SERVING once, then takes longer than any check may wait."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def Check(self, request, context):  # noqa: N802
+        self.calls += 1
+        if self.calls > 1:
+            time.sleep(1.0)
+        return health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.NOT_SERVING)
+
+
+def test_wait_ready_reports_the_last_answer_when_a_check_runs_out_of_time():
+    """A last check cut short by the time left does not hide the server's answers before
+    it (a loaded machine made the check of the test above time out now and then)."""
+    server = grpc.server(ThreadPoolExecutor(max_workers=2))
+    health = _StallingHealth()
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with (
+            Translator(f"127.0.0.1:{port}", timeout=5) as t,
+            pytest.raises(DeadlineExceeded, match="still NOT_SERVING after 0.5 s"),
+        ):
+            t.wait_ready(timeout=0.5)
+    finally:
+        server.stop(0)
+    assert health.calls >= 2
 
 
 def test_a_closed_translator_refuses_calls(server):

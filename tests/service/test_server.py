@@ -143,8 +143,13 @@ def _mixed_requests(sentences):
 
 def test_concurrent_clients_get_their_solo_results(server, stub, tiny_bundle):
     requests = _mixed_requests(tiny_bundle.sentences)
+    reg = server.registry
+    steps_before = reg.get_sample_value("nmt_decoder_step_rows_count")
     solo = [served(stub.Translate(r, timeout=TIMEOUT)) for r in requests]
-    steps_before = server.registry.get_sample_value("nmt_decoder_step_rows_count")
+    # the steps of one request at a time, counted as the concurrent ones are (the EOS
+    # step included, each lane's steps)
+    serial = reg.get_sample_value("nmt_decoder_step_rows_count") - steps_before
+    steps_before += serial
     barrier = threading.Barrier(len(requests))
     results: list = [None] * len(requests)
 
@@ -169,11 +174,32 @@ def test_concurrent_clients_get_their_solo_results(server, stub, tiny_bundle):
                 if hw.attention is not None:
                     np.testing.assert_allclose(hg.attention, hw.attention, atol=1e-5)
     # The requests really shared decoder steps: fewer steps than run one at a time.
-    reg = server.registry
     steps = reg.get_sample_value("nmt_decoder_step_rows_count") - steps_before
-    assert steps < sum(max(len(h[0].pieces) for h in r) for r in solo), (
-        "concurrent requests did not share decoder steps"
+    assert steps < serial, f"concurrent requests did not share decoder steps ({steps})"
+
+
+def test_an_answered_request_has_left_the_live_rows_gauge(server, stub, tiny_bundle, monkeypatch):
+    """The engine takes a finished request's rows off ``nmt_live_rows`` before it
+    answers: a client that has its answer never reads its rows (a gauge set after the
+    answer made tests that wait for another request's rows go on too early). The gauge's
+    decrease is slowed down here, so that an answer sent before it would be seen."""
+    gauge = server.metrics.live_rows
+    real_inc = gauge.inc
+
+    def slow_inc(amount: float = 1.0) -> None:
+        if amount < 0:
+            time.sleep(0.05)
+        real_inc(amount)
+
+    monkeypatch.setattr(gauge, "inc", slow_inc)
+    request = pb.TranslateRequest(
+        texts=tiny_bundle.sentences[:2], options=proto_options(beam=5, max_length=12)
     )
+    seen = []
+    for _ in range(5):
+        stub.Translate(request, timeout=TIMEOUT)
+        seen.append(server.registry.get_sample_value("nmt_live_rows"))
+    assert seen == [0.0] * 5
 
 
 def test_short_request_overtakes_long_one(server, stub, tiny_bundle):
