@@ -70,6 +70,23 @@ MAX_GRAPHS = 512
 _INDEX_INPUTS = (spec.PREV_TOKENS, spec.PARENT_ROWS, spec.ROW_SENTENCE)
 
 
+class FirstThread:
+    """The thread that fixed buffers belong to: the first that asks. ONNX Runtime keeps a
+    CUDA graph per thread, and two decode loops (lanes) would race on the buffers, so
+    other threads run the plain way. The thread itself is kept, not its ident, which may
+    be reused once the thread ends."""
+
+    def __init__(self) -> None:
+        self.thread: threading.Thread | None = None
+
+    def mine(self) -> bool:
+        """Whether the calling thread is the owner (the first caller becomes it)."""
+        thread = threading.current_thread()
+        if self.thread is None:
+            self.thread = thread
+        return self.thread is thread
+
+
 def static_state_dims(session: ort.InferenceSession, names: tuple[str, ...]) -> dict | None:
     """Each state's trailing dimensions, or None when one is not fixed by the graph (a
     coverage state is as wide as the source: its buffers could not be fixed)."""
@@ -129,7 +146,7 @@ class GraphSteps:
         # graph key -> its binding, run options and host-bound output buffers
         self._bindings: dict[tuple, tuple[ort.IOBinding, ort.RunOptions | None, list]] = {}
         self._runs: dict[tuple, int] = {}
-        self._owner: threading.Thread | None = None
+        self._owner = FirstThread()
         self.enabled = True
 
     @property
@@ -157,10 +174,7 @@ class GraphSteps:
         state buffer. None when this step does not fit: run it the plain way."""
         if not self.enabled:
             return None
-        thread = threading.current_thread()  # (an ident may be reused once a thread ends)
-        if self._owner is None:
-            self._owner = thread
-        elif self._owner is not thread:  # the buffers belong to one decode loop
+        if not self._owner.mine():  # the buffers belong to one decode loop
             return None
         prev = feeds[spec.PREV_TOKENS]
         rows = prev.shape[0]

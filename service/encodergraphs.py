@@ -40,7 +40,6 @@ exactly what the plain session does).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import weakref
 from collections.abc import Callable
@@ -51,7 +50,7 @@ import numpy as np
 import onnxruntime as ort
 
 from export import spec
-from service.cudagraphs import CAPTURE_RUNS
+from service.cudagraphs import CAPTURE_RUNS, FirstThread
 from service.decoding import Encoded
 from service.devicepool import DEVICE_ID, ORT_TYPES, DeviceSlice, bucketed
 
@@ -154,7 +153,7 @@ class EncoderGraphs:
         self.stats = stats
         self.capture = capture
         self._buckets: dict[tuple[int, int], _Bucket] = {}
-        self._owner: threading.Thread | None = None
+        self._owner = FirstThread()
         self.enabled = True
         self.prepared = False  # (see prepare: nothing is made after it)
 
@@ -180,10 +179,7 @@ class EncoderGraphs:
         owner's first call prepares every bucket (:meth:`prepare`)."""
         if not self.enabled:
             return None
-        thread = threading.current_thread()  # (an ident may be reused once a thread ends)
-        if self._owner is None:
-            self._owner = thread
-        elif self._owner is not thread:
+        if not self._owner.mine():
             return None
         if self.capture and not self.prepared:
             self.prepare()

@@ -241,7 +241,7 @@ def test_server_on_fixed_buffers_answers_like_the_host_path(server_factory, tiny
     stats = model.stats
     assert stats.graph_encodes == stats.encoder_calls > 0 and model.encoder_graphs.enabled
     # owned (on CUDA: prepared and captured, in the warm-up) by the engine's encoder thread
-    assert model.encoder_graphs._owner.name.startswith("nmt-encoder")
+    assert model.encoder_graphs._owner.thread.name.startswith("nmt-encoder")
     assert all(len(b.sets) <= 2 for b in model.encoder_graphs._buckets.values())
 
 
