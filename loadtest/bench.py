@@ -232,6 +232,7 @@ def bench_service(
         max_live_rows=args.max_live_rows,
         cuda_graphs=args.cuda_graphs,
         encoder_thread=None if args.encoder_thread is None else args.encoder_thread == "on",
+        greedy_steps=args.greedy_steps,
     )
     engine = server.engines[model_name]
     fronts = [m.process.pid for m in server.frontends.members] if server.frontends else []
@@ -314,7 +315,10 @@ def bench_trees(args, sentences, options, clients: ClientProcess, number: int) -
     for tree, label in trees:
         rows[label] = []
         port = free_port()
-        process = start_server(tree, port, flags, model_repository=args.model_repository)
+        own = flags
+        if args.greedy_steps != 1 and (Path(tree) / "service" / "greedysteps.py").exists():
+            own = [*flags, "--greedy-steps", str(args.greedy_steps)]  # older trees have none
+        process = start_server(tree, port, own, model_repository=args.model_repository)
         target = f"127.0.0.1:{port}"
         try:
             wait_serving(port, process=process)
@@ -388,6 +392,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         choices=IO_BINDING_MODES,
         default="auto",
         help="ORT IO binding of the ONNX baseline and the service (auto: on with CUDA)",
+    )
+    p.add_argument(
+        "--greedy-steps",
+        type=int,
+        default=RuntimeConfig.greedy_steps,
+        help="the service's decoder steps per call for plain greedy rows (nmt-serve "
+        "--greedy-steps); A/B trees without service/greedysteps.py run one step a call",
     )
     p.add_argument(
         "--cuda-graphs",
@@ -677,6 +688,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "service_intra_op_threads": args.service_threads,
             "io_binding": args.io_binding,
             "cuda_graphs": args.cuda_graphs,
+            "greedy_steps": args.greedy_steps,
             "encoder_thread": args.encoder_thread,
             "torch_threads": args.torch_threads if "torch" in args.parts else None,
             "sentences": len(sentences),

@@ -199,6 +199,7 @@ def start_server(
     max_live_rows: int | None = None,
     cuda_graphs: str = "auto",
     encoder_thread: bool | None = None,
+    greedy_steps: int = 1,
 ):
     """Start and warm up an in-process server on a free 127.0.0.1 port (no metrics
     endpoint; the CUDA provider is required when listed first); returns
@@ -234,6 +235,7 @@ def start_server(
                 require_gpu=providers[0] == "cuda",
                 io_binding=io_binding,
                 cuda_graphs=cuda_graphs,
+                greedy_steps=greedy_steps,
             ),
             engine_process=engine_process,
             frontends=frontends,

@@ -80,12 +80,7 @@ class Bundle:
 
     @property
     def special(self) -> SpecialIds:
-        return SpecialIds(
-            pad=self.config.pad_id,
-            bos=self.config.bos_id,
-            eos=self.config.eos_id,
-            unk=self.config.unk_id,
-        )
+        return _special(self.config)
 
     @cached_property
     def target_index(self) -> dict[str, int]:
@@ -156,6 +151,10 @@ def _check_graphs(graphs: dict | None, model: OnnxModel) -> None:
                 )
 
 
+def _special(config: BundleConfig) -> SpecialIds:
+    return SpecialIds(pad=config.pad_id, bos=config.bos_id, eos=config.eos_id, unk=config.unk_id)
+
+
 def _host_parts(bundle_dir: Path, manifest: dict[str, Any]):
     """The manifest's config and the source and target tokenizers (raises KeyError,
     ValueError or TokenizerError)."""
@@ -181,6 +180,7 @@ def load_bundle(bundle_dir: Path | str, runtime: RuntimeConfig | None = None) ->
             runtime or RuntimeConfig(),
             exact_lengths=config.exact_lengths,
             pad_id=config.pad_id,
+            target=(_special(config), config.tgt_vocab_size),
         )
         _check_graphs(manifest.get("graphs"), model)
         decoding = _decoding(manifest.get("decoding", {}))

@@ -344,8 +344,22 @@ class StepOutput:
     states: tuple[Any, ...]
 
 
+@dataclass
+class GreedyStepsOutput:
+    """Outputs of several greedy steps in one call (:mod:`service.greedysteps`)."""
+
+    tokens: np.ndarray  # (rows, steps) int64, each step's choice
+    log_probs: np.ndarray  # (rows, steps) float32, its log-prob
+    attention: np.ndarray  # (rows, steps, src_len) float32
+    states: tuple[Any, ...]  # after the last step, (rows, ...) each
+
+
 class StepModel(Protocol):
-    """An encoder plus one decoder step; :class:`service.runtime.OnnxModel` is one."""
+    """An encoder plus one decoder step; :class:`service.runtime.OnnxModel` is one.
+
+    A model may also run several plain greedy steps in one call: its ``greedy_steps``
+    says how many (a model without the attribute, or with 1, runs one step a call), and
+    :meth:`step` with ``eos_mask`` runs them (see :meth:`service.runtime.OnnxModel.step`)."""
 
     def new_pool(self) -> Any:
         """An empty memory pool for a decode loop over this model: a
@@ -366,7 +380,8 @@ class StepModel(Protocol):
         mask: np.ndarray,
         states: tuple[np.ndarray, ...],
         top_k: int,
-    ) -> StepOutput: ...
+        eos_mask: np.ndarray | None = None,
+    ) -> StepOutput | GreedyStepsOutput: ...
 
 
 def pad_batch(sources: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:

@@ -463,7 +463,7 @@ class Engine(EngineFront):
         self._step_retried = False
         self.metrics.decoder_step_latency.observe(time.monotonic() - start)
         self.metrics.rows_per_step.observe(rows)
-        self.metrics.generated_tokens.inc(rows)
+        self.metrics.generated_tokens.inc(self._loop.last_tokens)
         # Before any request below resolves: a client that has its answer reads a gauge
         # without its rows (the finished and failed sentences have left the loop).
         self._gauge("live_rows", self._loop.live_rows)

@@ -25,7 +25,12 @@ from service.config import (
 )
 from service.limits import ADMISSION, MAX_SECONDS
 from service.logs import LOG_FORMATS
-from service.runtime import CUDA_GRAPH_MODES, GRAPH_OPTIMIZATION_LEVELS, IO_BINDING_MODES
+from service.runtime import (
+    CUDA_GRAPH_MODES,
+    GRAPH_OPTIMIZATION_LEVELS,
+    IO_BINDING_MODES,
+    MAX_GREEDY_STEPS,
+)
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,13 @@ FLAGS: tuple[Flag, ...] = (
         "ONNX Runtime graph optimization level of every session",
         flag="graph_optimization",
         choices=GRAPH_OPTIMIZATION_LEVELS,
+    ),
+    Flag(
+        "runtime",
+        "greedy_steps",
+        f"decoder steps per ONNX Runtime call while every sentence is plain greedy "
+        f"(1..{MAX_GREEDY_STEPS}; streams then get tokens in bursts of that many; "
+        f"not with IO binding)",
     ),
     Flag("runtime", "intra_op_threads", "ONNX Runtime intra-op threads (0: ORT picks)"),
     Flag("runtime", "inter_op_threads", "ONNX Runtime inter-op threads"),

@@ -30,6 +30,7 @@ import numpy as np
 
 from models.scoring import eos_codes
 from service.columns import append_columns, keep_sentences
+from service.greedysteps import eos_masks
 from service.ranking import greedy_pick
 from service.strategies import Greedy
 
@@ -105,6 +106,59 @@ class GreedyRows:
             self.slot[rows],
             eos_codes(self.step[rows], self.limit[rows], self.min_length[rows]),
         )
+
+    def steps_inputs(self, rows: np.ndarray | None, steps: int) -> tuple[np.ndarray, ...]:
+        """The inputs of ``steps`` greedy steps in one call (:mod:`service.greedysteps`)
+        over ``rows`` (indices; None: all): tokens fed, parent rows and pool slots, each
+        ``(n,)`` int64, and the EOS rule of each step, ``(n, steps, K + 1)`` bool."""
+        pick = slice(None) if rows is None else rows
+        mask = eos_masks(self.step[pick], self.limit[pick], self.min_length[pick], steps)
+        return self.prev[pick], self.base[pick], self.slot[pick], mask
+
+    def advance_steps(
+        self, tokens: np.ndarray, log_probs: np.ndarray, attention: np.ndarray
+    ) -> tuple[list, list, int]:
+        """Record several steps over all rows in one call (rows ``0 .. len - 1`` of its
+        output): ``tokens`` ``(len, steps)`` int64 and ``log_probs`` ``(len, steps)`` each
+        step's choice, ``attention`` ``(len, steps, src_len_padded)``.
+
+        What :meth:`advance` does step by step: a row that chose EOS ends there (what it
+        chose after is thrown away), the others continue from their row of the output.
+        Returns the entries that ended, ``(entry, exception)`` for those whose search
+        raised ending, and the tokens generated (EOS included, nothing after it)."""
+        n, steps = tokens.shape
+        is_eos = tokens == self.eos
+        ended = is_eos.any(axis=1)
+        kept = np.where(ended, is_eos.argmax(axis=1), steps)  # tokens before EOS
+        # cumulative log-probs, added one step at a time in float64 as Greedy adds them
+        totals = np.empty((n, steps), dtype=np.float64)
+        running = self.score
+        for j, column in enumerate(log_probs.astype(np.float64).T):
+            running = totals[:, j] = running + column
+        rows = tokens.tolist()
+        finished, errors = [], []
+        for j in np.flatnonzero(ended).tolist():
+            entry, e = self.entries[j], int(kept[j])
+            self.targets[j] += rows[j][:e]
+            before = float(totals[j, e - 1]) if e else float(self.score[j])
+            try:
+                entry.search.finish(
+                    int(self.step[j]) + e, before, float(totals[j, e]), attention[j, e][None]
+                )  # fmt: skip
+            except Exception as exc:  # noqa: BLE001 - this sentence's own failure
+                errors.append((entry, exc))
+                continue
+            finished.append(entry)
+        alive = ~ended
+        keep = alive.tolist()
+        for target, row in zip(compress(self.targets, keep), compress(rows, keep), strict=True):
+            target += row
+        self.prev, self.score = tokens[alive, -1], totals[alive, -1]
+        self.step = self.step[alive] + steps
+        self.base = np.flatnonzero(alive)
+        if ended.any():
+            self._keep_lists(keep, ("slot", "limit", "min_length", "src_len"))
+        return finished, errors, int(np.minimum(kept + 1, steps).sum())
 
     def select(
         self, rows: np.ndarray | None, values: np.ndarray, ids: np.ndarray

@@ -93,6 +93,9 @@ class DecodeLoop:
         self.pool: MemoryPool = model.new_pool()
         self._states: tuple[np.ndarray, ...] = ()
         self._live_rows = 0
+        # tokens the last step generated (EOS included): its rows, or with several
+        # greedy steps a call what the rows chose before they ended
+        self.last_tokens = 0
 
     @property
     def live_rows(self) -> int:
@@ -132,7 +135,9 @@ class DecodeLoop:
         ]
         self._live_rows += sum(search.rows for search in searches)
         greedy = [a for a in entries if a.search.batchable]
-        if greedy and self._arrays_pay(greedy, self._greedy, lambda s: s.batchable):
+        # a model that runs several greedy steps a call needs them as arrays
+        several = getattr(self.model, "greedy_steps", 1) > 1
+        if greedy and (several or self._arrays_pay(greedy, self._greedy, lambda s: s.batchable)):
             self._join(self._greedy, greedy)
         beams: dict[int, list[_Active]] = {}
         for a in entries:
@@ -181,6 +186,15 @@ class DecodeLoop:
         """
         if not self.active:
             return []
+        steps = self.steps_per_call
+        if steps > 1:  # only plain greedy rows: several steps in one call
+            out = self._run_steps(None, steps)
+            self._states = out.states
+            ended, failures, self.last_tokens = self._greedy.advance_steps(
+                out.tokens, out.log_probs, out.attention
+            )
+            return self._commit(ended, [(a.handle, exc) for a, exc in failures], failed)
+        self.last_tokens = self._live_rows
         out, counts, selections, choices = self._run(self.active)
         self._states = out.states
         finished, still, errors = [], [], []
@@ -192,8 +206,6 @@ class DecodeLoop:
                 finished += ended
                 errors += [(a.handle, exc) for a, exc in failures]
             offset += n
-        self._beams = {k: b for k, b in self._beams.items() if len(b)}
-        rows = sum(block.live_rows for block in self._blocks)
         for a, n, selection in zip(self._general, counts, selections, strict=True):
             s = a.search
             try:
@@ -208,10 +220,18 @@ class DecodeLoop:
                 finished.append(a)
             else:
                 still.append(a)
-                rows += s.rows
         self._general = still
+        return self._commit(finished, errors, failed)
+
+    def _commit(self, finished: list[_Active], errors: list, failed: list | None) -> list:
+        """The end of every step: the sentences that left are gone, the pool is
+        compacted when it pays, and the finished sentences are returned (see
+        :meth:`step` for ``failed``)."""
+        self._beams = {k: b for k, b in self._beams.items() if len(b)}
         self._set_active()
-        self._live_rows = rows
+        self._live_rows = sum(block.live_rows for block in self._blocks) + sum(
+            a.search.rows for a in self._general
+        )
         try:
             self._maybe_compact()
         except Exception:  # noqa: BLE001 - the step is committed: never report it failed
@@ -229,8 +249,33 @@ class DecodeLoop:
         :attr:`active`) alone and throw the result away; raises what the step raises for
         them. Changes nothing: the engine uses it to find the sentences that make a
         failing step fail."""
-        if entries:
+        if entries and self.steps_per_call > 1:
+            self._run_steps(np.array([a.row for a in entries], dtype=np.int64), self.steps_per_call)
+        elif entries:
             self._run(entries)
+
+    @property
+    def steps_per_call(self) -> int:
+        """Decoder steps the next :meth:`step` runs in one call: the model's
+        ``greedy_steps`` when every sentence is a plain greedy row, else 1."""
+        steps = getattr(self.model, "greedy_steps", 1)
+        return steps if steps > 1 and not self._general and not self._beams else 1
+
+    def _run_steps(self, rows: np.ndarray | None, steps: int):
+        """``steps`` greedy steps over the greedy block's ``rows`` (None: all) in one
+        call; reads the loop's state but changes nothing."""
+        prev, base, slot, eos_mask = self._greedy.steps_inputs(rows, steps)
+        return self.model.step(
+            prev_tokens=prev,
+            parent_rows=base,
+            row_sentence=slot,
+            memory=self.pool.memory,
+            keys=self.pool.keys,
+            mask=self.pool.mask,
+            states=self._states,
+            top_k=GreedyRows.top_k,
+            eos_mask=eos_mask,
+        )
 
     def _run(self, entries: list[_Active]) -> tuple:
         """The decoder call over ``entries`` and every sentence's selection; reads the

@@ -15,8 +15,9 @@ import numpy as np
 import onnxruntime as ort
 
 from export import spec
+from service import greedysteps
 from service.cudagraphs import DEVICE_LOCK, GraphSteps, static_state_dims
-from service.decoding import Encoded, StepOutput
+from service.decoding import Encoded, GreedyStepsOutput, SpecialIds, StepOutput
 from service.devicepool import DeviceGraphs, DevicePool, DeviceState, bind_input
 from service.encodergraphs import EncoderGraphs, encoder_layout
 from service.pool import MemoryPool
@@ -31,6 +32,8 @@ _OPT_LEVELS = {
 }
 GRAPH_OPTIMIZATION_LEVELS = tuple(_OPT_LEVELS)
 IO_BINDING_MODES = ("auto", "on", "off")
+# Steps a greedy call may run: each is a copy of the decoder's nodes in one graph.
+MAX_GREEDY_STEPS = 16
 CUDA_GRAPH_MODES = ("auto", "on", "off")
 PROVIDER_ALIASES = {"cuda": "CUDAExecutionProvider", "cpu": "CPUExecutionProvider"}
 # The provider of sessions captured as CUDA graphs (decoder steps, encoder calls); TF32 off
@@ -59,6 +62,11 @@ class RuntimeConfig:
     and the decoder states stay there (:mod:`service.devicepool`); per step only top-k
     ids/log-probs, EOS log-probs and attention come to the host.
 
+    ``greedy_steps``: decoder steps one call runs when every sentence of a step is plain
+    greedy (:mod:`service.greedysteps`; 1: one step a call). Host arrays only: with IO
+    binding (CUDA) the steps stay one a call. A stream then gets its tokens in bursts of
+    up to that many, and a request admitted mid-call waits for the call to end.
+
     ``cuda_graphs`` ("auto", "on", "off"; auto = on with CUDA and IO binding) replays
     decoder steps from CUDA graphs on fixed, bucketed buffers (:mod:`service.cudagraphs`),
     and encoder calls on sessions of fixed shape buckets (:mod:`service.encodergraphs`).
@@ -74,6 +82,7 @@ class RuntimeConfig:
     allow_spinning: bool = False
     io_binding: str = "auto"
     cuda_graphs: str = "auto"
+    greedy_steps: int = 1
 
     def __post_init__(self) -> None:
         unknown = [p for p in self.providers if p not in PROVIDER_ALIASES]
@@ -92,6 +101,10 @@ class RuntimeConfig:
             raise ValueError(f"cuda_graphs must be one of {list(CUDA_GRAPH_MODES)}")
         if self.parallel_rows < 0:
             raise ValueError("parallel_rows must be >= 0 (0: always the multi-threaded session)")
+        if not 1 <= self.greedy_steps <= MAX_GREEDY_STEPS:
+            raise ValueError(
+                f"greedy_steps must be 1..{MAX_GREEDY_STEPS} (1: one step a decoder call)"
+            )
 
     def session_options(self, *, threads: int | None = None) -> ort.SessionOptions:
         """Options of one session; ``threads`` overrides ``intra_op_threads``."""
@@ -132,10 +145,17 @@ class RunStats:
     graph_encodes: int = 0
 
 
-def _session(path: Path, opts: ort.SessionOptions, providers: list) -> ort.InferenceSession:
-    """An ORT session of ``path``; a graph ORT cannot load is one line naming the file."""
+def _session(
+    path: Path | bytes, opts: ort.SessionOptions, providers: list, name: Path | None = None
+) -> ort.InferenceSession:
+    """An ORT session of ``path`` (or of a serialized graph named ``name``); a graph ORT
+    cannot load is one line naming the file."""
+    if isinstance(path, bytes):
+        data, path = path, name
+    else:
+        data = str(path)
     try:
-        return ort.InferenceSession(str(path), opts, providers=providers)
+        return ort.InferenceSession(data, opts, providers=providers)
     except Exception as exc:  # ORT raises its own Fail/InvalidGraph/... types, or RuntimeError
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BundleRuntimeError(
@@ -201,10 +221,13 @@ class OnnxModel:
         *,
         exact_lengths: bool = False,
         pad_id: int = 0,
+        target: tuple[SpecialIds, int] | None = None,
     ) -> None:
         """``exact_lengths``: the encoder reads padding as input (see
         :class:`export.spec.BundleConfig`), so :meth:`encode` runs it per length;
-        ``pad_id``: the source's padding token (what fixed-shape encoder calls pad with)."""
+        ``pad_id``: the source's padding token (what fixed-shape encoder calls pad with);
+        ``target``: the target's special ids and vocabulary size, which the greedy steps
+        of ``config.greedy_steps`` need (None: one step a call)."""
         self.state_names = state_names
         self.exact_lengths = exact_lengths
         wanted = [PROVIDER_ALIASES[p] for p in config.providers]
@@ -263,6 +286,10 @@ class OnnxModel:
             self._graphs.prepare(np.float32)
         self.stats = RunStats()
         self.graph_steps = self._graph_steps(config, dec_path, opts, state_names)
+        self.greedy_steps = 1
+        self._greedy = self._greedy_1 = None
+        if config.greedy_steps > 1 and target is not None:
+            self._greedy_sessions(config, dec_path, providers, target)
         self.encoder_graphs = self._encoder_graphs(config, enc_path, state_names, pad_id)
         # CUDA graphs of any model in this process may be capturing (nothing to guard on
         # a CPU, where encoder threads of several lanes run side by side)
@@ -311,6 +338,37 @@ class OnnxModel:
             self.stats,
             capture=capture,
         )
+
+    def _greedy_sessions(
+        self, config: RuntimeConfig, path: Path, providers: list, target: tuple[SpecialIds, int]
+    ) -> None:
+        """The sessions of :mod:`service.greedysteps` (their single-threaded twin as for
+        the decoder); a decoder that cannot be composed keeps one step a call."""
+        if self.io_binding:
+            log.info("greedy steps: one a decoder call (IO binding keeps state on the device)")
+            return
+        special, vocab_size = target
+        try:
+            data = greedysteps.compose(
+                path.read_bytes(), config.greedy_steps, self.state_names, special, vocab_size
+            )
+            name = Path(f"{path.stem}-{config.greedy_steps}-greedy-steps")
+            greedy = _session(data, config.session_options(), providers, name)
+            greedy_1 = greedy
+            if self._decoder_1 is not self.decoder:
+                greedy_1 = _session(data, config.session_options(threads=1), providers, name)
+        except (greedysteps.ComposeError, BundleRuntimeError) as exc:
+            # a bundle this cannot compose still serves, one step a call
+            log.warning("greedy steps: one a decoder call (%s)", exc)
+            return
+        self._greedy, self._greedy_1 = greedy, greedy_1
+        self.greedy_steps = config.greedy_steps
+        self._greedy_out = [
+            greedysteps.TOKENS,
+            greedysteps.LOG_PROBS,
+            spec.ATTENTION,
+            *(s + spec.STATE_OUT_SUFFIX for s in self.state_names),
+        ]
 
     def _encoder_graphs(
         self, config: RuntimeConfig, path: Path, names: tuple, pad_id: int
@@ -426,8 +484,15 @@ class OnnxModel:
         mask: np.ndarray,
         states: tuple[np.ndarray, ...],
         top_k: int,
-    ) -> StepOutput:
-        """One decoder step; shapes as in :mod:`export.spec`."""
+        eos_mask: np.ndarray | None = None,
+    ) -> StepOutput | GreedyStepsOutput:
+        """One decoder step; shapes as in :mod:`export.spec`. With ``eos_mask`` ``(rows,
+        greedy_steps, K + 1)`` bool: :attr:`greedy_steps` greedy steps in one call
+        (:mod:`service.greedysteps`; ``top_k`` is then Greedy.K)."""
+        if eos_mask is not None:
+            return self._greedy_steps(
+                prev_tokens, parent_rows, row_sentence, memory, keys, mask, states, eos_mask
+            )
         top = self._top_k.get(top_k)
         if top is None:
             top = self._top_k[top_k] = np.array([top_k], dtype=np.int64)
@@ -456,6 +521,31 @@ class OnnxModel:
         stats.decoder_rows += rows
         stats.decoder_row_positions += rows * mask.shape[1]
         return StepOutput(values, ids, eos, attention, tuple(new_states))
+
+    def _greedy_steps(
+        self, prev_tokens, parent_rows, row_sentence, memory, keys, mask, states, eos_mask
+    ) -> GreedyStepsOutput:
+        feeds = {
+            spec.PREV_TOKENS: prev_tokens,
+            spec.PARENT_ROWS: parent_rows,
+            spec.ROW_SENTENCE: row_sentence,
+            spec.MEMORY: memory,
+            spec.KEYS: keys,
+            spec.SRC_MASK: mask,
+            greedysteps.EOS_MASK: eos_mask,
+        }
+        for name, state in zip(self.state_names, states, strict=True):
+            feeds[name] = state
+        rows, steps = eos_mask.shape[:2]
+        session = self._greedy if rows >= self.parallel_rows else self._greedy_1
+        start = time.perf_counter()
+        tokens, log_probs, attention, *new_states = session.run(self._greedy_out, feeds)
+        stats = self.stats
+        stats.decoder_seconds += time.perf_counter() - start
+        stats.decoder_calls += 1
+        stats.decoder_rows += rows * steps
+        stats.decoder_row_positions += rows * steps * mask.shape[1]
+        return GreedyStepsOutput(tokens, log_probs, attention, tuple(new_states))
 
     def _run_bound(self, session: ort.InferenceSession, feeds: dict) -> list:
         """One decoder step through IO binding: the pool bound where it lies
