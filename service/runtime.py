@@ -82,7 +82,7 @@ class RuntimeConfig:
     allow_spinning: bool = False
     io_binding: str = "auto"
     cuda_graphs: str = "auto"
-    greedy_steps: int = 1
+    greedy_steps: int = 4
 
     def __post_init__(self) -> None:
         unknown = [p for p in self.providers if p not in PROVIDER_ALIASES]

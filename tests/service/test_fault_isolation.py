@@ -97,11 +97,13 @@ class FaultyModel:
         return self.model.step(**feeds)
 
 
-def load_tiny_bundle(tiny_bundle):
+def load_tiny_bundle(tiny_bundle, greedy_steps: int = 1):
+    """One decoder step a call unless ``greedy_steps`` (the tests of calls of several
+    greedy steps, whose choice is made in the graph, are at the end)."""
     from service.bundle import load_bundle
     from service.runtime import RuntimeConfig
 
-    runtime = RuntimeConfig(providers=("cpu",), intra_op_threads=1)
+    runtime = RuntimeConfig(providers=("cpu",), intra_op_threads=1, greedy_steps=greedy_steps)
     return load_bundle(tiny_bundle.bundle_dir, runtime)
 
 
@@ -384,3 +386,59 @@ def test_bisection_of_inseparable_and_transient_failures():
     assert isolate_failures(range(8), fails) == []
     assert len(calls) == 3
     assert isolate_failures([7], fails) == [7]  # the failed step was its probe
+
+
+# -- several greedy steps a call (--greedy-steps) -------------------------------------------
+
+# long enough that every sentence takes several calls of four steps
+LONG_GREEDY = DecodeOptions(min_length=10, max_length=24)
+
+
+@pytest.fixture(scope="module")
+def steps_bundle(tiny_bundle):
+    bundle = load_tiny_bundle(tiny_bundle, greedy_steps=4)
+    assert bundle.model.greedy_steps == 4
+    return bundle
+
+
+@pytest.fixture
+def make_steps_engine(steps_bundle):
+    yield from engine_factory(steps_bundle)
+
+
+def test_poisoned_call_of_several_greedy_steps_fails_only_its_request(
+    make_steps_engine, tiny_bundle, bundle, caplog
+):
+    """The call fails for the poisoned sentence's rows (past its first call): probing
+    calls over halves of the rows finds it; the others get their answers alone."""
+    texts = innocent_texts(tiny_bundle)
+    want = reference(make_steps_engine, texts, LONG_GREEDY)
+    poison, length = poison_text(tiny_bundle, bundle)
+    engine, model = make_steps_engine()
+    model.step_poison = length
+    caplog.set_level(logging.ERROR, logger="service.engine")
+    jobs = submit_together(engine, model, [*texts[:4], poison, *texts[4:]], LONG_GREEDY)
+    check_isolated(engine, jobs, 4, want)
+    [record] = engine_errors(caplog)
+    assert "injected decoder failure" in str(record.exc_info[1])
+
+
+def test_a_search_failing_as_it_ends_mid_call_fails_only_its_request(
+    make_steps_engine, tiny_bundle, bundle, monkeypatch
+):
+    """A sentence whose search raises as it ends (its EOS inside a call of several
+    steps) fails alone; the others take all the call's steps exactly once."""
+    texts = innocent_texts(tiny_bundle)
+    want = reference(make_steps_engine, texts, LONG_GREEDY)
+    poison, length = poison_text(tiny_bundle, bundle)
+    engine, model = make_steps_engine()
+    real_finish = SentenceSearch.finish
+
+    def finish(self, *args):
+        if self.src_len == length:
+            raise RuntimeError("injected search failure")
+        return real_finish(self, *args)
+
+    monkeypatch.setattr(SentenceSearch, "finish", finish)
+    jobs = submit_together(engine, model, [*texts[:2], poison, *texts[2:]], LONG_GREEDY)
+    check_isolated(engine, jobs, 2, want)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from nmt_api.nmt.v1 import translator_pb2 as pb
+from service.runtime import RuntimeConfig
 from tests.service.server_helpers import (
     LOOP_SENTENCE,
     TIMEOUT,
@@ -25,6 +26,10 @@ from tests.service.server_helpers import (
 
 # Sentences whose hypotheses are short-ish for the tiny model (keeps the reference fast).
 PARITY_SENTENCES = (1, 2, 5, 6, 7, 9, 13)
+
+
+# decoder steps per call of plain greedy rows in these servers (the runtime's default)
+GREEDY_STEPS = RuntimeConfig().greedy_steps
 
 
 @pytest.fixture(scope="module", params=[1, 2], ids=["one-engine", "two-lanes"])
@@ -267,12 +272,14 @@ def test_stream_matches_unary(stub, tiny_bundle, options, sentence):
         assert best.text.startswith(m.text)
         previous = m.text
     assert "".join(m.delta for m in messages) == best.text
-    if options.beam_size == 1 and len(best.text) > 5:
+    if options.beam_size == 1 and len(best.tokens) > 2 * GREEDY_STEPS:
+        # every call of GREEDY_STEPS steps that leaves the sentence unfinished sends a message
         assert len(messages) > 2, "greedy output was not streamed step by step"
 
 
 def test_stream_greedy_emits_every_new_prefix(stub, tiny_bundle, tiny_checkpoint):
-    """Greedy streams the decoded text after every step that changes it."""
+    """Greedy streams the decoded text after every decoder call that changes it: every
+    step, or every GREEDY_STEPS steps (--greedy-steps) while the sentence goes on."""
     from models.translate import translate_ids
 
     text = tiny_bundle.sentences[LOOP_SENTENCE]
@@ -287,7 +294,7 @@ def test_stream_greedy_emits_every_new_prefix(stub, tiny_bundle, tiny_checkpoint
         )
     assert len(hyp.tokens) >= 5
     expected: list[str] = []
-    for k in range(1, len(hyp.tokens) + 1):
+    for k in range(GREEDY_STEPS, len(hyp.tokens) + 1, GREEDY_STEPS):
         prefix = tgt.decode(hyp.tokens[:k])
         if prefix != (expected[-1] if expected else ""):
             expected.append(prefix)
