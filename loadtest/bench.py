@@ -557,6 +557,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             EngineConfig(decode_lanes=args.decode_lanes)
         if args.max_live_rows is not None:
             EngineConfig(max_live_rows=args.max_live_rows)
+        RuntimeConfig(greedy_steps=args.greedy_steps)
     except ValueError as exc:
         p.error(str(exc))
     for tree in args.ab_tree:

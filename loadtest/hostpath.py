@@ -93,9 +93,18 @@ class _Recorder:
         return timed
 
 
+def _decoder_sessions(model) -> list[tuple]:
+    """The sessions a decoder call runs in, each with whether it is the single-threaded
+    twin: one step, and several greedy steps (``--greedy-steps``; a call counts as one
+    step here)."""
+    pairs = [(model.decoder, False), (model._decoder_1, True)]
+    pairs += [(model._greedy, False), (model._greedy_1, True)] if model._greedy else []
+    return pairs
+
+
 def install(engine) -> None:
     model, recorder = engine.bundle.model, _Recorder(engine)
-    for session, single in ((model.decoder, False), (model._decoder_1, True)):
+    for session, single in _decoder_sessions(model):
         if "run" not in vars(session):
             # Blocked inside a single-threaded CPU session is the GIL alone; inside a CUDA
             # one it is the GPU too, so there the GIL wait counts the host part only.
@@ -110,7 +119,7 @@ def install(engine) -> None:
 
 def uninstall(engine) -> None:
     model = engine.bundle.model
-    for session in (model.decoder, model._decoder_1):
+    for session, _ in _decoder_sessions(model):
         vars(session).pop("run", None)
         vars(session).pop("run_with_iobinding", None)
     vars(engine._cond).pop("wait", None)

@@ -48,7 +48,7 @@ def measure(bundle, sources: list[list[int]], beam: int, batch: int) -> dict:
     )  # fmt: skip
     wall = time.perf_counter() - start
     used = {k: v - before[k] for k, v in vars(model.stats).items()}
-    steps, rows = used["decoder_calls"], used["decoder_rows"]
+    steps, rows = used["decoder_steps"], used["decoder_rows"]
     host = wall - used["decoder_seconds"] - used["encoder_seconds"]
     return {
         "strategy": strategy_name(beam),
@@ -62,6 +62,8 @@ def measure(bundle, sources: list[list[int]], beam: int, batch: int) -> dict:
         "host_us_per_step": round(1e6 * host / max(steps, 1), 1),
         "host_us_per_row": round(1e6 * host / max(rows, 1), 2),
         "decoder_ort_us_per_step": round(1e6 * used["decoder_seconds"] / max(steps, 1), 1),
+        # calls of several greedy steps (--greedy-steps): fewer calls than steps
+        "decoder_calls": used["decoder_calls"],
         # steps run on the fixed buffers (--cuda-graphs on)
         "graph_steps": used["graph_steps"],
     }
@@ -97,6 +99,8 @@ def _other_tree(args: argparse.Namespace) -> list[dict]:
         ]  # fmt: skip
         if args.cuda_graphs == "on":  # (an older tree's loophost may not know the flag)
             command += ["--cuda-graphs", "on"]
+        if (args.ab_tree / "service" / "greedysteps.py").is_file():  # older trees: one step
+            command += ["--greedy-steps", str(args.greedy_steps)]
         env = dict(os.environ, PYTHONPATH=str(args.ab_tree.resolve()))
         done = subprocess.run(command, cwd=args.ab_tree, env=env, check=False)
         if done.returncode != 0 or not out.is_file():
@@ -106,7 +110,7 @@ def _other_tree(args: argparse.Namespace) -> list[dict]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from service.bundle import load_bundle
-    from service.runtime import RuntimeConfig
+    from service.runtime import MAX_GREEDY_STEPS, RuntimeConfig
     from service.server import ServerError, find_bundles
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -125,6 +129,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="on: decode through the fixed, bucketed buffers that CUDA graphs replay "
         "(IO binding on the CPU provider, nothing captured): the host time of the GPU "
         "path's loop, measured on a CPU",
+    )
+    p.add_argument(
+        "--greedy-steps",
+        type=int,
+        default=RuntimeConfig.greedy_steps,
+        help="decoder steps per call while every sentence is plain greedy (nmt-serve "
+        "--greedy-steps; 1: one step a call)",
     )
     p.add_argument(
         "--ab-tree",
@@ -154,8 +165,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(f"--model {args.model!r} is not in {args.model_repository}: {', '.join(bundles)}")
     bundle_dir = bundles[args.model]
     graphs = args.cuda_graphs == "on"
+    if not 1 <= args.greedy_steps <= MAX_GREEDY_STEPS:
+        p.error(f"--greedy-steps must be 1..{MAX_GREEDY_STEPS}")
     runtime = RuntimeConfig(
-        providers=("cpu",), io_binding="on" if graphs else "off", cuda_graphs=args.cuda_graphs
+        providers=("cpu",),
+        io_binding="on" if graphs else "off",
+        cuda_graphs=args.cuda_graphs,
+        greedy_steps=args.greedy_steps,
     )
     bundle = load_bundle(bundle_dir, runtime)
     lines = [s for s in args.file.read_text(encoding="utf-8").splitlines() if s.strip()]

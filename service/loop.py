@@ -16,6 +16,12 @@ Plain beam sentences (:attr:`SentenceSearch.beam_batchable`) are kept the same w
 :class:`~service.beamrows.BeamRows` per beam size, their rows next. Both are *blocks*:
 objects with the same few methods (``inputs``, ``select``, ``advance``, ``drop``) whose
 rows the loop lays out one after another; every other sentence's rows come last.
+
+While every sentence is a plain greedy row and the model runs several greedy steps a call
+(``greedy_steps``, :mod:`service.greedysteps`), a :meth:`DecodeLoop.step` is one call of
+that many steps: the choice is made in the graph, the EOS rule goes in as a mask
+(:meth:`GreedyRows.steps_inputs`) and :meth:`GreedyRows.advance_steps` records the
+tokens. Any other sentence in the loop makes every step a single one again.
 """
 
 from __future__ import annotations

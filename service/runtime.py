@@ -123,8 +123,11 @@ class RuntimeConfig:
 class RunStats:
     """Cumulative work and wall time inside ONNX Runtime (read by benchmarks; cheap to keep).
 
-    ``decoder_rows`` counts hypothesis rows over all steps (generated tokens) and
-    ``decoder_row_positions`` the source positions they attended over, padding included.
+    ``decoder_rows`` counts hypothesis rows over all steps (generated tokens, and with
+    several greedy steps a call the steps a row computes after its EOS) and
+    ``decoder_row_positions`` the source positions they attended over, padding included;
+    ``decoder_steps`` the steps the ``decoder_calls`` ran (several a call with
+    ``greedy_steps``).
     """
 
     encoder_calls: int = 0
@@ -132,6 +135,7 @@ class RunStats:
     sentences_encoded: int = 0
     source_tokens: int = 0
     decoder_calls: int = 0
+    decoder_steps: int = 0
     decoder_seconds: float = 0.0
     decoder_rows: int = 0
     decoder_row_positions: int = 0
@@ -518,6 +522,7 @@ class OnnxModel:
         stats = self.stats
         stats.decoder_seconds += time.perf_counter() - start
         stats.decoder_calls += 1
+        stats.decoder_steps += 1
         stats.decoder_rows += rows
         stats.decoder_row_positions += rows * mask.shape[1]
         return StepOutput(values, ids, eos, attention, tuple(new_states))
@@ -543,6 +548,7 @@ class OnnxModel:
         stats = self.stats
         stats.decoder_seconds += time.perf_counter() - start
         stats.decoder_calls += 1
+        stats.decoder_steps += steps
         stats.decoder_rows += rows * steps
         stats.decoder_row_positions += rows * steps * mask.shape[1]
         return GreedyStepsOutput(tokens, log_probs, attention, tuple(new_states))

@@ -36,6 +36,8 @@ def test_rows_split_wall_time_into_ort_and_host(tiny_bundle, tmp_path, capsys):
         )
     # one sentence at a time: a row per step (greedy); batched: more rows, fewer steps
     assert rows[0]["rows_per_step"] == 1.0
+    # greedy rows run several steps a call (--greedy-steps, default 4): steps still count
+    assert rows[0]["decoder_calls"] < rows[0]["steps"]
     assert rows[1]["rows_per_step"] > 1 and rows[1]["steps"] < rows[0]["steps"]
     assert "| greedy | 8 |" in capsys.readouterr().out
 
@@ -44,6 +46,7 @@ def test_rows_split_wall_time_into_ort_and_host(tiny_bundle, tmp_path, capsys):
     "argv",
     [
         ["--batch", "0"],
+        ["--greedy-steps", "0"],
         ["--strategies", "beamx"],
         ["--rounds", "0"],
         ["--model", "nope"],
