@@ -316,7 +316,7 @@ def bench_trees(args, sentences, options, clients: ClientProcess, number: int) -
         rows[label] = []
         port = free_port()
         own = flags
-        if args.greedy_steps != 1 and (Path(tree) / "service" / "greedysteps.py").exists():
+        if (Path(tree) / "service" / "greedysteps.py").exists():
             own = [*flags, "--greedy-steps", str(args.greedy_steps)]  # older trees have none
         process = start_server(tree, port, own, model_repository=args.model_repository)
         target = f"127.0.0.1:{port}"

@@ -199,14 +199,15 @@ def start_server(
     max_live_rows: int | None = None,
     cuda_graphs: str = "auto",
     encoder_thread: bool | None = None,
-    greedy_steps: int = 1,
+    greedy_steps: int | None = None,
 ):
     """Start and warm up an in-process server on a free 127.0.0.1 port (no metrics
     endpoint; the CUDA provider is required when listed first); returns
     ``(server, "127.0.0.1:PORT")``. ``model_repository`` defaults to the server's own;
     ``max_inflight`` (per gRPC process), ``max_queue``, ``decode_lanes`` and
     ``max_live_rows``: the server's own when None; ``encoder_thread``: the engine's
-    ``background_encoder`` (the server's own when None)."""
+    ``background_encoder`` (the server's own when None); ``greedy_steps``: the runtime's
+    (its default when None)."""
     from service.limits import EngineConfig
     from service.runtime import RuntimeConfig
     from service.server import ServerConfig, create_server
@@ -235,7 +236,7 @@ def start_server(
                 require_gpu=providers[0] == "cuda",
                 io_binding=io_binding,
                 cuda_graphs=cuda_graphs,
-                greedy_steps=greedy_steps,
+                **({} if greedy_steps is None else {"greedy_steps": greedy_steps}),
             ),
             engine_process=engine_process,
             frontends=frontends,

@@ -26,7 +26,8 @@ copies of the decoder's nodes sharing its weights, each followed by the greedy c
 
 Each step's choice is :func:`service.decoding.candidates` then
 :func:`service.ranking.greedy_pick` in graph form: top-k with pad and bos blocked, EOS
-last, the masked candidates set to -inf, the first best. The copies are the same nodes
+last, the masked candidates set to -inf, the first best (a NaN first, as numpy's argmax
+takes it: a broken model's rows choose the same as on the host). The copies are the same nodes
 as the one-step graph, so a row's tokens, log-probs and states are bit for bit the ones
 of ``steps`` single calls (``tests/service/test_greedysteps.py``, every model variant).
 A row that ends (EOS) before the last step goes on computing garbage the host ignores.
@@ -110,6 +111,7 @@ def compose(
         return output
 
     neg_inf = const("neg_inf", np.array(-np.inf, dtype=np.float32))
+    pos_inf = const("pos_inf", np.array(np.inf, dtype=np.float32))
     top_k = const("top_k", np.array([Greedy.K], dtype=np.int64))
     eos_column = const("eos_column", np.array([[special.eos]], dtype=np.int64))
     blocked = np.zeros(vocab_size, dtype=bool)  # what candidates() blocks in the top-k
@@ -131,10 +133,11 @@ def compose(
         # what this copy reads: the inputs it shares, the previous copy's outputs, its own
         fed = {spec.TOP_K: top_k, spec.PREV_TOKENS: prev, spec.PARENT_ROWS: parents, **states}
         fed.update((n, n) for n in (*weights, *_SHARED, ""))
-        for original in graph.node:
+        for i, original in enumerate(graph.node):
             copy = composed.node.add()
             copy.CopyFrom(original)
-            copy.name = (original.name or original.op_type) + suffix
+            # unique even where the decoder leaves names empty (ORT refuses duplicates)
+            copy.name = f"{original.name or original.op_type}#{i}{suffix}"
             copy.input[:] = [fed.get(n, n + suffix) for n in original.input]
             copy.output[:] = [n and n + suffix for n in original.output]
         out = {n: n + suffix for n in spec.decoder_outputs(tuple(state_names))}
@@ -146,8 +149,11 @@ def compose(
         rule = node("Gather", [EOS_MASK, const(f"step{j}", np.array(j))], p + "rule", axis=1)
         banned = node("Or", [node("Gather", [blocked_ids, ids], p + "blocked"), rule], p + "ban")
         values = node("Where", [banned, neg_inf, values], p + "allowed")
-        # greedy_pick(): the first best (ArgMax keeps the first of equal values)
-        best = node("ArgMax", [values], p + "best", axis=1, keepdims=1)
+        # greedy_pick(): numpy's argmax, the first best, where a NaN beats every number
+        # (ArgMax also keeps the first of equal values; a log-prob is never +inf)
+        nan = node("IsNaN", [values], p + "nan")
+        ranked = node("Where", [nan, pos_inf, values], p + "ranked")
+        best = node("ArgMax", [ranked], p + "best", axis=1, keepdims=1)
         token = node("GatherElements", [ids, best], p + "token", axis=1)
         tokens.append(token)
         log_probs.append(node("GatherElements", [values, best], p + "log_prob", axis=1))

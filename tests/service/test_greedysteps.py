@@ -176,7 +176,8 @@ def compose(data: bytes, steps: int = 3) -> bytes:
 
 
 def test_the_composed_graph_is_valid_onnx(tiny_bundle):
-    onnx = pytest.importorskip("onnx")  # a dev dependency; the service needs only protobuf
+    import onnx  # a dev dependency; the service needs only protobuf
+
     model = onnx.load_from_string(compose(decoder_bytes(tiny_bundle.bundle_dir), 3))
     onnx.checker.check_model(model, full_check=True)
     assert [i.name for i in model.graph.output][:3] == ["tokens", "log_probs", "attention"]
@@ -310,3 +311,115 @@ def test_the_committed_onnx_graph_module_is_what_protoc_generates(tmp_path):
     assert fresh == (root / "service" / "onnx_graph_pb2.py").read_text(), (
         "regenerate service/onnx_graph_pb2.py (see protos/onnx_graph/onnx_graph.proto)"
     )
+
+
+# -- the choice's corner cases, on a decoder whose outputs are a table of its input token --
+
+TABLE_SPECIAL = SpecialIds(pad=0, bos=1, eos=2, unk=3)
+TABLE_VOCAB = 10
+
+
+def table_decoder(values: np.ndarray, ids: np.ndarray, eos: np.ndarray) -> bytes:
+    """A one-step decoder (the contract's names, nodes left unnamed) whose top-k values,
+    ids and EOS log-prob are row ``prev_tokens`` of ``values``/``ids``/``eos``."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper
+
+    nodes = [
+        h.make_node("Gather", ["table_values", "prev_tokens"], ["topk_log_probs"], axis=0),
+        h.make_node("Gather", ["table_ids", "prev_tokens"], ["topk_ids"], axis=0),
+        h.make_node("Gather", ["table_eos", "prev_tokens"], ["eos_log_probs"], axis=0),
+        h.make_node("Cast", ["src_mask"], ["mask_float"], to=T.FLOAT),
+        h.make_node("Gather", ["mask_float", "row_sentence"], ["attention"], axis=0),
+        h.make_node("Gather", ["hidden", "parent_rows"], ["kept"], axis=0),
+        h.make_node("Add", ["kept", "one"], ["hidden_out"]),
+    ]
+    weights = [
+        numpy_helper.from_array(values.astype(np.float32), "table_values"),
+        numpy_helper.from_array(ids.astype(np.int64), "table_ids"),
+        numpy_helper.from_array(eos.astype(np.float32), "table_eos"),
+        numpy_helper.from_array(np.array(1, np.float32), "one"),
+    ]
+    value = h.make_tensor_value_info
+    inputs = [
+        value("prev_tokens", T.INT64, ["rows"]),
+        value("parent_rows", T.INT64, ["rows"]),
+        value("row_sentence", T.INT64, ["rows"]),
+        value("memory", T.FLOAT, ["sentences", "src_len", 2]),
+        value("keys", T.FLOAT, ["sentences", "src_len", 2]),
+        value("src_mask", T.BOOL, ["sentences", "src_len"]),
+        value("top_k", T.INT64, [1]),
+        value("hidden", T.FLOAT, ["prev_rows", 2]),
+    ]
+    outputs = [
+        value("topk_log_probs", T.FLOAT, ["rows", Greedy.K]),
+        value("topk_ids", T.INT64, ["rows", Greedy.K]),
+        value("eos_log_probs", T.FLOAT, ["rows"]),
+        value("attention", T.FLOAT, ["rows", "src_len"]),
+        value("hidden_out", T.FLOAT, ["rows", 2]),
+    ]
+    graph = h.make_graph(nodes, "table", inputs, outputs, weights)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def _table(rows: dict[int, tuple[list[float], list[int], float]]):
+    values = np.tile(np.array([-1.0, -2.0, -3.0]), (TABLE_VOCAB, 1))
+    ids = np.tile(np.array([5, 6, 7]), (TABLE_VOCAB, 1))
+    eos = np.full(TABLE_VOCAB, -5.0)
+    for token, (v, i, e) in rows.items():
+        values[token], ids[token], eos[token] = v, i, e
+    return values, ids, eos
+
+
+NAN = float("nan")
+CORNERS = {
+    # first token (after BOS) -> the row the table gives
+    "ties": {1: ([-1.0, -1.0, -1.0], [5, 6, 7], -1.0)},
+    "pad-and-bos-in-top-k": {1: ([-0.1, -0.2, -3.0], [0, 1, 7], -5.0)},
+    "nan-after-a-number": {1: ([-1.0, NAN, -0.5], [5, 6, 7], -5.0)},
+    "nan-first": {1: ([NAN, -1.0, -0.5], [5, 6, 7], -5.0)},
+    "nan-eos": {1: ([-1.0, -2.0, -3.0], [5, 6, 7], NAN)},
+    "all-minus-inf": {1: ([-np.inf] * 3, [5, 6, 7], -np.inf)},
+}
+
+
+@pytest.mark.parametrize("rule", ["allowed", "blocked", "forced"])
+@pytest.mark.parametrize("corner", list(CORNERS))
+def test_the_graphs_choice_is_the_hosts_in_every_corner(corner, rule):
+    """Ties, pad/bos leaking into the top-k, NaN log-probs (a broken model), nothing
+    but -inf; with EOS allowed, blocked and forced: the composed graph chooses what
+    candidates + restrict + greedy_pick choose, token and log-prob."""
+    import onnxruntime as ort
+
+    steps = 3
+    one = table_decoder(*_table(CORNERS[corner]))
+    several = greedysteps.compose(one, steps, ("hidden",), TABLE_SPECIAL, TABLE_VOCAB)
+    single_session, steps_session = ort.InferenceSession(one), ort.InferenceSession(several)
+    feeds = {
+        "prev_tokens": np.array([TABLE_SPECIAL.bos, 4], dtype=np.int64),
+        "parent_rows": np.arange(2),
+        "row_sentence": np.zeros(2, dtype=np.int64),
+        "memory": np.zeros((1, 3, 2), np.float32),
+        "keys": np.zeros((1, 3, 2), np.float32),
+        "src_mask": np.ones((1, 3), bool),
+        "hidden": np.zeros((2, 2), np.float32),
+    }
+    step0 = np.array([0, 0])
+    limits = np.array({"allowed": [9, 9], "blocked": [9, 9], "forced": [1, 2]}[rule])
+    min_lengths = np.array({"allowed": [0, 0], "blocked": [5, 5], "forced": [0, 0]}[rule])
+    mask = greedysteps.eos_masks(step0, limits, min_lengths, steps)
+    tokens, log_probs = steps_session.run(["tokens", "log_probs"], feeds | {"eos_mask": mask})
+    prev = feeds["prev_tokens"]
+    for j in range(steps):
+        values, ids, eos = single_session.run(
+            ["topk_log_probs", "topk_ids", "eos_log_probs"],
+            feeds | {"prev_tokens": prev, "top_k": np.array([Greedy.K])},
+        )
+        values, ids = candidates(values, ids, eos, TABLE_SPECIAL)
+        restrict(values, eos_codes(step0 + j, limits, min_lengths))
+        prev, chosen = greedy_pick(values, ids)
+        np.testing.assert_array_equal(tokens[:, j], prev, err_msg=f"step {j}")
+        np.testing.assert_array_equal(log_probs[:, j], chosen, err_msg=f"step {j}")
