@@ -493,13 +493,6 @@ class OnnxModel:
         """One decoder step; shapes as in :mod:`export.spec`. With ``eos_mask`` ``(rows,
         greedy_steps, K + 1)`` bool: :attr:`greedy_steps` greedy steps in one call
         (:mod:`service.greedysteps`; ``top_k`` is then Greedy.K)."""
-        if eos_mask is not None:
-            return self._greedy_steps(
-                prev_tokens, parent_rows, row_sentence, memory, keys, mask, states, eos_mask
-            )
-        top = self._top_k.get(top_k)
-        if top is None:
-            top = self._top_k[top_k] = np.array([top_k], dtype=np.int64)
         feeds = {
             spec.PREV_TOKENS: prev_tokens,
             spec.PARENT_ROWS: parent_rows,
@@ -507,51 +500,39 @@ class OnnxModel:
             spec.MEMORY: memory,
             spec.KEYS: keys,
             spec.SRC_MASK: mask,
-            spec.TOP_K: top,
         }
         for name, state in zip(self.state_names, states, strict=True):
             feeds[name] = state
         rows = prev_tokens.shape[0]
-        session = self.decoder if rows >= self.parallel_rows else self._decoder_1
         start = time.perf_counter()
+        if eos_mask is not None:
+            feeds[greedysteps.EOS_MASK] = eos_mask
+            session = self._greedy if rows >= self.parallel_rows else self._greedy_1
+            tokens, log_probs, attention, *new_states = session.run(self._greedy_out, feeds)
+            self._count(start, rows, eos_mask.shape[1], mask.shape[1])
+            return GreedyStepsOutput(tokens, log_probs, attention, tuple(new_states))
+        top = self._top_k.get(top_k)
+        if top is None:
+            top = self._top_k[top_k] = np.array([top_k], dtype=np.int64)
+        feeds[spec.TOP_K] = top
+        session = self.decoder if rows >= self.parallel_rows else self._decoder_1
         if self.io_binding:
             graphed = self.graph_steps.run(feeds) if self.graph_steps is not None else None
             values, ids, eos, attention, *new_states = graphed or self._run_bound(session, feeds)
         else:
             values, ids, eos, attention, *new_states = session.run(self._dec_out, feeds)
-        stats = self.stats
-        stats.decoder_seconds += time.perf_counter() - start
-        stats.decoder_calls += 1
-        stats.decoder_steps += 1
-        stats.decoder_rows += rows
-        stats.decoder_row_positions += rows * mask.shape[1]
+        self._count(start, rows, 1, mask.shape[1])
         return StepOutput(values, ids, eos, attention, tuple(new_states))
 
-    def _greedy_steps(
-        self, prev_tokens, parent_rows, row_sentence, memory, keys, mask, states, eos_mask
-    ) -> GreedyStepsOutput:
-        feeds = {
-            spec.PREV_TOKENS: prev_tokens,
-            spec.PARENT_ROWS: parent_rows,
-            spec.ROW_SENTENCE: row_sentence,
-            spec.MEMORY: memory,
-            spec.KEYS: keys,
-            spec.SRC_MASK: mask,
-            greedysteps.EOS_MASK: eos_mask,
-        }
-        for name, state in zip(self.state_names, states, strict=True):
-            feeds[name] = state
-        rows, steps = eos_mask.shape[:2]
-        session = self._greedy if rows >= self.parallel_rows else self._greedy_1
-        start = time.perf_counter()
-        tokens, log_probs, attention, *new_states = session.run(self._greedy_out, feeds)
+    def _count(self, start: float, rows: int, steps: int, width: int) -> None:
+        """A decoder call begun at ``start`` of ``steps`` steps over ``rows`` rows, each
+        attending over ``width`` source positions, in :attr:`stats`."""
         stats = self.stats
         stats.decoder_seconds += time.perf_counter() - start
         stats.decoder_calls += 1
         stats.decoder_steps += steps
         stats.decoder_rows += rows * steps
-        stats.decoder_row_positions += rows * steps * mask.shape[1]
-        return GreedyStepsOutput(tokens, log_probs, attention, tuple(new_states))
+        stats.decoder_row_positions += rows * steps * width
 
     def _run_bound(self, session: ort.InferenceSession, feeds: dict) -> list:
         """One decoder step through IO binding: the pool bound where it lies

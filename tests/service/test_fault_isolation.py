@@ -25,6 +25,8 @@ GREEDY = DecodeOptions()
 # greedy that keeps attention: decoded per sentence, not in the loop's greedy arrays
 GREEDY_ATTENTION = DecodeOptions(return_attention=True)
 BEAM = DecodeOptions(beam_size=3, n_best=2)
+# greedy long enough that every sentence takes several calls of four steps (--greedy-steps)
+LONG_GREEDY = DecodeOptions(min_length=10, max_length=24)
 # What the client of a failed request reads (the servicer sends it with INTERNAL).
 INTERNAL = r"^internal error \(RuntimeError\) .*; the server logged the details$"
 DECODING = r"^internal error \(RuntimeError\) decoding this request;"
@@ -196,10 +198,17 @@ def engine_errors(caplog) -> list[logging.LogRecord]:
     return [r for r in caplog.records if r.name in ENGINE_LOGGERS and r.levelno >= logging.ERROR]
 
 
-@pytest.mark.parametrize("options", [GREEDY, BEAM], ids=["greedy", "beam"])
+@pytest.mark.parametrize(
+    ("engines", "options"),
+    [("make_engine", GREEDY), ("make_engine", BEAM), ("make_steps_engine", LONG_GREEDY)],
+    ids=["greedy", "beam", "greedy-steps"],
+)
 def test_poisoned_decoder_step_fails_only_its_request(
-    make_engine, tiny_bundle, bundle, options, caplog
+    request, engines, tiny_bundle, bundle, options, caplog
 ):
+    """A step (with --greedy-steps, a call of several steps) that fails for one
+    sentence's rows past its first step: probing halves of the rows finds it."""
+    make_engine = request.getfixturevalue(engines)
     texts = innocent_texts(tiny_bundle)
     want = reference(make_engine, texts, options)
     poison, length = poison_text(tiny_bundle, bundle)
@@ -215,6 +224,19 @@ def test_poisoned_decoder_step_fails_only_its_request(
     model.step_poison = None
     again = engine.submit([poison, *texts[:2]], options, timeout=TIMEOUT)
     assert nbest(again.future.result(TIMEOUT))[1:] == [w[0] for w in want[:2]]
+
+
+def fail_finish(monkeypatch, length: int) -> None:
+    """A search of a source of ``length`` tokens raises as it ends (a plain greedy
+    sentence of the loop's arrays records its search only then)."""
+    real_finish = SentenceSearch.finish
+
+    def finish(self, *args):
+        if self.src_len == length:
+            raise RuntimeError("injected search failure")
+        return real_finish(self, *args)
+
+    monkeypatch.setattr(SentenceSearch, "finish", finish)
 
 
 @pytest.mark.parametrize("where", ["select", "take"])
@@ -243,14 +265,7 @@ def test_failing_search_fails_only_its_request(
     if options is GREEDY:  # the greedy arrays from the first sentence (else from 16)
         monkeypatch.setattr(strategies, "ARRAY_MIN_SENTENCES", 1)
     if options is GREEDY and where == "take":
-        real_finish = SentenceSearch.finish
-
-        def finish(self, *args):
-            if self.src_len == length:
-                raise RuntimeError("injected search failure")
-            return real_finish(self, *args)
-
-        monkeypatch.setattr(SentenceSearch, "finish", finish)
+        fail_finish(monkeypatch, length)
     elif options is GREEDY:
         real_rows_select = GreedyRows.select
 
@@ -390,9 +405,6 @@ def test_bisection_of_inseparable_and_transient_failures():
 
 # -- several greedy steps a call (--greedy-steps) -------------------------------------------
 
-# long enough that every sentence takes several calls of four steps
-LONG_GREEDY = DecodeOptions(min_length=10, max_length=24)
-
 
 @pytest.fixture(scope="module")
 def steps_bundle(tiny_bundle):
@@ -406,23 +418,6 @@ def make_steps_engine(steps_bundle):
     yield from engine_factory(steps_bundle)
 
 
-def test_poisoned_call_of_several_greedy_steps_fails_only_its_request(
-    make_steps_engine, tiny_bundle, bundle, caplog
-):
-    """The call fails for the poisoned sentence's rows (past its first call): probing
-    calls over halves of the rows finds it; the others get their answers alone."""
-    texts = innocent_texts(tiny_bundle)
-    want = reference(make_steps_engine, texts, LONG_GREEDY)
-    poison, length = poison_text(tiny_bundle, bundle)
-    engine, model = make_steps_engine()
-    model.step_poison = length
-    caplog.set_level(logging.ERROR, logger="service.engine")
-    jobs = submit_together(engine, model, [*texts[:4], poison, *texts[4:]], LONG_GREEDY)
-    check_isolated(engine, jobs, 4, want)
-    [record] = engine_errors(caplog)
-    assert "injected decoder failure" in str(record.exc_info[1])
-
-
 def test_a_search_failing_as_it_ends_mid_call_fails_only_its_request(
     make_steps_engine, tiny_bundle, bundle, monkeypatch
 ):
@@ -432,13 +427,6 @@ def test_a_search_failing_as_it_ends_mid_call_fails_only_its_request(
     want = reference(make_steps_engine, texts, LONG_GREEDY)
     poison, length = poison_text(tiny_bundle, bundle)
     engine, model = make_steps_engine()
-    real_finish = SentenceSearch.finish
-
-    def finish(self, *args):
-        if self.src_len == length:
-            raise RuntimeError("injected search failure")
-        return real_finish(self, *args)
-
-    monkeypatch.setattr(SentenceSearch, "finish", finish)
+    fail_finish(monkeypatch, length)
     jobs = submit_together(engine, model, [*texts[:2], poison, *texts[2:]], LONG_GREEDY)
     check_isolated(engine, jobs, 2, want)
