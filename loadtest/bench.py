@@ -316,8 +316,10 @@ def bench_trees(args, sentences, options, clients: ClientProcess, number: int) -
         rows[label] = []
         port = free_port()
         own = flags
-        if (Path(tree) / "service" / "greedysteps.py").exists():
-            own = [*flags, "--greedy-steps", str(args.greedy_steps)]  # older trees have none
+        if args.greedy_steps and (Path(tree) / "service" / "greedysteps.py").exists():
+            # a number, to every tree that has them (older ones have none; auto, 0, is
+            # left to each tree's own default: older trees do not know 0)
+            own = [*flags, "--greedy-steps", str(args.greedy_steps)]
         process = start_server(tree, port, own, model_repository=args.model_repository)
         target = f"127.0.0.1:{port}"
         try:
@@ -398,7 +400,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=int,
         default=RuntimeConfig.greedy_steps,
         help="the service's decoder steps per call for plain greedy rows (nmt-serve "
-        "--greedy-steps); A/B trees without service/greedysteps.py run one step a call",
+        "--greedy-steps; 0: the server's auto, also for the A/B trees); A/B trees "
+        "without service/greedysteps.py run one step a call",
     )
     p.add_argument(
         "--cuda-graphs",

@@ -99,7 +99,8 @@ def _other_tree(args: argparse.Namespace) -> list[dict]:
         ]  # fmt: skip
         if args.cuda_graphs == "on":  # (an older tree's loophost may not know the flag)
             command += ["--cuda-graphs", "on"]
-        if (args.ab_tree / "service" / "greedysteps.py").is_file():  # older trees: one step
+        # older trees: one step; auto (0) is left to the tree's own default
+        if args.greedy_steps and (args.ab_tree / "service" / "greedysteps.py").is_file():
             command += ["--greedy-steps", str(args.greedy_steps)]
         env = dict(os.environ, PYTHONPATH=str(args.ab_tree.resolve()))
         done = subprocess.run(command, cwd=args.ab_tree, env=env, check=False)
@@ -135,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=int,
         default=RuntimeConfig.greedy_steps,
         help="decoder steps per call while every sentence is plain greedy (nmt-serve "
-        "--greedy-steps; 1: one step a call)",
+        "--greedy-steps; 1: one step a call, 0: auto)",
     )
     p.add_argument(
         "--ab-tree",
@@ -165,8 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(f"--model {args.model!r} is not in {args.model_repository}: {', '.join(bundles)}")
     bundle_dir = bundles[args.model]
     graphs = args.cuda_graphs == "on"
-    if not 1 <= args.greedy_steps <= MAX_GREEDY_STEPS:
-        p.error(f"--greedy-steps must be 1..{MAX_GREEDY_STEPS}")
+    if not 0 <= args.greedy_steps <= MAX_GREEDY_STEPS:
+        p.error(f"--greedy-steps must be 0..{MAX_GREEDY_STEPS}")
     runtime = RuntimeConfig(
         providers=("cpu",),
         io_binding="on" if graphs else "off",

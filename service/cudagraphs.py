@@ -23,6 +23,14 @@ buffers only:
 * the three index vectors go up in one copy (one ``(3, bucket)`` buffer); top-k, EOS
   log-probs and attention come down from fixed device buffers.
 
+The composed graph of several greedy steps (:mod:`service.greedysteps`) runs the same
+way, on a :class:`GraphSteps` of its own that shares the decoder's state buffers and
+owning thread (:meth:`GraphSteps.sharing`): its index buffer has a fourth row (the
+identity rows of every copy after the first), its EOS mask goes up into a fixed
+``(bucket, steps, K + 1)`` buffer, and tokens, log-probs and attention of every step come
+down. A batch that switches between single and several steps (a beam request joins or
+leaves) keeps its states where they are.
+
 One graph id names one (bucket, top_k, pool buffers, input parity); ONNX Runtime
 captures it within its first few runs (:data:`CAPTURE_RUNS`, under :data:`DEVICE_LOCK`)
 and replays it afterwards. A step that does not fit
@@ -46,6 +54,7 @@ import numpy as np
 import onnxruntime as ort
 
 from export import spec
+from service import greedysteps
 from service.devicepool import DEVICE_ID, ORT_TYPES, DeviceSlice, DeviceState, bind_output
 
 if TYPE_CHECKING:
@@ -113,11 +122,14 @@ class GraphSteps:
         *,
         capture: bool,
         max_rows: int = ROW_BUCKETS[-1],
+        steps: int = 1,
+        _shared: GraphSteps | None = None,
     ) -> None:
         """``session``: made with ``enable_cuda_graph`` when ``capture``; ``copy_rows(x,
         target)`` writes a state ``x`` into the rows of ``target`` on the device;
         ``stats``: the model's counters, where each step through the buffers is counted
-        (``graph_steps`` and the ``graph_*_seconds`` of its phases)."""
+        (``graph_steps`` and the ``graph_*_seconds`` of its phases); ``steps``: 1 for
+        the decoder, more for its composed greedy steps (see :meth:`sharing`)."""
         self.session = session
         self.device = device
         self.state_names = state_names
@@ -125,29 +137,58 @@ class GraphSteps:
         self.buckets = tuple(b for b in ROW_BUCKETS if b <= max_rows) or (max_rows,)
         self._copy_rows = copy_rows
         self.stats = stats
-        self._output_names = spec.decoder_outputs(state_names)  # top-k, EOS, attention, states
+        self.steps = steps
+        if steps == 1:  # top-k, EOS, attention, states
+            self._output_names = list(spec.decoder_outputs(state_names))
+            self._index_inputs: tuple[str, ...] = _INDEX_INPUTS
+        else:  # tokens, log-probs, attention (each step's), states
+            self._output_names = greedysteps.outputs(state_names)
+            self._index_inputs = (*_INDEX_INPUTS, greedysteps.OWN_ROWS)
         self._n_host = len(self._output_names) - len(state_names)  # outputs read on the host
         self._output_types = {o.name: ORT_TYPES[o.type] for o in session.get_outputs()}
-        rows = self.buckets[-1]
-        # two fixed buffers per state (ping-pong), as many rows as the largest bucket
-        state_types = [self._output_types[n] for n in self._output_names[self._n_host :]]
-        self._states = tuple(
-            tuple(
-                ort.OrtValue.ortvalue_from_shape_and_type(
-                    [rows, *state_dims[name]], dtype, device, DEVICE_ID
+        if _shared is not None:
+            self._states, self._owner = _shared._states, _shared._owner
+        else:
+            rows = self.buckets[-1]
+            # two fixed buffers per state (ping-pong), as many rows as the largest bucket
+            state_types = [self._output_types[n] for n in self._output_names[self._n_host :]]
+            self._states = tuple(
+                tuple(
+                    ort.OrtValue.ortvalue_from_shape_and_type(
+                        [rows, *state_dims[name]], dtype, device, DEVICE_ID
+                    )
+                    for name, dtype in zip(state_names, state_types, strict=True)
                 )
-                for name, dtype in zip(state_names, state_types, strict=True)
+                for _ in range(2)
             )
-            for _ in range(2)
-        )
+            self._owner = FirstThread()
         self._index: dict[int, tuple[np.ndarray, ort.OrtValue]] = {}
+        self._eos_mask: dict[int, tuple[np.ndarray, ort.OrtValue]] = {}
         self._top_k: dict[int, ort.OrtValue] = {}
         self._outputs: dict[tuple, list[ort.OrtValue]] = {}
         # graph key -> its binding, run options and host-bound output buffers
         self._bindings: dict[tuple, tuple[ort.IOBinding, ort.RunOptions | None, list]] = {}
         self._runs: dict[tuple, int] = {}
-        self._owner = FirstThread()
         self.enabled = True
+
+    @classmethod
+    def sharing(cls, decoder: GraphSteps, session: ort.InferenceSession, *, steps: int):
+        """Fixed-buffer calls of ``steps`` greedy steps (``session``: the composed graph of
+        :mod:`service.greedysteps`) on the state buffers and owning thread of the
+        ``decoder``'s steps, so that states pass between the two without a copy and one
+        decode loop only ever writes them."""
+        return cls(
+            session,
+            decoder.device,
+            decoder.state_names,
+            {},
+            decoder._copy_rows,
+            decoder.stats,
+            capture=decoder.capture,
+            max_rows=decoder.buckets[-1],
+            steps=steps,
+            _shared=decoder,
+        )
 
     @property
     def graphs(self) -> int:
@@ -192,7 +233,7 @@ class GraphSteps:
             parity = 0
             for x, buffer in zip(states, self._states[0], strict=True):
                 self._copy_rows(x, DeviceSlice(buffer, x.shape[0]))
-        top_k = int(feeds[spec.TOP_K][0])
+        top_k = int(feeds[spec.TOP_K][0]) if self.steps == 1 else 0
         buffers = tuple(x.buffer for x in pool)
         width = pool[2].buffer.shape()[1]
         key = (bucket, top_k, parity, *(b.data_ptr() for b in buffers), width)
@@ -204,12 +245,16 @@ class GraphSteps:
             bound = self._bindings[key] = self._bind(bucket, top_k, parity, buffers)
         binding, options, outputs = bound
         staging, index = self._index_buffer(bucket)
-        staging[0, :rows] = prev
-        staging[1, :rows] = feeds[spec.PARENT_ROWS]
-        staging[2, :rows] = feeds[spec.ROW_SENTENCE]
+        for i, name in enumerate(self._index_inputs):
+            staging[i, :rows] = feeds[name]
         staging[:, rows:] = 0
         start = time.perf_counter()
         index.update_inplace(staging)
+        if self.steps > 1:
+            mask_staging, mask = self._mask_buffer(bucket)
+            mask_staging[:rows] = feeds[greedysteps.EOS_MASK]
+            mask_staging[rows:] = False
+            mask.update_inplace(mask_staging)
         uploaded = time.perf_counter()
         runs = self._runs.get(key, 0)
         if not self.capture or runs >= CAPTURE_RUNS:
@@ -240,9 +285,18 @@ class GraphSteps:
     def _index_buffer(self, bucket: int) -> tuple[np.ndarray, ort.OrtValue]:
         found = self._index.get(bucket)
         if found is None:
-            staging = np.zeros((3, bucket), dtype=np.int64)
+            staging = np.zeros((len(self._index_inputs), bucket), dtype=np.int64)
             value = ort.OrtValue.ortvalue_from_numpy(staging, self.device, DEVICE_ID)
             found = self._index[bucket] = (staging, value)
+        return found
+
+    def _mask_buffer(self, bucket: int) -> tuple[np.ndarray, ort.OrtValue]:
+        """The greedy steps' EOS mask of one bucket: host staging and its device copy."""
+        found = self._eos_mask.get(bucket)
+        if found is None:
+            staging = np.zeros((bucket, self.steps, greedysteps.CANDIDATES), dtype=bool)
+            value = ort.OrtValue.ortvalue_from_numpy(staging, self.device, DEVICE_ID)
+            found = self._eos_mask[bucket] = (staging, value)
         return found
 
     def _bind(self, bucket: int, top_k: int, parity: int, pool: tuple) -> tuple:
@@ -252,18 +306,21 @@ class GraphSteps:
         binding = self.session.io_binding()
         _, index = self._index_buffer(bucket)
         base = index.data_ptr()
-        for i, name in enumerate(_INDEX_INPUTS):
+        for i, name in enumerate(self._index_inputs):
             binding.bind_input(
                 name, self.device, DEVICE_ID, np.int64, [bucket], base + 8 * i * bucket
             )
         for name, buffer in zip((spec.MEMORY, spec.KEYS, spec.SRC_MASK), pool, strict=True):
             binding.bind_ortvalue_input(name, buffer)
-        k = self._top_k.get(top_k)
-        if k is None:  # TopK reads k on the host
-            k = self._top_k[top_k] = ort.OrtValue.ortvalue_from_numpy(
-                np.array([top_k], dtype=np.int64)
-            )
-        binding.bind_ortvalue_input(spec.TOP_K, k)
+        if self.steps > 1:
+            binding.bind_ortvalue_input(greedysteps.EOS_MASK, self._mask_buffer(bucket)[1])
+        else:
+            k = self._top_k.get(top_k)
+            if k is None:  # TopK reads k on the host
+                k = self._top_k[top_k] = ort.OrtValue.ortvalue_from_numpy(
+                    np.array([top_k], dtype=np.int64)
+                )
+            binding.bind_ortvalue_input(spec.TOP_K, k)
         for name, buffer in zip(self.state_names, self._states[parity], strict=True):
             binding.bind_ortvalue_input(name, buffer)
         width = pool[2].shape()[1]
@@ -271,7 +328,10 @@ class GraphSteps:
         outputs = self._outputs.get(out_key)
         n_host = self._n_host
         if outputs is None:
-            shapes = ([bucket, top_k], [bucket, top_k], [bucket], [bucket, width])
+            if self.steps > 1:  # tokens, log-probs, attention of every step
+                shapes = ([bucket, self.steps], [bucket, self.steps], [bucket, self.steps, width])
+            else:  # top-k values and ids, EOS, attention
+                shapes = ([bucket, top_k], [bucket, top_k], [bucket], [bucket, width])
             outputs = self._outputs[out_key] = [
                 ort.OrtValue.ortvalue_from_shape_and_type(
                     shape, self._output_types[name], self.device, DEVICE_ID

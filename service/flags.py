@@ -28,6 +28,7 @@ from service.logs import LOG_FORMATS
 from service.runtime import (
     CUDA_GRAPH_MODES,
     GRAPH_OPTIMIZATION_LEVELS,
+    HOST_GREEDY_STEPS,
     IO_BINDING_MODES,
     MAX_GREEDY_STEPS,
 )
@@ -142,8 +143,9 @@ FLAGS: tuple[Flag, ...] = (
         "runtime",
         "greedy_steps",
         f"decoder steps per ONNX Runtime call while every sentence is plain greedy "
-        f"(1..{MAX_GREEDY_STEPS}; streams then get tokens in bursts of that many; "
-        f"not with IO binding)",
+        f"(1..{MAX_GREEDY_STEPS}; streams then get tokens in bursts of that many; 0: auto, "
+        f"{HOST_GREEDY_STEPS} on host arrays, 1 with IO binding, i.e. on CUDA, where "
+        f"more are not measured yet)",
     ),
     Flag("runtime", "intra_op_threads", "ONNX Runtime intra-op threads (0: ORT picks)"),
     Flag("runtime", "inter_op_threads", "ONNX Runtime inter-op threads"),

@@ -18,6 +18,9 @@ copies of the decoder's nodes sharing its weights, each followed by the greedy c
                                          rule of :func:`models.scoring.restrict`, from
                                          :func:`eos_masks` on the host (the rule itself
                                          stays in :func:`models.scoring.eos_codes`)
+    own_rows  (rows,) int64              0..rows-1: the parent rows of every copy after
+                                         the first (an input, so that the graph has no
+                                         shape-dependent node and CUDA graphs capture it)
 
     -> tokens     (rows, steps)          int64  each step's choice
     -> log_probs  (rows, steps)          float  its log-prob
@@ -46,6 +49,8 @@ from service.decoding import SpecialIds
 from service.strategies import Greedy
 
 EOS_MASK = "eos_mask"
+CANDIDATES = Greedy.K + 1  # a step's candidates: the top-k, then EOS (eos_mask's last axis)
+OWN_ROWS = "own_rows"
 TOKENS = "tokens"
 LOG_PROBS = "log_probs"
 # inputs every copy reads as they are (top_k becomes a constant of the composed graph)
@@ -57,6 +62,11 @@ class ComposeError(ValueError):
     """The one-step decoder cannot be composed into several steps (named why)."""
 
 
+def outputs(state_names: Sequence[str]) -> list[str]:
+    """The composed graph's outputs, in order: the host reads the first three."""
+    return [TOKENS, LOG_PROBS, spec.ATTENTION, *(s + spec.STATE_OUT_SUFFIX for s in state_names)]
+
+
 def eos_masks(
     steps: np.ndarray, limits: np.ndarray, min_lengths: np.ndarray, count: int
 ) -> np.ndarray:
@@ -64,7 +74,7 @@ def eos_masks(
     ``limits`` and ``min_lengths`` over the next ``count`` steps: ``(rows, count, K + 1)``
     bool, true where :func:`models.scoring.restrict` would put -inf (EOS last)."""
     codes = eos_codes(steps[:, None] + np.arange(count), limits[:, None], min_lengths[:, None])
-    mask = np.zeros((len(steps), count, Greedy.K + 1), dtype=bool)
+    mask = np.zeros((len(steps), count, CANDIDATES), dtype=bool)
     mask[:, :, -1] = codes == Eos.BLOCKED
     mask[:, :, :-1] = (codes == Eos.FORCED)[:, :, None]
     return mask
@@ -117,13 +127,12 @@ def compose(
     blocked = np.zeros(vocab_size, dtype=bool)  # what candidates() blocks in the top-k
     blocked[[special.pad, special.bos]] = True
     blocked_ids = const("blocked_ids", blocked)
-    axis0, axis1 = const("axis0", np.array([0])), const("axis1", np.array([1]))
-    zero, one_ = const("zero", np.array(0)), const("one", np.array(1))
-    rows_1d = node("Shape", [spec.PREV_TOKENS], _PREFIX + "rows_1d")
-    rows = node("Squeeze", [rows_1d, axis0], _PREFIX + "rows")
-    same_rows = node("Range", [zero, rows, one_], _PREFIX + "same_rows")
-    eos_shape = node("Concat", [rows_1d, axis1], _PREFIX + "eos_shape", axis=0)
-    eos_ids = node("Expand", [eos_column, eos_shape], _PREFIX + "eos_ids")
+    axis1 = const("axis1", np.array([1]))
+    zero = const("zero", np.array(0, dtype=np.int64))
+    # EOS's id on every row, (rows, 1), from own_rows: no Shape/Expand node (see OWN_ROWS)
+    column = node("Unsqueeze", [OWN_ROWS, axis1], _PREFIX + "own_column")
+    zeros = node("Mul", [column, zero], _PREFIX + "zeros")
+    eos_ids = node("Add", [zeros, eos_column], _PREFIX + "eos_ids")
 
     prev, parents = spec.PREV_TOKENS, spec.PARENT_ROWS
     states = {s: s for s in state_names}
@@ -159,7 +168,7 @@ def compose(
         log_probs.append(node("GatherElements", [values, best], p + "log_prob", axis=1))
         attention.append(node("Unsqueeze", [out[spec.ATTENTION], axis1], p + "attention"))
         prev = node("Squeeze", [token, axis1], p + "prev")
-        parents = same_rows
+        parents = OWN_ROWS
         states = {s: out[s + spec.STATE_OUT_SUFFIX] for s in state_names}
     node("Concat", tokens, TOKENS, axis=1)
     node("Concat", log_probs, LOG_PROBS, axis=1)
@@ -168,7 +177,8 @@ def compose(
         node("Identity", [states[s]], s + spec.STATE_OUT_SUFFIX)
 
     composed.input.extend(i for i in graph.input if i.name != spec.TOP_K and i.name not in weights)
-    _value(composed.input.add(), EOS_MASK, pb.TensorProto.BOOL, ["rows", steps, Greedy.K + 1])
+    _value(composed.input.add(), EOS_MASK, pb.TensorProto.BOOL, ["rows", steps, CANDIDATES])
+    _value(composed.input.add(), OWN_ROWS, pb.TensorProto.INT64, ["rows"])
     by_name = {o.name: o for o in graph.output}
     _value(composed.output.add(), TOKENS, pb.TensorProto.INT64, ["rows", steps])
     _value(composed.output.add(), LOG_PROBS, pb.TensorProto.FLOAT, ["rows", steps])

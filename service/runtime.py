@@ -34,6 +34,9 @@ GRAPH_OPTIMIZATION_LEVELS = tuple(_OPT_LEVELS)
 IO_BINDING_MODES = ("auto", "on", "off")
 # Steps a greedy call may run: each is a copy of the decoder's nodes in one graph.
 MAX_GREEDY_STEPS = 16
+# What greedy_steps 0 (auto) runs on host arrays; with IO binding auto stays at 1 step a
+# call until the device path is measured (README, "Several greedy steps a call").
+HOST_GREEDY_STEPS = 4
 CUDA_GRAPH_MODES = ("auto", "on", "off")
 PROVIDER_ALIASES = {"cuda": "CUDAExecutionProvider", "cpu": "CPUExecutionProvider"}
 # The provider of sessions captured as CUDA graphs (decoder steps, encoder calls); TF32 off
@@ -63,9 +66,10 @@ class RuntimeConfig:
     ids/log-probs, EOS log-probs and attention come to the host.
 
     ``greedy_steps``: decoder steps one call runs when every sentence of a step is plain
-    greedy (:mod:`service.greedysteps`; 1: one step a call). Host arrays only: with IO
-    binding (CUDA) the steps stay one a call. A stream then gets its tokens in bursts of
-    up to that many, and a request admitted mid-call waits for the call to end.
+    greedy (:mod:`service.greedysteps`; 1: one step a call; 0, auto: 4 on host arrays,
+    1 with IO binding, where several steps run too, bound and through the CUDA graphs'
+    fixed buffers, but are not measured on a GPU yet). A stream then gets its tokens in
+    bursts of up to that many, and a request admitted mid-call waits for the call to end.
 
     ``cuda_graphs`` ("auto", "on", "off"; auto = on with CUDA and IO binding) replays
     decoder steps from CUDA graphs on fixed, bucketed buffers (:mod:`service.cudagraphs`),
@@ -82,7 +86,7 @@ class RuntimeConfig:
     allow_spinning: bool = False
     io_binding: str = "auto"
     cuda_graphs: str = "auto"
-    greedy_steps: int = 4
+    greedy_steps: int = 0
 
     def __post_init__(self) -> None:
         unknown = [p for p in self.providers if p not in PROVIDER_ALIASES]
@@ -101,9 +105,9 @@ class RuntimeConfig:
             raise ValueError(f"cuda_graphs must be one of {list(CUDA_GRAPH_MODES)}")
         if self.parallel_rows < 0:
             raise ValueError("parallel_rows must be >= 0 (0: always the multi-threaded session)")
-        if not 1 <= self.greedy_steps <= MAX_GREEDY_STEPS:
+        if not 0 <= self.greedy_steps <= MAX_GREEDY_STEPS:
             raise ValueError(
-                f"greedy_steps must be 1..{MAX_GREEDY_STEPS} (1: one step a decoder call)"
+                f"greedy_steps must be 0..{MAX_GREEDY_STEPS} (1: one step a decoder call, 0: auto)"
             )
 
     def session_options(self, *, threads: int | None = None) -> ort.SessionOptions:
@@ -292,8 +296,10 @@ class OnnxModel:
         self.graph_steps = self._graph_steps(config, dec_path, opts, state_names)
         self.greedy_steps = 1
         self._greedy = self._greedy_1 = None
-        if config.greedy_steps > 1 and target is not None:
-            self._greedy_sessions(config, dec_path, providers, target)
+        self.greedy_graph_steps: GraphSteps | None = None
+        steps = config.greedy_steps or (1 if self.io_binding else HOST_GREEDY_STEPS)
+        if steps > 1 and target is not None:
+            self._greedy_sessions(config, steps, dec_path, opts, providers, target)
         self.encoder_graphs = self._encoder_graphs(config, enc_path, state_names, pad_id)
         # CUDA graphs of any model in this process may be capturing (nothing to guard on
         # a CPU, where encoder threads of several lanes run side by side)
@@ -344,35 +350,41 @@ class OnnxModel:
         )
 
     def _greedy_sessions(
-        self, config: RuntimeConfig, path: Path, providers: list, target: tuple[SpecialIds, int]
+        self,
+        config: RuntimeConfig,
+        steps: int,
+        path: Path,
+        opts: ort.SessionOptions,
+        providers: list,
+        target: tuple[SpecialIds, int],
     ) -> None:
         """The sessions of :mod:`service.greedysteps` (their single-threaded twin as for
-        the decoder); a decoder that cannot be composed keeps one step a call."""
-        if self.io_binding:
-            log.info("greedy steps: one a decoder call (IO binding keeps state on the device)")
-            return
+        the decoder, their fixed buffers as for the decoder's CUDA graphs); a decoder
+        that cannot be composed keeps one step a call."""
         special, vocab_size = target
+        name = Path(f"{path.stem}-{steps}-greedy-steps")
         try:
             data = greedysteps.compose(
-                path.read_bytes(), config.greedy_steps, self.state_names, special, vocab_size
+                path.read_bytes(), steps, self.state_names, special, vocab_size
             )
-            name = Path(f"{path.stem}-{config.greedy_steps}-greedy-steps")
-            greedy = _session(data, config.session_options(), providers, name)
+            greedy = _session(data, opts, providers, name)
             greedy_1 = greedy
             if self._decoder_1 is not self.decoder:
                 greedy_1 = _session(data, config.session_options(threads=1), providers, name)
+            graph_steps = None
+            if self.graph_steps is not None:
+                capture = self.graph_steps.capture
+                session = _session(data, opts, [CUDA_GRAPH_PROVIDER], name) if capture else greedy
+                graph_steps = GraphSteps.sharing(self.graph_steps, session, steps=steps)
         except (greedysteps.ComposeError, BundleRuntimeError) as exc:
             # a bundle this cannot compose still serves, one step a call
             log.warning("greedy steps: one a decoder call (%s)", exc)
             return
         self._greedy, self._greedy_1 = greedy, greedy_1
-        self.greedy_steps = config.greedy_steps
-        self._greedy_out = [
-            greedysteps.TOKENS,
-            greedysteps.LOG_PROBS,
-            spec.ATTENTION,
-            *(s + spec.STATE_OUT_SUFFIX for s in self.state_names),
-        ]
+        self.greedy_graph_steps = graph_steps
+        self.greedy_steps = steps
+        self._greedy_out = greedysteps.outputs(self.state_names)
+        self._own_rows = np.arange(0, dtype=np.int64)
 
     def _encoder_graphs(
         self, config: RuntimeConfig, path: Path, names: tuple, pad_id: int
@@ -507,8 +519,17 @@ class OnnxModel:
         start = time.perf_counter()
         if eos_mask is not None:
             feeds[greedysteps.EOS_MASK] = eos_mask
+            if len(self._own_rows) < rows:
+                self._own_rows = np.arange(max(rows, 2 * len(self._own_rows)), dtype=np.int64)
+            feeds[greedysteps.OWN_ROWS] = self._own_rows[:rows]
             session = self._greedy if rows >= self.parallel_rows else self._greedy_1
-            tokens, log_probs, attention, *new_states = session.run(self._greedy_out, feeds)
+            if self.io_binding:
+                steps = self.greedy_graph_steps
+                graphed = steps.run(feeds) if steps is not None else None
+                out = graphed or self._run_bound(session, feeds, self._greedy_out)
+            else:
+                out = session.run(self._greedy_out, feeds)
+            tokens, log_probs, attention, *new_states = out
             self._count(start, rows, eos_mask.shape[1], mask.shape[1])
             return GreedyStepsOutput(tokens, log_probs, attention, tuple(new_states))
         top = self._top_k.get(top_k)
@@ -518,7 +539,8 @@ class OnnxModel:
         session = self.decoder if rows >= self.parallel_rows else self._decoder_1
         if self.io_binding:
             graphed = self.graph_steps.run(feeds) if self.graph_steps is not None else None
-            values, ids, eos, attention, *new_states = graphed or self._run_bound(session, feeds)
+            out = graphed or self._run_bound(session, feeds, self._dec_out)
+            values, ids, eos, attention, *new_states = out
         else:
             values, ids, eos, attention, *new_states = session.run(self._dec_out, feeds)
         self._count(start, rows, 1, mask.shape[1])
@@ -534,15 +556,16 @@ class OnnxModel:
         stats.decoder_rows += rows * steps
         stats.decoder_row_positions += rows * steps * width
 
-    def _run_bound(self, session: ort.InferenceSession, feeds: dict) -> list:
-        """One decoder step through IO binding: the pool bound where it lies
+    def _run_bound(self, session: ort.InferenceSession, feeds: dict, names: list) -> list:
+        """One decoder call through IO binding: the pool bound where it lies
         (:class:`service.devicepool.DeviceSlice`), states as :class:`DeviceState` left on
-        the device, host outputs as numpy arrays."""
+        the device, host outputs (``names`` before the states: top-k, EOS and attention,
+        or the greedy steps' tokens, log-probs and attention) as numpy arrays."""
         binding = session.io_binding()
         for name, value in feeds.items():
             bind_input(binding, name, value)
-        n_host = len(self._dec_out) - len(self.state_names)  # top-k, EOS, attention
-        for i, name in enumerate(self._dec_out):
+        n_host = len(names) - len(self.state_names)
+        for i, name in enumerate(names):
             binding.bind_output(name, "cpu" if i < n_host else self.device)
         session.run_with_iobinding(binding)
         outputs = binding.get_outputs()

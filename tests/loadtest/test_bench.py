@@ -309,7 +309,7 @@ def test_good_arguments_pass_the_checks(good_argv, tmp_path):
         (["--max-live-rows", "-1"], "max_live_rows must be >= 0 (0: auto), got -1"),
         (["--ab-tree", "/nonexistent"], "--ab-tree /nonexistent: not a source tree"),
         (["--repeat", "0"], "--repeat must be >= 1, got 0"),
-        (["--greedy-steps", "17"], "greedy_steps must be 1..16"),
+        (["--greedy-steps", "17"], "greedy_steps must be 0..16"),
     ],
 )
 def test_bad_arguments_are_one_line_errors_before_any_work(

@@ -46,7 +46,7 @@ def test_rows_split_wall_time_into_ort_and_host(tiny_bundle, tmp_path, capsys):
     "argv",
     [
         ["--batch", "0"],
-        ["--greedy-steps", "0"],
+        ["--greedy-steps", "-1"],
         ["--strategies", "beamx"],
         ["--rounds", "0"],
         ["--model", "nope"],

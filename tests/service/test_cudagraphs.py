@@ -83,6 +83,52 @@ def test_fixed_buffer_steps_decode_exactly_like_plain_steps(tiny_bundle, batch_s
     assert 0 < steps.graphs < stats.graph_steps // 4
 
 
+@pytest.mark.parametrize("batch_size", [1, 6, 16])
+def test_greedy_steps_through_fixed_buffers_decode_like_plain_bound_calls(tiny_bundle, batch_size):
+    """Several greedy steps a call on the fixed buffers (their own graph per bucket, the
+    decoder's state buffers shared): the same tokens as plain bound calls of as many
+    steps, while beam requests come and go (calls switch between one step and several,
+    the states staying in the shared buffers) and rows change bucket."""
+    plain = load(tiny_bundle, io_binding="on", greedy_steps=3)
+    fixed = load(tiny_bundle, io_binding="on", cuda_graphs="on", greedy_steps=3)
+    model = fixed.model
+    assert model.greedy_graph_steps is not None and model.greedy_graph_steps.steps == 3
+    assert model.greedy_graph_steps._states is model.graph_steps._states
+    src = sources(plain, tiny_bundle)
+    # EOS blocked, then forced mid-call (the mask uploaded each call), and beams
+    greedy = [DecodeOptions(min_length=7, max_length=11), DecodeOptions()]
+    options = [greedy[i % 2] if i % 5 else OPTIONS[1] for i in range(len(src))]
+    want = decode(plain.model, src, options=options, special=plain.special, batch_size=batch_size)
+    got = decode(model, src, options=options, special=fixed.special, batch_size=batch_size)
+    assert_same(got, want)
+    stats = model.stats
+    assert stats.graph_steps == stats.decoder_calls  # every call on the fixed buffers
+    assert stats.decoder_steps > stats.decoder_calls  # some of them several steps
+    assert 0 < model.greedy_graph_steps.graphs < stats.graph_steps
+
+
+def test_greedy_steps_run_on_fixed_buffers_only_in_their_owners_thread(tiny_bundle):
+    """The greedy steps' buffers belong to the decoder's owner: a second thread's calls
+    run plain (bound), and both threads decode right."""
+    plain = load(tiny_bundle, io_binding="on", greedy_steps=3)
+    fixed = load(tiny_bundle, io_binding="on", cuda_graphs="on", greedy_steps=3)
+    src = sources(plain, tiny_bundle, 8)
+    options = DecodeOptions()
+    want = decode(plain.model, src, options=options, special=plain.special, batch_size=8)
+    assert_same(decode(fixed.model, src, options=options, special=fixed.special), want)
+    before = fixed.model.stats.graph_steps
+    result = []
+    worker = threading.Thread(
+        target=lambda: result.append(
+            decode(fixed.model, src, options=options, special=fixed.special, batch_size=8)
+        )
+    )
+    worker.start()
+    worker.join()
+    assert_same(result[0], want)
+    assert fixed.model.stats.graph_steps == before  # the other thread's calls ran plain
+
+
 def test_attention_and_nbest_through_fixed_buffers(tiny_bundle):
     plain = load(tiny_bundle, io_binding="on")
     fixed = load(tiny_bundle, io_binding="on", cuda_graphs="on")

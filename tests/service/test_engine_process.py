@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from nmt_api import RETRY_HINT, SERVICE_NAME
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.remote import RemoteEngine
-from service.runtime import RuntimeConfig
+from service.runtime import HOST_GREEDY_STEPS
 from tests.service.server_fixtures import TINY_MODEL
 from tests.service.server_helpers import (
     TIMEOUT,
@@ -174,7 +174,7 @@ def test_streams_match_the_in_process_engine(stubs, tiny_bundle, beam):
         ]
         got, want = remote[-1].translation.hypotheses[0], local[-1].translation.hypotheses[0]
         # a partial message before the final one, unless one call decoded it all
-        one_call = beam == 1 and len(got.tokens) < RuntimeConfig().greedy_steps
+        one_call = beam == 1 and len(got.tokens) < HOST_GREEDY_STEPS
         assert remote[-1].final and (len(remote) >= 2 or one_call)
         assert (got.text, list(got.tokens)) == (want.text, list(want.tokens))
         assert got.score == pytest.approx(want.score, abs=1e-5)

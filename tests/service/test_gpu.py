@@ -120,6 +120,35 @@ def test_cuda_graphs_replay_steps_and_decode_like_plain_steps(gpu_bundle):
     assert gpu_bundle.model.encoder_graphs.enabled
 
 
+@pytest.mark.parametrize("cuda_graphs", ["on", "off"])
+def test_greedy_steps_on_cuda_decode_like_single_steps(cpu_bundle, cuda_graphs):
+    """``--greedy-steps 4`` on CUDA (auto is one step a call there): the composed graph
+    bound (``--cuda-graphs off``) or captured per bucket on the decoder's state buffers,
+    with no capture failing; the translations are one step a call's on the CPU (tokens
+    exactly, scores within 1e-4)."""
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        pytest.skip("needs a GPU and onnxruntime-gpu")
+    config = RuntimeConfig(
+        providers=("cuda",), require_gpu=True, greedy_steps=4, cuda_graphs=cuda_graphs
+    )
+    gpu = load_bundle(FP32, config)
+    model = gpu.model
+    assert model.greedy_steps == 4
+    assert (model.greedy_graph_steps is not None) == (cuda_graphs == "on")
+    src = sources(cpu_bundle, 300)
+    options = [DecodeOptions(), DecodeOptions(min_length=3, max_length=9)]
+    for option in options:
+        want = decode(cpu_bundle.model, src, options=option, special=cpu_bundle.special)
+        got = decode(model, src, options=option, special=gpu.special)
+        assert [[h.tokens for h in x] for x in got] == [[h.tokens for h in x] for x in want]
+        for g, w in zip(got, want, strict=True):
+            assert [h.score for h in g] == pytest.approx([h.score for h in w], abs=1e-4)
+    stats = model.stats
+    assert stats.decoder_steps > stats.decoder_calls  # calls of several steps ran
+    if cuda_graphs == "on":
+        assert model.greedy_graph_steps.enabled and model.greedy_graph_steps.graphs > 0
+
+
 def test_encoder_calls_replay_from_graphs_and_encode_like_plain_calls(gpu_bundle):
     """On CUDA the encoder runs on sessions of fixed shape buckets, captured as graphs
     by the first thread that encodes (:mod:`service.encodergraphs`; here pytest's, the

@@ -19,7 +19,7 @@ from service.bundle import load_bundle
 from service.decoding import SpecialIds, candidates, pad_batch
 from service.loop import decode
 from service.ranking import greedy_pick
-from service.runtime import MAX_GREEDY_STEPS, RuntimeConfig
+from service.runtime import HOST_GREEDY_STEPS, MAX_GREEDY_STEPS, RuntimeConfig
 from service.strategies import Greedy
 from tests.service.server_fixtures import ServerFactory, build_tiny_bundle
 from tests.service.server_helpers import (
@@ -180,8 +180,12 @@ def test_the_composed_graph_is_valid_onnx(tiny_bundle):
 
     model = onnx.load_from_string(compose(decoder_bytes(tiny_bundle.bundle_dir), 3))
     onnx.checker.check_model(model, full_check=True)
-    assert [i.name for i in model.graph.output][:3] == ["tokens", "log_probs", "attention"]
+    assert [i.name for i in model.graph.output] == greedysteps.outputs(("hidden",))
     assert "top_k" not in [i.name for i in model.graph.input]
+    # what compose adds reads no shape (CUDA graphs capture only nodes on the device):
+    # the copies' parent rows come in as own_rows
+    added = {n.op_type for n in model.graph.node if n.name.startswith("greedy_steps_")}
+    assert added and not added & {"Shape", "Range", "Expand", "ConstantOfShape", "Size"}
 
 
 def edited(data: bytes, edit) -> bytes:
@@ -230,10 +234,26 @@ def test_compose_refuses_fewer_than_two_steps(tiny_bundle):
 
 
 def test_greedy_steps_config_is_checked():
-    with pytest.raises(ValueError, match=f"greedy_steps must be 1..{MAX_GREEDY_STEPS}"):
-        RuntimeConfig(greedy_steps=0)
+    with pytest.raises(ValueError, match=f"greedy_steps must be 0..{MAX_GREEDY_STEPS}"):
+        RuntimeConfig(greedy_steps=-1)
     with pytest.raises(ValueError, match="greedy_steps"):
         RuntimeConfig(greedy_steps=MAX_GREEDY_STEPS + 1)
+
+
+@pytest.mark.parametrize(
+    ("steps", "io_binding", "runs"),
+    [(0, "off", HOST_GREEDY_STEPS), (0, "on", 1), (3, "on", 3), (1, "off", 1)],
+)
+def test_auto_greedy_steps_are_several_on_host_arrays_and_one_under_io_binding(
+    tiny_bundle, steps, io_binding, runs
+):
+    """0 (auto, the default) runs HOST_GREEDY_STEPS on host arrays and one step a call
+    with IO binding (not measured on a GPU yet); a number asks for that many either way."""
+    assert RuntimeConfig().greedy_steps == 0
+    config = RuntimeConfig(("cpu",), intra_op_threads=1, greedy_steps=steps, io_binding=io_binding)
+    model = load_bundle(tiny_bundle.bundle_dir, config).model
+    assert model.greedy_steps == runs
+    assert (model._greedy is not None) == (runs > 1)
 
 
 def test_a_decoder_that_cannot_be_composed_is_served_one_step_a_call(
@@ -411,7 +431,8 @@ def test_the_graphs_choice_is_the_hosts_in_every_corner(corner, rule):
     limits = np.array({"allowed": [9, 9], "blocked": [9, 9], "forced": [1, 2]}[rule])
     min_lengths = np.array({"allowed": [0, 0], "blocked": [5, 5], "forced": [0, 0]}[rule])
     mask = greedysteps.eos_masks(step0, limits, min_lengths, steps)
-    tokens, log_probs = steps_session.run(["tokens", "log_probs"], feeds | {"eos_mask": mask})
+    own_rows = {"eos_mask": mask, "own_rows": np.arange(2)}
+    tokens, log_probs = steps_session.run(["tokens", "log_probs"], feeds | own_rows)
     prev = feeds["prev_tokens"]
     for j in range(steps):
         values, ids, eos = single_session.run(

@@ -123,7 +123,7 @@ def test_bound_step_keeps_states_on_the_device_and_matches(tiny_bundle):
 def test_decode_loop_with_io_binding_equals_without(tiny_bundle):
     """Admissions mid-decode concatenate device states with new ones; compaction swaps
     the pool's arrays: the translations and scores must not change at all."""
-    # one step a call on both sides (IO binding runs no greedy steps): the same calls
+    # one step a call on both sides (IO binding's auto): the same calls
     plain, bound = load(tiny_bundle, greedy_steps=1), load(tiny_bundle, io_binding="on")
     src = sources(plain, tiny_bundle)
     options = [OPTIONS[i % len(OPTIONS)] for i in range(len(src))]
@@ -131,6 +131,26 @@ def test_decode_loop_with_io_binding_equals_without(tiny_bundle):
     got = decode(bound.model, src, options=options, special=bound.special, batch_size=5)
     assert got == want
     assert bound.model.stats.decoder_calls == plain.model.stats.decoder_calls > len(src) // 5
+
+
+@pytest.mark.parametrize("batch_size", [3, 8])
+def test_greedy_steps_with_io_binding_equal_them_on_host_arrays(tiny_bundle, batch_size):
+    """Several greedy steps a call, bound: states stay on the device between calls (and
+    between a call of several steps and a single step, when a beam request is in the
+    batch), and every token, score and call equals the host path's with as many steps."""
+    plain = load(tiny_bundle, greedy_steps=4)
+    bound = load(tiny_bundle, io_binding="on", greedy_steps=4)
+    assert bound.model.greedy_steps == plain.model.greedy_steps == 4
+    src = sources(plain, tiny_bundle)
+    # EOS blocked, then forced mid-call (the mask uploaded each call), and beams
+    greedy = [DecodeOptions(min_length=7, max_length=11), DecodeOptions()]
+    options = [greedy[i % 2] if i % 6 else OPTIONS[1] for i in range(len(src))]
+    want = decode(plain.model, src, options=options, special=plain.special, batch_size=batch_size)
+    got = decode(bound.model, src, options=options, special=bound.special, batch_size=batch_size)
+    assert got == want
+    stats, host = bound.model.stats, plain.model.stats
+    assert (stats.decoder_calls, stats.decoder_steps) == (host.decoder_calls, host.decoder_steps)
+    assert stats.decoder_steps > stats.decoder_calls  # some calls ran several steps
 
 
 needs_cuda = pytest.mark.skipif(

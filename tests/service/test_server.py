@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from nmt_api.nmt.v1 import translator_pb2 as pb
-from service.runtime import RuntimeConfig
+from service.runtime import HOST_GREEDY_STEPS
 from tests.service.server_helpers import (
     LOOP_SENTENCE,
     TIMEOUT,
@@ -29,7 +29,7 @@ PARITY_SENTENCES = (1, 2, 5, 6, 7, 9, 13)
 
 
 # decoder steps per call of plain greedy rows in these servers (the runtime's default)
-GREEDY_STEPS = RuntimeConfig().greedy_steps
+GREEDY_STEPS = HOST_GREEDY_STEPS  # what auto runs on the CPU
 
 
 @pytest.fixture(scope="module", params=[1, 2], ids=["one-engine", "two-lanes"])
