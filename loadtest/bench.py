@@ -312,7 +312,7 @@ def bench_trees(args, sentences, options, clients: ClientProcess, number: int) -
             flags += [flag, str(value)]
     rows: dict[str, list[dict]] = {}
     trees = args.ab_labels if number % 2 else args.ab_labels[::-1]
-    for tree, label in trees:
+    for tree, label, extra in trees:
         rows[label] = []
         port = free_port()
         own = flags
@@ -320,6 +320,7 @@ def bench_trees(args, sentences, options, clients: ClientProcess, number: int) -
             # a number, to every tree that has them (older ones have none; auto, 0, is
             # left to each tree's own default: older trees do not know 0)
             own = [*flags, "--greedy-steps", str(args.greedy_steps)]
+        own = [*own, *extra]  # --ab-flags: last, so they win
         process = start_server(tree, port, own, model_repository=args.model_repository)
         target = f"127.0.0.1:{port}"
         try:
@@ -340,7 +341,7 @@ def bench_trees(args, sentences, options, clients: ClientProcess, number: int) -
                     )
         finally:
             stop(process)
-    return [row for _, label in args.ab_labels for row in rows[label]]  # same order each round
+    return [row for _, label, _ in args.ab_labels for row in rows[label]]  # same order each round
 
 
 def bench_noop(args, sentences, clients: ClientProcess) -> list[dict]:
@@ -514,6 +515,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "rows (repeat for several trees)",
     )
     p.add_argument(
+        "--ab-flags",
+        action="append",
+        default=[],
+        metavar="FLAGS",
+        help="also serve this tree with these nmt-serve flags added (one string, e.g. "
+        "'--greedy-steps 4'), as an A/B row against this tree without them, in the same "
+        "rounds (repeat for several sets)",
+    )
+    p.add_argument(
         "--client-processes",
         type=int,
         default=1,
@@ -566,13 +576,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     for tree in args.ab_tree:
         if not (tree / "service" / "server.py").is_file():
             p.error(f"--ab-tree {tree}: not a source tree of this project (no service/server.py)")
-    if args.ab_tree:
+    try:
+        extras = [shlex.split(extra) for extra in args.ab_flags]
+    except ValueError as exc:
+        p.error(f"--ab-flags: {exc}")
+    if args.ab_tree or args.ab_flags:
         from loadtest.trees import commit_of
 
-        trees = [ROOT, *(t.resolve() for t in args.ab_tree)]
-        args.ab_labels = [(t, commit_of(t)) for t in trees]
-        if len({label for _, label in args.ab_labels}) < len(trees):  # same commit twice
-            args.ab_labels = [(t, f"{label}#{i}") for i, (t, label) in enumerate(args.ab_labels)]
+        trees = [(ROOT, []), *((t.resolve(), []) for t in args.ab_tree)]
+        trees += [(ROOT, e) for e in extras]
+        labels = [(t, " ".join([commit_of(t), *e]), e) for t, e in trees]
+        if len({label for _, label, _ in labels}) < len(trees):  # same commit twice
+            labels = [(t, f"{label}#{i}", e) for i, (t, label, e) in enumerate(labels)]
+        args.ab_labels = labels
     else:
         args.ab_labels = []
     if args.device == "cuda" and {"peak", "profile"} & set(args.parts):
@@ -724,14 +740,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 if value is not None
             ),
-            "ab_trees": [{"tree": str(t), "commit": label} for t, label in args.ab_labels],
+            "ab_trees": [
+                {"tree": str(t), "commit": label, "flags": e} for t, label, e in args.ab_labels
+            ],
         },
         "flops": flops.to_dict()
         | {"decoder_per_token_at_mean_src": flops.decoder_per_token(src_len)},
         "peak": peak,
         "decoder_profiles": profiles,
         "rows": rows,
-        "ab": (ab := report.ab_comparisons(rows, [label for _, label in args.ab_labels])),
+        "ab": (ab := report.ab_comparisons(rows, [label for _, label, _ in args.ab_labels])),
         "targets": report.targets(rows, ab),
     }
     if "torch" in args.parts:

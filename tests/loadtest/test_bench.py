@@ -310,6 +310,7 @@ def test_good_arguments_pass_the_checks(good_argv, tmp_path):
         (["--ab-tree", "/nonexistent"], "--ab-tree /nonexistent: not a source tree"),
         (["--repeat", "0"], "--repeat must be >= 1, got 0"),
         (["--greedy-steps", "17"], "greedy_steps must be 0..16"),
+        (["--ab-flags", "'--greedy-steps 4"], "--ab-flags: No closing quotation"),
     ],
 )
 def test_bad_arguments_are_one_line_errors_before_any_work(
@@ -406,6 +407,32 @@ def test_ab_tree_serves_both_trees_side_by_side(tiny_bundle, tmp_path):
     for shown in (f"service @ {labels[0]}, in-process", f"service @ {labels[1]}, nmt-serve"):
         assert shown in svg, shown
     assert "PyTorch eager, one sentence at a time" in svg
+
+
+def test_ab_flags_serve_this_tree_again_with_the_flags_added(tiny_bundle, tmp_path):
+    """``--ab-flags``: this tree as an nmt-serve subprocess with and without the flags,
+    in the same rounds, labelled apart; the flags reach the server (a source limit of two
+    tokens refuses every longer sentence there, and only there)."""
+    flags = ("--ab-flags", "--max-source-tokens 2", "--parts", "service")
+    source = tmp_path / "test.en"
+    source.write_text("\n".join(tiny_bundle.sentences[:SENTENCES]) + "\n", encoding="utf-8")
+    out = tmp_path / "flags"
+    argv = [
+        "--model-repository", str(tiny_bundle.repo), "--model", "tiny", "--file", str(source),
+        "--sentences", str(SENTENCES), "--clients", "2", "--beam", "2", "--threads", "1",
+        "--out", str(out), *flags,
+    ]  # fmt: skip
+    assert bench.main(argv) == 0
+    data = json.loads(out.with_suffix(".json").read_text())
+    trees = data["settings"]["ab_trees"]
+    assert [t["flags"] for t in trees] == [[], ["--max-source-tokens", "2"]]
+    plain, limited = (t["commit"] for t in trees)
+    assert limited == f"{plain} --max-source-tokens 2"
+    rows = {(r["system"], r["strategy"]): r for r in data["rows"]}
+    for strategy in ("greedy", "beam2"):
+        assert rows[(f"{report.SERVICE}@{plain}", strategy)]["errors"] == 0
+        assert rows[(f"{report.SERVICE}@{limited}", strategy)]["errors"] > 0
+    assert {c["other"] for c in data["ab"]} == {limited}
 
 
 def _service_run(tiny_bundle, tmp_path, name: str, copies: int, clients: int, *flags: str):
