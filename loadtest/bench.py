@@ -519,9 +519,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="append",
         default=[],
         metavar="FLAGS",
-        help="also serve this tree with these nmt-serve flags added (one string, e.g. "
-        "'--greedy-steps 4'), as an A/B row against this tree without them, in the same "
-        "rounds (repeat for several sets)",
+        help="also serve this tree with these nmt-serve flags added (one string; write "
+        "--ab-flags='--greedy-steps 4', with '=', so that it is not read as a flag), as "
+        "an A/B row against this tree without them, in the same rounds: a ratio below 1 "
+        "means the flags made it faster (repeat for several sets)",
     )
     p.add_argument(
         "--client-processes",

@@ -73,7 +73,8 @@ CAPTURE_RUNS = 4
 # process): CUDA refuses other threads' synchronous calls (a copy, an allocation) while
 # a stream captures, and such a call would break the capture.
 DEVICE_LOCK = threading.Lock()
-# Captured graphs kept at most; steps needing another run uncaptured (each graph holds
+# Captured graphs kept at most, by each GraphSteps (the decoder's and that of its greedy
+# steps); steps needing another run uncaptured (each graph holds
 # its kernels' parameters; a pool that keeps changing shape must not grow this forever).
 MAX_GRAPHS = 512
 _INDEX_INPUTS = (spec.PREV_TOKENS, spec.PARENT_ROWS, spec.ROW_SENTENCE)
@@ -266,7 +267,8 @@ class GraphSteps:
             except Exception as exc:  # noqa: BLE001 - ORT's own error types
                 # ORT could not capture this graph (a node off the GPU, an unsupported
                 # op): decode without graphs from now on rather than fail every step
-                log.warning("CUDA graphs off: capturing a decoder step failed: %s", exc)
+                what = "a decoder step" if self.steps == 1 else f"{self.steps} greedy steps"
+                log.warning("CUDA graphs off for these calls: capturing %s failed: %s", what, exc)
                 self.enabled = False
                 return None
             self._runs[key] = runs + 1
@@ -286,8 +288,7 @@ class GraphSteps:
         found = self._index.get(bucket)
         if found is None:
             staging = np.zeros((len(self._index_inputs), bucket), dtype=np.int64)
-            value = ort.OrtValue.ortvalue_from_numpy(staging, self.device, DEVICE_ID)
-            found = self._index[bucket] = (staging, value)
+            found = self._index[bucket] = (staging, self._upload_buffer(staging))
         return found
 
     def _mask_buffer(self, bucket: int) -> tuple[np.ndarray, ort.OrtValue]:
@@ -295,9 +296,18 @@ class GraphSteps:
         found = self._eos_mask.get(bucket)
         if found is None:
             staging = np.zeros((bucket, self.steps, greedysteps.CANDIDATES), dtype=bool)
-            value = ort.OrtValue.ortvalue_from_numpy(staging, self.device, DEVICE_ID)
-            found = self._eos_mask[bucket] = (staging, value)
+            found = self._eos_mask[bucket] = (staging, self._upload_buffer(staging))
         return found
+
+    def _upload_buffer(self, staging: np.ndarray) -> ort.OrtValue:
+        """A buffer of ``staging``'s shape and type on the device, which ``update_inplace``
+        fills: allocated by ORT, never a view of ``staging`` (on the CPU, an OrtValue made
+        from a numpy array is that array, so a missing upload would go unnoticed in CI)."""
+        value = ort.OrtValue.ortvalue_from_shape_and_type(
+            list(staging.shape), staging.dtype.type, self.device, DEVICE_ID
+        )
+        value.update_inplace(staging)
+        return value
 
     def _bind(self, bucket: int, top_k: int, parity: int, pool: tuple) -> tuple:
         """The binding of one graph: every input and output at a fixed address (the

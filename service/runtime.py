@@ -371,15 +371,19 @@ class OnnxModel:
             greedy_1 = greedy
             if self._decoder_1 is not self.decoder:
                 greedy_1 = _session(data, config.session_options(threads=1), providers, name)
-            graph_steps = None
-            if self.graph_steps is not None:
-                capture = self.graph_steps.capture
-                session = _session(data, opts, [CUDA_GRAPH_PROVIDER], name) if capture else greedy
-                graph_steps = GraphSteps.sharing(self.graph_steps, session, steps=steps)
         except (greedysteps.ComposeError, BundleRuntimeError) as exc:
             # a bundle this cannot compose still serves, one step a call
             log.warning("greedy steps: one a decoder call (%s)", exc)
             return
+        graph_steps = None
+        if self.graph_steps is not None:
+            try:
+                session = greedy
+                if self.graph_steps.capture:  # a session of its own, as for the decoder
+                    session = _session(data, opts, [CUDA_GRAPH_PROVIDER], name)
+                graph_steps = GraphSteps.sharing(self.graph_steps, session, steps=steps)
+            except BundleRuntimeError as exc:  # the steps still run, bound
+                log.warning("greedy steps: no CUDA graphs for them (%s)", exc)
         self._greedy, self._greedy_1 = greedy, greedy_1
         self.greedy_graph_steps = graph_steps
         self.greedy_steps = steps

@@ -139,7 +139,11 @@ def test_greedy_steps_on_cuda_decode_like_single_steps(cpu_bundle, cuda_graphs):
     options = [DecodeOptions(), DecodeOptions(min_length=3, max_length=9)]
     for option in options:
         want = decode(cpu_bundle.model, src, options=option, special=cpu_bundle.special)
+        before = model.stats.graph_steps
         got = decode(model, src, options=option, special=gpu.special)
+        # with fixed buffers every call goes through them (the graphs replay after their
+        # first CAPTURE_RUNS; a failed capture switches them off, checked below)
+        assert (model.stats.graph_steps > before) == (cuda_graphs == "on")
         assert [[h.tokens for h in x] for x in got] == [[h.tokens for h in x] for x in want]
         for g, w in zip(got, want, strict=True):
             assert [h.score for h in g] == pytest.approx([h.score for h in w], abs=1e-4)
