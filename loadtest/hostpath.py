@@ -96,9 +96,12 @@ class _Recorder:
 def _decoder_sessions(model) -> list[tuple]:
     """The sessions a decoder call runs in, each with whether it is the single-threaded
     twin: one step, and several greedy steps (``--greedy-steps``; a call counts as one
-    step here)."""
+    step here), and on CUDA their capturing sessions (the fixed buffers' steps)."""
     pairs = [(model.decoder, False), (model._decoder_1, True)]
     pairs += [(model._greedy, False), (model._greedy_1, True)] if model._greedy else []
+    for steps in (model.graph_steps, model.greedy_graph_steps):
+        if steps is not None and all(steps.session is not s for s, _ in pairs):
+            pairs.append((steps.session, False))
     return pairs
 
 

@@ -50,3 +50,23 @@ def test_bad_arguments_are_one_line_errors(argv, capsys):
         hostpath.main(argv)
     err = capsys.readouterr().err
     assert "error:" in err and "Traceback" not in err
+
+
+def test_the_capturing_sessions_of_cuda_graphs_are_timed_too():
+    """On CUDA the fixed buffers' steps run in sessions of their own (made to capture):
+    each is timed once, beside the plain ones; on the CPU they are the plain sessions."""
+    from types import SimpleNamespace as Fake
+
+    plain, single, greedy, greedy_1, captured = (Fake(name=n) for n in "abcde")
+    model = Fake(
+        decoder=plain,
+        _decoder_1=single,
+        _greedy=greedy,
+        _greedy_1=greedy_1,
+        graph_steps=Fake(session=plain),  # the CPU: the decoder's own session
+        greedy_graph_steps=Fake(session=captured),
+    )
+    sessions = [s for s, _ in hostpath._decoder_sessions(model)]
+    assert sessions == [plain, single, greedy, greedy_1, captured]
+    model.greedy_graph_steps = None
+    assert captured not in [s for s, _ in hostpath._decoder_sessions(model)]
