@@ -22,6 +22,11 @@ if TYPE_CHECKING:
     from models.options import DecodeOptions
 
 NEG_INF = np.float32(-np.inf)
+# What a forced EOS counts as when the model gives it -inf itself: the lowest finite
+# float32, so that it still wins its row (every other candidate is -inf) and the row
+# ends at its limit. With -inf, argmax took the first column and the sentence ran on
+# past its limit until the request's deadline (a converted model that masks EOS).
+FORCED_EOS_FLOOR = np.finfo(np.float32).min
 # Smallest attention sum the coverage penalty takes the log of (log(1e-6) ≈ -13.8).
 COVERAGE_FLOOR = 1e-6
 
@@ -214,7 +219,9 @@ def restrict(values: np.ndarray, eos: Sequence[int] | np.ndarray) -> np.ndarray:
     """
     codes = np.asarray(eos)
     values[codes == Eos.BLOCKED, -1] = NEG_INF
-    values[codes == Eos.FORCED, :-1] = NEG_INF
+    forced = codes == Eos.FORCED
+    values[forced, :-1] = NEG_INF
+    values[forced & (values[:, -1] == NEG_INF), -1] = FORCED_EOS_FLOOR  # see the constant
     return values
 
 

@@ -43,7 +43,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from export import spec
-from models.scoring import Eos, eos_codes
+from models.scoring import FORCED_EOS_FLOOR, Eos, eos_codes
 from service import onnx_graph_pb2 as pb
 from service.decoding import SpecialIds
 from service.strategies import Greedy
@@ -121,6 +121,8 @@ def compose(
         return output
 
     neg_inf = const("neg_inf", np.array(-np.inf, dtype=np.float32))
+    floor = const("forced_eos_floor", np.array(FORCED_EOS_FLOOR, dtype=np.float32))
+    first = const("first_column", np.array([0]))
     pos_inf = const("pos_inf", np.array(np.inf, dtype=np.float32))
     top_k = const("top_k", np.array([Greedy.K], dtype=np.int64))
     eos_column = const("eos_column", np.array([[special.eos]], dtype=np.int64))
@@ -154,8 +156,13 @@ def compose(
         # candidates(): the top-k with pad/bos blocked, EOS last; restrict(): the mask
         ids = node("Concat", [out[spec.TOPK_IDS], eos_ids], p + "ids", axis=1)
         eos_value = node("Unsqueeze", [out[spec.EOS_LOG_PROBS], axis1], p + "eos_value")
-        values = node("Concat", [out[spec.TOPK_LOG_PROBS], eos_value], p + "values", axis=1)
         rule = node("Gather", [EOS_MASK, const(f"step{j}", np.array(j))], p + "rule", axis=1)
+        # restrict(): a forced EOS (the top-k banned) the model gives -inf still wins
+        forced = node("Gather", [rule, first], p + "forced", axis=1)
+        eos_inf = node("Equal", [eos_value, neg_inf], p + "eos_inf")
+        stuck = node("And", [forced, eos_inf], p + "stuck")
+        eos_value = node("Where", [stuck, floor, eos_value], p + "eos_floored")
+        values = node("Concat", [out[spec.TOPK_LOG_PROBS], eos_value], p + "values", axis=1)
         banned = node("Or", [node("Gather", [blocked_ids, ids], p + "blocked"), rule], p + "ban")
         values = node("Where", [banned, neg_inf, values], p + "allowed")
         # greedy_pick(): numpy's argmax, the first best, where a NaN beats every number

@@ -11,7 +11,15 @@ import numpy as np
 import pytest
 
 from models.options import DecodeOptions, DecodeOptionsError
-from models.scoring import NEG_INF, Eos, ScoringRules, ban, eos_codes, restrict
+from models.scoring import (
+    FORCED_EOS_FLOOR,
+    NEG_INF,
+    Eos,
+    ScoringRules,
+    ban,
+    eos_codes,
+    restrict,
+)
 
 
 def test_torch_free():
@@ -118,6 +126,26 @@ def test_restrict_applies_each_rows_rule_in_place():
             ]
         ),
     )
+
+
+def test_a_forced_eos_the_model_gives_minus_inf_still_ends_the_row():
+    """At its limit a row must end: EOS at -inf counts as the lowest finite float32,
+    which beats the banned tokens; a NaN or finite EOS keeps its own value, and an
+    allowed or blocked row with EOS at -inf is left alone."""
+    values = np.float32(
+        [
+            [-0.1, -0.2, NEG_INF],  # forced, EOS -inf
+            [-0.1, -0.2, np.nan],  # forced, EOS NaN (a broken model: NaN wins anyway)
+            [-0.1, -0.2, NEG_INF],  # allowed
+            [-0.1, -0.2, NEG_INF],  # blocked
+        ]
+    )
+    restrict(values, [Eos.FORCED, Eos.FORCED, Eos.ALLOWED, Eos.BLOCKED])
+    assert values[0, -1] == FORCED_EOS_FLOOR and np.isfinite(values[0, -1])
+    assert np.isnan(values[1, -1])
+    np.testing.assert_array_equal(values[2:, -1], [NEG_INF, NEG_INF])
+    # the first best of each forced row is EOS (what greedy_pick and torch.argmax take)
+    assert list(np.argmax(values[:2], axis=1)) == [2, 2]
 
 
 def test_restrict_with_every_row_allowed_changes_nothing():

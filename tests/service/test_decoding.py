@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from models.options import DecodeOptions, Hypothesis
-from models.scoring import ScoringRules, restrict
+from models.scoring import FORCED_EOS_FLOOR, ScoringRules, restrict
 from service.decoding import (
     NEG_INF,
     Encoded,
@@ -580,6 +580,29 @@ def test_every_strategy_forces_eos_at_the_length_limit(strategy):
     assert hyps[0].log_prob == approx(-0.4 + (-5.0 if eos else 0.0))
     for h in hyps:
         assert h.score == rules.score(h.log_prob, 4, eos=eos)
+
+
+@pytest.mark.parametrize("strategy", [*STRATEGIES, "sampling"])
+def test_a_model_that_gives_eos_minus_inf_still_ends_at_the_limit(strategy):
+    """A converted model may mask EOS outright: at the limit the row still ends (its EOS
+    counts as FORCED_EOS_FLOOR, restrict()), with the tokens before it; before, argmax
+    took the first banned column and the sentence ran on until its deadline."""
+
+    def table(src: tuple[int, ...], prefix: Prefix) -> dict[int, float]:
+        if len(prefix) > 20:  # far past the limit: fail here rather than decode forever
+            raise AssertionError("the sentence went on past its length limit")
+        return {4: -0.1, 5: -0.2, 6: -0.3, EOS: -np.inf}
+
+    sampling = DecodeOptions(sampling_topk=3, seed=7)
+    base = sampling if strategy == "sampling" else STRATEGIES[strategy]
+    options = dataclasses.replace(base, max_length=5)
+    ((best, *_),) = run(table, [SRC], options)
+    assert len(best.tokens) == 4 and set(best.tokens) <= {4, 5, 6}
+    if ScoringRules.of(options).eos_scored(True):
+        # finite, so JSON and protobuf carry it
+        assert best.log_prob == pytest.approx(float(FORCED_EOS_FLOOR), rel=1e-6)
+    else:  # Eole ends it without scoring the EOS
+        assert best.log_prob == approx(-0.4)
 
 
 @pytest.mark.parametrize("penalty", [0.0, 0.6, 1.0, 2.0])
