@@ -111,7 +111,7 @@ def _other_tree(args: argparse.Namespace) -> list[dict]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from service.bundle import load_bundle
-    from service.runtime import MAX_GREEDY_STEPS, RuntimeConfig
+    from service.runtime import RuntimeConfig
     from service.server import ServerError, find_bundles
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -166,14 +166,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(f"--model {args.model!r} is not in {args.model_repository}: {', '.join(bundles)}")
     bundle_dir = bundles[args.model]
     graphs = args.cuda_graphs == "on"
-    if not 0 <= args.greedy_steps <= MAX_GREEDY_STEPS:
-        p.error(f"--greedy-steps must be 0..{MAX_GREEDY_STEPS}")
-    runtime = RuntimeConfig(
-        providers=("cpu",),
-        io_binding="on" if graphs else "off",
-        cuda_graphs=args.cuda_graphs,
-        greedy_steps=args.greedy_steps,
-    )
+    try:  # RuntimeConfig checks --greedy-steps' bounds
+        runtime = RuntimeConfig(
+            providers=("cpu",),
+            io_binding="on" if graphs else "off",
+            cuda_graphs=args.cuda_graphs,
+            greedy_steps=args.greedy_steps,
+        )
+    except ValueError as exc:
+        p.error(str(exc))
     bundle = load_bundle(bundle_dir, runtime)
     lines = [s for s in args.file.read_text(encoding="utf-8").splitlines() if s.strip()]
     sources = [bundle.src_tokenizer.encode(s) for s in lines[: args.sentences]]

@@ -74,8 +74,8 @@ CAPTURE_RUNS = 4
 # a stream captures, and such a call would break the capture.
 DEVICE_LOCK = threading.Lock()
 # Captured graphs kept at most, by each GraphSteps (the decoder's and that of its greedy
-# steps); steps needing another run uncaptured (each graph holds
-# its kernels' parameters; a pool that keeps changing shape must not grow this forever).
+# steps); steps needing another run uncaptured (each graph holds its kernels' parameters;
+# a pool that keeps changing shape must not grow this forever).
 MAX_GRAPHS = 512
 _INDEX_INPUTS = (spec.PREV_TOKENS, spec.PARENT_ROWS, spec.ROW_SENTENCE)
 

@@ -388,7 +388,6 @@ class OnnxModel:
         self.greedy_graph_steps = graph_steps
         self.greedy_steps = steps
         self._greedy_out = greedysteps.outputs(self.state_names)
-        self._own_rows = np.arange(0, dtype=np.int64)
 
     def _encoder_graphs(
         self, config: RuntimeConfig, path: Path, names: tuple, pad_id: int
@@ -523,9 +522,7 @@ class OnnxModel:
         start = time.perf_counter()
         if eos_mask is not None:
             feeds[greedysteps.EOS_MASK] = eos_mask
-            if len(self._own_rows) < rows:
-                self._own_rows = np.arange(max(rows, 2 * len(self._own_rows)), dtype=np.int64)
-            feeds[greedysteps.OWN_ROWS] = self._own_rows[:rows]
+            feeds[greedysteps.OWN_ROWS] = np.arange(rows, dtype=np.int64)
             session = self._greedy if rows >= self.parallel_rows else self._greedy_1
             if self.io_binding:
                 steps = self.greedy_graph_steps
