@@ -581,6 +581,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         extras = [shlex.split(extra) for extra in args.ab_flags]
     except ValueError as exc:
         p.error(f"--ab-flags: {exc}")
+    if [] in extras:  # the same as this tree's own row: nothing to compare
+        p.error("--ab-flags: no flags given (e.g. --ab-flags='--greedy-steps 4')")
     if args.ab_tree or args.ab_flags:
         from loadtest.trees import commit_of
 

@@ -311,6 +311,7 @@ def test_good_arguments_pass_the_checks(good_argv, tmp_path):
         (["--repeat", "0"], "--repeat must be >= 1, got 0"),
         (["--greedy-steps", "17"], "greedy_steps must be 0..16"),
         (["--ab-flags", "'--greedy-steps 4"], "--ab-flags: No closing quotation"),
+        (["--ab-flags", " "], "--ab-flags: no flags given"),
     ],
 )
 def test_bad_arguments_are_one_line_errors_before_any_work(
