@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from export import spec
+from service import topk
 
 WARMUP = 10  # runs left out of the profile (first-run allocations)
 # Matrix products of fp32 and of dynamically quantized int8 graphs (activations (rows, K)).
@@ -77,18 +78,20 @@ def profile_decoder(
         spec.TOP_K: np.array([3], dtype=np.int64),
     }
     feeds.update(zip(bundle.config.state_names, enc.states, strict=True))
+    # the decoder as the service runs it: with its top-k in two levels where it does
+    graph = str(bundle_dir / spec.DECODER_FILE)
+    if bundle.model.chunked_topk:
+        graph = topk.chunked(Path(graph).read_bytes(), bundle.config.tgt_vocab_size)
     with tempfile.TemporaryDirectory() as tmp:
         opts = config.session_options(threads=threads)
         opts.enable_profiling = True
         opts.profile_file_prefix = os.path.join(tmp, "decoder")
-        session = ort.InferenceSession(
-            str(bundle_dir / spec.DECODER_FILE), opts, providers=["CPUExecutionProvider"]
-        )
+        session = ort.InferenceSession(graph, opts, providers=["CPUExecutionProvider"])
         for _ in range(WARMUP + runs):
             session.run(None, feeds)
         events = json.loads(Path(session.end_profiling()).read_text())
     plain = ort.InferenceSession(
-        str(bundle_dir / spec.DECODER_FILE),
+        graph,
         config.session_options(threads=threads),
         providers=["CPUExecutionProvider"],
     )

@@ -26,6 +26,7 @@ from service.config import (
 from service.limits import ADMISSION, MAX_SECONDS
 from service.logs import LOG_FORMATS
 from service.runtime import (
+    CHUNKED_TOPK_MODES,
     CUDA_GRAPH_MODES,
     GRAPH_OPTIMIZATION_LEVELS,
     HOST_GREEDY_STEPS,
@@ -123,6 +124,14 @@ FLAGS: tuple[Flag, ...] = (
         "device buffers (auto: on with CUDA and IO binding; on: also elsewhere, "
         "without capturing)",
         choices=CUDA_GRAPH_MODES,
+    ),
+    Flag(
+        "runtime",
+        "chunked_topk",
+        "choose the decoder's top-k over the vocabulary in two levels, from the best "
+        "chunks of 32 columns: the same tokens and scores, cheaper than one TopK on a CPU "
+        "(auto: on for the CPU provider; on: on CUDA too, where it is not measured)",
+        choices=CHUNKED_TOPK_MODES,
     ),
     Flag(
         "engine",

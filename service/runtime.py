@@ -15,7 +15,7 @@ import numpy as np
 import onnxruntime as ort
 
 from export import spec
-from service import greedysteps
+from service import greedysteps, topk
 from service.cudagraphs import DEVICE_LOCK, GraphSteps, static_state_dims
 from service.decoding import Encoded, GreedyStepsOutput, SpecialIds, StepOutput
 from service.devicepool import DeviceGraphs, DevicePool, DeviceState, bind_input
@@ -38,6 +38,7 @@ MAX_GREEDY_STEPS = 16
 # call until the device path is measured (README, "Several greedy steps a call").
 HOST_GREEDY_STEPS = 4
 CUDA_GRAPH_MODES = ("auto", "on", "off")
+CHUNKED_TOPK_MODES = ("auto", "on", "off")
 PROVIDER_ALIASES = {"cuda": "CUDAExecutionProvider", "cpu": "CPUExecutionProvider"}
 # The provider of sessions captured as CUDA graphs (decoder steps, encoder calls); TF32 off
 # as for every CUDA session (see OnnxModel).
@@ -75,6 +76,11 @@ class RuntimeConfig:
     decoder steps from CUDA graphs on fixed, bucketed buffers (:mod:`service.cudagraphs`),
     and encoder calls on sessions of fixed shape buckets (:mod:`service.encodergraphs`).
     "on" elsewhere runs the same buffers without capturing (how CI tests that path).
+
+    ``chunked_topk`` ("auto", "on", "off"; auto = on for the CPU provider) rewrites the
+    decoder's top-k over the vocabulary into two levels at load time
+    (:mod:`service.topk`): the same values, ids and order, at a fraction of one TopK's
+    cost on a CPU. On CUDA it is not measured, hence off in auto.
     """
 
     providers: tuple[str, ...] = ("cuda", "cpu")
@@ -87,6 +93,7 @@ class RuntimeConfig:
     io_binding: str = "auto"
     cuda_graphs: str = "auto"
     greedy_steps: int = 0
+    chunked_topk: str = "auto"
 
     def __post_init__(self) -> None:
         unknown = [p for p in self.providers if p not in PROVIDER_ALIASES]
@@ -103,6 +110,8 @@ class RuntimeConfig:
             raise ValueError(f"io_binding must be one of {list(IO_BINDING_MODES)}")
         if self.cuda_graphs not in CUDA_GRAPH_MODES:
             raise ValueError(f"cuda_graphs must be one of {list(CUDA_GRAPH_MODES)}")
+        if self.chunked_topk not in CHUNKED_TOPK_MODES:
+            raise ValueError(f"chunked_topk must be one of {list(CHUNKED_TOPK_MODES)}")
         if self.parallel_rows < 0:
             raise ValueError("parallel_rows must be >= 0 (0: always the multi-threaded session)")
         if not 0 <= self.greedy_steps <= MAX_GREEDY_STEPS:
@@ -248,7 +257,9 @@ class OnnxModel:
             (p, {"use_tf32": "0"}) if p == "CUDAExecutionProvider" else p for p in providers
         ]
         self.encoder = _session(enc_path, opts, providers)
-        self.decoder = _session(dec_path, opts, providers)
+        # the decoder as served: its file, or that graph rewritten (bytes)
+        dec_graph = self._decoder_graph(config, dec_path, providers, target)
+        self.decoder = _session(dec_graph, opts, providers, dec_path)
         # Single-threaded twins for small batches (CPU only; see RuntimeConfig).
         self.parallel_rows = 0
         self._encoder_1, self._decoder_1 = self.encoder, self.decoder
@@ -260,7 +271,7 @@ class OnnxModel:
         ):
             single = config.session_options(threads=1)
             self._encoder_1 = _session(enc_path, single, providers)
-            self._decoder_1 = _session(dec_path, single, providers)
+            self._decoder_1 = _session(dec_graph, single, providers, dec_path)
             self.parallel_rows = config.parallel_rows
         _check_io(self.encoder, enc_path, spec.encoder_inputs(), spec.encoder_outputs(state_names))
         _check_io(
@@ -293,30 +304,59 @@ class OnnxModel:
                 )
             self._graphs.prepare(np.float32)
         self.stats = RunStats()
-        self.graph_steps = self._graph_steps(config, dec_path, opts, state_names)
+        self.graph_steps = self._graph_steps(config, dec_graph, dec_path, opts, state_names)
         self.greedy_steps = 1
         self._greedy = self._greedy_1 = None
         self.greedy_graph_steps: GraphSteps | None = None
         steps = config.greedy_steps or (1 if self.io_binding else HOST_GREEDY_STEPS)
         if steps > 1 and target is not None:
-            self._greedy_sessions(config, steps, dec_path, opts, providers, target)
+            self._greedy_sessions(config, steps, dec_graph, dec_path, opts, providers, target)
         self.encoder_graphs = self._encoder_graphs(config, enc_path, state_names, pad_id)
         # CUDA graphs of any model in this process may be capturing (nothing to guard on
         # a CPU, where encoder threads of several lanes run side by side)
         self._encoder_lock = DEVICE_LOCK if self.device == "cuda" else contextlib.nullcontext()
         log.info(
-            "ONNX Runtime sessions on %s (requested %s), IO binding %s, CUDA graphs %s",
+            "ONNX Runtime sessions on %s (requested %s), IO binding %s, CUDA graphs %s, "
+            "chunked top-k %s",
             self.provider,
             wanted,
             "on" if self.io_binding else "off",
             "on" if self.graph_steps is not None and self.graph_steps.capture else "off",
+            "on" if self.chunked_topk else "off",
         )
         self._enc_out = spec.encoder_outputs(state_names)
         self._dec_out = spec.decoder_outputs(state_names)
         self._top_k: dict[int, np.ndarray] = {}
 
+    def _decoder_graph(
+        self,
+        config: RuntimeConfig,
+        path: Path,
+        providers: list,
+        target: tuple[SpecialIds, int] | None,
+    ) -> Path | bytes:
+        """The decoder as served: ``path`` itself, or its graph with the top-k in two
+        levels (serialized; ``config.chunked_topk``, :mod:`service.topk`)."""
+        self.chunked_topk = False
+        mode = config.chunked_topk
+        first = providers[0] if isinstance(providers[0], str) else providers[0][0]
+        if target is None or mode == "off" or (mode == "auto" and first != "CPUExecutionProvider"):
+            return path
+        try:
+            data = topk.chunked(path.read_bytes(), target[1])
+        except topk.TopKError as exc:  # exact or not at all: the bundle's own TopK serves
+            log.log(logging.WARNING if mode == "on" else logging.INFO, "top-k: one TopK (%s)", exc)
+            return path
+        self.chunked_topk = True
+        return data
+
     def _graph_steps(
-        self, config: RuntimeConfig, path: Path, opts: ort.SessionOptions, names: tuple
+        self,
+        config: RuntimeConfig,
+        graph: Path | bytes,
+        path: Path,
+        opts: ort.SessionOptions,
+        names: tuple,
     ) -> GraphSteps | None:
         """The fixed-buffer steps of ``config.cuda_graphs`` (None: plain steps only)."""
         mode = config.cuda_graphs
@@ -338,7 +378,7 @@ class OnnxModel:
         capture = self.device == "cuda"
         session = self.decoder
         if capture:  # a session of its own: a failed capture leaves the plain one as it was
-            session = _session(path, opts, [CUDA_GRAPH_PROVIDER])
+            session = _session(graph, opts, [CUDA_GRAPH_PROVIDER], path)
         return GraphSteps(
             session,
             self.device,
@@ -353,6 +393,7 @@ class OnnxModel:
         self,
         config: RuntimeConfig,
         steps: int,
+        graph: Path | bytes,
         path: Path,
         opts: ort.SessionOptions,
         providers: list,
@@ -364,9 +405,8 @@ class OnnxModel:
         special, vocab_size = target
         name = Path(f"{path.stem}-{steps}-greedy-steps")
         try:
-            data = greedysteps.compose(
-                path.read_bytes(), steps, self.state_names, special, vocab_size
-            )
+            one = graph if isinstance(graph, bytes) else path.read_bytes()
+            data = greedysteps.compose(one, steps, self.state_names, special, vocab_size)
             greedy = _session(data, opts, providers, name)
             greedy_1 = greedy
             if self._decoder_1 is not self.decoder:

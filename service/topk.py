@@ -1,0 +1,181 @@
+"""The decoder's top-k in two levels: a load-time rewrite of its graph, exact.
+
+ONNX Runtime's CPU ``TopK`` over the vocabulary is the most expensive node of a decoder
+step at a few dozen rows: 330 of the 2,100 µs ORT's profiler counts at 32 rows of the
+4,000-piece ``en-es/8`` (k = 3), more than the step's largest matrix product; a
+``ReduceMax`` over the same tensor costs a tenth of it. So the ``TopK`` that makes the
+contract's ``topk_log_probs``/``topk_ids`` (:mod:`export.spec`) is replaced by::
+
+    x (rows, V)  -> padded with -inf to C * WIDTH columns, viewed as (rows, C, WIDTH)
+    chunk maxima (rows, C)                   ReduceMax
+    the kc = min(k, C) best chunks           TopK over C, then sorted by chunk index
+    their kc * WIDTH columns, in index order GatherElements
+    the top k of those                       TopK over kc * WIDTH, ids mapped back
+
+It gives the same values, ids and order as the one ``TopK`` (ties to the lower index):
+a column among the top k ranks below fewer than k others, so fewer than k chunks have a
+better best column than its chunk (a chunk's best column ranks it, ties to the lower
+chunk, whose columns are lower), and its chunk is among the kc chosen; the candidates
+keep the vocabulary's order, so ties among them break as before. With k >= C every
+chunk is a candidate.
+
+One limit: ``ReduceMax`` does not propagate NaN (a chunk whose first column is a number
+can report a number), so the rewrite applies only where a row is all NaN or free of
+NaN: ``topk`` of ``log_softmax(z)``, optionally plus a constant without NaN (the
+exporter's ``blocked`` columns). A NaN or an infinity anywhere in ``z`` makes the whole
+``log_softmax`` row NaN, and an all-NaN row picks the first k columns either way.
+Anything else is refused by name (:class:`TopKError`) and the decoder keeps its ``TopK``.
+``tests/service/test_topk.py`` checks the rewrite against ``TopK`` on ties, infinities,
+NaN rows and every k, and on the committed bundles.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from export import spec
+from service import onnx_graph_pb2 as pb
+
+WIDTH = 32  # columns per chunk: C = V / 32 chunk maxima, then k * 32 candidates
+_PREFIX = "chunked_topk_"
+_FLOATS = {pb.TensorProto.FLOAT: np.float32, pb.TensorProto.DOUBLE: np.float64}
+
+
+class TopKError(ValueError):
+    """The decoder's top-k cannot be rewritten (the message says why); it stays one TopK."""
+
+
+def chunked(decoder: bytes, vocab_size: int, width: int = WIDTH) -> bytes:
+    """``decoder`` (a serialized ``decoder.onnx``) with its top-k in two levels over
+    chunks of ``width`` of its ``vocab_size`` columns (see the module). Raises
+    :class:`TopKError` for a top-k this cannot rewrite exactly."""
+    if vocab_size <= width:
+        raise TopKError(f"a vocabulary of {vocab_size} is not wider than one chunk ({width})")
+    model = pb.ModelProto()
+    model.ParseFromString(decoder)
+    graph = model.graph
+    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+    if opset < 13:
+        raise TopKError(f"the decoder's opset is {opset}; the rewrite needs 13 or later")
+    at, topk = _the_topk(graph)
+    x, k = topk.input
+    dtype = _input_dtype(graph, x, vocab_size)
+    chunks = -(-vocab_size // width)
+    nodes: list[pb.NodeProto] = []
+
+    def const(name: str, value: np.ndarray) -> str:
+        tensor = graph.initializer.add()
+        tensor.name = f"{_PREFIX}const_{name}"
+        tensor.dims.extend(value.shape)
+        tensor.data_type = _TYPES[value.dtype.name]
+        tensor.raw_data = np.ascontiguousarray(value).tobytes()
+        return tensor.name
+
+    def node(op: str, inputs: list[str], outputs: list[str] | str, **attrs) -> str:
+        outputs = [outputs] if isinstance(outputs, str) else outputs
+        made = pb.NodeProto(op_type=op, name=_PREFIX + outputs[0], input=inputs, output=outputs)
+        for key, value in attrs.items():
+            if isinstance(value, list):
+                made.attribute.add(name=key, type=pb.AttributeProto.INTS, ints=value)
+            else:
+                made.attribute.add(name=key, type=pb.AttributeProto.INT, i=value)
+        nodes.append(made)
+        return outputs[0]
+
+    p = _PREFIX
+    if chunks * width > vocab_size:  # the padding ranks last: -inf at the highest ids
+        pads = const("pads", np.array([0, 0, 0, chunks * width - vocab_size], dtype=np.int64))
+        x = node("Pad", [x, pads, const("neg_inf", np.array(-np.inf, dtype=dtype))], p + "padded")
+    view = node("Reshape", [x, const("view", np.array([0, chunks, width]))], p + "view")
+    if opset >= 18:
+        maxima = node("ReduceMax", [view, const("axis2", np.array([2]))], p + "maxima", keepdims=0)
+    else:
+        maxima = node("ReduceMax", [view], p + "maxima", axes=[2], keepdims=0)
+    kc = node("Min", [k, const("chunks", np.array([chunks]))], p + "kc")
+    node("TopK", [maxima, kc], [p + "best_maxima", p + "best_chunks"], axis=-1)
+    ordered = node(
+        "TopK", [p + "best_chunks", kc], [p + "in_order", p + "unused"], axis=-1, largest=0
+    )
+    first = node("Mul", [ordered, const("width", np.array(width))], p + "first")
+    first = node("Unsqueeze", [first, const("unsqueeze_axis", np.array([2]))], p + "first_3d")
+    columns = node(
+        "Add", [first, const("offsets", np.arange(width).reshape(1, 1, width))], p + "cols"
+    )
+    columns = node("Reshape", [columns, const("flat", np.array([0, -1]))], p + "columns")
+    candidates = node("GatherElements", [x, columns], p + "candidates", axis=1)
+    values, where = topk.output
+    node("TopK", [candidates, k], [values, p + "where"], axis=-1)
+    node("GatherElements", [columns, p + "where"], where, axis=1)
+    del graph.node[at]
+    for offset, made in enumerate(nodes):
+        graph.node.insert(at + offset, made)
+    return model.SerializeToString()
+
+
+_TYPES = {
+    "float32": pb.TensorProto.FLOAT,
+    "float64": pb.TensorProto.DOUBLE,
+    "int64": pb.TensorProto.INT64,
+}
+
+
+def _attrs(node: pb.NodeProto) -> dict[str, int]:
+    return {a.name: a.i for a in node.attribute if a.type == pb.AttributeProto.INT}
+
+
+def _the_topk(graph: pb.GraphProto) -> tuple[int, pb.NodeProto]:
+    """The index and node of the TopK that writes the contract's top-k outputs."""
+    wanted = [spec.TOPK_LOG_PROBS, spec.TOPK_IDS]
+    found = [(i, n) for i, n in enumerate(graph.node) if list(n.output) == wanted]
+    if (
+        len(found) != 1
+        or found[0][1].op_type != "TopK"
+        or found[0][1].domain not in ("", "ai.onnx")
+    ):
+        raise TopKError(f"no TopK node writes {' and '.join(wanted)} directly")
+    at, topk = found[0]
+    attrs = _attrs(topk)
+    if attrs.get("largest", 1) != 1 or attrs.get("sorted", 1) != 1:
+        raise TopKError("the TopK is not largest-first and sorted")
+    if attrs.get("axis", -1) not in (-1, 1):
+        raise TopKError(f"the TopK runs along axis {attrs['axis']}, not the vocabulary's")
+    return at, topk
+
+
+def _input_dtype(graph: pb.GraphProto, x: str, vocab_size: int) -> type:
+    """The dtype of the TopK's input ``x``, which must be ``log_softmax(z)`` over the last
+    axis, optionally plus a constant without NaN (see the module: NaN rows)."""
+    made = {o: n for n in graph.node for o in n.output}
+    weights = {w.name: w for w in graph.initializer}
+    producer = made.get(x)
+    if producer is not None and producer.op_type == "Add":
+        constants = [i for i in producer.input if i in weights]
+        others = [i for i in producer.input if i not in weights]
+        if len(constants) != 1 or len(others) != 1:
+            raise TopKError("the TopK's input adds something other than one constant")
+        weight = weights[constants[0]]
+        if weight.data_type not in _FLOATS or not weight.raw_data:
+            raise TopKError(f"the constant {weight.name} added before the TopK is not raw floats")
+        values = np.frombuffer(weight.raw_data, dtype=_FLOATS[weight.data_type])
+        if np.isnan(values).any():
+            raise TopKError(f"the constant {weight.name} added before the TopK holds NaN")
+        if len(weight.dims) > 2 or (len(weight.dims) == 2 and weight.dims[0] != 1):
+            raise TopKError(f"the constant {weight.name} added before the TopK is not one row")
+        if values.size not in (1, vocab_size):
+            raise TopKError(
+                f"the constant {weight.name} added before the TopK has {values.size} columns, "
+                f"the vocabulary {vocab_size}"
+            )
+        producer = made.get(others[0])
+    if (
+        producer is None
+        or producer.op_type != "LogSoftmax"
+        or _attrs(producer).get("axis", -1) not in (-1, 1)
+    ):
+        raise TopKError("the TopK's input is not log_softmax over the vocabulary")
+    out = {o.name: o.type.tensor_type for o in graph.output}.get(spec.TOPK_LOG_PROBS)
+    if out is None or out.elem_type not in _FLOATS:
+        raise TopKError(f"{spec.TOPK_LOG_PROBS} is neither float32 nor float64")
+    if out.HasField("shape") and len(out.shape.dim) != 2:
+        raise TopKError(f"{spec.TOPK_LOG_PROBS} is not (rows, k)")
+    return _FLOATS[out.elem_type]
