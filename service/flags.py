@@ -130,7 +130,7 @@ FLAGS: tuple[Flag, ...] = (
         "chunked_topk",
         "choose the decoder's top-k over the vocabulary in two levels, from the best "
         "chunks of 32 columns: the same tokens and scores, cheaper than one TopK on a CPU "
-        "(auto: on for the CPU provider; on: on CUDA too, where it is not measured)",
+        "(auto: on for the CPU provider; on: on CUDA too, neither measured nor tested there)",
         choices=CHUNKED_TOPK_MODES,
     ),
     Flag(

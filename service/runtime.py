@@ -80,7 +80,7 @@ class RuntimeConfig:
     ``chunked_topk`` ("auto", "on", "off"; auto = on for the CPU provider) rewrites the
     decoder's top-k over the vocabulary into two levels at load time
     (:mod:`service.topk`): the same values, ids and order, at a fraction of one TopK's
-    cost on a CPU. On CUDA it is not measured, hence off in auto.
+    cost on a CPU. On CUDA it is neither measured nor tested, hence off in auto.
     """
 
     providers: tuple[str, ...] = ("cuda", "cpu")

@@ -9,7 +9,7 @@ contract's ``topk_log_probs``/``topk_ids`` (:mod:`export.spec`) is replaced by::
     x (rows, V)  -> padded with -inf to C * WIDTH columns, viewed as (rows, C, WIDTH)
     chunk maxima (rows, C)                   ReduceMax
     the kc = min(k, C) best chunks           TopK over C, then sorted by chunk index
-    their kc * WIDTH columns, in index order GatherElements
+    their kc * WIDTH columns, in index order GatherElements (Flatten)
     the top k of those                       TopK over kc * WIDTH, ids mapped back
 
 It gives the same values, ids and order as the one ``TopK`` (ties to the lower index):
@@ -21,12 +21,20 @@ chunk is a candidate.
 
 One limit: ``ReduceMax`` does not propagate NaN (a chunk whose first column is a number
 can report a number), so the rewrite applies only where a row is all NaN or free of
-NaN: ``topk`` of ``log_softmax(z)``, optionally plus a constant without NaN (the
-exporter's ``blocked`` columns). A NaN or an infinity anywhere in ``z`` makes the whole
-``log_softmax`` row NaN, and an all-NaN row picks the first k columns either way.
-Anything else is refused by name (:class:`TopKError`) and the decoder keeps its ``TopK``.
-``tests/service/test_topk.py`` checks the rewrite against ``TopK`` on ties, infinities,
-NaN rows and every k, and on the committed bundles.
+NaN: ``topk`` of a float32 ``log_softmax(z)``, optionally plus a constant with neither
+NaN nor +inf (the exporter's ``blocked`` columns: 0 or -inf). ONNX Runtime's float32
+CPU ``LogSoftmax`` turns a row with a NaN or a +inf in ``z`` (or all -inf) into a NaN
+row, and an all-NaN row picks the first k columns either way; its float64 kernel does
+not, hence float32 only. A +inf in the constant would make NaN (-inf + inf) beside
+numbers, hence refused. Anything else is refused by name (:class:`TopKError`) and the
+decoder keeps its ``TopK``: also a graph with external data (the rewritten bytes could
+not find it) or already using this module's names.
+
+ONNX Runtime refuses a k above the vocabulary; the rewrite returns padding columns (-inf,
+ids from V) for V < k <= C * WIDTH instead. The engine never asks for more than the
+vocabulary. ``tests/service/test_topk.py`` checks the rewrite against ``TopK`` on ties,
+infinities, NaN rows, zero rows and every k up to the vocabulary, and on the committed
+bundles.
 """
 
 from __future__ import annotations
@@ -36,9 +44,8 @@ import numpy as np
 from export import spec
 from service import onnx_graph_pb2 as pb
 
-WIDTH = 32  # columns per chunk: C = V / 32 chunk maxima, then k * 32 candidates
+WIDTH = 32  # columns per chunk: C = V / 32 chunk maxima, then min(k, C) * 32 candidates
 _PREFIX = "chunked_topk_"
-_FLOATS = {pb.TensorProto.FLOAT: np.float32, pb.TensorProto.DOUBLE: np.float64}
 
 
 class TopKError(ValueError):
@@ -52,14 +59,31 @@ def chunked(decoder: bytes, vocab_size: int, width: int = WIDTH) -> bytes:
     if vocab_size <= width:
         raise TopKError(f"a vocabulary of {vocab_size} is not wider than one chunk ({width})")
     model = pb.ModelProto()
-    model.ParseFromString(decoder)
+    try:
+        model.ParseFromString(decoder)
+    except Exception:  # protobuf's DecodeError; ONNX Runtime then says what is wrong
+        raise TopKError("the decoder is not a readable ONNX model") from None
     graph = model.graph
+    external = [w.name for w in graph.initializer if w.data_location == pb.TensorProto.EXTERNAL]
+    if external:
+        raise TopKError(f"the decoder keeps weights in external data ({external[0]}, ...)")
+    taken = [
+        n
+        for n in (
+            *(o for node in graph.node for o in (*node.output, node.name)),
+            *(w.name for w in graph.initializer),
+            *(i.name for i in graph.input),
+        )
+        if n.startswith(_PREFIX)
+    ]
+    if taken:
+        raise TopKError(f"the decoder already has a name starting {_PREFIX!r} ({taken[0]})")
     opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
     if opset < 13:
         raise TopKError(f"the decoder's opset is {opset}; the rewrite needs 13 or later")
     at, topk = _the_topk(graph)
     x, k = topk.input
-    dtype = _input_dtype(graph, x, vocab_size)
+    _check_input(graph, x, vocab_size)
     chunks = -(-vocab_size // width)
     nodes: list[pb.NodeProto] = []
 
@@ -73,7 +97,7 @@ def chunked(decoder: bytes, vocab_size: int, width: int = WIDTH) -> bytes:
 
     def node(op: str, inputs: list[str], outputs: list[str] | str, **attrs) -> str:
         outputs = [outputs] if isinstance(outputs, str) else outputs
-        made = pb.NodeProto(op_type=op, name=_PREFIX + outputs[0], input=inputs, output=outputs)
+        made = pb.NodeProto(op_type=op, name=outputs[0], input=inputs, output=outputs)
         for key, value in attrs.items():
             if isinstance(value, list):
                 made.attribute.add(name=key, type=pb.AttributeProto.INTS, ints=value)
@@ -85,7 +109,9 @@ def chunked(decoder: bytes, vocab_size: int, width: int = WIDTH) -> bytes:
     p = _PREFIX
     if chunks * width > vocab_size:  # the padding ranks last: -inf at the highest ids
         pads = const("pads", np.array([0, 0, 0, chunks * width - vocab_size], dtype=np.int64))
-        x = node("Pad", [x, pads, const("neg_inf", np.array(-np.inf, dtype=dtype))], p + "padded")
+        x = node(
+            "Pad", [x, pads, const("neg_inf", np.array(-np.inf, dtype=np.float32))], p + "padded"
+        )
     view = node("Reshape", [x, const("view", np.array([0, chunks, width]))], p + "view")
     if opset >= 18:
         maxima = node("ReduceMax", [view, const("axis2", np.array([2]))], p + "maxima", keepdims=0)
@@ -101,7 +127,8 @@ def chunked(decoder: bytes, vocab_size: int, width: int = WIDTH) -> bytes:
     columns = node(
         "Add", [first, const("offsets", np.arange(width).reshape(1, 1, width))], p + "cols"
     )
-    columns = node("Reshape", [columns, const("flat", np.array([0, -1]))], p + "columns")
+    # Flatten, not Reshape to [0, -1], which zero rows would refuse
+    columns = node("Flatten", [columns], p + "columns", axis=1)
     candidates = node("GatherElements", [x, columns], p + "candidates", axis=1)
     values, where = topk.output
     node("TopK", [candidates, k], [values, p + "where"], axis=-1)
@@ -142,9 +169,9 @@ def _the_topk(graph: pb.GraphProto) -> tuple[int, pb.NodeProto]:
     return at, topk
 
 
-def _input_dtype(graph: pb.GraphProto, x: str, vocab_size: int) -> type:
-    """The dtype of the TopK's input ``x``, which must be ``log_softmax(z)`` over the last
-    axis, optionally plus a constant without NaN (see the module: NaN rows)."""
+def _check_input(graph: pb.GraphProto, x: str, vocab_size: int) -> None:
+    """Refuse a TopK input ``x`` other than a float32 ``log_softmax(z)`` over the last axis,
+    optionally plus one row of constants with neither NaN nor +inf (see the module)."""
     made = {o: n for n in graph.node for o in n.output}
     weights = {w.name: w for w in graph.initializer}
     producer = made.get(x)
@@ -154,11 +181,11 @@ def _input_dtype(graph: pb.GraphProto, x: str, vocab_size: int) -> type:
         if len(constants) != 1 or len(others) != 1:
             raise TopKError("the TopK's input adds something other than one constant")
         weight = weights[constants[0]]
-        if weight.data_type not in _FLOATS or not weight.raw_data:
-            raise TopKError(f"the constant {weight.name} added before the TopK is not raw floats")
-        values = np.frombuffer(weight.raw_data, dtype=_FLOATS[weight.data_type])
-        if np.isnan(values).any():
-            raise TopKError(f"the constant {weight.name} added before the TopK holds NaN")
+        if weight.data_type != pb.TensorProto.FLOAT or not weight.raw_data:
+            raise TopKError(f"the constant {weight.name} added before the TopK is not raw float32")
+        values = np.frombuffer(weight.raw_data, dtype=np.float32)
+        if not (values < np.inf).all():  # NaN, or +inf, which makes NaN of a -inf log-prob
+            raise TopKError(f"the constant {weight.name} added before the TopK holds NaN or +inf")
         if len(weight.dims) > 2 or (len(weight.dims) == 2 and weight.dims[0] != 1):
             raise TopKError(f"the constant {weight.name} added before the TopK is not one row")
         if values.size not in (1, vocab_size):
@@ -174,8 +201,7 @@ def _input_dtype(graph: pb.GraphProto, x: str, vocab_size: int) -> type:
     ):
         raise TopKError("the TopK's input is not log_softmax over the vocabulary")
     out = {o.name: o.type.tensor_type for o in graph.output}.get(spec.TOPK_LOG_PROBS)
-    if out is None or out.elem_type not in _FLOATS:
-        raise TopKError(f"{spec.TOPK_LOG_PROBS} is neither float32 nor float64")
+    if out is None or out.elem_type != pb.TensorProto.FLOAT:
+        raise TopKError(f"{spec.TOPK_LOG_PROBS} is not float32")
     if out.HasField("shape") and len(out.shape.dim) != 2:
         raise TopKError(f"{spec.TOPK_LOG_PROBS} is not (rows, k)")
-    return _FLOATS[out.elem_type]

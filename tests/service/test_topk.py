@@ -24,7 +24,7 @@ REPOSITORY = Path(__file__).resolve().parents[2] / "model_repository"
 BUNDLES = ["en-es/7", "en-es/8", "en-es-luong/2"]
 
 
-def graph(vocab: int, *, opset: int = 17, blocked=True, **changes) -> bytes:
+def graph(vocab: int, *, opset: int = 17, blocked=True, dtype=np.float32, **changes) -> bytes:
     """A decoder tail as the exporter writes it: ``topk(log_softmax(z) + blocked, k)``
     with the contract's output names; ``changes`` break one thing at a time."""
     inits = []
@@ -33,14 +33,15 @@ def graph(vocab: int, *, opset: int = 17, blocked=True, **changes) -> bytes:
     if changes.get("no_softmax"):
         x = "z"
     if blocked is not None:
-        column = np.zeros(changes.get("blocked_size", vocab), dtype=np.float32)
+        column = np.zeros(changes.get("blocked_size", vocab), dtype=dtype)
         column[[0, 2 % vocab]] = -np.inf
-        if changes.get("blocked_nan"):
-            column[1] = np.nan
+        if "blocked_value" in changes:
+            column[1] = changes["blocked_value"]
         inits.append(numpy_helper.from_array(column, "blocked"))
         nodes.append(helper.make_node("Add", [x, "blocked"], ["ranked"]))
         x = "ranked"
     attrs = {"axis": changes.get("axis", -1)}
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
     if "largest" in changes:
         attrs["largest"] = changes["largest"]
     nodes.append(helper.make_node("TopK", [x, "k"], [spec.TOPK_LOG_PROBS, spec.TOPK_IDS], **attrs))
@@ -48,11 +49,11 @@ def graph(vocab: int, *, opset: int = 17, blocked=True, **changes) -> bytes:
         nodes,
         "tail",
         [
-            helper.make_tensor_value_info("z", TensorProto.FLOAT, ["rows", vocab]),
+            helper.make_tensor_value_info("z", elem, ["rows", vocab]),
             helper.make_tensor_value_info("k", TensorProto.INT64, [1]),
         ],
         [
-            helper.make_tensor_value_info(spec.TOPK_LOG_PROBS, TensorProto.FLOAT, ["rows", "k"]),
+            helper.make_tensor_value_info(spec.TOPK_LOG_PROBS, elem, ["rows", "k"]),
             helper.make_tensor_value_info(spec.TOPK_IDS, TensorProto.INT64, ["rows", "k"]),
         ],
         inits,
@@ -127,7 +128,10 @@ def test_rewrite_replaces_the_topk():
     "changes,message",
     [
         (dict(no_softmax=True), "not log_softmax"),
-        (dict(blocked_nan=True), "holds NaN"),
+        (dict(blocked_value=np.nan), "holds NaN or \\+inf"),
+        (dict(blocked_value=np.inf), "holds NaN or \\+inf"),
+        (dict(dtype=np.float64), "not raw float32"),
+        (dict(dtype=np.float64, blocked=None), "topk_log_probs is not float32"),
         (dict(blocked_size=99), "has 99 columns, the vocabulary 100"),
         (dict(largest=0), "largest-first"),
         (dict(axis=0), "axis 0"),
@@ -135,9 +139,36 @@ def test_rewrite_replaces_the_topk():
     ],
 )
 def test_refused_by_name(changes, message):
+    changes = dict(changes)
     opset = changes.pop("opset", 17)
     with pytest.raises(topk.TopKError, match=message):
         topk.chunked(graph(100, opset=opset, **changes), 100)
+
+
+def test_refuses_what_it_cannot_rewrite_as_bytes(tmp_path):
+    """Unreadable bytes, weights in external data (the rewritten bytes would not find
+    them) and a graph already using the rewrite's names: refused, served as they are."""
+    import onnx
+
+    with pytest.raises(topk.TopKError, match="not a readable ONNX model"):
+        topk.chunked(b"not an onnx model", 100)
+    model = onnx.load_from_string(graph(100))
+    onnx.save(model, tmp_path / "m.onnx", save_as_external_data=True, size_threshold=0)
+    with pytest.raises(topk.TopKError, match=r"external data \(blocked, ...\)"):
+        topk.chunked((tmp_path / "m.onnx").read_bytes(), 100)
+    model = onnx.load_from_string(graph(100))
+    model.graph.node[0].output[0] = "chunked_topk_view"
+    model.graph.node[1].input[0] = "chunked_topk_view"
+    with pytest.raises(topk.TopKError, match="already has a name starting 'chunked_topk_'"):
+        topk.chunked(model.SerializeToString(), 100)
+
+
+def test_zero_rows():
+    data = graph(100)
+    one, two = session(data), session(topk.chunked(data, 100))
+    feeds = {"z": np.zeros((0, 100), dtype=np.float32), "k": np.array([3], dtype=np.int64)}
+    want, got = one.run(None, feeds), two.run(None, feeds)
+    assert [g.shape for g in got] == [w.shape for w in want] == [(0, 3), (0, 3)]
 
 
 def test_refuses_a_vocabulary_of_one_chunk_and_a_graph_without_the_topk():
