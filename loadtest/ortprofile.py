@@ -46,6 +46,29 @@ def _gemm_flops(args: dict) -> int:
     return 2 * int(np.prod(out[:-1])) * a[-1] * out[-1]
 
 
+def step_feeds(bundle, rows: int, src_len: int, *, top_k: int, seed: int) -> dict:
+    """The inputs of one ``decoder.onnx`` step of ``bundle`` (a loaded
+    :class:`service.bundle.Bundle`) for ``rows`` sentences of ``src_len`` random source
+    tokens, one row each, with random previous tokens (the kernels do not depend on the
+    values)."""
+    rng = np.random.default_rng(seed)
+    vocab = bundle.config.src_vocab_size
+    ids = rng.integers(4, vocab, (rows, src_len)).astype(np.int64)
+    enc = bundle.model.encode(ids, np.full(rows, src_len, dtype=np.int64))
+    index = np.arange(rows, dtype=np.int64)
+    feeds = {
+        spec.PREV_TOKENS: rng.integers(4, bundle.config.tgt_vocab_size, rows).astype(np.int64),
+        spec.PARENT_ROWS: index,
+        spec.ROW_SENTENCE: index,
+        spec.MEMORY: enc.memory,
+        spec.KEYS: enc.keys,
+        spec.SRC_MASK: enc.mask,
+        spec.TOP_K: np.array([top_k], dtype=np.int64),
+    }
+    feeds.update(zip(bundle.config.state_names, enc.states, strict=True))
+    return feeds
+
+
 def profile_decoder(
     bundle_dir: Path, *, rows: int, src_len: int, threads: int, runs: int = 100
 ) -> dict:
@@ -63,21 +86,7 @@ def profile_decoder(
     bundle = load_bundle(bundle_dir, config)
     # the session the service would pick for this many rows (see RuntimeConfig)
     threads = threads if bundle.model.parallel_rows and rows >= bundle.model.parallel_rows else 1
-    rng = np.random.default_rng(0)
-    vocab = bundle.config.src_vocab_size
-    ids = rng.integers(4, vocab, (rows, src_len)).astype(np.int64)
-    enc = bundle.model.encode(ids, np.full(rows, src_len, dtype=np.int64))
-    index = np.arange(rows, dtype=np.int64)
-    feeds = {
-        spec.PREV_TOKENS: rng.integers(4, bundle.config.tgt_vocab_size, rows).astype(np.int64),
-        spec.PARENT_ROWS: index,
-        spec.ROW_SENTENCE: index,
-        spec.MEMORY: enc.memory,
-        spec.KEYS: enc.keys,
-        spec.SRC_MASK: enc.mask,
-        spec.TOP_K: np.array([3], dtype=np.int64),
-    }
-    feeds.update(zip(bundle.config.state_names, enc.states, strict=True))
+    feeds = step_feeds(bundle, rows, src_len, top_k=3, seed=0)
     # the decoder as the service runs it: with its top-k in two levels where it does
     graph = str(bundle_dir / spec.DECODER_FILE)
     if bundle.model.chunked_topk:

@@ -46,6 +46,7 @@ from export import spec
 from models.scoring import FORCED_EOS_FLOOR, Eos, eos_codes
 from service import onnx_graph_pb2 as pb
 from service.decoding import SpecialIds
+from service.graphedit import default_opset, initializer, make_node
 from service.strategies import Greedy
 
 EOS_MASK = "eos_mask"
@@ -107,17 +108,10 @@ def compose(
     composed.name = f"{graph.name or 'decoder'}_greedy_{steps}_steps"
 
     def const(name: str, value: np.ndarray) -> str:
-        tensor = composed.initializer.add()
-        tensor.name = _PREFIX + name
-        tensor.dims.extend(value.shape)
-        tensor.data_type = _TYPES[value.dtype.name]
-        tensor.raw_data = np.ascontiguousarray(value).tobytes()
-        return tensor.name
+        return initializer(composed, _PREFIX + name, value)
 
     def node(op: str, inputs: list[str], output: str, **attrs: int) -> str:
-        made = composed.node.add(op_type=op, name=output, input=inputs, output=[output])
-        for key, value in attrs.items():
-            made.attribute.add(name=key, type=pb.AttributeProto.INT, i=value)
+        composed.node.append(make_node(op, inputs, [output], **attrs))
         return output
 
     neg_inf = const("neg_inf", np.array(-np.inf, dtype=np.float32))
@@ -194,13 +188,6 @@ def compose(
     return model.SerializeToString()
 
 
-_TYPES = {
-    "float32": pb.TensorProto.FLOAT,
-    "int64": pb.TensorProto.INT64,
-    "bool": pb.TensorProto.BOOL,
-}
-
-
 def _value(info: pb.ValueInfoProto, name: str, elem_type: int, dims: list) -> None:
     """Fill ``info``: a tensor ``name`` of ``elem_type`` over ``dims`` (names or sizes)."""
     info.name = name
@@ -216,7 +203,7 @@ def _value(info: pb.ValueInfoProto, name: str, elem_type: int, dims: list) -> No
 
 def _validate(decoder: pb.ModelProto, state_names: Sequence[str]) -> None:
     graph = decoder.graph
-    opset = max((o.version for o in decoder.opset_import if o.domain in ("", "ai.onnx")), default=0)
+    opset = default_opset(decoder)
     if opset < 13:
         raise ComposeError(f"the decoder's opset is {opset}; composing steps needs 13 or later")
     subgraphs = [

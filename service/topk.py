@@ -43,6 +43,7 @@ import numpy as np
 
 from export import spec
 from service import onnx_graph_pb2 as pb
+from service.graphedit import default_opset, initializer, make_node
 
 WIDTH = 32  # columns per chunk: C = V / 32 chunk maxima, then min(k, C) * 32 candidates
 _PREFIX = "chunked_topk_"
@@ -78,7 +79,7 @@ def chunked(decoder: bytes, vocab_size: int, width: int = WIDTH) -> bytes:
     ]
     if taken:
         raise TopKError(f"the decoder already has a name starting {_PREFIX!r} ({taken[0]})")
-    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+    opset = default_opset(model)
     if opset < 13:
         raise TopKError(f"the decoder's opset is {opset}; the rewrite needs 13 or later")
     at, topk = _the_topk(graph)
@@ -88,22 +89,11 @@ def chunked(decoder: bytes, vocab_size: int, width: int = WIDTH) -> bytes:
     nodes: list[pb.NodeProto] = []
 
     def const(name: str, value: np.ndarray) -> str:
-        tensor = graph.initializer.add()
-        tensor.name = f"{_PREFIX}const_{name}"
-        tensor.dims.extend(value.shape)
-        tensor.data_type = _TYPES[value.dtype.name]
-        tensor.raw_data = np.ascontiguousarray(value).tobytes()
-        return tensor.name
+        return initializer(graph, f"{_PREFIX}const_{name}", value)
 
     def node(op: str, inputs: list[str], outputs: list[str] | str, **attrs) -> str:
         outputs = [outputs] if isinstance(outputs, str) else outputs
-        made = pb.NodeProto(op_type=op, name=outputs[0], input=inputs, output=outputs)
-        for key, value in attrs.items():
-            if isinstance(value, list):
-                made.attribute.add(name=key, type=pb.AttributeProto.INTS, ints=value)
-            else:
-                made.attribute.add(name=key, type=pb.AttributeProto.INT, i=value)
-        nodes.append(made)
+        nodes.append(make_node(op, inputs, outputs, **attrs))
         return outputs[0]
 
     p = _PREFIX
@@ -137,13 +127,6 @@ def chunked(decoder: bytes, vocab_size: int, width: int = WIDTH) -> bytes:
     for offset, made in enumerate(nodes):
         graph.node.insert(at + offset, made)
     return model.SerializeToString()
-
-
-_TYPES = {
-    "float32": pb.TensorProto.FLOAT,
-    "float64": pb.TensorProto.DOUBLE,
-    "int64": pb.TensorProto.INT64,
-}
 
 
 def _attrs(node: pb.NodeProto) -> dict[str, int]:

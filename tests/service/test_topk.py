@@ -14,6 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from export import spec
+from loadtest.ortprofile import step_feeds
 from models.options import DecodeOptions
 from service import topk
 from service.bundle import load_bundle
@@ -198,22 +199,7 @@ def committed(request):
 def test_committed_bundles_step_alike(committed, rows, k):
     """Every output of a decoder step (states and attention too) is the same."""
     bundle, one, two = committed
-    rng = np.random.default_rng(rows)
-    src_len = 9
-    vocab = bundle.config.src_vocab_size
-    ids = rng.integers(4, vocab, (rows, src_len)).astype(np.int64)
-    enc = bundle.model.encode(ids, np.full(rows, src_len, dtype=np.int64))
-    index = np.arange(rows, dtype=np.int64)
-    feeds = {
-        spec.PREV_TOKENS: rng.integers(4, bundle.config.tgt_vocab_size, rows).astype(np.int64),
-        spec.PARENT_ROWS: index,
-        spec.ROW_SENTENCE: index,
-        spec.MEMORY: enc.memory,
-        spec.KEYS: enc.keys,
-        spec.SRC_MASK: enc.mask,
-        spec.TOP_K: np.array([k], dtype=np.int64),
-    }
-    feeds.update(zip(bundle.config.state_names, enc.states, strict=True))
+    feeds = step_feeds(bundle, rows, 9, top_k=k, seed=rows)
     want, got = one.run(None, feeds), two.run(None, feeds)
     assert len(got) == len(want) >= 5 and got[0].shape == (rows, k)
     for g, w, name in zip(got, want, [o.name for o in one.get_outputs()], strict=True):
