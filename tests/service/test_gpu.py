@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry
 from models.options import DecodeOptions
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
+from service import topk
 from service.bundle import BundleError, load_bundle
 from service.decoding import pad_batch
 from service.limits import ADMISSION, LIVE_ROWS
@@ -25,6 +26,7 @@ from service.loop import decode
 from service.runtime import RuntimeConfig
 from service.server import ServerConfig, create_server
 from tests.committed import EN_ES_FP32, EN_ES_FP32_VERSION
+from tests.service.test_topk import KINDS, graph, rows_of
 
 ROOT = Path(__file__).resolve().parents[2]
 REPO = ROOT / "model_repository"
@@ -185,3 +187,46 @@ def test_encoder_calls_replay_from_graphs_and_encode_like_plain_calls(gpu_bundle
     thread.join()
     assert stats.graph_encodes == before + 1
     np.testing.assert_allclose(np.array(other[0].memory), np.array(want.memory), atol=1e-5)
+
+
+@pytest.mark.parametrize("vocab,opset", [(4000, 17), (120, 17), (100, 18), (37, 13)])
+def test_chunked_topk_on_cuda_gives_what_one_topk_gives(gpu_bundle, vocab, opset):
+    """The two-level top-k (:mod:`service.topk`, ``--chunked-topk on``) on CUDA against
+    one CUDA TopK: the same values, ids and order (ties, infinities, NaN rows, every k).
+    ``auto`` keeps it off on CUDA until this passes and it is measured faster there."""
+    data = graph(vocab, opset=opset)
+    cuda = ["CUDAExecutionProvider"]
+    one = ort.InferenceSession(data, providers=cuda)
+    two = ort.InferenceSession(topk.chunked(data, vocab), providers=cuda)
+    rng = np.random.default_rng(vocab)
+    chunks = -(-vocab // topk.WIDTH)
+    ks = sorted({1, 3, 10, chunks, chunks + 1, vocab} & set(range(1, vocab + 1)))
+    for kind in KINDS:
+        z = rows_of(kind, rng, 40, vocab)
+        for k in ks:
+            feeds = {"z": z, "k": np.array([k], dtype=np.int64)}
+            want_values, want_ids = one.run(None, feeds)
+            got_values, got_ids = two.run(None, feeds)
+            np.testing.assert_array_equal(got_ids, want_ids, err_msg=f"{kind}, k={k}")
+            np.testing.assert_array_equal(got_values, want_values, err_msg=f"{kind}, k={k}")
+
+
+def test_chunked_topk_on_cuda_replays_and_decodes_like_one_topk(gpu_bundle):
+    """``--chunked-topk on`` on CUDA (auto is off there): the steps still replay from
+    captured graphs (``Min(k, chunks)`` included), and the translations are one TopK's
+    on CUDA (tokens exactly, scores within 1e-4)."""
+    assert not gpu_bundle.model.chunked_topk  # auto: off on CUDA
+    chunked = load_bundle(
+        FP32, RuntimeConfig(providers=("cuda",), require_gpu=True, chunked_topk="on")
+    )
+    assert chunked.model.chunked_topk
+    steps = chunked.model.graph_steps
+    src = sources(chunked, 300)
+    for options in (DecodeOptions(), DecodeOptions(beam_size=5, n_best=2)):
+        before = chunked.model.stats.graph_steps
+        want = decode(gpu_bundle.model, src, options=options, special=gpu_bundle.special)
+        got = decode(chunked.model, src, options=options, special=chunked.special)
+        assert [[h.tokens for h in x] for x in got] == [[h.tokens for h in x] for x in want]
+        for g, w in zip(got, want, strict=True):
+            assert [h.score for h in g] == pytest.approx([h.score for h in w], abs=1e-4)
+        assert chunked.model.stats.graph_steps > before and steps.enabled  # no capture failed
