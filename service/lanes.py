@@ -12,10 +12,11 @@ sessions take concurrent ``run`` calls; each lane has its own memory pool and de
 states.
 
 A request goes whole to one lane (:func:`pick_lane`): the fullest lane still under
-:data:`FILL_ROWS` rows admitted or waiting (:attr:`service.engine.Engine.load`), else the
-one with the fewest. A sentence's translation does not depend on its lane (nor on its
-batch mates: the bundles are batch invariant). Each lane admits up to ``max_live_rows``
-rows (a request's limit is unchanged) and queues its share of ``max_queue``.
+:data:`FILL_ROWS` rows admitted or waiting (:attr:`service.engine.Engine.load`), or under
+:data:`GREEDY_FILL_ROWS` for a greedy request, else the one with the fewest. A
+sentence's translation does not depend on its lane (nor on its batch mates: the bundles
+are batch invariant). Each lane admits up to ``max_live_rows`` rows (a request's limit is
+unchanged) and queues its share of ``max_queue``.
 """
 
 from __future__ import annotations
@@ -51,12 +52,23 @@ AUTO_CPU_LANES = 2
 # few requests, so beam load still spreads over the lanes.
 FILL_ROWS = 16
 
+# The same for a greedy request (beam_size 1, no sampling). Greedy rows cost little Python
+# a step (arrays for the whole batch, --greedy-steps decoder steps a call), so a second
+# lane buys little overlap, while halving the batch makes each row's share of a decoder
+# call dearer and puts a second decoder call on the cores that gRPC and the encoder need.
+# On 2 cores (Xeon, 2026-11-27), against greedy requests filling to FILL_ROWS like the
+# others (loadtest/results/bench-cpu-greedyfill.md, A/B rows, 5 interleaved rounds):
+# greedy 1.11x sentences/s at 32 clients and 1.10x at 64 (every round ahead at 64), even
+# at 1 and 8; beam 5 0.95-0.99x, the run's spread (its path is unchanged). Scratch runs
+# put 32 and "never a second lane" within that spread of 64. One lane for every request
+# gave greedy as much but beam 5 0.79-0.89x.
+GREEDY_FILL_ROWS = 64
 
-def pick_lane(loads: Sequence[int]) -> int:
+
+def pick_lane(loads: Sequence[int], fill: int) -> int:
     """The lane for the next request, given each lane's rows admitted or waiting: the
-    fullest under :data:`FILL_ROWS` (ties: the first), else the emptiest (ties: the
-    first)."""
-    filling = [i for i, rows in enumerate(loads) if rows < FILL_ROWS]
+    fullest under ``fill`` rows (ties: the first), else the emptiest (ties: the first)."""
+    filling = [i for i, rows in enumerate(loads) if rows < fill]
     if filling:
         return max(filling, key=loads.__getitem__)
     return min(range(len(loads)), key=loads.__getitem__)
@@ -137,5 +149,7 @@ class EngineLanes(EngineFront):
         on_prefix: PrefixCallback | None = None,
         prefixes: Sequence[tuple[int, ...]] = (),
     ) -> Job:
-        lane = self.lanes[pick_lane([lane.load for lane in self.lanes])]
+        greedy = options.beam_size == 1 and not options.sampling
+        fill = GREEDY_FILL_ROWS if greedy else FILL_ROWS
+        lane = self.lanes[pick_lane([lane.load for lane in self.lanes], fill)]
         return lane.enqueue(sources, options, timeout, on_prefix, prefixes)

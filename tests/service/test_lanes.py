@@ -16,7 +16,7 @@ import pytest
 from models.options import DecodeOptions
 from service import lanes as lanes_module
 from service.engine import Engine
-from service.lanes import FILL_ROWS, EngineLanes, lanes_for, pick_lane
+from service.lanes import FILL_ROWS, GREEDY_FILL_ROWS, EngineLanes, lanes_for, pick_lane
 from service.limits import EngineConfig
 from tests.service.server_fixtures import TINY_MODEL
 from tests.service.server_helpers import TIMEOUT, wait_until
@@ -53,12 +53,11 @@ def test_lanes_for_the_machine(lanes, gpu, cores, want):
     ],
 )
 def test_a_request_fills_a_lane_before_opening_the_next(loads, want):
-    assert pick_lane(loads) == want
+    assert pick_lane(loads, FILL_ROWS) == want
 
 
-def test_fill_rows_zero_spreads_to_the_emptiest_lane(monkeypatch):
-    monkeypatch.setattr(lanes_module, "FILL_ROWS", 0)
-    assert [pick_lane(loads) for loads in ([5, 0], [0, 5], [3, 3])] == [1, 0, 0]
+def test_fill_zero_spreads_to_the_emptiest_lane():
+    assert [pick_lane(loads, 0) for loads in ([5, 0], [0, 5], [3, 3])] == [1, 0, 0]
 
 
 def test_negative_lanes_are_refused():
@@ -138,6 +137,18 @@ def test_a_light_load_stays_in_one_lane(pair, tiny_bundle):
     texts = tiny_bundle.sentences[:6]
     assert len(texts) < FILL_ROWS
     assert _finished_per_lane(lanes, texts, DecodeOptions(beam_size=1)) == [6, 0]
+
+
+def test_greedy_requests_fill_a_lane_further(pair, tiny_bundle):
+    """More greedy rows than FILL_ROWS (fewer than GREEDY_FILL_ROWS) in flight stay in
+    the first lane; as many rows of sampling requests (not greedy) open the second."""
+    _, server = pair
+    lanes = server.engines[TINY_MODEL]
+    texts = (tiny_bundle.sentences * 3)[:24]
+    assert FILL_ROWS < len(texts) < GREEDY_FILL_ROWS
+    assert _finished_per_lane(lanes, texts, DecodeOptions(beam_size=1)) == [24, 0]
+    sampled = _finished_per_lane(lanes, texts, DecodeOptions(sampling_topk=5, seed=1))
+    assert sum(sampled) == 24 and min(sampled) > 0, sampled
 
 
 def test_the_shared_gauges_are_the_sum_of_the_lanes(pair, tiny_bundle, monkeypatch):
