@@ -59,7 +59,8 @@ FILL_ROWS = 16
 # On 2 cores (Xeon, 2026-11-27), against greedy requests filling to FILL_ROWS like the
 # others (loadtest/results/bench-cpu-greedyfill.md, A/B rows, 5 interleaved rounds):
 # greedy 1.11x sentences/s at 32 clients and 1.10x at 64 (every round ahead at 64), even
-# at 1 and 8; beam 5 0.95-0.99x, the run's spread (its path is unchanged). Scratch runs
+# at 1 and 8; beam 5 0.95-0.99x, the run's spread (its path is unchanged). A second run
+# (bench-cpu-greedyfill-repeat.md): greedy 1.08x at 32, 1.03x at 64. Scratch runs
 # put 32 and "never a second lane" within that spread of 64. One lane for every request
 # gave greedy as much but beam 5 0.79-0.89x.
 GREEDY_FILL_ROWS = 64
