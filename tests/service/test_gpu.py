@@ -26,7 +26,7 @@ from service.loop import decode
 from service.runtime import RuntimeConfig
 from service.server import ServerConfig, create_server
 from tests.committed import EN_ES_FP32, EN_ES_FP32_VERSION
-from tests.service.test_topk import KINDS, graph, rows_of
+from tests.service.test_topk import KINDS, compare_topks, graph, ks_of
 
 ROOT = Path(__file__).resolve().parents[2]
 REPO = ROOT / "model_repository"
@@ -55,6 +55,13 @@ def sources(bundle, n: int) -> list[list[int]]:
     return [bundle.src_tokenizer.encode(line) for line in lines]
 
 
+def assert_alike(got, want) -> None:
+    """Two decodes' n-best lists: the same tokens, scores within 1e-4."""
+    assert [[h.tokens for h in x] for x in got] == [[h.tokens for h in x] for x in want]
+    for g, w in zip(got, want, strict=True):
+        assert [h.score for h in g] == pytest.approx([h.score for h in w], abs=1e-4)
+
+
 @pytest.mark.parametrize(("beam", "n"), [(1, 500), (5, 100)])
 def test_gpu_decodes_like_cpu(gpu_bundle, cpu_bundle, beam, n):
     assert gpu_bundle.model.provider == "CUDAExecutionProvider" and gpu_bundle.model.io_binding
@@ -62,9 +69,8 @@ def test_gpu_decodes_like_cpu(gpu_bundle, cpu_bundle, beam, n):
     options = DecodeOptions(beam_size=beam, n_best=beam, return_attention=True)
     want = decode(cpu_bundle.model, src, options=options, special=cpu_bundle.special)
     got = decode(gpu_bundle.model, src, options=options, special=gpu_bundle.special)
-    assert [[h.tokens for h in x] for x in got] == [[h.tokens for h in x] for x in want]
+    assert_alike(got, want)
     for g, w in zip(got, want, strict=True):
-        assert [h.score for h in g] == pytest.approx([h.score for h in w], abs=1e-4)
         assert abs(g[0].attention - w[0].attention).max() < 1e-4
 
 
@@ -115,9 +121,7 @@ def test_cuda_graphs_replay_steps_and_decode_like_plain_steps(gpu_bundle):
         before = gpu_bundle.model.stats.graph_steps
         want = decode(plain.model, src, options=options, special=plain.special)
         got = decode(gpu_bundle.model, src, options=options, special=gpu_bundle.special)
-        assert [[h.tokens for h in x] for x in got] == [[h.tokens for h in x] for x in want]
-        for g, w in zip(got, want, strict=True):
-            assert [h.score for h in g] == pytest.approx([h.score for h in w], abs=1e-4)
+        assert_alike(got, want)
         assert gpu_bundle.model.stats.graph_steps > before and steps.enabled  # no capture failed
     assert gpu_bundle.model.encoder_graphs.enabled
 
@@ -146,9 +150,7 @@ def test_greedy_steps_on_cuda_decode_like_single_steps(cpu_bundle, cuda_graphs):
         # with fixed buffers every call goes through them (the graphs replay after their
         # first CAPTURE_RUNS; a failed capture switches them off, checked below)
         assert (model.stats.graph_steps > before) == (cuda_graphs == "on")
-        assert [[h.tokens for h in x] for x in got] == [[h.tokens for h in x] for x in want]
-        for g, w in zip(got, want, strict=True):
-            assert [h.score for h in g] == pytest.approx([h.score for h in w], abs=1e-4)
+        assert_alike(got, want)
     stats = model.stats
     assert stats.decoder_steps > stats.decoder_calls  # calls of several steps ran
     if cuda_graphs == "on":
@@ -198,17 +200,7 @@ def test_chunked_topk_on_cuda_gives_what_one_topk_gives(gpu_bundle, vocab, opset
     cuda = ["CUDAExecutionProvider"]
     one = ort.InferenceSession(data, providers=cuda)
     two = ort.InferenceSession(topk.chunked(data, vocab), providers=cuda)
-    rng = np.random.default_rng(vocab)
-    chunks = -(-vocab // topk.WIDTH)
-    ks = sorted({1, 3, 10, chunks, chunks + 1, vocab} & set(range(1, vocab + 1)))
-    for kind in KINDS:
-        z = rows_of(kind, rng, 40, vocab)
-        for k in ks:
-            feeds = {"z": z, "k": np.array([k], dtype=np.int64)}
-            want_values, want_ids = one.run(None, feeds)
-            got_values, got_ids = two.run(None, feeds)
-            np.testing.assert_array_equal(got_ids, want_ids, err_msg=f"{kind}, k={k}")
-            np.testing.assert_array_equal(got_values, want_values, err_msg=f"{kind}, k={k}")
+    assert compare_topks(one, two, vocab, rows=40) == len(KINDS) * len(ks_of(vocab))
 
 
 def test_chunked_topk_on_cuda_replays_and_decodes_like_one_topk(gpu_bundle):
@@ -226,7 +218,5 @@ def test_chunked_topk_on_cuda_replays_and_decodes_like_one_topk(gpu_bundle):
         before = chunked.model.stats.graph_steps
         want = decode(gpu_bundle.model, src, options=options, special=gpu_bundle.special)
         got = decode(chunked.model, src, options=options, special=chunked.special)
-        assert [[h.tokens for h in x] for x in got] == [[h.tokens for h in x] for x in want]
-        for g, w in zip(got, want, strict=True):
-            assert [h.score for h in g] == pytest.approx([h.score for h in w], abs=1e-4)
+        assert_alike(got, want)
         assert chunked.model.stats.graph_steps > before and steps.enabled  # no capture failed

@@ -98,21 +98,33 @@ KINDS = ["normal", "ties", "neg-inf", "nan", "pos-inf", "large"]
 def test_rewrite_gives_what_one_topk_gives(vocab, width, opset, blocked):
     data = graph(vocab, opset=opset, blocked=blocked)
     one, two = session(data), session(topk.chunked(data, vocab, width))
-    rng = np.random.default_rng(vocab)
+    checked = compare_topks(one, two, vocab, rows=5, width=width)
+    assert checked == len(KINDS) * len(ks_of(vocab, width))
+
+
+def ks_of(vocab: int, width: int = topk.WIDTH) -> list[int]:
+    """The k worth checking: small ones, around the number of chunks, the vocabulary."""
     chunks = -(-vocab // width)
-    ks = sorted({1, 2, 3, 10, chunks, chunks + 1, vocab - 1, vocab} & set(range(1, vocab + 1)))
+    return sorted({1, 2, 3, 10, chunks, chunks + 1, vocab - 1, vocab} & set(range(1, vocab + 1)))
+
+
+def compare_topks(one, two, vocab: int, *, rows: int, width: int = topk.WIDTH) -> int:
+    """Run sessions ``one`` (a TopK) and ``two`` (its rewrite) on ``rows`` rows of every
+    kind in :data:`KINDS` for every k of :func:`ks_of`; assert the same values, ids and
+    order. Returns how many cases it checked."""
+    rng = np.random.default_rng(vocab)
     checked = 0
     for kind in KINDS:
-        z = rows_of(kind, rng, 5, vocab)
-        for k in ks:
+        z = rows_of(kind, rng, rows, vocab)
+        for k in ks_of(vocab, width):
             feeds = {"z": z, "k": np.array([k], dtype=np.int64)}
             want_values, want_ids = one.run(None, feeds)
             got_values, got_ids = two.run(None, feeds)
-            assert got_ids.shape == (5, k)
+            assert got_ids.shape == (rows, k)
             np.testing.assert_array_equal(got_ids, want_ids, err_msg=f"{kind}, k={k}")
             np.testing.assert_array_equal(got_values, want_values, err_msg=f"{kind}, k={k}")
             checked += 1
-    assert checked == len(KINDS) * len(ks)
+    return checked
 
 
 def test_rewrite_replaces_the_topk():
