@@ -34,6 +34,7 @@ from service.jobs import Job, PrefixCallback
 from service.limits import EngineConfig
 from service.metrics import Metrics
 from service.runtime import RuntimeConfig
+from service.strategies import GREEDY, strategy_for
 
 # --decode-lanes 0 (auto): on the CPU two lanes where there are two cores or more (on 2
 # cores, against one engine: greedy 1.12-1.13x at 32-64 clients, 0.97x at 8; beam 5
@@ -52,10 +53,11 @@ AUTO_CPU_LANES = 2
 # few requests, so beam load still spreads over the lanes.
 FILL_ROWS = 16
 
-# The same for a greedy request (beam_size 1, no sampling). Greedy rows cost little Python
-# a step (arrays for the whole batch, --greedy-steps decoder steps a call), so a second
-# lane buys little overlap, while halving the batch makes each row's share of a decoder
-# call dearer and puts a second decoder call on the cores that gRPC and the encoder need.
+# The same for a greedy request (one strategy_for decodes with Greedy). Greedy rows cost
+# little Python a step (arrays for the whole batch, --greedy-steps decoder steps a call),
+# so a second lane buys little overlap, while halving the batch makes each row's share of
+# a decoder call dearer and puts a second decoder call on the cores that gRPC and the
+# encoder need.
 # On 2 cores (Xeon, 2026-11-27), against greedy requests filling to FILL_ROWS like the
 # others (loadtest/results/bench-cpu-greedyfill.md, A/B rows, 5 interleaved rounds):
 # greedy 1.11x sentences/s at 32 clients and 1.10x at 64 (every round ahead at 64), even
@@ -150,7 +152,6 @@ class EngineLanes(EngineFront):
         on_prefix: PrefixCallback | None = None,
         prefixes: Sequence[tuple[int, ...]] = (),
     ) -> Job:
-        greedy = options.beam_size == 1 and not options.sampling
-        fill = GREEDY_FILL_ROWS if greedy else FILL_ROWS
+        fill = GREEDY_FILL_ROWS if strategy_for(options) is GREEDY else FILL_ROWS
         lane = self.lanes[pick_lane([lane.load for lane in self.lanes], fill)]
         return lane.enqueue(sources, options, timeout, on_prefix, prefixes)
