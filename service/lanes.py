@@ -64,7 +64,7 @@ FILL_ROWS = 16
 # at 1 and 8; beam 5 0.95-0.99x, the run's spread (its path is unchanged). A second run
 # (bench-cpu-greedyfill-repeat.md): greedy 1.08x at 32, 1.03x at 64. Scratch runs
 # put 32 and "never a second lane" within that spread of 64. One lane for every request
-# gave greedy as much but beam 5 0.79-0.89x.
+# gave greedy as much but beam 5 0.79-0.89x (scratch runs, in the note).
 GREEDY_FILL_ROWS = 64
 
 
