@@ -33,7 +33,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from service import logs
+from service import heap, logs
 from service.bundle import BundleError, load_bundle
 from service.engine import Engine
 from service.errors import ServiceError, one_line
@@ -285,5 +285,6 @@ def child_main(
         wires[OWNER].send(("failed", f"{path}: {type(exc).__name__}: {exc}"))
         return
     engine = make_engine(bundle, config, create_metrics(CollectorRegistry()))
+    heap.freeze("engine process")
     wires[OWNER].send(("ready", bundle.model.provider))
     EngineChild(wires, engine).serve()

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from service import logs
+from service import heap, logs
 from service.children import (
     START_METHOD,
     START_SECONDS,
@@ -245,6 +245,7 @@ def _frontend(config: ServerConfig, links: Links, conn, index: int) -> int:
         wire.send(("failed", f"could not start serving: {exc}"))
         server.stop(0)
         return 1
+    heap.freeze(f"front end {index}")
     wire.send(("serving",))
     done = threading.Event()
 

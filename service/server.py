@@ -30,7 +30,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector, start_http_se
 
 from export import spec
 from nmt_api.nmt.v1 import translator_pb2
-from service import logs
+from service import heap, logs
 from service.bundle import BundleError, load_bundle
 from service.config import ServerConfig
 from service.engine import Engine
@@ -443,6 +443,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.error("warm-up failed: %s", exc)
         server.stop(0)
         return 1
+    heap.freeze("nmt-serve")  # lives as long as the process: the collector skips it
     log.info("serving on port %d (SERVING)", port)
     stop.wait()
     if server.failed.is_set():
