@@ -259,7 +259,8 @@ def compare_bundles(
     from models.tokenizer import read_lines
     from service.bundle import load_bundle
     from service.loop import decode
-    from service.runtime import OnnxModel, RuntimeConfig
+    from service.runtime import OnnxModel
+    from service.sessions import RuntimeConfig
 
     if rounds < 1 or one_at_a_time < 1 or invariance_sentences < 1:
         raise ValueError("rounds, one_at_a_time and invariance_sentences must be >= 1")

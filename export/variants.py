@@ -92,7 +92,8 @@ VARIANTS = {
 
 
 def _model(bundle_dir: Path, config, providers):
-    from service.runtime import OnnxModel, RuntimeConfig
+    from service.runtime import OnnxModel
+    from service.sessions import RuntimeConfig
 
     return OnnxModel(
         bundle_dir,

@@ -148,7 +148,8 @@ def write_bundle(
     from export.graphs import export_graphs
     from export.parity import run_gate
     from service.bundle import sha256_file
-    from service.runtime import OnnxModel, RuntimeConfig
+    from service.runtime import OnnxModel
+    from service.sessions import RuntimeConfig
 
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
         raise ExportError(f"{out} exists and is not empty; pass --force to replace it")
@@ -237,7 +238,7 @@ def _loads_as_served(bundle_dir: Path) -> None:
     """The server's own loader must accept what was written (tokenizers with these special
     ids, decoding defaults, graph I/O); a bundle it would refuse is not written."""
     from service.bundle import BundleError, load_bundle
-    from service.runtime import RuntimeConfig
+    from service.sessions import RuntimeConfig
 
     try:
         load_bundle(bundle_dir, RuntimeConfig(providers=("cpu",), intra_op_threads=1))

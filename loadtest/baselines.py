@@ -118,7 +118,7 @@ class OnnxBaseline:
         io_binding: str = "auto",
     ) -> None:
         from service.bundle import load_bundle
-        from service.runtime import RuntimeConfig
+        from service.sessions import RuntimeConfig
 
         config = RuntimeConfig(
             providers=providers,

@@ -50,8 +50,8 @@ from nmt_client import DecodeOptions as ClientOptions
 from service.config import ENGINE_PROCESS_MODES, ServerConfig
 from service.limits import EngineConfig
 from service.remote import RemoteEngine, on_engine
-from service.runtime import CUDA_GRAPH_MODES, IO_BINDING_MODES, RuntimeConfig
 from service.servicer import RpcConfig
+from service.sessions import CUDA_GRAPH_MODES, IO_BINDING_MODES, RuntimeConfig
 
 log = logging.getLogger("loadtest.bench")
 

@@ -209,9 +209,9 @@ def start_server(
     ``background_encoder`` (the server's own when None); ``greedy_steps``: the runtime's
     (its default when None)."""
     from service.limits import EngineConfig
-    from service.runtime import RuntimeConfig
     from service.server import ServerConfig, create_server
     from service.servicer import RpcConfig
+    from service.sessions import RuntimeConfig
 
     extra: dict = {} if model_repository is None else {"model_repository": Path(model_repository)}
     if max_inflight is not None:

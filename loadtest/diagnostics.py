@@ -78,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     from prometheus_client import CollectorRegistry
 
     from service.config import ServerConfig
-    from service.runtime import RuntimeConfig
     from service.server import create_server
+    from service.sessions import RuntimeConfig
 
     config = ServerConfig(
         model_repository=args.model_repository,

@@ -111,8 +111,8 @@ def _other_tree(args: argparse.Namespace) -> list[dict]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from service.bundle import load_bundle
-    from service.runtime import RuntimeConfig
     from service.server import ServerError, find_bundles
+    from service.sessions import RuntimeConfig
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model-repository", type=Path, default=ROOT / "model_repository")

@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--sentences must be >= {EVERY}, --rounds and --threads >= 1")
     from service.bundle import BundleError, load_bundle
     from service.loop import decode
-    from service.runtime import RuntimeConfig
+    from service.sessions import RuntimeConfig
 
     try:
         bundle = load_bundle(

@@ -79,7 +79,7 @@ def profile_decoder(
     import onnxruntime as ort
 
     from service.bundle import load_bundle
-    from service.runtime import RuntimeConfig
+    from service.sessions import RuntimeConfig
 
     rows, src_len = max(1, rows), max(1, src_len)
     config = RuntimeConfig(providers=("cpu",), intra_op_threads=threads)

@@ -236,8 +236,8 @@ def time_encoder_graph(
 def main(argv: Sequence[str] | None = None) -> int:
     from export import spec
     from service.bundle import load_bundle
-    from service.runtime import RuntimeConfig
     from service.server import find_bundles
+    from service.sessions import RuntimeConfig
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model-repository", type=Path, default=ROOT / "model_repository")

@@ -14,7 +14,8 @@ from export.spec import BundleConfig
 from models.options import DecodeOptions, DecodeOptionsError
 from models.tokenizer import TokenizerError, load_tokenizer
 from service.decoding import SpecialIds
-from service.runtime import BundleRuntimeError, OnnxModel, RuntimeConfig
+from service.runtime import OnnxModel
+from service.sessions import BundleRuntimeError, RuntimeConfig
 
 
 class BundleError(ValueError):

@@ -12,10 +12,8 @@ from pathlib import Path
 
 from service.limits import MAX_SECONDS, EngineConfig
 from service.logs import LogConfig
-from service.runtime import (
-    RuntimeConfig,
-)
 from service.servicer import RpcConfig
+from service.sessions import RuntimeConfig
 
 ENGINE_PROCESS_MODES = ("auto", "on", "off")
 MAX_FRONTENDS = 64

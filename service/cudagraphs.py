@@ -58,7 +58,7 @@ from service import greedysteps
 from service.devicepool import DEVICE_ID, ORT_TYPES, DeviceSlice, DeviceState, bind_output
 
 if TYPE_CHECKING:
-    from service.runtime import RunStats
+    from service.sessions import RunStats
 
 log = logging.getLogger(__name__)
 

@@ -55,7 +55,7 @@ from service.decoding import Encoded
 from service.devicepool import DEVICE_ID, ORT_TYPES, DeviceSlice, bucketed
 
 if TYPE_CHECKING:
-    from service.runtime import RunStats
+    from service.sessions import RunStats
 
 log = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ from service.lanes import EngineLanes, make_engine
 from service.limits import EngineConfig
 from service.logs import LogConfig
 from service.metrics import create_metrics
-from service.runtime import RuntimeConfig
+from service.sessions import RuntimeConfig
 
 log = logging.getLogger(__name__)
 

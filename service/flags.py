@@ -25,7 +25,7 @@ from service.config import (
 )
 from service.limits import ADMISSION, MAX_SECONDS
 from service.logs import LOG_FORMATS
-from service.runtime import (
+from service.sessions import (
     CHUNKED_TOPK_MODES,
     CUDA_GRAPH_MODES,
     GRAPH_OPTIMIZATION_LEVELS,

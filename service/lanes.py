@@ -33,7 +33,7 @@ from service.front import EngineFront
 from service.jobs import Job, PrefixCallback
 from service.limits import EngineConfig
 from service.metrics import Metrics
-from service.runtime import RuntimeConfig
+from service.sessions import RuntimeConfig
 from service.strategies import GREEDY, strategy_for
 
 # --decode-lanes 0 (auto): on the CPU two lanes where there are two cores or more (on 2

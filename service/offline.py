@@ -14,7 +14,7 @@ from service.front import replace_unknowns
 from service.limits import EngineConfig, validate_request
 from service.loop import decode
 from service.messages import to_options
-from service.runtime import RuntimeConfig
+from service.sessions import RuntimeConfig
 
 
 def translate_with_bundle(

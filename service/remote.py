@@ -78,7 +78,7 @@ from service.jobs import Job, PrefixCallback
 from service.limits import EngineConfig
 from service.logs import LogConfig
 from service.metrics import Metrics
-from service.runtime import RuntimeConfig
+from service.sessions import RuntimeConfig
 
 log = logging.getLogger(__name__)
 

@@ -41,8 +41,8 @@ from service.lanes import EngineLanes, lanes_for, make_engine, runtime_for
 from service.listen import ListenError, bind, enable_reflection, server_credentials
 from service.metrics import create_metrics
 from service.remote import EngineLink, EngineProcessError, RemoteEngine
-from service.runtime import BundleRuntimeError, RuntimeConfig, usable_providers
 from service.servicer import SERVICE_NAME, TranslatorServicer
+from service.sessions import BundleRuntimeError, RuntimeConfig, usable_providers
 
 log = logging.getLogger(__name__)
 

@@ -41,7 +41,8 @@ def tiny_model(seed: int = 0, **overrides) -> Seq2Seq:
 def export_onnx(model: Seq2Seq, out_dir: Path):
     """Export the graphs into ``out_dir`` and open them in ONNX Runtime (CPU)."""
     from export.graphs import export_graphs
-    from service.runtime import OnnxModel, RuntimeConfig
+    from service.runtime import OnnxModel
+    from service.sessions import RuntimeConfig
 
     export_graphs(model, out_dir)
     runtime = RuntimeConfig(providers=("cpu",), intra_op_threads=1)
@@ -144,7 +145,7 @@ else:
 from models.options import DecodeOptions
 from service.bundle import load_bundle
 from service.loop import decode
-from service.runtime import RuntimeConfig
+from service.sessions import RuntimeConfig
 
 bundle = load_bundle(sys.argv[1], RuntimeConfig(providers=("cpu",), intra_op_threads=1))
 ids = bundle.src_tokenizer.encode_batch(json.loads(sys.argv[2]))

@@ -10,7 +10,7 @@ from pathlib import Path
 from export.convert import main
 from service.bundle import Bundle, load_bundle
 from service.loop import decode
-from service.runtime import RuntimeConfig
+from service.sessions import RuntimeConfig
 
 
 def sources(fixture: Path, name: str) -> list[str]:

@@ -267,7 +267,7 @@ def test_variant_bundle(tmp_path, checkpoint, capsys, precision, weight_type):
 
     from service.bundle import load_bundle
     from service.loop import decode
-    from service.runtime import RuntimeConfig
+    from service.sessions import RuntimeConfig
 
     # The fp16 gate runs on CUDA where this ONNX Runtime has it, int8 always on the CPU.
     cuda = "CUDAExecutionProvider" in ort.get_available_providers()

@@ -18,7 +18,7 @@ from export.convert import EOLE_DECODING, main
 from export.parity import max_abs_diff
 from service.bundle import load_bundle
 from service.loop import decode
-from service.runtime import RuntimeConfig
+from service.sessions import RuntimeConfig
 from tests.service.server_fixtures import ServerFactory
 from tests.service.server_helpers import proto_options, stub_for
 

@@ -102,7 +102,8 @@ def _adapted() -> AdaptedModel:
 
 def test_encoder_without_lengths_encodes_each_sentence_as_if_alone(tmp_path):
     from export.graphs import export_graphs
-    from service.runtime import OnnxModel, RuntimeConfig
+    from service.runtime import OnnxModel
+    from service.sessions import RuntimeConfig
 
     model = _adapted()
     src = torch.tensor([[5, 6, 7, 8], [9, 10, 0, 0], [11, 12, 13, 0]])

@@ -17,7 +17,7 @@ from export.eole_modules import EoleError
 from export.onmt_py import ONMT_DECODING, load_onmt_py
 from service.bundle import load_bundle
 from service.loop import decode
-from service.runtime import RuntimeConfig
+from service.sessions import RuntimeConfig
 from tests.export.onmt_fixtures import convert, lines, sources, translate
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "onmt_py"

@@ -15,7 +15,7 @@ from models.checkpoint import load_checkpoint
 from models.options import DecodeOptions
 from models.translate import translate_ids
 from service.bundle import BundleError, load_bundle, read_manifest
-from service.runtime import RuntimeConfig
+from service.sessions import RuntimeConfig
 from tests.export.helpers import serve_without_torch
 
 TEXTS = ["the house is small", "where is the station?", "good morning"]

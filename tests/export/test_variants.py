@@ -179,7 +179,8 @@ def test_int8_variant_needs_something_to_quantize(tmp_path):
 def tiny(bundle_dir: Path, tmp_path_factory):
     """(fp32 bundle, OnnxModel of its per-row int8 graphs)."""
     from service.bundle import load_bundle
-    from service.runtime import OnnxModel, RuntimeConfig
+    from service.runtime import OnnxModel
+    from service.sessions import RuntimeConfig
 
     runtime = RuntimeConfig(providers=("cpu",), intra_op_threads=1)
     bundle = load_bundle(bundle_dir, runtime)

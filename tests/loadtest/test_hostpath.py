@@ -8,7 +8,7 @@ import pytest
 
 from loadtest import hostpath
 from nmt_api.nmt.v1 import translator_pb2 as pb
-from service.runtime import RuntimeConfig
+from service.sessions import RuntimeConfig
 from tests.service.server_fixtures import TINY_MODEL
 from tests.service.server_helpers import TIMEOUT, stub_for
 

@@ -69,7 +69,8 @@ def test_the_server_serves_the_int8_bundle_on_cpu():
 
 def onnx_model(bundle_dir: Path):
     from service.bundle import read_manifest
-    from service.runtime import OnnxModel, RuntimeConfig
+    from service.runtime import OnnxModel
+    from service.sessions import RuntimeConfig
 
     manifest = read_manifest(FP32, verify=False)  # the contract (same for every variant)
     # the server's runtime: steps of 32 rows and more run on two threads, smaller on one
@@ -209,7 +210,7 @@ def make_engine(bundle):
 @pytest.fixture(scope="module", params=BUNDLES, ids=bundle_id)
 def engine(request):
     from service.bundle import load_bundle
-    from service.runtime import RuntimeConfig
+    from service.sessions import RuntimeConfig
 
     engine = make_engine(load_bundle(request.param, RuntimeConfig(providers=("cpu",))))
     yield engine

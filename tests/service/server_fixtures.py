@@ -118,8 +118,8 @@ class ServerFactory:
         from prometheus_client import CollectorRegistry
 
         from service.engine import EngineConfig
-        from service.runtime import RuntimeConfig
         from service.server import ServerConfig, create_server
+        from service.sessions import RuntimeConfig
 
         fields = {
             "model_repository": self.repo,

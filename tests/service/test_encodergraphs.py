@@ -21,7 +21,7 @@ from service.encodergraphs import (
     PREPARED_SETS,
     encoder_layout,
 )
-from service.runtime import RuntimeConfig
+from service.sessions import RuntimeConfig
 
 
 def load(tiny_bundle, **runtime):

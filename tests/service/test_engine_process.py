@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from nmt_api import RETRY_HINT, SERVICE_NAME
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.remote import RemoteEngine
-from service.runtime import HOST_GREEDY_STEPS
+from service.sessions import HOST_GREEDY_STEPS
 from tests.service.server_fixtures import TINY_MODEL
 from tests.service.server_helpers import (
     TIMEOUT,

@@ -103,7 +103,7 @@ def load_tiny_bundle(tiny_bundle, greedy_steps: int = 1):
     """One decoder step a call unless ``greedy_steps`` (the tests of calls of several
     greedy steps, whose choice is made in the graph, are at the end)."""
     from service.bundle import load_bundle
-    from service.runtime import RuntimeConfig
+    from service.sessions import RuntimeConfig
 
     runtime = RuntimeConfig(providers=("cpu",), intra_op_threads=1, greedy_steps=greedy_steps)
     return load_bundle(tiny_bundle.bundle_dir, runtime)

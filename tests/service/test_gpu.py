@@ -23,8 +23,8 @@ from service.bundle import BundleError, load_bundle
 from service.decoding import pad_batch
 from service.limits import ADMISSION, LIVE_ROWS
 from service.loop import decode
-from service.runtime import RuntimeConfig
 from service.server import ServerConfig, create_server
+from service.sessions import RuntimeConfig
 from tests.committed import EN_ES_FP32, EN_ES_FP32_VERSION
 from tests.service.test_topk import KINDS, compare_topks, graph, ks_of
 

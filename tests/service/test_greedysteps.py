@@ -19,7 +19,7 @@ from service.bundle import load_bundle
 from service.decoding import SpecialIds, candidates, pad_batch
 from service.loop import decode
 from service.ranking import greedy_pick
-from service.runtime import HOST_GREEDY_STEPS, MAX_GREEDY_STEPS, RuntimeConfig
+from service.sessions import HOST_GREEDY_STEPS, MAX_GREEDY_STEPS, RuntimeConfig
 from service.strategies import Greedy
 from tests.service.server_fixtures import ServerFactory, build_tiny_bundle
 from tests.service.server_helpers import (
@@ -276,7 +276,7 @@ def test_a_decoder_that_cannot_be_composed_is_served_one_step_a_call(
 @pytest.fixture(scope="module")
 def servers(tiny_bundle):
     """Two real servers of the tiny bundle: one step a call, and four."""
-    from service.runtime import RuntimeConfig as Runtime
+    from service.sessions import RuntimeConfig as Runtime
 
     factory = ServerFactory(tiny_bundle.repo)
     made = {}

@@ -14,7 +14,7 @@ from service.bundle import BundleError, load_bundle
 from service.devicepool import DevicePool, DeviceState
 from service.loop import decode
 from service.pool import MemoryPool
-from service.runtime import RuntimeConfig
+from service.sessions import RuntimeConfig
 
 OPTIONS = [DecodeOptions(), DecodeOptions(beam_size=3, n_best=2), DecodeOptions(beam_size=2)]
 

@@ -194,8 +194,8 @@ def test_the_sessions_threads_are_split_between_the_lanes(pair):
     _, server = pair
     assert server._runtime.intra_op_threads == 1  # the fixture asks for 1 thread itself
     # with --intra-op-threads 0 the server gives each lane cores/lanes threads
-    from service.runtime import RuntimeConfig
     from service.server import ServerConfig, create_server
+    from service.sessions import RuntimeConfig
 
     config = ServerConfig(
         model_repository=server.config.model_repository,

@@ -142,7 +142,7 @@ def test_io_binding_keeps_the_state_on_the_device_and_matches(variant):
     from models.options import DecodeOptions
     from service.bundle import load_bundle
     from service.loop import decode
-    from service.runtime import RuntimeConfig
+    from service.sessions import RuntimeConfig
 
     bundle, _ = variant
     loaded = {
@@ -169,7 +169,7 @@ def test_fixed_buffer_steps_take_the_variant_or_refuse_it_by_name(variant):
     from models.options import DecodeOptions
     from service.bundle import BundleError, load_bundle
     from service.loop import decode
-    from service.runtime import RuntimeConfig
+    from service.sessions import RuntimeConfig
 
     bundle, _ = variant
     config = RuntimeConfig(("cpu",), intra_op_threads=1, io_binding="on", cuda_graphs="on")

@@ -18,7 +18,7 @@ from models.options import DecodeOptions
 from models.scoring import ScoringRules
 from service.bundle import load_bundle
 from service.loop import decode
-from service.runtime import RuntimeConfig
+from service.sessions import RuntimeConfig
 from tests.committed import EN_ES_FP32
 
 ROOT = Path(__file__).resolve().parents[2]

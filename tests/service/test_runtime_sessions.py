@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from service.bundle import load_bundle
-from service.runtime import RuntimeConfig
+from service.sessions import RuntimeConfig
 
 
 def test_single_threaded_config_has_one_session_per_graph(tiny_bundle):

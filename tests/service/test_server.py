@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from nmt_api.nmt.v1 import translator_pb2 as pb
-from service.runtime import HOST_GREEDY_STEPS
+from service.sessions import HOST_GREEDY_STEPS
 from tests.service.server_helpers import (
     LOOP_SENTENCE,
     TIMEOUT,

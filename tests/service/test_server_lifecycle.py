@@ -199,8 +199,8 @@ def busy_port():
 
 def test_busy_port_is_a_server_error(tiny_bundle, busy_port):
     from service.engine import EngineConfig
-    from service.runtime import RuntimeConfig
     from service.server import ServerConfig, ServerError, create_server
+    from service.sessions import RuntimeConfig
 
     config = ServerConfig(
         model_repository=tiny_bundle.repo,

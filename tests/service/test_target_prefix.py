@@ -115,7 +115,7 @@ TEST_SPLIT = ROOT / "models" / "pretrained" / "en-es" / "test.en"
 @pytest.fixture(scope="module")
 def fp32():
     from service.bundle import load_bundle
-    from service.runtime import RuntimeConfig
+    from service.sessions import RuntimeConfig
 
     return load_bundle(FP32, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
 

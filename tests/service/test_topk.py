@@ -19,7 +19,7 @@ from models.options import DecodeOptions
 from service import topk
 from service.bundle import load_bundle
 from service.loop import decode
-from service.runtime import RuntimeConfig
+from service.sessions import RuntimeConfig
 
 REPOSITORY = Path(__file__).resolve().parents[2] / "model_repository"
 BUNDLES = ["en-es/7", "en-es/8", "en-es-luong/2"]
