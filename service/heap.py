@@ -8,8 +8,9 @@ Python thread waits while it does. On 2 cores under 32 clients those pauses took
 ``gc.callbacks``; 16-20 ms on an idle process), 9-14 ms once frozen, with the same
 throughput (2026-11-27, the note of issue 16). These objects live as long as the process,
 so moving them to the permanent generation costs nothing; the collector still collects
-everything made later (requests, replies, batches). Instagram's and vLLM's servers do the
-same once they are up.
+everything made later (requests, replies, batches). vLLM freezes its heap the same way
+once its model is warm (``freeze_gc_heap``), and SGLang after its warm-up requests
+(``freeze_gc``).
 """
 
 from __future__ import annotations
