@@ -74,6 +74,7 @@ from loadtest.soakprobe import (
     SoakError,
     Target,
     delta,
+    gc_pauses,
     health_status,
     hostile,
     proc_environ,
@@ -266,7 +267,8 @@ def run(args: argparse.Namespace, server_args: list[str], argv: Sequence[str]) -
     interrupted = False
     server_rc = None
     try:
-        before = scrape(target.metrics_port)["requests"]
+        at_start = scrape(target.metrics_port)
+        before = at_start["requests"]
         health = HealthSampler(target.port, args.health_every, args.sample_every)
         duration = 60.0 * args.minutes
         t0 = time.monotonic()
@@ -399,6 +401,7 @@ def run(args: argparse.Namespace, server_args: list[str], argv: Sequence[str]) -
         overload,
         keeper,
         server_rc,
+        gc_pauses(at_start["gc"], after.get("gc", {}), wall),
     )
     return result
 

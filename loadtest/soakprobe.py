@@ -175,17 +175,20 @@ class ServerProcess:
 
 
 def scrape(metrics_port: int, timeout: float = 5.0) -> dict:
-    """``nmt_requests_total`` per ``"method code"``, the in-flight gauge, refusals and
-    ``process_resident_memory_bytes`` from the server's /metrics."""
+    """``nmt_requests_total`` per ``"method code"``, the in-flight gauge, refusals,
+    ``process_resident_memory_bytes`` and the collector's passes (``gc``: see
+    :func:`gc_pauses`) from the server's /metrics."""
     from prometheus_client.parser import text_string_to_metric_families
 
     url = f"http://127.0.0.1:{metrics_port}/metrics"
     with urllib.request.urlopen(url, timeout=timeout) as reply:  # noqa: S310 - local URL
         text = reply.read().decode("utf-8")
-    out: dict = {"requests": {}, "rejected": {}, "rss_bytes": None, "inflight": None}
+    out: dict = {"requests": {}, "rejected": {}, "rss_bytes": None, "inflight": None, "gc": {}}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
-            if s.name == "nmt_requests_total":
+            if s.name.startswith("nmt_gc_pause_seconds_"):
+                _gc_sample(out["gc"], s)
+            elif s.name == "nmt_requests_total":
                 key = f"{s.labels['method']} {s.labels['code']}"
                 out["requests"][key] = out["requests"].get(key, 0) + int(s.value)
             elif s.name == "nmt_rejected_requests_total":
@@ -195,6 +198,53 @@ def scrape(metrics_port: int, timeout: float = 5.0) -> dict:
             elif s.name == "nmt_inflight_requests":
                 out["inflight"] = s.value
     return out
+
+
+def _gc_sample(out: dict, s) -> None:
+    """One ``nmt_gc_pause_seconds`` sample into ``out[(process, generation)]``:
+    ``count``, ``sum`` and the cumulative ``buckets`` ``{upper bound: passes}``."""
+    key = (s.labels["process"], s.labels["generation"])
+    entry = out.setdefault(key, {"count": 0.0, "sum": 0.0, "buckets": {}})
+    if s.name.endswith("_bucket"):
+        entry["buckets"][float(s.labels["le"])] = s.value
+    elif s.name.endswith("_count"):
+        entry["count"] = s.value
+    elif s.name.endswith("_sum"):
+        entry["sum"] = s.value
+
+
+def _bound(buckets: list[tuple[float, float]], passes: float) -> float:
+    """The smallest upper bound whose cumulative count reaches ``passes``."""
+    return next((le for le, n in buckets if n >= passes), math.inf)
+
+
+def gc_pauses(before: dict, after: dict, wall: float) -> list[dict]:
+    """The collector's passes between two scrapes, a row per process and generation
+    that made any: passes, passes a second, seconds in all and their share of ``wall``
+    (%), and the bucket bounds (ms) under which 99% and all of them ended."""
+    rows = []
+    for (process, generation), end in sorted(after.items()):
+        start = before.get((process, generation), {"count": 0.0, "sum": 0.0, "buckets": {}})
+        passes = end["count"] - start["count"]
+        if passes <= 0:
+            continue
+        buckets = sorted(
+            (le, n - start["buckets"].get(le, 0.0)) for le, n in end["buckets"].items()
+        )
+        seconds = end["sum"] - start["sum"]
+        rows.append(
+            {
+                "process": process,
+                "generation": int(generation),
+                "passes": int(passes),
+                "per_s": _round(passes / wall, 1) if wall > 0 else None,
+                "seconds": _round(seconds, 3),
+                "wall_pct": _round(100 * seconds / wall, 2) if wall > 0 else None,
+                "p99_under_ms": _round(1000 * _bound(buckets, math.ceil(0.99 * passes)), 3),
+                "max_under_ms": _round(1000 * _bound(buckets, passes), 3),
+            }
+        )
+    return rows
 
 
 def delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:

@@ -206,6 +206,7 @@ def report(
     overload,
     keeper,
     server_rc,
+    gc: list[dict],
 ) -> dict:
     mem = memory(samples, args.warmup, wall, overload.bursts if overload else (), args.sample_every)
     hs = health.summary()
@@ -330,6 +331,7 @@ def report(
         "kinds": kinds,
         "counts": counts,
         "rejected": after.get("rejected", {}),
+        "gc_pauses": gc,
         "unsettled": {"client_threads": lagging, "half_open": keeper.unsettled if keeper else 0},
         "server_log": server_log,
         "samples": samples,
@@ -428,6 +430,21 @@ def markdown(r: dict) -> str:
             f"| {k} | {', '.join(f'{c} {n}' for c, n in d['codes'].items())} | "
             f"{_fmt(d.get('ok_p50_ms'))} | {_fmt(d.get('ok_p99_ms'))} |"
             for k, d in r["kinds"].items()
+        ],
+        "",
+        "## Collector pauses (`nmt_gc_pause_seconds`, start of the load to its end)",
+        "",
+        "Every pass stops every Python thread of its process; the bounds are the "
+        "histogram's buckets.",
+        "",
+        "| process | generation | passes | per s | seconds | % of wall | 99% under ms | "
+        "all under ms |",
+        "|---|---|---|---|---|---|---|---|",
+        *[
+            f"| {g['process']} | {g['generation']} | {g['passes']} | {_fmt(g['per_s'])} | "
+            f"{_fmt(g['seconds'], 3)} | {_fmt(g['wall_pct'], 2)} | {_fmt(g['p99_under_ms'], 3)} | "
+            f"{_fmt(g['max_under_ms'], 3)} |"
+            for g in r["gc_pauses"]
         ],
         "",
         "## Client tally vs nmt_requests_total",

@@ -286,5 +286,7 @@ def child_main(
         return
     engine = make_engine(bundle, config, create_metrics(CollectorRegistry()))
     heap.freeze("engine process")
+    pauses = heap.GcPauses(engine.metrics.gc_pause, heap.process_name())
     wires[OWNER].send(("ready", bundle.model.provider))
     EngineChild(wires, engine).serve()
+    pauses.close()

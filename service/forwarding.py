@@ -37,6 +37,7 @@ ENGINE_METRICS = (
     "rejected",
     "live_rows",
     "queue_depth",
+    "gc_pause",
 )
 # Gauges zeroed when their process dies: nothing waits there any more.
 GAUGES = ("live_rows", "queue_depth", "inflight")

@@ -31,6 +31,24 @@ TOKEN_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 ENTROPY_BUCKETS = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0)
 # A share of source tokens, 0 to 1.
 SHARE_BUCKETS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
+# Collector passes (seconds): a young generation's takes tens of microseconds, a full
+# pass over an unfrozen heap tens of milliseconds (service/heap.py).
+GC_PAUSE_BUCKETS = (
+    0.00001,
+    0.000025,
+    0.00005,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+)
 
 
 # Values of nmt_rejected_requests_total's ``reason`` label.
@@ -47,6 +65,7 @@ class Metrics:
     target_tokens: Histogram
     attention_entropy: Histogram
     coverage_deficit: Histogram
+    gc_pause: Histogram
     requests: Counter
     generated_tokens: Counter
     source_tokens: Counter
@@ -114,6 +133,14 @@ def create_metrics(registry: CollectorRegistry, prefix: str = "nmt") -> Metrics:
             "hypotheses, by model.",
             ["model"],
             buckets=SHARE_BUCKETS,
+            registry=registry,
+        ),
+        gc_pause=Histogram(
+            name("gc_pause_seconds"),
+            "Passes of CPython's cyclic garbage collector, which stop every Python thread "
+            "of their process, by process and generation (service/heap.py).",
+            ["process", "generation"],
+            buckets=GC_PAUSE_BUCKETS,
             registry=registry,
         ),
         requests=Counter(

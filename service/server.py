@@ -140,6 +140,7 @@ class TranslationServer:
             self.engines, default, self.metrics, config.rpc, access_log=config.log.access_log
         )
         self.metrics_port: int | None = None
+        self._gc_pauses: heap.GcPauses | None = None
         self._metrics_httpd = None
         self._stopped = threading.Event()
         # Set when the watchdog finds an engine dead or stalled; ``failure`` says why.
@@ -298,6 +299,7 @@ class TranslationServer:
 
     def start(self) -> None:
         """Start serving health (NOT_SERVING), metrics, the engines and the watchdog."""
+        self._gc_pauses = heap.GcPauses(self.metrics.gc_pause, heap.process_name())
         if self.config.metrics_port >= 0:
             host, port = self.config.metrics_host, self.config.metrics_port
             try:
@@ -380,6 +382,8 @@ class TranslationServer:
         if self._metrics_httpd is not None:
             self._metrics_httpd.shutdown()
             self._metrics_httpd.server_close()
+        if self._gc_pauses is not None:
+            self._gc_pauses.close()
         self._stopped.set()
         self._close_loop()
 

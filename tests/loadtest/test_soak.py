@@ -99,6 +99,12 @@ def test_short_soak_of_a_started_server(tmp_path, capsys):
     assert result["server_log"]["errors"] == 0, result["server_log"]["error_lines"]
     for s in result["samples"]:
         assert {"t_s", "rss_mb", "client_calls", "server_calls", "health_p99_ms"} <= set(s)
+    # The server's collector passes over the load, from its /metrics.
+    pauses = {(g["process"], g["generation"]): g for g in result["gc_pauses"]}
+    young = pauses[("nmt-serve", 0)]
+    assert young["passes"] > 10 and young["seconds"] > 0 and 0 < young["wall_pct"] < 50
+    assert 0 < young["p99_under_ms"] <= young["max_under_ms"]
+    assert "## Collector pauses" in printed and "| nmt-serve | 0 |" in printed
 
 
 def test_unreachable_server_is_a_one_line_error():
@@ -176,3 +182,48 @@ def test_max_slope_must_be_a_number():
     with pytest.raises(SystemExit) as exc:
         soak.parse_args(["--max-slope", "nan"])
     assert exc.value.code == 2
+
+
+def _histogram(counts: dict[float, float], total: float) -> dict:
+    """A scraped ``nmt_gc_pause_seconds`` child: cumulative buckets (seconds)."""
+    buckets, running = {}, 0.0
+    for le, n in sorted(counts.items()):
+        running += n
+        buckets[le] = running
+    return {"count": running, "sum": total, "buckets": buckets}
+
+
+def test_gc_pauses_are_the_passes_between_two_scrapes():
+    key = ("nmt-serve", "0")
+    before = {key: _histogram({0.0001: 5, 0.001: 0, 0.01: 0, math.inf: 0}, 0.0004)}
+    # 200 passes more: 197 under 0.1 ms, 2 under 1 ms, 1 under 10 ms
+    after = {
+        key: _histogram({0.0001: 202, 0.001: 2, 0.01: 1, math.inf: 0}, 0.0504),
+        ("nmt-serve", "2"): _histogram({0.0001: 0, 0.001: 0, 0.01: 0, math.inf: 0}, 0.0),
+        ("nmt-engine-en-es", "2"): _histogram({0.0001: 0, 0.001: 0, 0.01: 0, math.inf: 1}, 0.3),
+    }
+    rows = soakprobe.gc_pauses(before, after, wall=10.0)
+    assert rows == [
+        {
+            "process": "nmt-engine-en-es",
+            "generation": 2,
+            "passes": 1,
+            "per_s": 0.1,
+            "seconds": 0.3,
+            "wall_pct": 3.0,
+            "p99_under_ms": None,  # over the largest bound
+            "max_under_ms": None,
+        },
+        {
+            "process": "nmt-serve",
+            "generation": 0,
+            "passes": 200,
+            "per_s": 20.0,
+            "seconds": 0.05,
+            "wall_pct": 0.5,
+            "p99_under_ms": 1.0,  # the 198th pass ended under 1 ms
+            "max_under_ms": 10.0,
+        },
+    ]  # a generation without passes is left out
+    assert soakprobe.gc_pauses({}, {}, wall=10.0) == []
+    assert soakprobe.gc_pauses(after, after, wall=10.0) == []

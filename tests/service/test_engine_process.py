@@ -300,6 +300,13 @@ def test_engine_metrics_come_from_the_child(remote, stubs, tiny_bundle):
     model = {"model": TINY_MODEL}
     assert _value(server, "nmt_engine_process_cpu_seconds_total", model) > 0
     assert _value(server, "nmt_engine_process_resident_memory_bytes", model) > 10e6
+    # The child's collector passes, under its own process name.
+    passes = [
+        _value(server, "nmt_gc_pause_seconds_count", {"process": process, "generation": str(g)})
+        for process in (f"nmt-engine-{TINY_MODEL}", "nmt-serve")
+        for g in range(3)
+    ]
+    assert sum(passes[:3]) > 0 and sum(passes[3:]) > 0, passes
 
 
 # -- drain and crash -------------------------------------------------------------------------

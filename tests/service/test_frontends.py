@@ -143,6 +143,15 @@ def test_metrics_sum_every_front_end_and_one_engine(pair, channels, tiny_bundle)
     for member in shared.frontends.members:
         labels = {"frontend": str(member.index)}
         assert value("nmt_frontend_process_cpu_seconds_total", labels) > 0
+        passes = [
+            value(
+                "nmt_gc_pause_seconds_count",
+                {"process": f"nmt-frontend-{member.index}", "generation": str(g)},
+            )
+            or 0.0
+            for g in range(3)
+        ]
+        assert sum(passes) > 0, passes
 
 
 def test_flags_need_the_engine_process():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import re
 import signal
@@ -184,6 +185,28 @@ def test_metrics_count_requests_exactly(server_factory, tiny_bundle):
     inf_bucket = tuple(sorted({**ok, "le": "+Inf"}.items()))
     assert samples[("nmt_request_duration_seconds_bucket", inf_bucket)] == n
     assert "nmt_decoder_step_rows_bucket" in text
+
+
+def test_metrics_time_the_collectors_passes(server_factory):
+    """``nmt_gc_pause_seconds``: a pass of the process's collector is on /metrics, and a
+    stopped server observes no more."""
+    server = server_factory()
+    full = {"process": "nmt-serve", "generation": "2"}
+
+    def passes() -> float:
+        return server.registry.get_sample_value("nmt_gc_pause_seconds_count", full) or 0.0
+
+    gc.disable()  # only this test's passes, whatever the server's threads allocate
+    try:
+        before = passes()
+        gc.collect()
+        assert passes() == before + 1
+        assert server.registry.get_sample_value("nmt_gc_pause_seconds_sum", full) > 0
+        server.stop(0)
+        gc.collect()
+        assert passes() == before + 1
+    finally:
+        gc.enable()
 
 
 # -- start-up errors ---------------------------------------------------------------------------
