@@ -237,7 +237,7 @@ def gc_pauses(before: dict, after: dict, wall: float) -> list[dict]:
                 "process": process,
                 "generation": int(generation),
                 "passes": int(passes),
-                "per_s": _round(passes / wall, 1) if wall > 0 else None,
+                "per_s": _round(passes / wall, 2) if wall > 0 else None,
                 "seconds": _round(seconds, 3),
                 "wall_pct": _round(100 * seconds / wall, 2) if wall > 0 else None,
                 "p99_under_ms": _round(1000 * _bound(buckets, math.ceil(0.99 * passes)), 3),

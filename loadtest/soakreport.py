@@ -441,7 +441,7 @@ def markdown(r: dict) -> str:
         "all under ms |",
         "|---|---|---|---|---|---|---|---|",
         *[
-            f"| {g['process']} | {g['generation']} | {g['passes']} | {_fmt(g['per_s'])} | "
+            f"| {g['process']} | {g['generation']} | {g['passes']} | {_fmt(g['per_s'], 2)} | "
             f"{_fmt(g['seconds'], 3)} | {_fmt(g['wall_pct'], 2)} | {_fmt(g['p99_under_ms'], 3)} | "
             f"{_fmt(g['max_under_ms'], 3)} |"
             for g in r["gc_pauses"]
