@@ -753,7 +753,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "decoder_profiles": profiles,
         "rows": rows,
         "ab": (ab := report.ab_comparisons(rows, [label for _, label, _ in args.ab_labels])),
-        "targets": report.targets(rows, ab),
+        "targets": report.targets(
+            rows, ab, flagged=[label for _, label, extra in args.ab_labels if extra]
+        ),
     }
     if "torch" in args.parts:
         import torch

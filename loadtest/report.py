@@ -9,6 +9,7 @@ latency percentiles in ms.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 BASELINE = "pytorch-eager"
@@ -122,16 +123,20 @@ def _row(rows: list[dict], system: str, kind: str, clients: int) -> dict | None:
     )
 
 
-def targets(rows: list[dict], ab: list[dict] | None = None) -> list[dict]:
+def targets(
+    rows: list[dict], ab: list[dict] | None = None, flagged: Sequence[str] = ()
+) -> list[dict]:
     """Each target with the measured value and whether it is met (None: not measured).
 
     A throughput target also gets ``ceiling``: the same ratio for the server with no
     model under the same clients (None where that was not measured), the most any
     model could reach there. With A/B comparisons (:func:`ab_comparisons`), the greedy
-    32-client ratio against each other tree is a target too."""
+    32-client ratio against each other tree is a target too; not against this tree with
+    flags added (the labels ``flagged``, ``--ab-flags``): that ratio says what the flags
+    did, not what this tree gained over an earlier one."""
     out = []
     for c in ab or []:
-        if c["strategy"] == "greedy" and c["clients"] == 32:
+        if c["strategy"] == "greedy" and c["clients"] == 32 and c["other"] not in flagged:
             out.append(
                 {
                     "target": f"greedy throughput at 32 clients >= {AB_TARGET:g}x the service "

@@ -360,6 +360,11 @@ def test_ab_comparisons_pair_this_trees_rows_with_each_other_trees():
     targets = report.targets(rows, ab)
     ab_targets = [t for t in targets if "the service of" in t["target"]]
     assert [(t["value"], t["met"]) for t in ab_targets] == [(1.5, True), (1.2, False)]
+    # this tree with --ab-flags added: an A/B row, not a target against an earlier tree
+    flagged = report.targets(rows, ab, flagged=["older"])
+    assert [t["target"] for t in flagged if "the service of" in t["target"]] == [
+        ab_targets[0]["target"]
+    ]
 
 
 def _torch_and_service_run(tiny_bundle, tmp_path, name: str, *flags: str):
