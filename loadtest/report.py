@@ -29,7 +29,9 @@ AB_TARGET = 1.25
 
 def ab_comparisons(rows: list[dict], labels: list[str]) -> list[dict]:
     """This tree's service (``labels[0]``) against each other tree's, per strategy and
-    client count: sentences/s and p50 of both and their ratio (this over the other)."""
+    client count: sentences/s and p50 of both and their ratio (this over the other; the
+    rounds' medians), and ``round_ratios``: the same ratio within each interleaved
+    round, which a machine whose speed drifts during the run moves far less."""
     if len(labels) < 2:
         return []
     mine = {
@@ -55,9 +57,19 @@ def ab_comparisons(rows: list[dict], labels: list[str]) -> list[dict]:
                     else None,
                     "this_p50_ms": this["p50_ms"],
                     "other_p50_ms": r["p50_ms"],
+                    "round_ratios": _round_ratios(this, r),
                 }
             )
     return out
+
+
+def _round_ratios(this: dict, other: dict) -> list[float]:
+    """This row's sentences/s over the other's in each round (none where a round of the
+    other served nothing, or the rows do not have the same rounds)."""
+    mine, theirs = this.get("sentences_per_s_all", []), other.get("sentences_per_s_all", [])
+    if len(mine) != len(theirs):
+        return []
+    return [round(a / b, 3) for a, b in zip(mine, theirs, strict=True) if b]
 
 
 def _kind(strategy: str) -> str:
@@ -348,26 +360,7 @@ def markdown(result: dict) -> str:
                 + " | ".join(_fmt(pr["by_op_us"].get(op)) for op in ops[:8])
                 + " |"
             )
-    ab = result.get("ab") or []
-    if ab:
-        lines += [
-            "",
-            "## A/B: this tree's service against another's",
-            "",
-            "Both served as `nmt-serve` subprocesses with the same flags and model repository, "
-            "under the same clients, in the same run:",
-            "",
-            "| strategy | clients | this | sentences/s | p50 ms | other | sentences/s | p50 ms "
-            "| ratio |",
-            "|---|---|---|---|---|---|---|---|---|",
-        ]
-        for c in ab:
-            lines.append(
-                f"| {c['strategy']} | {c['clients']} | {c['this']} "
-                f"| {_fmt(c['this_sentences_per_s'])} | {_fmt(c['this_p50_ms'])} "
-                f"| {c['other']} | {_fmt(c['other_sentences_per_s'])} "
-                f"| {_fmt(c['other_p50_ms'])} | {_fmt(c['ratio'], 3)} |"
-            )
+    lines += ab_table(result.get("ab") or [])
     lines += ["", "## Targets", ""]
     for t in result["targets"]:
         mark = {True: "met", False: "NOT met", None: "not measured"}[t["met"]]
@@ -375,6 +368,34 @@ def markdown(result: dict) -> str:
             mark += f"; a gRPC server with no model reaches {t['ceiling']:.2f} here"
         lines.append(f"* {t['target']}: {_fmt(t['value'], 2)} ({mark})")
     return "\n".join(lines) + "\n"
+
+
+def ab_table(ab: list[dict]) -> list[str]:
+    """The A/B section of the report (nothing without comparisons)."""
+    if not ab:
+        return []
+    lines = [
+        "",
+        "## A/B: this tree's service against another's",
+        "",
+        "Both served as `nmt-serve` subprocesses with the same flags (but those `--ab-flags` "
+        "adds) and model repository, under the same clients, in the same run. ratio: this over the other, the "
+        "rounds' medians; rounds: the same ratio within each round, lowest to highest:",
+        "",
+        "| strategy | clients | this | sentences/s | p50 ms | other | sentences/s | p50 ms "
+        "| ratio | rounds |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in ab:
+        spread = sorted(c.get("round_ratios") or [])
+        rounds = f"{spread[0]:.2f}–{spread[-1]:.2f}" if spread else "–"
+        lines.append(
+            f"| {c['strategy']} | {c['clients']} | {c['this']} "
+            f"| {_fmt(c['this_sentences_per_s'])} | {_fmt(c['this_p50_ms'])} "
+            f"| {c['other']} | {_fmt(c['other_sentences_per_s'])} "
+            f"| {_fmt(c['other_p50_ms'])} | {_fmt(c['ratio'], 3)} | {rounds} |"
+        )
+    return lines
 
 
 def latency_table(rows: list[dict]) -> list[str]:

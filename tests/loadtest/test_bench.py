@@ -327,13 +327,14 @@ def test_bad_arguments_are_one_line_errors_before_any_work(
 
 
 def test_ab_comparisons_pair_this_trees_rows_with_each_other_trees():
-    def row(label, strategy, clients, rate, p50):
+    def row(label, strategy, clients, rate, p50, rounds=None):
         return {
             "system": f"{report.SERVICE}@{label}",
             "strategy": strategy,
             "clients": clients,
             "sentences_per_s": rate,
             "p50_ms": p50,
+            "sentences_per_s_all": rounds or [rate],
         }
 
     rows = [
@@ -351,6 +352,23 @@ def test_ab_comparisons_pair_this_trees_rows_with_each_other_trees():
         ("older", "greedy", 1.2),
     ]
     assert report.ab_comparisons(rows, ["new"]) == []
+    # each round's own ratio: the machine ran slower in the second round, for both trees
+    drift = [
+        row("new", "greedy", 32, 300.0, 100.0, rounds=[400.0, 300.0, 200.0]),
+        row("old", "greedy", 32, 250.0, 120.0, rounds=[320.0, 150.0, 250.0]),
+        row("short", "greedy", 32, 250.0, 120.0, rounds=[320.0, 150.0]),
+        row("idle", "greedy", 32, 250.0, 120.0, rounds=[320.0, 0.0, 250.0]),
+    ]
+    pairs = report.ab_comparisons(drift, ["new", "old", "short", "idle"])
+    assert [(c["other"], c["ratio"], c["round_ratios"]) for c in pairs] == [
+        ("old", 1.2, [1.25, 2.0, 0.8]),
+        ("short", 1.2, []),  # not the same rounds: no pairs
+        ("idle", 1.2, [1.25, 0.8]),  # a round that served nothing has no ratio
+    ]
+    table = report.ab_table(pairs)
+    assert table[-3].endswith("| 1.200 | 0.80–2.00 |")
+    assert table[-2].endswith("| 1.200 | – |") and table[-1].endswith("| 0.80–1.25 |")
+    assert report.ab_table([]) == []
     # another tree whose every call failed: no ratio, the target not measured (no crash)
     dead = report.ab_comparisons(
         rows + [row("dead", "greedy", 32, 0.0, float("nan"))], ["new", "dead"]
