@@ -379,8 +379,9 @@ def ab_table(ab: list[dict]) -> list[str]:
         "## A/B: this tree's service against another's",
         "",
         "Both served as `nmt-serve` subprocesses with the same flags (but those `--ab-flags` "
-        "adds) and model repository, under the same clients, in the same run. ratio: this over the other, the "
-        "rounds' medians; rounds: the same ratio within each round, lowest to highest:",
+        "adds) and model repository, under the same clients, in the same run. ratio: this "
+        "over the other, the rounds' medians; rounds: the same ratio within each round, "
+        "lowest to highest:",
         "",
         "| strategy | clients | this | sentences/s | p50 ms | other | sentences/s | p50 ms "
         "| ratio | rounds |",
