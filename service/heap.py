@@ -51,8 +51,8 @@ class GcPauses:
     """Observes the duration of every collector pass of this process into ``histogram``
     (labels ``process``, ``generation``) until :meth:`close`, or until nothing refers to
     it any more. One ``gc.callbacks`` entry serves every instance (several servers share
-    a test process), and it only reads the clock: a young generation's pass is tens of
-    microseconds, and under load there are hundreds a second."""
+    a test process): two clock reads and one observation a pass, and a server under
+    load makes about ten passes a second (``loadtest/results/soak-6min-gcpauses.md``)."""
 
     def __init__(self, histogram: Histogram, process: str) -> None:
         self._children = tuple(

@@ -31,8 +31,9 @@ TOKEN_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 ENTROPY_BUCKETS = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0)
 # A share of source tokens, 0 to 1.
 SHARE_BUCKETS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
-# Collector passes (seconds): a young generation's takes tens of microseconds, a full
-# pass over an unfrozen heap tens of milliseconds (service/heap.py).
+# Collector passes (seconds): microseconds for a young generation on an idle core, up to
+# a quarter of a second for a full pass on cores the load oversubscribes
+# (loadtest/results/soak-6min-gcpauses-processes.md).
 GC_PAUSE_BUCKETS = (
     0.00001,
     0.000025,
@@ -48,6 +49,8 @@ GC_PAUSE_BUCKETS = (
     0.05,
     0.1,
     0.25,
+    0.5,
+    1.0,
 )
 
 
