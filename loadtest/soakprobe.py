@@ -204,13 +204,17 @@ def _gc_sample(out: dict, s) -> None:
     """One ``nmt_gc_pause_seconds`` sample into ``out[(process, generation)]``:
     ``count``, ``sum`` and the cumulative ``buckets`` ``{upper bound: passes}``."""
     key = (s.labels["process"], s.labels["generation"])
-    entry = out.setdefault(key, {"count": 0.0, "sum": 0.0, "buckets": {}})
+    entry = out.setdefault(key, _no_passes())
     if s.name.endswith("_bucket"):
         entry["buckets"][float(s.labels["le"])] = s.value
     elif s.name.endswith("_count"):
         entry["count"] = s.value
     elif s.name.endswith("_sum"):
         entry["sum"] = s.value
+
+
+def _no_passes() -> dict:
+    return {"count": 0.0, "sum": 0.0, "buckets": {}}
 
 
 def _bound(buckets: list[tuple[float, float]], passes: float) -> float:
@@ -224,9 +228,9 @@ def gc_pauses(before: dict, after: dict, wall: float) -> list[dict]:
     (%), and the bucket bounds (ms) under which 99% and all of them ended."""
     rows = []
     for (process, generation), end in sorted(after.items()):
-        start = before.get((process, generation), {"count": 0.0, "sum": 0.0, "buckets": {}})
+        start = before.get((process, generation)) or _no_passes()
         passes = end["count"] - start["count"]
-        if passes <= 0:
+        if not passes > 0:  # none, or a count that is not a number (NaN)
             continue
         buckets = sorted(
             (le, n - start["buckets"].get(le, 0.0)) for le, n in end["buckets"].items()

@@ -227,3 +227,5 @@ def test_gc_pauses_are_the_passes_between_two_scrapes():
     ]  # a generation without passes is left out
     assert soakprobe.gc_pauses({}, {}, wall=10.0) == []
     assert soakprobe.gc_pauses(after, after, wall=10.0) == []
+    nan = {key: _histogram({0.0001: math.nan, math.inf: 0}, math.nan)}
+    assert soakprobe.gc_pauses(before, nan, wall=10.0) == []
