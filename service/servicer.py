@@ -21,8 +21,9 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 import grpc
 from google.protobuf.message import DecodeError, Message
@@ -136,6 +137,19 @@ def _call_soon(loop: asyncio.AbstractEventLoop, callback, *args) -> None:
         loop.call_soon_threadsafe(callback, *args)
 
 
+def _settle(waiter: asyncio.Future, done: Future) -> None:
+    """On the loop: ``waiter`` takes the outcome of the engine's future ``done``, unless
+    its call gave up waiting (cancelled, or timed out: the job is the caller's to cancel)."""
+    if waiter.done():
+        return
+    if done.cancelled():
+        waiter.cancel()
+    elif (exc := done.exception()) is not None:
+        waiter.set_exception(exc)
+    else:
+        waiter.set_result(done.result())
+
+
 class _ClientGone(Exception):
     """A write failed: the call ended under us (the client left, or its deadline)."""
 
@@ -229,7 +243,8 @@ class TranslatorServicer:
 
     async def _receive(self, requests: AsyncIterator[bytes], request_type: type[Message]):
         try:
-            raw = await asyncio.wait_for(anext(requests), self.config.receive_timeout)
+            async with asyncio.timeout(self.config.receive_timeout):
+                raw = await anext(requests)
         except TimeoutError:
             raise DeadlineExpired(
                 f"no request message within {self.config.receive_timeout:g} s of the call "
@@ -411,16 +426,18 @@ class TranslatorServicer:
     @staticmethod
     async def _result(job: Job, timeout: float) -> list[list[Hypothesis]]:
         """The job's n-best lists; its error raised; :class:`DeadlineExpired` after
-        ``timeout``. The engine's future is shielded: only ``job.cancel()`` stops a job."""
-        result = asyncio.wrap_future(job.future)
+        ``timeout``. The engine's future is only read (only ``job.cancel()`` stops a job):
+        its outcome comes to the loop in one callback, not through ``wrap_future``,
+        ``shield`` and ``wait_for``, whose futures and task cost the loop several passes
+        between a finished sentence and its reply."""
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+        job.future.add_done_callback(partial(_call_soon, loop, _settle, waiter))
         try:
-            return await asyncio.wait_for(asyncio.shield(result), timeout)
+            async with asyncio.timeout(timeout):
+                return await waiter
         except TimeoutError:
             raise DeadlineExpired(DEADLINE_MESSAGE) from None
-        finally:
-            # Left behind (cancelled or timed out): its error is expected, not "never
-            # retrieved".
-            result.add_done_callback(lambda f: f.cancelled() or f.exception())
 
     # -- methods ---------------------------------------------------------------------------
 

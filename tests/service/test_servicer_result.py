@@ -1,0 +1,87 @@
+"""How a handler waits for its job (``TranslatorServicer._result``): the engine's future
+is resolved on another thread, read once on the loop, never cancelled from here, and a
+call that gives up leaves nothing behind for the loop to complain about."""
+
+import asyncio
+import threading
+from concurrent.futures import Future
+from types import SimpleNamespace
+
+import pytest
+
+from service.errors import DeadlineExpired, EngineFailure
+from service.servicer import TranslatorServicer
+
+wait = TranslatorServicer._result
+
+
+def later(fn, *args, delay: float = 0.02) -> threading.Thread:
+    """``fn(*args)`` on another thread after ``delay`` seconds, as the scheduler does."""
+    thread = threading.Timer(delay, fn, args)
+    thread.start()
+    return thread
+
+
+async def complaints_after(coro) -> list[dict]:
+    """What the running loop's exception handler saw while ``coro`` ran and a moment
+    after (a future whose exception nobody retrieved, a callback that raised)."""
+    seen: list[dict] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: seen.append(context))
+    await coro
+    await asyncio.sleep(0.1)
+    return seen
+
+
+def test_the_result_set_on_another_thread_is_returned():
+    job = SimpleNamespace(future=Future())
+    later(job.future.set_result, [["hola"]])
+    assert asyncio.run(wait(job, 5.0)) == [["hola"]]
+
+
+def test_a_job_already_done_is_returned():
+    job = SimpleNamespace(future=Future())
+    job.future.set_result([["ya"]])
+    assert asyncio.run(wait(job, 5.0)) == [["ya"]]
+
+
+def test_the_jobs_error_is_raised_as_it_is():
+    job = SimpleNamespace(future=Future())
+    error = EngineFailure("the decoder failed")
+    later(job.future.set_exception, error)
+
+    async def main():
+        with pytest.raises(EngineFailure, match="the decoder failed") as caught:
+            await wait(job, 5.0)
+        assert caught.value is error
+
+    asyncio.run(main())
+
+
+def test_a_timeout_is_deadline_expired_and_leaves_the_job_alone():
+    job = SimpleNamespace(future=Future())
+
+    async def main():
+        with pytest.raises(DeadlineExpired):
+            await wait(job, 0.05)
+        # the engine's answer after the handler gave up: no error on the loop
+        later(job.future.set_exception, EngineFailure("too late"), delay=0.0).join()
+
+    assert asyncio.run(complaints_after(main())) == []
+    assert not job.future.cancelled()  # only job.cancel() stops a job
+
+
+def test_a_cancelled_call_leaves_the_job_to_finish():
+    job = SimpleNamespace(future=Future())
+
+    async def main():
+        task = asyncio.create_task(wait(job, 5.0))
+        await asyncio.sleep(0.02)
+        task.cancel()  # the client went away
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        later(job.future.set_result, [["tarde"]], delay=0.0).join()
+
+    assert asyncio.run(complaints_after(main())) == []
+    assert not job.future.cancelled()
+    assert job.future.result() == [["tarde"]]
