@@ -136,8 +136,9 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "engine",
         "background_encoder",
-        "encode admitted sentences on a thread of their own while the decoder steps "
-        "(off: between decoder steps, on the scheduler thread)",
+        "encode admitted sentences on a thread of their own while the decoder steps; "
+        "with nothing decoding the scheduler encodes them itself (off: always on the "
+        "scheduler thread, between decoder steps)",
         flag="encoder_thread",
         **ON_OFF,
     ),

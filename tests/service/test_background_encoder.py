@@ -78,6 +78,34 @@ def test_decoding_goes_on_while_a_batch_is_encoded(server_factory, tiny_bundle, 
         channel.close()
 
 
+def test_the_scheduler_encodes_when_nothing_decodes(server_factory, tiny_bundle, monkeypatch):
+    """With no rows decoding there is nothing for an encoder call to overlap: the
+    scheduler encodes the batch itself instead of handing it to the encoder thread and
+    waiting for it; while rows decode, the encoder thread does."""
+    server = server_factory(**LIMITS)
+    reg, model = server.registry, server.engines["tiny"].bundle.model
+    threads, real = [], model.encode
+
+    def encode(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(model, "encode", encode)
+    channel, stub = stub_for(server.port)
+    try:
+        assert len(stub.Translate(_short_request(tiny_bundle), timeout=TIMEOUT).translations) == 3
+        assert threads and set(threads) == {"nmt-scheduler"}
+        long = stub.Translate.future(_long_request(tiny_bundle), timeout=TIMEOUT)
+        assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") > 0, timeout=5)
+        threads.clear()
+        assert len(stub.Translate(_short_request(tiny_bundle), timeout=TIMEOUT).translations) == 3
+        assert not long.done(), "the long request ended: nothing decoded beside the short one"
+        assert threads and set(threads) == {"nmt-encoder"}
+        assert len(long.result().translations) == 2
+    finally:
+        channel.close()
+
+
 def test_deadline_passing_during_encoding_frees_the_rows(server_factory, tiny_bundle, monkeypatch):
     server = server_factory(**LIMITS)
     reg, model = server.registry, server.engines["tiny"].bundle.model

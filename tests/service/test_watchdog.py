@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from models.options import DecodeOptions
 from service.engine import EngineConfig, EngineFailure
 from service.errors import NotReady
 from tests.service.server_helpers import wait_until
@@ -86,19 +87,26 @@ def test_scheduler_crash_fails_live_and_queued_requests(make_engine, tiny_bundle
 
 def test_encoder_thread_crash_fails_requests(make_engine, tiny_bundle, monkeypatch):
     texts = innocent_texts(tiny_bundle)
-    engine, _ = make_engine()
+    engine, model = make_engine(admit_wait_steps=0)
     assert engine._encoder_thread is not None
+    # Rows decoding, so that the next batch goes to the encoder thread (with nothing
+    # decoding the scheduler encodes a batch itself).
+    model.hold_steps()
+    jobs = [engine.submit([texts[0]], DecodeOptions(min_length=20, max_length=24), timeout=TIMEOUT)]
+    assert model.entered.wait(TIMEOUT)
     entered, release = threading.Event(), threading.Event()
 
     def encode_batch(admitted):
+        assert threading.current_thread() is engine._encoder_thread
         entered.set()
         assert release.wait(TIMEOUT)
         raise MemoryError("injected encoder thread bug")
 
     monkeypatch.setattr(engine, "_encode_batch", encode_batch)
-    jobs = [engine.submit([texts[0]], GREEDY, timeout=TIMEOUT)]
+    jobs.append(engine.submit([texts[1]], GREEDY, timeout=TIMEOUT))
+    model.release()
     assert entered.wait(TIMEOUT)
-    jobs += [engine.submit([t], GREEDY, timeout=TIMEOUT) for t in texts[1:3]]  # queued
+    jobs += [engine.submit([t], GREEDY, timeout=TIMEOUT) for t in texts[2:4]]  # queued
     release.set()
     for job in jobs:
         with pytest.raises(EngineFailure, match=DEAD):
