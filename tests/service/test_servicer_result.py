@@ -3,6 +3,7 @@ is resolved on another thread, read once on the loop, never cancelled from here,
 call that gives up leaves nothing behind for the loop to complain about."""
 
 import asyncio
+import gc
 import threading
 from concurrent.futures import Future
 from types import SimpleNamespace
@@ -85,3 +86,26 @@ def test_a_cancelled_call_leaves_the_job_to_finish():
     assert asyncio.run(complaints_after(main())) == []
     assert not job.future.cancelled()
     assert job.future.result() == [["tarde"]]
+
+
+def test_an_error_landing_as_the_call_is_cancelled_is_not_left_unretrieved():
+    """The engine's error reaches the waiter, and the call is cancelled before its task
+    wakes: the task never reads the waiter, and the loop must not complain about it."""
+    job = SimpleNamespace(future=Future())
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        task = asyncio.create_task(wait(job, 5.0))
+        await asyncio.sleep(0)  # the task now awaits its waiter
+
+        def land():
+            job.future.set_exception(EngineFailure("late"))  # queues the waiter's outcome
+            loop.call_soon(task.cancel)  # runs after it, before the task wakes
+
+        loop.call_soon(land)
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        task = None  # the last reference: the waiter goes with it
+        gc.collect()
+
+    assert asyncio.run(complaints_after(main())) == []
