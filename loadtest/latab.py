@@ -15,7 +15,8 @@ server sees the same stretches of the machine's speed::
 One client in this process (the servers are processes of their own), one sentence per
 ``Translate``, sequential, each server on a connection of its own. Reported per server:
 latency percentiles and mean, and against the first (this tree): p50 over p50, mean over
-mean, in how many blocks its mean was the lower, and how many translations are identical.
+mean, in how many blocks its mean was the lower and an exact sign test on that count (how
+likely it is if neither server is faster), and how many translations are identical.
 """
 
 from __future__ import annotations
@@ -49,6 +50,16 @@ def shown(path: Path) -> str:
         return str(path)
 
 
+def sign_test_p(wins: int, blocks: int) -> float:
+    """Two-sided exact sign test: how likely ``wins`` or a count as far from half of
+    ``blocks`` is when neither server is faster (each block a fair coin)."""
+    if not 0 <= wins <= blocks or blocks < 1:
+        raise ValueError(f"{wins} wins of {blocks} blocks")
+    tail = min(wins, blocks - wins)
+    p = 2 * sum(math.comb(blocks, k) for k in range(tail + 1)) / 2**blocks
+    return min(1.0, p)
+
+
 def summarize(latencies: Sequence[Sequence[float]], block_means: Sequence[Sequence[float]]):
     """Per server (``latencies[i]``: its seconds per request; ``block_means[i]``: its mean
     in each block, the blocks in the same order for every server) the percentiles in ms,
@@ -79,6 +90,8 @@ def summarize(latencies: Sequence[Sequence[float]], block_means: Sequence[Sequen
         row["mean_this_over_it"] = round(first["mean_ms"] / row["mean_ms"], 4)
         row["blocks_this_faster"] = sum(a < b for a, b in zip(first_means, means, strict=True))
         row["blocks"] = len(means)
+    for row in rows[1:]:
+        row["sign_test_p"] = round(sign_test_p(row["blocks_this_faster"], row["blocks"]), 4)
     return rows
 
 
@@ -113,6 +126,10 @@ def interleave(stubs, texts: list[str], block: int, passes: int, request):
     return latencies, means, outputs
 
 
+def _p(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
 def markdown(result: dict) -> str:
     s = result["settings"]
     lines = [
@@ -126,19 +143,20 @@ def markdown(result: dict) -> str:
         + "; flags given to every server: "
         + (f"`{' '.join(s['flags'])}`" if s["flags"] else "none"),
         "* this / it: the first server's p50 (or mean) over this row's (below 1: the first "
-        "is faster); blocks: those where the first server's mean was the lower; same: "
-        "translations identical to the first server's",
+        "is faster); blocks: those where the first server's mean was the lower; sign test "
+        "p: how likely so many or so few such blocks are if neither server is faster; "
+        "same: translations identical to the first server's",
         "",
         "| server | requests | p50 ms | p90 ms | p99 ms | mean ms | p50 this / it "
-        "| mean this / it | blocks this faster | same |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| mean this / it | blocks this faster | sign test p | same |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
         lines.append(
             f"| {r['server']} | {r['requests']} | {r['p50_ms']:.2f} | {r['p90_ms']:.2f} "
             f"| {r['p99_ms']:.2f} | {r['mean_ms']:.2f} | {r['p50_this_over_it']:.3f} "
             f"| {r['mean_this_over_it']:.3f} | {r['blocks_this_faster']} of {r['blocks']} "
-            f"| {r['same']}/{s['sentences']} |"
+            f"| {_p(r.get('sign_test_p'))} | {r['same']}/{s['sentences']} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -41,10 +41,12 @@ def test_two_servers_interleaved_on_the_tiny_model(tiny_bundle, tmp_path):
         assert row["mean_ms"] > 0
         assert row["same"] == SENTENCES
     assert plain["p50_this_over_it"] == 1.0 and plain["blocks_this_faster"] == 0
+    assert 0 < flagged["sign_test_p"] <= 1 and "sign_test_p" not in plain
     assert data["settings"]["flags"] == ["--providers", "cpu"]
     markdown = out.with_suffix(".md").read_text()
     assert markdown.count(f"| {plain['server']}") == 2
     assert f"| {SENTENCES}/{SENTENCES} |" in markdown
+    assert "| 0 of 6 | – |" in markdown  # the first server has no test against itself
 
 
 def test_the_flags_reach_their_server(tiny_bundle, tmp_path):
@@ -95,6 +97,21 @@ def test_summary_against_the_first_server():
     assert rows[1]["p50_this_over_it"] == 0.5 and rows[1]["mean_this_over_it"] == 0.5
     assert rows[1]["blocks_this_faster"] == 2 and rows[1]["blocks"] == 3
     assert rows[0]["blocks_this_faster"] == 0  # never faster than itself
+    assert "sign_test_p" not in rows[0] and rows[1]["sign_test_p"] == 1.0  # 2 of 3: a coin
+
+
+@pytest.mark.parametrize(
+    ("wins", "blocks", "p"),
+    [(5, 5, 0.0625), (0, 5, 0.0625), (18, 36, 1.0), (25, 36, 0.0288), (3, 6, 1.0)],
+)
+def test_sign_test_against_the_binomial_by_hand(wins, blocks, p):
+    assert latab.sign_test_p(wins, blocks) == pytest.approx(p, abs=5e-5)
+
+
+@pytest.mark.parametrize(("wins", "blocks"), [(3, 2), (-1, 5), (0, 0)])
+def test_sign_test_refuses_impossible_counts(wins, blocks):
+    with pytest.raises(ValueError, match="wins of"):
+        latab.sign_test_p(wins, blocks)
 
 
 @pytest.mark.parametrize(
