@@ -40,7 +40,7 @@ from pathlib import Path
 
 from loadtest import plot, report, threadcpu
 from loadtest.clients import ClientProcess, start_noop_server
-from loadtest.concurrency import CONNECTION_MODES
+from loadtest.concurrency import CONNECTION_MODES, read_sentences_arg
 from loadtest.machine import cpu_name
 from loadtest.roofline import measure_peak, model_flops
 from models.commands import show_defaults
@@ -574,26 +574,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         RuntimeConfig(greedy_steps=args.greedy_steps)
     except ValueError as exc:
         p.error(str(exc))
-    for tree in args.ab_tree:
-        if not (tree / "service" / "server.py").is_file():
-            p.error(f"--ab-tree {tree}: not a source tree of this project (no service/server.py)")
-    try:
-        extras = [shlex.split(extra) for extra in args.ab_flags]
-    except ValueError as exc:
-        p.error(f"--ab-flags: {exc}")
-    if [] in extras:  # the same as this tree's own row: nothing to compare
-        p.error("--ab-flags: no flags given (e.g. --ab-flags='--greedy-steps 4')")
-    if args.ab_tree or args.ab_flags:
-        from loadtest.trees import commit_of
+    from loadtest.trees import ab_servers
 
-        trees = [(ROOT, []), *((t.resolve(), []) for t in args.ab_tree)]
-        trees += [(ROOT, e) for e in extras]
-        labels = [(t, " ".join([commit_of(t), *e]), e) for t, e in trees]
-        if len({label for _, label, _ in labels}) < len(trees):  # same commit twice
-            labels = [(t, f"{label}#{i}", e) for i, (t, label, e) in enumerate(labels)]
-        args.ab_labels = labels
-    else:
-        args.ab_labels = []
+    args.ab_labels = ab_servers(p, ROOT, args.ab_tree, args.ab_flags)
     if args.device == "cuda" and {"peak", "profile"} & set(args.parts):
         p.error("peak and profile measure the CPU; leave them out of --parts with --device cuda")
     if not (math.isfinite(args.peak_seconds) and args.peak_seconds > 0):
@@ -622,13 +605,7 @@ def _check_inputs(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.model not in bundles:
         p.error(f"--model {args.model!r} is not in {args.model_repository}: {', '.join(bundles)}")
     args.bundle_dir = bundles[args.model]
-    try:
-        lines = args.file.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        p.error(f"--file {args.file}: {getattr(exc, 'strerror', None) or exc}")
-    args.texts = [s for s in lines if s.strip()][: args.sentences]
-    if not args.texts:
-        p.error(f"--file {args.file} has no sentences (no non-blank lines)")
+    args.texts = read_sentences_arg(p, args.file, args.sentences)
     if "torch" in args.parts and not args.checkpoint.is_file():
         p.error(f"--checkpoint {args.checkpoint} not found (needed by the torch part)")
     if args.readme is not None:

@@ -30,6 +30,19 @@ DEFAULT_SENTENCES = (
 )
 
 
+def read_sentences_arg(p: argparse.ArgumentParser, path: Path, count: int) -> list[str]:
+    """The first ``count`` non-blank lines of ``--file path``; an unreadable or empty file
+    is a one-line ``p.error``."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        p.error(f"--file {path}: {getattr(exc, 'strerror', None) or exc}")
+    texts = [line for line in lines if line.strip()][:count]
+    if not texts:
+        p.error(f"--file {path} has no sentences (no non-blank lines)")
+    return texts
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     if not ordered:

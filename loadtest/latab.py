@@ -33,10 +33,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from loadtest.concurrency import percentile
+from loadtest.concurrency import percentile, read_sentences_arg
 from loadtest.hostile import own_channel
 from loadtest.machine import cpu_name
-from loadtest.trees import commit_of, free_port, start_server, stop, wait_serving
+from loadtest.trees import ab_servers, free_port, start_server, stop, wait_serving
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FILE = ROOT / "models" / "pretrained" / "en-es" / "test.en"
@@ -184,30 +184,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
             p.error(f"--{name} must be >= 1, got {getattr(args, name)}")
     if args.warmup < 0:
         p.error(f"--warmup must be >= 0, got {args.warmup}")
-    for tree in args.ab_tree:
-        if not (tree / "service" / "server.py").is_file():
-            p.error(f"--ab-tree {tree}: not a source tree of this project (no service/server.py)")
     try:
         args.common = shlex.split(args.flags)
-        extras = [shlex.split(extra) for extra in args.ab_flags]
     except ValueError as exc:
-        p.error(f"--flags/--ab-flags: {exc}")
-    if [] in extras:
-        p.error("--ab-flags: no flags given (e.g. --ab-flags='--greedy-steps 4')")
-    if not args.ab_tree and not extras:
+        p.error(f"--flags: {exc}")
+    args.servers = ab_servers(p, ROOT, args.ab_tree, args.ab_flags)
+    if not args.servers:
         p.error("nothing to compare: give --ab-tree DIR or --ab-flags FLAGS")
-    try:
-        lines = args.file.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        p.error(f"--file {args.file}: {getattr(exc, 'strerror', None) or exc}")
-    args.texts = [line for line in lines if line.strip()][: args.sentences]
-    if not args.texts:
-        p.error(f"--file {args.file} has no sentences (no non-blank lines)")
-    trees = [(ROOT, []), *((t.resolve(), []) for t in args.ab_tree), *((ROOT, e) for e in extras)]
-    labels = [" ".join([commit_of(t), *e]) for t, e in trees]
-    if len(set(labels)) < len(labels):  # the same commit twice
-        labels = [f"{label}#{i}" for i, label in enumerate(labels)]
-    args.servers = [(t, e, label) for (t, e), label in zip(trees, labels, strict=True)]
+    args.texts = read_sentences_arg(p, args.file, args.sentences)
     return args
 
 
@@ -223,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     processes, channels, stubs = [], [], []
     try:
-        for tree, extra, _ in args.servers:
+        for tree, _, extra in args.servers:
             port = free_port()
             flags = [*args.common, *extra]
             processes.append(
@@ -242,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for process in processes:
             stop(process)
     rows = summarize(latencies, means)
-    for row, (tree, extra, label), texts in zip(rows, args.servers, outputs, strict=True):
+    for row, (tree, label, extra), texts in zip(rows, args.servers, outputs, strict=True):
         row["server"] = label
         row["tree"] = str(tree)
         row["flags"] = extra

@@ -9,7 +9,9 @@ run, on the same machine, as this tree's (:mod:`loadtest.attack`, ``nmt-bench
 
 from __future__ import annotations
 
+import argparse
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -104,3 +106,30 @@ def commit_of(tree: Path) -> str:
         return head + ("+" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+
+
+def ab_servers(
+    p: argparse.ArgumentParser, root: Path, trees: Sequence[Path], flags: Sequence[str]
+) -> list[tuple[Path, str, list[str]]]:
+    """The servers an A/B run compares, from ``--ab-tree`` (``trees``) and ``--ab-flags``
+    (``flags``): ``root`` (this tree), each other tree, then ``root`` again with each set
+    of flags, as ``(tree, label, extra flags)`` labelled by commit and flags (``#i``
+    added when two labels would be the same); ``[]`` when neither is given. A path that is
+    no source tree of this project, or flags that do not parse, are one-line
+    ``p.error`` s."""
+    for tree in trees:
+        if not (tree / "service" / "server.py").is_file():
+            p.error(f"--ab-tree {tree}: not a source tree of this project (no service/server.py)")
+    try:
+        extras = [shlex.split(extra) for extra in flags]
+    except ValueError as exc:
+        p.error(f"--ab-flags: {exc}")
+    if [] in extras:  # the same as this tree's own row: nothing to compare
+        p.error("--ab-flags: no flags given (e.g. --ab-flags='--greedy-steps 4')")
+    if not trees and not extras:
+        return []
+    servers = [(root, []), *((t.resolve(), []) for t in trees), *((root, e) for e in extras)]
+    labels = [" ".join([commit_of(t), *e]) for t, e in servers]
+    if len(set(labels)) < len(labels):  # the same commit twice
+        labels = [f"{label}#{i}" for i, label in enumerate(labels)]
+    return [(t, label, e) for (t, e), label in zip(servers, labels, strict=True)]

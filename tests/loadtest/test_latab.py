@@ -146,3 +146,15 @@ def test_bad_arguments_are_one_line_errors_before_any_server(argv, message, caps
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert message in err
+
+
+def test_an_empty_file_and_unparsable_common_flags_are_one_line_errors(tmp_path, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n", encoding="utf-8")
+    for argv, message in (
+        (["--ab-flags=--x", "--file", str(empty)], "empty.txt has no sentences"),
+        (["--ab-flags=--x", "--flags", "'--x"], "--flags: No closing quotation"),
+    ):
+        with pytest.raises(SystemExit):
+            latab.parse_args(argv)
+        assert message in capsys.readouterr().err.strip().splitlines()[-1]
