@@ -41,7 +41,7 @@ from pathlib import Path
 from loadtest import plot, report, threadcpu
 from loadtest.clients import ClientProcess, start_noop_server
 from loadtest.concurrency import CONNECTION_MODES, read_sentences_arg
-from loadtest.machine import cpu_name
+from loadtest.machine import cpu_name, shown
 from loadtest.roofline import measure_peak, model_flops
 from models.commands import show_defaults
 from models.config import ModelConfig
@@ -58,14 +58,6 @@ log = logging.getLogger("loadtest.bench")
 ROOT = Path(__file__).resolve().parent.parent
 PRETRAINED = ROOT / "models" / "pretrained" / "en-es"
 PARTS = ("torch", "onnx", "service", "noop", "peak", "profile")
-
-
-def shown(path: Path) -> str:
-    """``path`` relative to the repository when inside it (reports are committed)."""
-    try:
-        return str(path.resolve().relative_to(ROOT))
-    except ValueError:
-        return str(path)
 
 
 def gpu_name() -> str:

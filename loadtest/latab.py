@@ -35,19 +35,11 @@ from pathlib import Path
 
 from loadtest.concurrency import percentile, read_sentences_arg
 from loadtest.hostile import own_channel
-from loadtest.machine import cpu_name
+from loadtest.machine import cpu_name, shown
 from loadtest.trees import ab_servers, free_port, start_server, stop, wait_serving
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FILE = ROOT / "models" / "pretrained" / "en-es" / "test.en"
-
-
-def shown(path: Path) -> str:
-    """``path`` relative to the repository when inside it (result files name no home)."""
-    try:
-        return str(path.resolve().relative_to(ROOT))
-    except ValueError:
-        return str(path)
 
 
 def sign_test_p(wins: int, blocks: int) -> float:

@@ -20,12 +20,10 @@ import shlex
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from importlib import metadata
-from pathlib import Path
 
-from loadtest.machine import cpu_name
+from loadtest.machine import cpu_name, shown
 from loadtest.soakload import MIX, OVERLOAD_MIX, Tally
 from loadtest.soakprobe import (
-    ROOT,
     HealthSampler,
     Target,
     _round,
@@ -102,13 +100,6 @@ def versions() -> dict:
             out[dist] = metadata.version(dist)
     out["libc"] = " ".join(platform.libc_ver())
     return out
-
-
-def shown(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(ROOT))
-    except ValueError:
-        return str(path)
 
 
 def sample(
