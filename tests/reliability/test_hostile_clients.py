@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import grpc
 import pytest
@@ -124,8 +125,15 @@ def test_bad_bytes_are_invalid_argument_and_logged_once(server_factory, body, ca
     assert _requests(server, "Translate", "INVALID_ARGUMENT") == 20
 
 
-def test_request_without_deadline_gets_the_default_one(server_factory, tiny_bundle):
+def test_request_without_deadline_gets_the_default_one(server_factory, tiny_bundle, monkeypatch):
     server = server_factory(server={"rpc": RpcConfig(default_timeout=0.5)}, max_target_length=4000)
+    model, real = server.engines["tiny"].bundle.model, server.engines["tiny"].bundle.model.step
+
+    def slow_step(*args, **kwargs):  # the decode outlasts the deadline on any machine
+        time.sleep(0.005)  # (one sentence's 4000 beam steps took 0.37 s unslowed on an EPYC)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(model, "step", slow_step)
     channel, stub = stub_for(server.port)
     request = pb.TranslateRequest(
         texts=[tiny_bundle.sentences[0]] * 4,
