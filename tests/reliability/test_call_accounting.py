@@ -14,7 +14,7 @@ import grpc
 from loadtest.hostile import HalfOpenCalls, invalid_utf8_request, raw_translate
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.servicer import RpcConfig
-from tests.service.server_helpers import TIMEOUT, proto_options, stub_for, wait_until
+from tests.service.server_helpers import TIMEOUT, proto_options, slow_decoder, stub_for, wait_until
 
 LONG = dict(beam=5, max_length=4000, max_length_ratio=100.0)
 
@@ -37,11 +37,16 @@ def _served(registry, metric: str) -> Counter:
     return +out
 
 
-def test_every_call_is_counted_once_with_its_real_code(server_factory, tiny_bundle, caplog):
+def test_every_call_is_counted_once_with_its_real_code(
+    server_factory, tiny_bundle, caplog, monkeypatch
+):
     server = server_factory(
         server={"rpc": RpcConfig(max_inflight=2, receive_timeout=1.0, max_message_bytes=64 << 10)},
         max_target_length=4000,
     )
+    # The long calls outlast their deadlines and cancels on any machine (unslowed, the
+    # 0.5 s stream once ended OK on a fast one).
+    slow_decoder(monkeypatch, server)
     channel, stub = stub_for(server.port)
     long_text = tiny_bundle.sentences[0]
     long = pb.TranslateRequest(texts=[long_text] * 2, options=proto_options(**LONG))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
 import grpc
 import pytest
@@ -22,7 +21,14 @@ from loadtest.hostile import (
 )
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.servicer import RpcConfig
-from tests.service.server_helpers import TIMEOUT, proto_options, rpc_error, stub_for, wait_until
+from tests.service.server_helpers import (
+    TIMEOUT,
+    proto_options,
+    rpc_error,
+    slow_decoder,
+    stub_for,
+    wait_until,
+)
 
 # More than the 128 handler threads the server had before it moved to grpc.aio.
 HALF_OPEN = 150
@@ -127,13 +133,7 @@ def test_bad_bytes_are_invalid_argument_and_logged_once(server_factory, body, ca
 
 def test_request_without_deadline_gets_the_default_one(server_factory, tiny_bundle, monkeypatch):
     server = server_factory(server={"rpc": RpcConfig(default_timeout=0.5)}, max_target_length=4000)
-    model, real = server.engines["tiny"].bundle.model, server.engines["tiny"].bundle.model.step
-
-    def slow_step(*args, **kwargs):  # the decode outlasts the deadline on any machine
-        time.sleep(0.005)  # (one sentence's 4000 beam steps took 0.37 s unslowed on an EPYC)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(model, "step", slow_step)
+    slow_decoder(monkeypatch, server)  # the decode outlasts the deadline on any machine
     channel, stub = stub_for(server.port)
     request = pb.TranslateRequest(
         texts=[tiny_bundle.sentences[0]] * 4,

@@ -16,7 +16,14 @@ from models.options import Hypothesis
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.errors import InvalidRequest
 from service.servicer import RpcConfig
-from tests.service.server_helpers import LOOP_SENTENCE, TIMEOUT, proto_options, stub_for, wait_until
+from tests.service.server_helpers import (
+    LOOP_SENTENCE,
+    TIMEOUT,
+    proto_options,
+    slow_decoder,
+    stub_for,
+    wait_until,
+)
 
 LONG = dict(max_length=4000, max_length_ratio=100.0)
 
@@ -34,13 +41,7 @@ def test_a_stream_whose_reader_stalls_still_ends_at_the_default_deadline(
     server_factory, tiny_bundle, monkeypatch
 ):
     server = server_factory(server={"rpc": RpcConfig(default_timeout=1.5)}, max_target_length=4000)
-    model, real = server.engines["tiny"].bundle.model, server.engines["tiny"].bundle.model.step
-
-    def slow_step(*args, **kwargs):  # the decode outlasts the deadline on any machine
-        time.sleep(0.005)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(model, "step", slow_step)
+    slow_decoder(monkeypatch, server)  # the decode outlasts the deadline on any machine
     channel, stub = stub_for(server.port)
     request = pb.TranslateStreamRequest(
         text=tiny_bundle.sentences[LOOP_SENTENCE], options=proto_options(beam=5, **LONG)

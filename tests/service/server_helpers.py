@@ -238,3 +238,18 @@ def blocked_encoder(monkeypatch, model) -> tuple[threading.Event, threading.Even
 
     monkeypatch.setattr(model, "encode", encode)
     return entered, release
+
+
+def slow_decoder(monkeypatch, server, model: str = "tiny", seconds: float = 0.005) -> None:
+    """Every decoder step of ``server``'s ``model`` takes ``seconds`` longer: a long decode
+    (:data:`LOOP_SENTENCE` at beam 5, 4000 steps) then outlasts a deadline or a cancel on
+    any machine (unslowed, one such sentence took 0.37 s on a 2-core EPYC VM, inside the
+    0.5 s deadlines two tests had counted on)."""
+    bundle_model = server.engines[model].bundle.model
+    real = bundle_model.step
+
+    def slow_step(*args, **kwargs):
+        time.sleep(seconds)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(bundle_model, "step", slow_step)

@@ -14,6 +14,7 @@ from tests.service.server_helpers import (
     TIMEOUT,
     proto_options,
     rpc_error,
+    slow_decoder,
     stub_for,
     wait_until,
 )
@@ -164,10 +165,11 @@ def test_deadline_mid_decode_frees_the_rows(server, stub, tiny_bundle):
     assert reg.get_sample_value("nmt_queue_depth") == 0
 
 
-def test_deadline_of_partly_admitted_request(server, stub, tiny_bundle):
+def test_deadline_of_partly_admitted_request(server, stub, tiny_bundle, monkeypatch):
     """A request only partly admitted (rows taken by another) expires: its admitted sentences
     leave the decoder, its queued one leaves the queue, the other request is unaffected."""
     reg = server.registry
+    slow_decoder(monkeypatch, server)  # ``other`` still decodes after ``partial`` expired
     other = stub.Translate.future(_long_request(tiny_bundle, sentences=1), timeout=TIMEOUT)
     assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") >= 5, timeout=5)
     partial = stub.Translate.future(_long_request(tiny_bundle, sentences=8), timeout=0.4)
@@ -188,8 +190,9 @@ def test_deadline_of_partly_admitted_request(server, stub, tiny_bundle):
     assert len(stub.Translate(full, timeout=10).translations) == 8
 
 
-def test_cancelled_stream_frees_the_rows(server, stub, tiny_bundle):
+def test_cancelled_stream_frees_the_rows(server, stub, tiny_bundle, monkeypatch):
     reg = server.registry
+    slow_decoder(monkeypatch, server)
     stream = stub.TranslateStream(
         pb.TranslateStreamRequest(
             text=tiny_bundle.sentences[LOOP_SENTENCE],
