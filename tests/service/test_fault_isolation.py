@@ -42,7 +42,7 @@ class FaultyModel:
     * ``encode_poison``: an encoder call raises when it holds a source of that length;
     * ``broken`` / ``encoder_broken``: every decoder step / encoder call raises;
     * :meth:`hold_encoder` / :meth:`hold_steps`: the next encoder call / every decoder
-      step waits until :meth:`release`.
+      step waits until :meth:`release` (:meth:`step_once` lets one held step through).
     """
 
     def __init__(self, model, special) -> None:
@@ -67,6 +67,13 @@ class FaultyModel:
         self.entered.clear()
         self._step_gate = threading.Event()
         self._gates.append(self._step_gate)
+
+    def step_once(self) -> None:
+        """Let the held decoder step through and hold the next one."""
+        gate = self._step_gate
+        assert gate is not None, "no step is held"
+        self.hold_steps()
+        gate.set()
 
     def release(self) -> None:
         self._encoder_gate = self._step_gate = None

@@ -104,10 +104,15 @@ def test_encoder_thread_crash_fails_requests(make_engine, tiny_bundle, monkeypat
 
     monkeypatch.setattr(engine, "_encode_batch", encode_batch)
     jobs.append(engine.submit([texts[1]], GREEDY, timeout=TIMEOUT))
-    model.release()
+    # One step more, then the first request's steps wait until the crash is in: let go,
+    # its 20 steps were done, and its request answered, before a fast machine's encoder
+    # thread had even started on the batch.
+    model.step_once()
     assert entered.wait(TIMEOUT)
     jobs += [engine.submit([t], GREEDY, timeout=TIMEOUT) for t in texts[2:4]]  # queued
     release.set()
+    assert wait_until(lambda: engine._fatal is not None, TIMEOUT)
+    model.release()
     for job in jobs:
         with pytest.raises(EngineFailure, match=DEAD):
             job.future.result(TIMEOUT)
