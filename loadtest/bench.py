@@ -47,10 +47,10 @@ from models.commands import show_defaults
 from models.config import ModelConfig
 from models.options import DecodeOptions
 from nmt_client import DecodeOptions as ClientOptions
+from service.calls import RpcConfig
 from service.config import ENGINE_PROCESS_MODES, ServerConfig
 from service.limits import EngineConfig
 from service.remote import RemoteEngine, on_engine
-from service.servicer import RpcConfig
 from service.sessions import CUDA_GRAPH_MODES, IO_BINDING_MODES, RuntimeConfig
 
 log = logging.getLogger("loadtest.bench")

@@ -221,9 +221,9 @@ def start_server(
     ``max_live_rows``: the server's own when None; ``encoder_thread``: the engine's
     ``background_encoder`` (the server's own when None); ``greedy_steps``: the runtime's
     (its default when None)."""
+    from service.calls import RpcConfig
     from service.limits import EngineConfig
     from service.server import ServerConfig, create_server
-    from service.servicer import RpcConfig
     from service.sessions import RuntimeConfig
 
     extra: dict = {} if model_repository is None else {"model_repository": Path(model_repository)}

@@ -10,9 +10,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from service.calls import RpcConfig
 from service.limits import MAX_SECONDS, EngineConfig
 from service.logs import LogConfig
-from service.servicer import RpcConfig
 from service.sessions import RuntimeConfig
 
 ENGINE_PROCESS_MODES = ("auto", "on", "off")

@@ -121,3 +121,23 @@ def configure(config: LogConfig, stream=None) -> logging.Handler | None:
     root.addHandler(handler)
     root.setLevel(config.level.upper())
     return handler
+
+
+class RateLimitedLog:
+    """Logs the first event to ``logger`` and then at most one line per ``period`` with a
+    count, so a client sending garbage cannot flood the log."""
+
+    def __init__(self, logger: logging.Logger, period: float) -> None:
+        self.logger = logger
+        self.period = period
+        self._next = 0.0
+        self._suppressed = 0
+
+    def warning(self, message: str, *args) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            self._suppressed += 1
+            return
+        more = f" (and {self._suppressed} more since the last report)" if self._suppressed else ""
+        self.logger.warning(message + more, *args)
+        self._next, self._suppressed = now + self.period, 0

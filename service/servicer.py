@@ -17,21 +17,16 @@ handler waits (asyncio cancels the handler; no path escapes the count).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from functools import partial
 
 import grpc
 from google.protobuf.message import DecodeError, Message
 
-from models.options import DecodeOptions, Hypothesis
 from nmt_api import NOT_READY_HINT, SERVICE_NAME
 from nmt_api.nmt.v1 import translator_pb2 as pb
-from service.diagnostics import diagnose, observe
+from service.calls import Call, RpcConfig, call_soon, job_result, remaining_seconds
 from service.errors import (
     Cancelled,
     DeadlineExpired,
@@ -43,11 +38,10 @@ from service.errors import (
     TooLarge,
 )
 from service.front import DEADLINE_MESSAGE, EngineFront
-from service.jobs import Job, TranslationResult
-from service.limits import MAX_SECONDS
-from service.logs import REQUEST_ID_HEADER, bind_request_id, request_id_from
-from service.messages import model_info, strategy_label, to_options, to_timing, to_translation
+from service.logs import REQUEST_ID_HEADER, RateLimitedLog
+from service.messages import model_info, strategy_label, to_options, to_timing
 from service.metrics import Metrics
+from service.replies import Replies
 
 log = logging.getLogger(__name__)
 
@@ -60,117 +54,15 @@ STATUS = {
     Cancelled: grpc.StatusCode.CANCELLED,
     EngineFailure: grpc.StatusCode.INTERNAL,
 }
-# grpc reports "no deadline" as None or a remaining time of ~9e18 s; beyond a day is none.
-NO_DEADLINE_SECONDS = 86400.0
 BAD_BODY_LOG_SECONDS = 60.0
+# A deadline the client set is gRPC's to enforce; the engine's own backstop is this later.
 CLIENT_DEADLINE_SLACK = 1.0
-# Threads that render and serialize replies, off the event loop.
-REPLY_THREADS = 2
-# A reply of at most this many hypotheses and no attention is built on the event loop
-# itself: detokenising and serializing it costs less than the hop to a reply thread and
-# back (an executor submit and a wake-up of the loop).
-INLINE_REPLY_HYPOTHESES = 4
+# A cancel this close to the deadline is the deadline (see _fail).
 DEADLINE_SKEW = 0.25
-
-
-@dataclass(frozen=True)
-class RpcConfig:
-    """What a call may ask of the server before the engine sees it."""
-
-    # Translation calls decoding or queued at once; more are refused at once
-    # (RESOURCE_EXHAUSTED, "retry with backoff"). Health and ListModels never count.
-    max_inflight: int = 120
-    # The deadline of a translation call that sets none: nothing waits without limit.
-    default_timeout: float = 60.0
-    # Seconds from a call's headers to its request message; then DEADLINE_EXCEEDED.
-    receive_timeout: float = 10.0
-    # Largest request accepted and reply sent. gRPC clients receive at most 4 MiB by
-    # default: a bigger reply would be counted OK here and fail there, so it is refused
-    # up front (INVALID_ARGUMENT naming the limit) unless the limit is raised on both sides.
-    max_message_bytes: int = 4 * 1024 * 1024
-
-    def __post_init__(self) -> None:
-        if self.max_inflight < 1:
-            raise ValueError(f"max_inflight must be >= 1, got {self.max_inflight}")
-        for name in ("default_timeout", "receive_timeout"):
-            if not 0 < getattr(self, name) <= MAX_SECONDS:  # NaN fails too
-                raise ValueError(
-                    f"{name} must be > 0 and <= {MAX_SECONDS} seconds, got {getattr(self, name)}"
-                )
-        if self.max_message_bytes < 1024:
-            raise ValueError(f"max_message_bytes must be >= 1024, got {self.max_message_bytes}")
-
-
-@dataclass
-class Call:
-    """One RPC as the metrics see it; counted by :meth:`TranslatorServicer._count` once."""
-
-    method: str
-    start: float
-    request_id: str = ""
-    options: DecodeOptions | None = None
-    sentences: int = 0
-    counted: bool = False
-
-    @classmethod
-    def begin(cls, method: str, context: grpc.aio.ServicerContext) -> Call:
-        """The call's record; its request id bound to the handler's task (every log line
-        it writes carries it) and returned to the client in the trailing metadata."""
-        request_id = request_id_from(context.invocation_metadata())
-        bind_request_id(request_id)
-        context.set_trailing_metadata(((REQUEST_ID_HEADER, request_id),))
-        return cls(method, time.monotonic(), request_id)
-
-
-def remaining_seconds(context: grpc.aio.ServicerContext) -> float | None:
-    """Seconds until the client's deadline, or ``None`` when it set none."""
-    remaining = context.time_remaining()
-    if remaining is None or remaining > NO_DEADLINE_SECONDS:
-        return None
-    return max(0.0, remaining)
-
-
-def _call_soon(loop: asyncio.AbstractEventLoop, callback, *args) -> None:
-    """``callback(*args)`` on ``loop`` from another thread; nothing once the loop has
-    closed (the server stopped: nobody is listening any more)."""
-    with contextlib.suppress(RuntimeError):
-        loop.call_soon_threadsafe(callback, *args)
-
-
-def _settle(waiter: asyncio.Future, done: Future) -> None:
-    """On the loop: ``waiter`` takes the outcome of the engine's future ``done``, unless
-    its call gave up waiting (cancelled, or timed out: the job is the caller's to cancel)."""
-    if waiter.done():
-        return
-    if done.cancelled():
-        waiter.cancel()
-    elif (exc := done.exception()) is not None:
-        waiter.set_exception(exc)
-    else:
-        waiter.set_result(done.result())
 
 
 class _ClientGone(Exception):
     """A write failed: the call ended under us (the client left, or its deadline)."""
-
-
-class _RateLimitedLog:
-    """Logs the first event and then at most one line per ``period`` with a count, so a
-    client sending garbage cannot flood the log."""
-
-    def __init__(self, period: float) -> None:
-        self.period = period
-        self._next = 0.0
-        self._suppressed = 0
-
-    def warning(self, message: str, *args) -> None:
-        now = time.monotonic()
-        if now < self._next:
-            self._suppressed += 1
-            return
-        more = f" (and {self._suppressed} more since the last report)" if self._suppressed else ""
-        log.warning(message + more, *args)
-        self._next, self._suppressed = now + self.period, 0
 
 
 class TranslatorServicer:
@@ -192,8 +84,8 @@ class TranslatorServicer:
         self.config = config or RpcConfig()
         self.ready = False
         self._inflight = 0  # touched on the event loop's thread only
-        self._bad_bodies = _RateLimitedLog(BAD_BODY_LOG_SECONDS)
-        self._reply_pool = ThreadPoolExecutor(REPLY_THREADS, thread_name_prefix="nmt-reply")
+        self._bad_bodies = RateLimitedLog(log, BAD_BODY_LOG_SECONDS)
+        self.replies = Replies(metrics, default_model, self.config.max_message_bytes)
 
     def handler(self) -> grpc.GenericRpcHandler:
         """The service's methods, request side streaming and raw (see the module doc)."""
@@ -266,63 +158,6 @@ class TranslatorServicer:
                 f"the request body is not a valid {name}: string fields must be UTF-8 and "
                 "the bytes a protobuf encoding of the message"
             ) from None
-
-    def _check_size(self, size: int) -> None:
-        if size > self.config.max_message_bytes:
-            raise InvalidRequest(
-                f"the reply would be {size} bytes, over the {self.config.max_message_bytes}"
-                "-byte limit (--max-message-bytes; gRPC clients accept 4 MiB by default): "
-                "send fewer sentences, ask for fewer n-best or no attention, or raise the "
-                "limit on the server and the client"
-            )
-
-    def _serialize(self, reply: Message) -> bytes:
-        data = reply.SerializeToString()
-        self._check_size(len(data))
-        return data
-
-    def _build(
-        self, make: Callable[[], Message], nbest: list[list[Hypothesis]], attention: bool
-    ) -> bytes:
-        """``make()`` serialized; refused before it is built when the attention maps it
-        will carry (``attention``), 4 bytes a value, alone exceed the limit: a reply of 67
-        MB costs a second to build."""
-        if attention:
-            self._check_size(
-                sum(4 * h.attention.size for hyps in nbest for h in hyps if h.attention is not None)
-            )
-        return self._serialize(make())
-
-    def _translation(
-        self, engine: EngineFront, model: str, result: TranslationResult, options: pb.DecodeOptions
-    ) -> pb.Translation:
-        """One sentence's message. With diagnostics asked for, each hypothesis carries its
-        own, and the best one's go to the model's histograms (so those sample the requests
-        that ask). Runs on a reply thread."""
-        diagnostics = None
-        if options.return_diagnostics:
-            unk = engine.bundle.config.unk_id
-            diagnostics = [
-                diagnose(h.attention, result.source_ids, unk) for _, _, h in result.hypotheses
-            ]
-            if diagnostics:
-                observe(self.metrics, model or self.default_model, diagnostics[0])
-        return to_translation(
-            result,
-            scores=options.return_scores,
-            attention=options.return_attention,
-            diagnostics=diagnostics,
-        )
-
-    async def _off_loop(
-        self, fn: Callable[[], bytes], nbest: list[list[Hypothesis]], attention: bool
-    ) -> bytes:
-        """``fn()`` (which renders and serializes ``nbest``) on a reply thread: a large reply
-        must not hold up the event loop (health checks, other calls). A small one is built
-        right here (:data:`INLINE_REPLY_HYPOTHESES`)."""
-        if not attention and sum(map(len, nbest)) <= INLINE_REPLY_HYPOTHESES:
-            return fn()
-        return await asyncio.get_running_loop().run_in_executor(self._reply_pool, fn)
 
     async def _send(self, context, data: bytes) -> None:
         try:
@@ -423,22 +258,6 @@ class TranslatorServicer:
             return self.config.default_timeout
         return remaining + CLIENT_DEADLINE_SLACK
 
-    @staticmethod
-    async def _result(job: Job, timeout: float) -> list[list[Hypothesis]]:
-        """The job's n-best lists; its error raised; :class:`DeadlineExpired` after
-        ``timeout``. The engine's future is only read (only ``job.cancel()`` stops a job):
-        its outcome comes to the loop in one callback, not through ``wrap_future``,
-        ``shield`` and ``wait_for``, whose futures and task cost the loop several passes
-        between a finished sentence and its reply."""
-        loop = asyncio.get_running_loop()
-        waiter = loop.create_future()
-        job.future.add_done_callback(partial(_call_soon, loop, _settle, waiter))
-        try:
-            async with asyncio.timeout(timeout):
-                return await waiter
-        except TimeoutError:
-            raise DeadlineExpired(DEADLINE_MESSAGE) from None
-
     # -- methods ---------------------------------------------------------------------------
 
     async def translate(self, request: pb.TranslateRequest, context, record: Call):
@@ -460,12 +279,12 @@ class TranslatorServicer:
                 timeout=timeout,
                 prefixes=list(request.target_prefix),
             )
-            nbest = await self._result(job, timeout)
+            nbest = await job_result(job, timeout)
 
             def reply() -> pb.TranslateResponse:
                 return pb.TranslateResponse(
                     translations=[
-                        self._translation(engine, request.model, r, request.options)
+                        self.replies.translation(engine, request.model, r, request.options)
                         for r in engine.render(job, nbest)
                     ],
                     model=engine.bundle.manifest.get("name", ""),
@@ -474,8 +293,8 @@ class TranslatorServicer:
                 )
 
             attention = request.options.return_attention
-            return await self._off_loop(
-                lambda: self._build(reply, nbest, attention), nbest, attention
+            return await self.replies.off_loop(
+                lambda: self.replies.build(reply, nbest, attention), nbest, attention
             )
         finally:
             if job is not None and not job.future.done():
@@ -512,7 +331,7 @@ class TranslatorServicer:
                 # Runs in the scheduler thread: hand over real changes, never block.
                 if not final and len(tokens) != last[0]:
                     last[0] = len(tokens)
-                    _call_soon(loop, updates.put_nowait, tokens)
+                    call_soon(loop, updates.put_nowait, tokens)
 
             timeout = self._timeout(context)
             job = engine.submit(
@@ -522,7 +341,7 @@ class TranslatorServicer:
                 on_prefix=on_prefix,
                 prefixes=[request.target_prefix],
             )
-            job.future.add_done_callback(lambda _: _call_soon(loop, updates.put_nowait, None))
+            job.future.add_done_callback(lambda _: call_soon(loop, updates.put_nowait, None))
             text = ""
             async with asyncio.timeout(timeout):  # writes to a slow reader included
                 while (tokens := await updates.get()) is not None:
@@ -531,7 +350,7 @@ class TranslatorServicer:
                         delta = new[len(text) :] if new.startswith(text) else new
                         text = new
                         update = pb.TranslateStreamResponse(text=text, delta=delta)
-                        await self._send(context, self._serialize(update))
+                        await self._send(context, self.replies.serialize(update))
                 nbest = job.future.result()  # done: raises its error
 
                 def final() -> pb.TranslateStreamResponse:
@@ -541,15 +360,15 @@ class TranslatorServicer:
                         text=best,
                         delta=best[len(text) :] if best.startswith(text) else best,
                         final=True,
-                        translation=self._translation(
+                        translation=self.replies.translation(
                             engine, request.model, result, request.options
                         ),
                         timing=to_timing(job),
                     )
 
                 attention = request.options.return_attention
-                built = await self._off_loop(
-                    lambda: self._build(final, nbest, attention), nbest, attention
+                built = await self.replies.off_loop(
+                    lambda: self.replies.build(final, nbest, attention), nbest, attention
                 )
                 await self._send(context, built)
         except TimeoutError:
@@ -568,4 +387,4 @@ class TranslatorServicer:
         )
 
     async def list_models(self, request: pb.ListModelsRequest, context, record: Call) -> bytes:
-        return self._serialize(self.models())
+        return self.replies.serialize(self.models())

@@ -13,7 +13,7 @@ import grpc
 
 from loadtest.hostile import HalfOpenCalls, invalid_utf8_request, raw_translate
 from nmt_api.nmt.v1 import translator_pb2 as pb
-from service.servicer import RpcConfig
+from service.calls import RpcConfig
 from tests.service.server_helpers import TIMEOUT, proto_options, slow_decoder, stub_for, wait_until
 
 LONG = dict(beam=5, max_length=4000, max_length_ratio=100.0)

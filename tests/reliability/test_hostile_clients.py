@@ -20,7 +20,7 @@ from loadtest.hostile import (
     raw_translate,
 )
 from nmt_api.nmt.v1 import translator_pb2 as pb
-from service.servicer import RpcConfig
+from service.calls import RpcConfig
 from tests.service.server_helpers import (
     TIMEOUT,
     proto_options,

@@ -14,8 +14,8 @@ import pytest
 
 from models.options import Hypothesis
 from nmt_api.nmt.v1 import translator_pb2 as pb
+from service.calls import RpcConfig
 from service.errors import InvalidRequest
-from service.servicer import RpcConfig
 from tests.service.server_helpers import (
     LOOP_SENTENCE,
     TIMEOUT,
@@ -113,4 +113,4 @@ def test_a_reply_whose_attention_alone_is_over_the_limit_is_never_built(server_f
         raise AssertionError("built a reply that was going to be refused")
 
     with pytest.raises(InvalidRequest, match=r"the reply would be 1228800 bytes, over the 1048576"):
-        server.servicer._build(make, nbest, True)
+        server.servicer.replies.build(make, nbest, True)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from service.calls import RpcConfig
 from service.config import SECTIONS, ServerConfig, TransportConfig
 from service.flags import FLAGS, build_parser, parse_args
 from service.limits import EngineConfig
-from service.servicer import RpcConfig
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 

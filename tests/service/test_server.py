@@ -346,7 +346,7 @@ def test_small_replies_are_built_on_the_event_loop(
 ):
     """Up to INLINE_REPLY_HYPOTHESES hypotheses without attention: built on the loop;
     more, or attention maps: on a reply thread. The answer is the same either way."""
-    pool = server.servicer._reply_pool
+    pool = server.servicer.replies.pool
     submitted = []
     submit = pool.submit
 

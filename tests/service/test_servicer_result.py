@@ -1,4 +1,4 @@
-"""How a handler waits for its job (``TranslatorServicer._result``): the engine's future
+"""How a handler waits for its job (``service.calls.job_result``): the engine's future
 is resolved on another thread, read once on the loop, never cancelled from here, and a
 call that gives up leaves nothing behind for the loop to complain about."""
 
@@ -10,10 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from service.calls import job_result
 from service.errors import DeadlineExpired, EngineFailure
-from service.servicer import TranslatorServicer
 
-wait = TranslatorServicer._result
+wait = job_result
 
 
 def later(fn, *args, delay: float = 0.02) -> threading.Thread:
