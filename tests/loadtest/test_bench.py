@@ -404,7 +404,7 @@ def _torch_and_service_run(tiny_bundle, tmp_path, name: str, *flags: str):
 def test_ab_tree_serves_both_trees_side_by_side(tiny_bundle, tmp_path):
     """``--ab-tree`` on this very checkout: two nmt-serve subprocesses of the same code,
     labelled apart, each translating every sentence like the in-process service."""
-    from loadtest.bench import ROOT
+    from loadtest.machine import ROOT
 
     flags = ("--ab-tree", str(ROOT), "--client-processes", "2")
     data, out = _torch_and_service_run(tiny_bundle, tmp_path, "ab", *flags)
