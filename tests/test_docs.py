@@ -17,10 +17,18 @@ FENCE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
 
 
 def documents() -> list[Path]:
-    """Every Markdown file git tracks, the third-party fixtures' aside."""
-    listed = subprocess.run(
-        ["git", "ls-files", "*.md"], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout.split()
+    """Every Markdown file git tracks (outside a git checkout, every one under the root
+    but in hidden folders and the virtualenv), the third-party fixtures' aside."""
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "*.md"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        listed = [
+            p.relative_to(ROOT).as_posix()
+            for p in ROOT.rglob("*.md")
+            if not any(part.startswith(".") for part in p.relative_to(ROOT).parts)
+        ]
     return [ROOT / name for name in listed if not name.startswith("tests/fixtures/")]
 
 
