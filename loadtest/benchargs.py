@@ -254,7 +254,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def check_inputs(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Everything the benchmark reads, checked before any measurement starts (a
     one-line error, exit 2): ``args.bundle_dir`` and ``args.texts`` are set here."""
-    from service.limits import EngineConfig
     from service.server import ServerError, find_bundles
 
     try:

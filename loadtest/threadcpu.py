@@ -20,6 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 TASKS = Path("/proc/self/task")
+# Whether the kernel keeps per-thread scheduler statistics (nanoseconds on a CPU).
+SCHEDSTAT = Path("/proc/self/schedstat").exists()
 
 
 def group_of(name: str | None) -> str:
@@ -75,9 +77,6 @@ def process_seconds(pids: list[int]) -> float:
     (10 ms): a front end that used 30 ms over a short run could read as 0 there. A
     process that is gone, or not Linux: 0."""
     return sum(_task_seconds(pid) if SCHEDSTAT else _stat_seconds(pid) for pid in pids)
-
-
-SCHEDSTAT = Path("/proc/self/schedstat").exists()
 
 
 def _task_seconds(pid: int) -> float:

@@ -3,6 +3,7 @@ section or a renamed file breaks a link here, not for a reader on GitHub."""
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 from pathlib import Path
@@ -39,6 +40,7 @@ def slug(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", text.lower()).replace(" ", "-")
 
 
+@functools.cache  # a document links to the same few files many times
 def anchors(path: Path) -> set[str]:
     text = FENCE.sub("", path.read_text(encoding="utf-8"))
     seen: dict[str, int] = {}

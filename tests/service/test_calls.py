@@ -13,8 +13,6 @@ import pytest
 from service.calls import job_result
 from service.errors import DeadlineExpired, EngineFailure
 
-wait = job_result
-
 
 def later(fn, *args, delay: float = 0.02) -> threading.Thread:
     """``fn(*args)`` on another thread after ``delay`` seconds, as the scheduler does."""
@@ -37,13 +35,13 @@ async def complaints_after(coro) -> list[dict]:
 def test_the_result_set_on_another_thread_is_returned():
     job = SimpleNamespace(future=Future())
     later(job.future.set_result, [["hola"]])
-    assert asyncio.run(wait(job, 5.0)) == [["hola"]]
+    assert asyncio.run(job_result(job, 5.0)) == [["hola"]]
 
 
 def test_a_job_already_done_is_returned():
     job = SimpleNamespace(future=Future())
     job.future.set_result([["ya"]])
-    assert asyncio.run(wait(job, 5.0)) == [["ya"]]
+    assert asyncio.run(job_result(job, 5.0)) == [["ya"]]
 
 
 def test_the_jobs_error_is_raised_as_it_is():
@@ -53,7 +51,7 @@ def test_the_jobs_error_is_raised_as_it_is():
 
     async def main():
         with pytest.raises(EngineFailure, match="the decoder failed") as caught:
-            await wait(job, 5.0)
+            await job_result(job, 5.0)
         assert caught.value is error
 
     asyncio.run(main())
@@ -64,7 +62,7 @@ def test_a_timeout_is_deadline_expired_and_leaves_the_job_alone():
 
     async def main():
         with pytest.raises(DeadlineExpired):
-            await wait(job, 0.05)
+            await job_result(job, 0.05)
         # the engine's answer after the handler gave up: no error on the loop
         later(job.future.set_exception, EngineFailure("too late"), delay=0.0).join()
 
@@ -76,7 +74,7 @@ def test_a_cancelled_call_leaves_the_job_to_finish():
     job = SimpleNamespace(future=Future())
 
     async def main():
-        task = asyncio.create_task(wait(job, 5.0))
+        task = asyncio.create_task(job_result(job, 5.0))
         await asyncio.sleep(0.02)
         task.cancel()  # the client went away
         with pytest.raises(asyncio.CancelledError):
@@ -95,7 +93,7 @@ def test_an_error_landing_as_the_call_is_cancelled_is_not_left_unretrieved():
 
     async def main():
         loop = asyncio.get_running_loop()
-        task = asyncio.create_task(wait(job, 5.0))
+        task = asyncio.create_task(job_result(job, 5.0))
         await asyncio.sleep(0)  # the task now awaits its waiter
 
         def land():
