@@ -244,6 +244,13 @@ class Engine(EngineFront):
             )
             return self._rows_reserved + queued
 
+    @property
+    def idle(self) -> bool:
+        """No row reserved and nothing queued, read without the lock (it may be held by
+        the caller: a job's done callback runs where its future resolves). A hint: the
+        engine process sends a reply straight from the scheduler thread when idle."""
+        return not self._rows_reserved and not self._queue
+
     # -- scheduler ---------------------------------------------------------------------
 
     def _run(self) -> None:

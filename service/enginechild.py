@@ -15,6 +15,10 @@ prefixes) only queue theirs, so pickling and the pipe writes run while the sched
 back in ONNX Runtime (which releases the GIL), and the messages that piled up meanwhile
 for one link, a step's finished sentences, go as one ``batch`` message. One queue keeps
 their order: a job's prefixes come before its result, every result before ``stopped``.
+The exception: a job's answer when the engine has nothing else to do (no row reserved,
+nothing queued) and nothing waits in the outbox is written at once by the thread that
+resolved it, when small. There is nothing to overlap then, and waking the sender would
+add a thread hand-over to one client's latency.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import time
 from concurrent.futures import Future
 from functools import partial
 from multiprocessing.connection import wait
+from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
@@ -49,6 +54,10 @@ log = logging.getLogger(__name__)
 
 HEARTBEAT_SECONDS = 0.5
 OWNER = 0  # the link of the process that started the engine process
+# A job's answer up to this size (pickled) may be written by the thread that resolved it
+# (see the module's docstring); a larger one goes through the sender, so that the
+# scheduler never waits for a server process to read a long reply off the pipe.
+DIRECT_BYTES = 16 * 1024
 
 
 class Wire:
@@ -63,6 +72,15 @@ class Wire:
         try:
             with self._lock:
                 self.conn.send(message)
+        except (OSError, ValueError, EOFError):
+            return False
+        return True
+
+    def send_bytes(self, data: bytes) -> bool:
+        """A message already pickled (``ForkingPickler.dumps``, as ``send`` does it)."""
+        try:
+            with self._lock:
+                self.conn.send_bytes(data)
         except (OSError, ValueError, EOFError):
             return False
         return True
@@ -92,6 +110,9 @@ class EngineChild:
         self._open = set(range(len(wires)))
         self._beats = threading.Event()  # set: stop beating
         self._outbox: queue.SimpleQueue[tuple[int, tuple] | None] = queue.SimpleQueue()
+        # Messages queued and not yet written; a direct write needs none (their order).
+        self._pending = 0
+        self._pending_lock = threading.Lock()
 
     def serve(self) -> None:
         sender = threading.Thread(target=self._sender, name="nmt-ipc-sender", daemon=True)
@@ -147,7 +168,25 @@ class EngineChild:
 
     def _send(self, message: tuple, link: int = OWNER) -> None:
         """Queue ``message`` for ``link`` (any thread; never blocks)."""
+        with self._pending_lock:
+            self._pending += 1
         self._outbox.put((link, message))
+
+    def _answer(self, message: tuple, link: int) -> None:
+        """A job's answer: written now when the engine is idle, nothing is queued before
+        it and it is small (see the module's docstring), else queued."""
+        if self.engine.idle and not self._pending:
+            try:
+                data = bytes(ForkingPickler.dumps(message))
+            except Exception:  # noqa: BLE001 - the sender reports it (see _write)
+                data = None
+            if data is not None and len(data) <= DIRECT_BYTES:
+                with self._pending_lock:
+                    if not self._pending:  # still nothing before it
+                        if not self.wires[link].send_bytes(data):
+                            log.debug("link %d is gone; dropped a %r message", link, message[0])
+                        return
+        self._send(message, link)
 
     def _sender(self) -> None:
         while True:
@@ -165,6 +204,8 @@ class EngineChild:
                     return
                 batch.append(item)
             self._write_all(batch)
+            with self._pending_lock:
+                self._pending -= len(batch)
 
     def _write_all(self, batch: list[tuple[int, tuple]]) -> None:
         per_link: dict[int, list[tuple]] = {}
@@ -252,9 +293,9 @@ class EngineChild:
         if exc is None:
             t = job.timing
             timing = (t.admitted, t.encode_seconds, t.finished)
-            self._send(("done", jid, future.result(), timing), link)
+            self._answer(("done", jid, future.result(), timing), link)
         else:
-            self._send(("error", jid, *describe(exc)), link)
+            self._answer(("error", jid, *describe(exc)), link)
 
     def _stop(self, timeout: float | None) -> None:
         try:

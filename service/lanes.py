@@ -140,6 +140,10 @@ class EngineLanes(EngineFront):
                 return f"decode lane {i}: {reason}"
         return None
 
+    @property
+    def idle(self) -> bool:
+        return all(lane.idle for lane in self.lanes)
+
     def warmup(self) -> None:
         for lane in self.lanes:
             lane.warmup()

@@ -498,6 +498,12 @@ class _PicklingWire:
         self.sent.append(message)
         return True
 
+    def send_bytes(self, data: bytes) -> bool:
+        import pickle
+
+        self.sent.append(pickle.loads(data))
+        return True
+
 
 def _drain(messages: list[tuple]) -> list[tuple]:
     from service.enginechild import EngineChild
@@ -540,6 +546,80 @@ def test_a_result_that_does_not_pickle_fails_its_job_not_the_batch():
     assert sent[0] == good
     assert sent[1][:3] == ("error", 2, "")  # not a domain error: INTERNAL in the parent
     assert sent[2][:3] == ("called", 7, False) and isinstance(sent[2][3], RuntimeError)
+
+
+class _Idle:
+    """An engine as the child's answers see it: idle or not."""
+
+    def __init__(self, idle: bool) -> None:
+        self.idle = idle
+
+
+def _answering(idle: bool):
+    from service.enginechild import EngineChild
+
+    return EngineChild([_PicklingWire()], engine=_Idle(idle))
+
+
+DONE = ("done", 1, [[]], (0.0, 0.0, 0.0))
+
+
+def test_an_idle_engines_answer_is_written_at_once():
+    """One client: nothing to overlap, so the answer does not wait for the sender."""
+    child = _answering(idle=True)
+    child._answer(DONE, 0)
+    assert child.wires[0].sent == [DONE]
+    assert child._outbox.empty() and child._pending == 0
+
+
+@pytest.mark.parametrize("case", ["busy", "queued before it", "large", "does not pickle"])
+def test_an_answer_goes_through_the_sender_otherwise(case):
+    """A busy engine (the scheduler goes back to ONNX Runtime while the sender writes),
+    a message queued before it (its order), a long reply (the scheduler must not wait for
+    the server process to read it) or one that does not pickle (the sender fails its job)."""
+    from service.enginechild import DIRECT_BYTES
+
+    child = _answering(idle=case != "busy")
+    before = ("prefix", 1, (5,), False)
+    answer = DONE
+    if case == "queued before it":
+        child._send(before, 0)
+    elif case == "large":
+        answer = ("done", 1, [[tuple(range(DIRECT_BYTES))]], (0.0, 0.0, 0.0))
+    elif case == "does not pickle":
+        answer = ("done", 1, [[lambda: None]], (0.0, 0.0, 0.0))
+    child._answer(answer, 0)
+    assert child.wires[0].sent == []
+    child._outbox.put(None)
+    child._sender()
+    sent = child.wires[0].sent
+    if case == "queued before it":
+        assert sent == [("batch", (before, answer))]
+    elif case == "does not pickle":
+        assert sent[0][:3] == ("error", 1, "")
+    else:
+        assert sent == [answer]
+
+
+def test_the_sender_counts_down_what_it_wrote():
+    """After the sender has written what was queued, an idle engine's answers are direct
+    again (the count of queued messages is back at zero)."""
+    import threading
+
+    child = _answering(idle=True)
+    sender = threading.Thread(target=child._sender, daemon=True)
+    sender.start()
+    try:
+        child._send(("prefix", 1, (5,), False), 0)
+        deadline = time.monotonic() + 5
+        while child._pending and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert child._pending == 0
+        child._answer(DONE, 0)
+    finally:
+        child._outbox.put(None)
+        sender.join(5)
+    assert child.wires[0].sent == [("prefix", 1, (5,), False), DONE]
 
 
 # ---------------------------------------------------------------- a child's first message

@@ -119,6 +119,38 @@ def _finished_per_lane(lanes: EngineLanes, texts, options) -> list[int]:
     return finished
 
 
+@pytest.mark.parametrize("which", ["engine", "lanes"])
+def test_idle_only_when_nothing_is_reserved_or_queued(pair, tiny_bundle, which):
+    """The hint the engine process uses to answer at once (service/enginechild.py): as
+    the scheduler finishes the last request it is idle; while another request still
+    decodes or waits, it is not."""
+    one, server = pair
+    engine = one if which == "engine" else server.engines[TINY_MODEL]
+    assert engine.idle
+    seen: list[tuple[int, bool]] = []
+    lanes = [engine] if which == "engine" else engine.lanes
+    for lane in lanes:
+        real = lane._finish_sentence
+
+        def noted(job, *args, real=real):
+            real(job, *args)  # the sentence's rows are released before this call
+            seen.append((job.options.min_length, engine.idle))
+
+        lane._finish_sentence = noted
+    text = tiny_bundle.sentences[0]
+    try:
+        # the long request first: it is in flight (queued or decoding) when the short ends
+        long = engine.submit([text], DecodeOptions(beam_size=1, min_length=40), timeout=TIMEOUT)
+        short = engine.submit([text], DecodeOptions(beam_size=1, max_length=1), timeout=TIMEOUT)
+        for job in (short, long):
+            engine.wait(job, TIMEOUT)
+    finally:
+        for lane in lanes:
+            vars(lane).pop("_finish_sentence", None)
+    assert seen == [(1, False), (40, True)]
+    assert engine.idle
+
+
 def test_every_lane_decodes_under_load(pair, tiny_bundle):
     _, server = pair
     lanes = server.engines[TINY_MODEL]
