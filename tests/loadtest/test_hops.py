@@ -23,8 +23,8 @@ def test_every_hop_is_measured_and_the_engines_agree(tiny_bundle, tmp_path, caps
         for part in hops.PARTS:
             assert row[part] >= 0
         assert row["round trip"] > 0 and row["in the engine"] > 0
-        # the parts add up to the round trip (medians: roughly)
-        assert sum(row[p] for p in hops.PARTS[1:]) == pytest.approx(row["round trip"], rel=0.5)
+        # each part lies within its request's round trip, so its median within theirs
+        assert all(row[p] <= row["round trip"] for p in hops.PARTS[1:])
     table = capsys.readouterr().out
     assert "| engine | requests | round trip ms | to the scheduler ms |" in table
     assert "| engine process | 8 |" in table
