@@ -95,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from models.tokenizer import read_lines
     from service.bundle import load_bundle
     from service.config import ServerConfig
-    from service.lanes import lanes_for, make_engine, runtime_for
+    from service.lanes import for_machine, make_engine
     from service.metrics import create_metrics
     from service.remote import RemoteEngine
     from service.server import ServerError, find_bundles
@@ -125,9 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(f"{args.file}: no sentences")
     defaults = ServerConfig()
     runtime = dataclasses.replace(defaults.runtime, providers=("cuda",) if gpu else ("cpu",))
-    lanes = lanes_for(defaults.engine, gpu)
-    config = dataclasses.replace(defaults.engine, decode_lanes=lanes)
-    runtime = runtime_for(runtime, lanes)
+    config, runtime = for_machine(defaults.engine, runtime, gpu)
     local = make_engine(load_bundle(path, runtime), config, create_metrics(CollectorRegistry()))
     remote = RemoteEngine(path, runtime, config, create_metrics(CollectorRegistry()))
     engines = {"in this process": local, "engine process": remote}

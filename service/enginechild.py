@@ -68,16 +68,13 @@ class Wire:
         self._lock = threading.Lock()
 
     def send(self, message: tuple) -> bool:
-        """False when the other side is gone (the reader finds out and acts on it)."""
-        try:
-            with self._lock:
-                self.conn.send(message)
-        except (OSError, ValueError, EOFError):
-            return False
-        return True
+        """False when the other side is gone (the reader finds out and acts on it); a
+        message that does not pickle raises, before anything is written."""
+        return self.send_bytes(ForkingPickler.dumps(message))
 
-    def send_bytes(self, data: bytes) -> bool:
-        """A message already pickled (``ForkingPickler.dumps``, as ``send`` does it)."""
+    def send_bytes(self, data) -> bool:
+        """A message already pickled (``ForkingPickler.dumps``, as ``Connection.send``
+        pickles it)."""
         try:
             with self._lock:
                 self.conn.send_bytes(data)
@@ -177,7 +174,7 @@ class EngineChild:
         it and it is small (see the module's docstring), else queued."""
         if self.engine.idle and not self._pending:
             try:
-                data = bytes(ForkingPickler.dumps(message))
+                data = ForkingPickler.dumps(message)
             except Exception:  # noqa: BLE001 - the sender reports it (see _write)
                 data = None
             if data is not None and len(data) <= DIRECT_BYTES:

@@ -94,6 +94,15 @@ def runtime_for(runtime: RuntimeConfig, lanes: int) -> RuntimeConfig:
     return dataclasses.replace(runtime, intra_op_threads=threads)
 
 
+def for_machine(
+    engine: EngineConfig, runtime: RuntimeConfig, gpu: bool
+) -> tuple[EngineConfig, RuntimeConfig]:
+    """``engine`` with its decode lanes resolved (0: auto) and ``runtime`` with the
+    sessions' threads that lane count sets, as the server runs them on this machine."""
+    lanes = lanes_for(engine, gpu)
+    return dataclasses.replace(engine, decode_lanes=lanes), runtime_for(runtime, lanes)
+
+
 def make_engine(bundle: Bundle, config: EngineConfig, metrics: Metrics) -> Engine | EngineLanes:
     """``config.decode_lanes`` (resolved: > 0) engines over ``bundle``: one
     :class:`Engine`, or :class:`EngineLanes`."""

@@ -14,7 +14,6 @@ port that share those engines (``service/frontends.py``); one that dies is a dea
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 import signal
@@ -37,7 +36,7 @@ from service.engine import Engine
 from service.flags import parse_args
 from service.forwarding import ENGINE_METRICS, FRONTEND_METRICS, ProcessSource, forward_metrics
 from service.frontends import FrontendError, Frontends, Links
-from service.lanes import EngineLanes, lanes_for, make_engine, runtime_for
+from service.lanes import EngineLanes, for_machine, make_engine
 from service.listen import ListenError, bind, enable_reflection, server_credentials
 from service.metrics import create_metrics
 from service.remote import EngineLink, EngineProcessError, RemoteEngine
@@ -198,9 +197,7 @@ class TranslationServer:
             config.engine_process == "auto" and (gpu or config.frontends > 1)
         )
         # decode lanes (0: auto) resolved here: their count sets the sessions' threads
-        lanes = lanes_for(config.engine, gpu)
-        self._engine_config = dataclasses.replace(config.engine, decode_lanes=lanes)
-        self._runtime = runtime_for(config.runtime, lanes)
+        self._engine_config, self._runtime = for_machine(config.engine, config.runtime, gpu)
         bundles = find_bundles(config.model_repository, gpu=gpu)
         default = config.default_model or next(iter(bundles))
         if default not in bundles:
