@@ -63,3 +63,13 @@ def test_bad_arguments_are_one_line_errors(tiny_bundle, capsys, argv, message):
         hops.main(["--model-repository", str(tiny_bundle.repo), "--model", "tiny", *argv])
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_an_empty_file_is_a_one_line_error(tiny_bundle, tmp_path, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    with pytest.raises(SystemExit) as exc:
+        argv = ["--model-repository", str(tiny_bundle.repo), "--model", "tiny"]
+        hops.main([*argv, "--file", str(empty)])
+    assert exc.value.code == 2
+    assert f"{empty}: no sentences" in capsys.readouterr().err
