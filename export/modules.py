@@ -3,7 +3,8 @@
 Most attention RNN models follow the tutorial shape: an encoder that returns every
 hidden state, ``encoder(src) -> (outputs [B,S,H], hidden)``, and a decoder module that
 runs one step, ``decoder(token [B,1], hidden, encoder_outputs) -> (logits [B,V], hidden,
-attention [B,S])``. :class:`Signature` says, declaratively, how yours are called;
+attention [B,S])``, batch-first or, with ``Signature(time_major=True)``,
+sequence-first. :class:`Signature` says, declaratively, how yours are called;
 :class:`AdaptedModel` wraps them (unchanged) into the interface the exporter, the parity
 gate and the PyTorch reference searches use (that of :class:`models.seq2seq.Seq2Seq`).
 
@@ -69,6 +70,11 @@ class Signature:
     name -> size; each starts as zeros ``(B, size)``.
     ``decoder_method``: the method that runs one step (the PyTorch tutorial's
     ``AttnDecoderRNN`` calls it ``forward_step``).
+    ``time_major``: sequence-first modules (``nn.GRU``/``nn.LSTM`` without
+    ``batch_first``, as in bentrevett/pytorch-seq2seq): the encoder takes ``src``
+    ``(S,B)`` and returns ``memory`` ``(S,B,D)``, and the decoder step takes ``memory``
+    ``(S,B,D)``; the token, hidden (``hidden_layout``), mask ``(B,S)`` and the step's
+    returns keep their own layouts.
     """
 
     encoder_args: tuple[str, ...] = ("src",)
@@ -82,6 +88,7 @@ class Signature:
     decoder_returns: tuple[str, ...] = ("logits", "hidden", "attention")
     extra_state: Mapping[str, int] = field(default_factory=dict)
     mask_true_at: str = "token"
+    time_major: bool = False
 
     def __post_init__(self) -> None:
         def check(what: str, names: tuple[str, ...], known: tuple[str, ...]) -> None:
@@ -131,6 +138,8 @@ class Signature:
                 )
         if self.bridge is not None and not callable(self.bridge):
             raise AdapterError(f"bridge must be callable, got {type(self.bridge).__name__}")
+        if not isinstance(self.time_major, bool):
+            raise AdapterError(f"time_major must be True or False, got {self.time_major!r}")
         if not self.decoder_method.isidentifier():
             raise AdapterError(f"decoder_method must name a method, got {self.decoder_method!r}")
         if self.mask_true_at != "token" and "mask" not in self.decoder_args:
@@ -240,7 +249,7 @@ class _Step(nn.Module):
         values: dict[str, Any] = {
             "token": prev.unsqueeze(1) if sig.token_shape == "B1" else prev,
             "hidden": hidden if sig.rnn == "lstm" else hidden[0],
-            "memory": memory,
+            "memory": memory.transpose(0, 1) if sig.time_major else memory,
             "mask": mask if sig.mask_true_at == "token" else ~mask,
         }
         values.update(zip(sig.extra_state, state[n_hidden:], strict=True))
@@ -394,18 +403,27 @@ class AdaptedModel(nn.Module):
 
     def _encode(self, src: Tensor, lengths: Tensor) -> Encoded:
         sig = self.signature
-        values = {"src": src, "lengths": lengths}
+        values = {"src": src.t() if sig.time_major else src, "lengths": lengths}
         got = _named(
             call_user("encoder", self.encoder, *[values[a] for a in sig.encoder_args]),
             sig.encoder_returns,
             "encoder",
         )
         memory = got["memory"].float()
+        if sig.time_major and memory.dim() == 3:
+            memory = memory.transpose(0, 1)  # (S,B,D) -> the contract's (B,S,D)
         if memory.dim() != 3 or memory.shape[:2] != src.shape:
+            shape = tuple(int(d) for d in got["memory"].shape)
+            b, n = int(src.shape[0]), int(src.shape[1])
             raise AdapterError(
-                f"the encoder's memory has shape {tuple(memory.shape)}; expected "
-                f"(batch, src_len, D) = ({src.shape[0]}, {src.shape[1]}, D): a batch-first "
-                "RNN (batch_first=True) or a transpose in the encoder"
+                f"the encoder's memory has shape {shape}; expected "
+                + (
+                    f"(src_len, batch, D) = ({n}, {b}, D) with Signature(time_major=True): "
+                    "a sequence-first RNN (no batch_first)"
+                    if sig.time_major
+                    else f"(batch, src_len, D) = ({b}, {n}, D): a batch-first RNN "
+                    "(batch_first=True), or Signature(time_major=True) for a sequence-first one"
+                )
             )
         hidden = got.get("hidden")
         if sig.bridge is not None:
@@ -433,7 +451,14 @@ class AdaptedModel(nn.Module):
                 f"the decoder's first hidden ({'bridge' if sig.bridge else 'encoder'}'s) has "
                 f"shape {tuple(int(d) for d in _from_batch_first(h, sig.hidden_layout).shape)} "
                 f"for a batch of {batch}, expected {LAYOUTS[sig.hidden_layout]}: is the "
-                "encoder's RNN batch_first=True, and Signature.hidden_layout right?"
+                + (
+                    "encoder's RNN sequence-first (no batch_first), as "
+                    "Signature(time_major=True) says"
+                    if sig.time_major
+                    else "encoder's RNN batch_first=True (a sequence-first one needs "
+                    "Signature(time_major=True))"
+                )
+                + ", and Signature.hidden_layout right?"
             )
         layers = self._decoder_layers
         if sig.bridge is None and sig.hidden_layout != "flat" and layers not in (None, h.shape[1]):

@@ -74,18 +74,24 @@ class WordTokenizer:
         fold_accents: bool = False,
         split_punctuation: bool = True,
         end_tokens: Sequence[str] = (),
+        start_tokens: Sequence[str] = (),
     ) -> None:
         """``end_tokens``: appended to every encoded sentence, e.g. ``["EOS"]`` for a model
-        trained on sources that end in EOS (the PyTorch tutorial's ``tensorFromSentence``)."""
+        trained on sources that end in EOS (the PyTorch tutorial's ``tensorFromSentence``);
+        ``start_tokens``: put before it, e.g. ``["<sos>"]`` (bentrevett/pytorch-seq2seq
+        wraps every source in ``<sos>`` ... ``<eos>``)."""
         self.tokens = list(tokens)
         self.ids = index_vocabulary(
             self.tokens, unk_id, is_token=_is_word, bad="is empty or has spaces"
         )
         self.unk_id = unk_id
-        unknown = [t for t in end_tokens if t not in self.ids]
-        if unknown:
-            raise TokenizerError(f"end tokens {unknown} are not in the vocabulary")
+        for which, marks in (("start", start_tokens), ("end", end_tokens)):
+            unknown = [t for t in marks if t not in self.ids]
+            if unknown:
+                raise TokenizerError(f"{which} tokens {unknown} are not in the vocabulary")
+        self.start_tokens = tuple(start_tokens)
         self.end_tokens = tuple(end_tokens)
+        self._start_ids = [self.ids[t] for t in self.start_tokens]
         self._end_ids = [self.ids[t] for t in self.end_tokens]
         self.lowercase = lowercase
         self.fold_accents = fold_accents
@@ -108,9 +114,10 @@ class WordTokenizer:
         return _WORDS.findall(text) if self.split_punctuation else text.split()
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of ``text`` without BOS/EOS; unknown words are ``unk``."""
+        """Token ids of ``text`` between the start and end tokens (none by default);
+        unknown words are ``unk``."""
         ids = [self.ids.get(w, self.unk_id) for w in self.words(text)]
-        return ids + self._end_ids if ids else ids
+        return self._start_ids + ids + self._end_ids if ids else ids
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         return [self.encode(t) for t in texts]
@@ -121,7 +128,7 @@ class WordTokenizer:
     def surface(self, text: str) -> list[str]:
         """``text``'s words as normalised (not looked up), one per id of :meth:`encode`."""
         words = self.words(text)
-        return words + list(self.end_tokens) if words else words
+        return [*self.start_tokens, *words, *self.end_tokens] if words else words
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.detokenize(self.pieces(ids))
@@ -141,6 +148,8 @@ class WordTokenizer:
             "fold_accents": self.fold_accents,
             "split_punctuation": self.split_punctuation,
             "end_tokens": list(self.end_tokens),
+            # only when set: a manifest without it still loads in servers older than it
+            **({"start_tokens": list(self.start_tokens)} if self.start_tokens else {}),
         }
 
     def save(self, path: Path) -> None:

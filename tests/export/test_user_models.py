@@ -1,7 +1,8 @@
 """A user's own trained PyTorch modules, served unchanged (``export.user``).
 
-Three model shapes written independently of this project's ``models`` package
-(``tests/export/user_models``), each trained for a few seconds on the sample pairs:
+Four model shapes written independently of this project's ``models`` package
+(``tests/export/user_models``; two are tutorials' modules as published), each trained
+for a few seconds on the sample pairs:
 
 1. ``export_modules`` passes the parity gate on all 300 sample sentences (greedy) and a
    sample of 30 (beam 5); the manifest says so.
@@ -24,7 +25,7 @@ import json
 import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 
@@ -66,10 +67,15 @@ def _trained(name: str) -> Trained:
     else:
         encoder, decoder = module.trained()[:2]
         greedy = lambda ids: module.translate(encoder, decoder, ids)  # noqa: E731
-    return Trained(name, module, user, greedy, exact_lengths=name == "pytorch_tutorial")
+    # the encoders that take no lengths read padding: encoded in equal-length groups
+    exact = name in ("pytorch_tutorial", "bentrevett_time_major")
+    return Trained(name, module, user, greedy, exact_lengths=exact)
 
 
-@pytest.fixture(scope="module", params=["bahdanau_gru", "luong_lstm", "pytorch_tutorial"])
+@pytest.fixture(
+    scope="module",
+    params=["bahdanau_gru", "luong_lstm", "pytorch_tutorial", "bentrevett_time_major"],
+)
 def shape(request) -> Trained:
     return _trained(request.param)
 
@@ -225,6 +231,31 @@ def test_a_signature_naming_an_unknown_return_is_refused():
         Signature(decoder_returns=("logits", "hidden", "attn"))
     with pytest.raises(AdapterError, match=r"encoder_returns names \['outputs'\] unknown"):
         Signature(encoder_returns=("outputs", "hidden"))
+
+
+def test_sequence_first_modules_without_time_major_are_refused_with_the_fix(tmp_path):
+    """bentrevett's sequence-first encoder fed ``(B,S)`` reads B as time: its memory has
+    the expected shape by accident, its hidden does not, and the error names the flag."""
+    bentrevett = importlib.import_module(f"{PACKAGE}.bentrevett_time_major")
+    user = bentrevett.load()
+    batch_first = Signature(token_shape="B", hidden_layout="flat")
+    wrong = UserModel(user.encoder, user.decoder, user.source, user.target, user.special_ids,
+                      batch_first)  # fmt: skip
+    with pytest.raises(AdapterError, match=r"Signature\(time_major=True\)"):
+        export_modules(wrong, tmp_path / "m" / "1", parity_src=SAMPLE_EN, beam_sentences=0)
+    assert not (tmp_path / "m" / "1").exists()
+    with pytest.raises(AdapterError, match="time_major must be True or False"):
+        Signature(time_major="yes")  # type: ignore[arg-type]
+
+
+def test_a_batch_first_encoder_declared_time_major_is_refused_with_the_fix(tmp_path):
+    tutorial = importlib.import_module(f"{PACKAGE}.pytorch_tutorial")
+    user = tutorial.load()
+    declared = replace(user.signature, time_major=True)
+    wrong = replace(user, signature=declared)
+    with pytest.raises(AdapterError, match=r"no batch_first\), as Signature\(time_major=True\)"):
+        export_modules(wrong, tmp_path / "m" / "1", parity_src=SAMPLE_EN, beam_sentences=0)
+    assert not (tmp_path / "m" / "1").exists()
 
 
 def _tutorial_with(decoder_class, attention_class=None) -> UserModel:

@@ -38,6 +38,17 @@ def test_end_tokens_close_every_sentence():
         tok(end_tokens=["EOS"])
 
 
+def test_start_tokens_open_every_sentence_and_travel_in_the_options():
+    t = tok(start_tokens=["<s>"], end_tokens=["</s>"])
+    assert t.encode("the cat") == [2, 4, 5, 3]
+    assert t.surface("The cat") == ["<s>", "the", "cat", "</s>"]
+    assert t.encode(" ") == [] and t.surface(" ") == []
+    assert t.options()["start_tokens"] == ["<s>"]
+    assert "start_tokens" not in tok().options()  # older servers read manifests without it
+    with pytest.raises(TokenizerError, match=r"start tokens \['SOS'\] are not in the vocabulary"):
+        tok(start_tokens=["SOS"])
+
+
 def test_decode_glues_punctuation_back():
     t = tok()
     assert t.decode([4, 5, 8, 6, 7]) == "the cat, sat."
