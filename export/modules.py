@@ -70,6 +70,9 @@ class Signature:
     name -> size; each starts as zeros ``(B, size)``.
     ``decoder_method``: the method that runs one step (the PyTorch tutorial's
     ``AttnDecoderRNN`` calls it ``forward_step``).
+    ``sorted_lengths``: the encoder packs its batch with ``enforce_sorted=True`` (torch's
+    default, as bentrevett's packed-sequence notebook does): each batch reaches it sorted
+    by falling length, and what it returns is put back in the batch's order.
     ``time_major``: sequence-first modules (``nn.GRU``/``nn.LSTM`` without
     ``batch_first``, as in bentrevett/pytorch-seq2seq): the encoder takes ``src``
     ``(S,B)`` and returns ``memory`` ``(S,B,D)``, and the decoder step takes ``memory``
@@ -89,6 +92,7 @@ class Signature:
     extra_state: Mapping[str, int] = field(default_factory=dict)
     mask_true_at: str = "token"
     time_major: bool = False
+    sorted_lengths: bool = False
 
     def __post_init__(self) -> None:
         def check(what: str, names: tuple[str, ...], known: tuple[str, ...]) -> None:
@@ -138,8 +142,11 @@ class Signature:
                 )
         if self.bridge is not None and not callable(self.bridge):
             raise AdapterError(f"bridge must be callable, got {type(self.bridge).__name__}")
-        if not isinstance(self.time_major, bool):
-            raise AdapterError(f"time_major must be True or False, got {self.time_major!r}")
+        for flag in ("time_major", "sorted_lengths"):
+            if not isinstance(getattr(self, flag), bool):
+                raise AdapterError(f"{flag} must be True or False, got {getattr(self, flag)!r}")
+        if self.sorted_lengths and "lengths" not in self.encoder_args:
+            raise AdapterError("sorted_lengths is set but 'lengths' is not in encoder_args")
         if not self.decoder_method.isidentifier():
             raise AdapterError(f"decoder_method must name a method, got {self.decoder_method!r}")
         if self.mask_true_at != "token" and "mask" not in self.decoder_args:
@@ -290,9 +297,11 @@ def call_user(what: str, func: Callable, *args: Any) -> Any:
     except Exception as exc:
         text = re.sub(r"tensor\((\d+)\)", r"\1", str(exc).strip())  # traced sizes
         first = text.splitlines()[0] if text else ""
+        fix = "check that export.modules.Signature describes how it is called"
+        if "enforce_sorted" in text:
+            fix = "it packs with enforce_sorted=True: declare Signature(sorted_lengths=True)"
         raise AdapterError(
-            f"your {what} raised {type(exc).__name__}: {first[:300]}; check that "
-            "export.modules.Signature describes how it is called"
+            f"your {what} raised {type(exc).__name__}: {first[:300]}; {fix}"
         ) from exc
 
 
@@ -402,6 +411,17 @@ class AdaptedModel(nn.Module):
         return self._encode(src, lengths)
 
     def _encode(self, src: Tensor, lengths: Tensor) -> Encoded:
+        if not self.signature.sorted_lengths:
+            return self._encode_in_order(src, lengths)
+        # torch.sort, traced as a TopK: any order of equal lengths will do
+        order = torch.sort(lengths, descending=True).indices
+        back = torch.sort(order).indices
+        enc = self._encode_in_order(src[order], lengths[order])
+        return Encoded(
+            enc.memory[back], enc.keys[back], enc.mask[back], tuple(s[back] for s in enc.state)
+        )
+
+    def _encode_in_order(self, src: Tensor, lengths: Tensor) -> Encoded:
         sig = self.signature
         values = {"src": src.t() if sig.time_major else src, "lengths": lengths}
         got = _named(

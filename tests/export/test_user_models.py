@@ -1,7 +1,7 @@
 """A user's own trained PyTorch modules, served unchanged (``export.user``).
 
-Four model shapes written independently of this project's ``models`` package
-(``tests/export/user_models``; two are tutorials' modules as published), each trained
+Five model shapes written independently of this project's ``models`` package
+(``tests/export/user_models``; three are tutorials' modules as published), each trained
 for a few seconds on the sample pairs:
 
 1. ``export_modules`` passes the parity gate on all 300 sample sentences (greedy) and a
@@ -74,7 +74,13 @@ def _trained(name: str) -> Trained:
 
 @pytest.fixture(
     scope="module",
-    params=["bahdanau_gru", "luong_lstm", "pytorch_tutorial", "bentrevett_time_major"],
+    params=[
+        "bahdanau_gru",
+        "luong_lstm",
+        "pytorch_tutorial",
+        "bentrevett_time_major",
+        "bentrevett_packed",
+    ],
 )
 def shape(request) -> Trained:
     return _trained(request.param)
@@ -242,10 +248,23 @@ def test_sequence_first_modules_without_time_major_are_refused_with_the_fix(tmp_
     wrong = UserModel(user.encoder, user.decoder, user.source, user.target, user.special_ids,
                       batch_first)  # fmt: skip
     with pytest.raises(AdapterError, match=r"Signature\(time_major=True\)"):
-        export_modules(wrong, tmp_path / "m" / "1", parity_src=SAMPLE_EN, beam_sentences=0)
+        export_modules(wrong, tmp_path / "m" / "1", parity_src=SAMPLE_EN, beam_sentences=1)
     assert not (tmp_path / "m" / "1").exists()
     with pytest.raises(AdapterError, match="time_major must be True or False"):
         Signature(time_major="yes")  # type: ignore[arg-type]
+
+
+def test_an_encoder_packing_sorted_batches_needs_sorted_lengths(tmp_path):
+    packed = importlib.import_module(f"{PACKAGE}.bentrevett_packed")
+    user = packed.load()
+    unsorted = replace(user, signature=replace(user.signature, sorted_lengths=False))
+    with pytest.raises(
+        AdapterError, match=r"enforce_sorted=True: declare Signature\(sorted_lengths"
+    ):
+        export_modules(unsorted, tmp_path / "m" / "1", parity_src=SAMPLE_EN, beam_sentences=1)
+    assert not (tmp_path / "m" / "1").exists()
+    with pytest.raises(AdapterError, match="sorted_lengths is set but 'lengths' is not in"):
+        Signature(sorted_lengths=True)
 
 
 def test_a_batch_first_encoder_declared_time_major_is_refused_with_the_fix(tmp_path):
@@ -254,7 +273,7 @@ def test_a_batch_first_encoder_declared_time_major_is_refused_with_the_fix(tmp_p
     declared = replace(user.signature, time_major=True)
     wrong = replace(user, signature=declared)
     with pytest.raises(AdapterError, match=r"no batch_first\), as Signature\(time_major=True\)"):
-        export_modules(wrong, tmp_path / "m" / "1", parity_src=SAMPLE_EN, beam_sentences=0)
+        export_modules(wrong, tmp_path / "m" / "1", parity_src=SAMPLE_EN, beam_sentences=1)
     assert not (tmp_path / "m" / "1").exists()
 
 
