@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from pathlib import Path
 
 from loadtest.concurrency import beam_of, strategy_name
 from loadtest.machine import cpu_name
-from loadtest.trees import commit_of
+from loadtest.trees import commit_of, tree_env
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_EN = ROOT / "models" / "pretrained" / "en-es" / "test.en"
@@ -102,7 +101,7 @@ def _other_tree(args: argparse.Namespace) -> list[dict]:
         # older trees: one step; auto (0) is left to the tree's own default
         if args.greedy_steps and (args.ab_tree / "service" / "greedysteps.py").is_file():
             command += ["--greedy-steps", str(args.greedy_steps)]
-        env = dict(os.environ, PYTHONPATH=str(args.ab_tree.resolve()))
+        env = tree_env(args.ab_tree.resolve())
         done = subprocess.run(command, cwd=args.ab_tree, env=env, check=False)
         if done.returncode != 0 or not out.is_file():
             raise SystemExit(f"--ab-tree {args.ab_tree}: its loophost exited {done.returncode}")

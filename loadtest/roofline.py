@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from loadtest.trees import tree_env
 from models.config import ModelConfig
 
 # (rows, inner, cols): the output projection and the GRU gates at serving batch sizes,
@@ -194,8 +194,7 @@ def measure_peak(
     """numpy (in a subprocess with ``OPENBLAS_NUM_THREADS=threads``) and ORT MatMul rates;
     ``peak_gflops`` is the best of them."""
     root = str(Path(__file__).resolve().parent.parent)
-    path = os.pathsep.join(x for x in (root, os.environ.get("PYTHONPATH", "")) if x)
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), PYTHONPATH=path)
+    env = tree_env(root, OPENBLAS_NUM_THREADS=str(threads))
     shape_arg = ";".join(f"{m}x{k}x{n}" for m, k, n in shapes)
     cmd = [sys.executable, "-m", "loadtest.roofline", "--shapes", shape_arg]
     cmd += ["--min-seconds", str(min_seconds)]

@@ -30,6 +30,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def tree_env(tree: Path | str, **extra: str) -> dict[str, str]:
+    """This process's environment for a Python child that imports ``tree``'s code first:
+    ``tree`` put before ``PYTHONPATH``, not in its place (packages installed with
+    ``pip --target`` and named there, as on a lent GPU machine, stay importable)."""
+    path = os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p)
+    return dict(os.environ, PYTHONPATH=path, **extra)
+
+
 def start_server(
     tree: Path,
     port: int,
@@ -39,7 +47,7 @@ def start_server(
 ) -> subprocess.Popen:
     """``python -m service.server`` of ``tree`` on 127.0.0.1:``port`` (no metrics port),
     serving ``model_repository`` (default: the tree's own), with ``flags`` added."""
-    env = dict(os.environ, PYTHONPATH=str(tree))
+    env = tree_env(tree)
     repository = model_repository or tree / "model_repository"
     command = [
         sys.executable, "-m", "service.server", "--host", "127.0.0.1",

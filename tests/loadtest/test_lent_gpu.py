@@ -1,11 +1,15 @@
-"""``loadtest/lent_gpu.sh``: the tree that travels to a lent GPU machine fits its 64 MiB cap
-once slimmed, still holds what the GPU checks read, and comes back whole (run on a clone of
-this repository, never on the working tree itself)."""
+"""``loadtest/lent_gpu.sh``: the payload for a lent GPU machine holds what the GPU checks
+read and not what they never do, every call it needs fits the device tool's 64 MiB cap,
+the device refuses parts that do not make that payload, and the tree comes back whole
+(run on a clone of this repository, never on the working tree itself; no wheels are
+downloaded: ``LENT_GPU_WHEELS=0``)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -21,6 +25,7 @@ READ_ON_THE_GPU = (
     "tests/service/test_gpu.py",
     "loadtest/bench.py",
 )
+NEVER_READ = ("model_repository/en-es-luong", "model_repository/en-es/8", "tests/fixtures/eole")
 
 pytestmark = pytest.mark.skipif(
     shutil.which("git") is None or not (ROOT / ".git").exists(), reason="needs a git checkout"
@@ -44,15 +49,23 @@ def clone(tmp_path_factory) -> Path:
     return repo
 
 
-def _run(repo: Path, verb: str) -> subprocess.CompletedProcess:
+def _run(repo: Path, *verb: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        ["bash", SCRIPT, verb], cwd=repo, capture_output=True, text=True, timeout=120
+        ["bash", SCRIPT, *verb],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, LENT_GPU_WHEELS="0", **env),
     )
 
 
-def _travelling(repo: Path) -> int:
-    names = _git(repo, "ls-files", "-co", "--exclude-standard", "-z").split("\0")
-    return sum((repo / n).stat().st_size for n in names if n and (repo / n).is_file())
+@pytest.fixture(scope="module")
+def packed(clone) -> Path:
+    done = _run(clone, "pack")
+    assert done.returncode == 0, done.stderr
+    assert "device-checks" in done.stdout  # the last call's command is printed
+    return clone
 
 
 def _restored(repo: Path) -> None:
@@ -61,42 +74,70 @@ def _restored(repo: Path) -> None:
     assert _git(repo, "status", "--porcelain") == ""
 
 
-def test_slim_fits_the_cap_and_keeps_what_the_gpu_checks_read(clone):
-    done = _run(clone, "slim")
-    try:
-        assert done.returncode == 0, done.stderr
-        assert "travels:" in done.stdout
-        assert 0 < _travelling(clone) <= CAP
-        for name in READ_ON_THE_GPU:
-            assert (clone / name).is_file(), name
-        assert not (clone / "model_repository/en-es-luong").exists()
-        # The cap is enforced: 70 MB more (a sparse file: its size is what counts) fails.
-        (clone / "big.bin").write_bytes(b"")
-        subprocess.run(["truncate", "-s", "70M", str(clone / "big.bin")], check=True)
-        over = _run(clone, "size")
-        assert over.returncode == 2
-        assert "over the device tool's 64 MiB" in over.stderr
-    finally:
-        (clone / "big.bin").unlink(missing_ok=True)
-        _restored(clone)
+def test_the_payload_holds_what_the_gpu_checks_read(packed, tmp_path):
+    parts = sorted((packed / ".whl").glob("payload.part-*"))
+    assert parts and all(p.stat().st_size <= 60_000_000 for p in parts)
+    whole = tmp_path / "payload.tar"
+    with whole.open("wb") as out:
+        for part in parts:
+            out.write(part.read_bytes())
+    with (
+        tarfile.open(whole) as payload,
+        payload.extractfile("./tree.tar.gz") as inner,
+        tarfile.open(fileobj=inner, mode="r:gz") as tree,
+    ):
+        names = set(tree.getnames())
+    for name in READ_ON_THE_GPU:
+        assert f"tree/{name}" in names, name
+    for prefix in NEVER_READ:
+        assert not any(n.startswith(f"tree/{prefix}") for n in names), prefix
 
 
-def test_empty_leaves_only_the_script_and_its_ignore_rules(clone):
-    done = _run(clone, "empty")
+def test_every_call_fits_the_cap_once_the_tree_is_emptied(packed):
+    done = _run(packed, "empty")
     try:
         assert done.returncode == 0, done.stderr
         left = sorted(
-            n for n in _git(clone, "ls-files", "-z").split("\0") if n and (clone / n).is_file()
+            n for n in _git(packed, "ls-files", "-z").split("\0") if n and (packed / n).is_file()
         )
         assert left == [".gitignore", SCRIPT]
-        assert "/.whl/" in (clone / ".gitignore").read_text().split()
+        tree = sum((packed / n).stat().st_size for n in left)
+        biggest = max(p.stat().st_size for p in (packed / ".whl").glob("payload.part-*"))
+        sha = (packed / ".whl" / "payload.sha256").stat().st_size
+        assert tree + biggest + sha <= CAP
+        # The cap is enforced: 70 MB more (a sparse file: its size is what counts) fails.
+        subprocess.run(["truncate", "-s", "70M", str(packed / "big.bin")], check=True)
+        over = _run(packed, "size")
+        assert over.returncode == 2
+        assert "over the device tool's 64 MiB" in over.stderr
     finally:
-        _restored(clone)
-    assert (clone / "models/pretrained/en-es/model.pt").is_file()
+        (packed / "big.bin").unlink(missing_ok=True)
+        _restored(packed)
+    assert (packed / "models/pretrained/en-es/model.pt").is_file()
 
 
-@pytest.mark.parametrize("verb", ["empty", "slim"])
-def test_refuses_to_delete_from_a_tree_with_uncommitted_work(clone, verb):
+def test_the_device_refuses_parts_that_do_not_make_the_payload(packed, tmp_path):
+    whl = packed / ".whl"
+    first = sorted(whl.glob("payload.part-*"))[0]
+    kept = first.read_bytes()
+    first.write_bytes(kept[:-1] + bytes([kept[-1] ^ 1]))
+    try:
+        done = _run(packed, "device-checks", OUT=str(tmp_path / "out"))
+        assert done.returncode == 2
+        assert "the parts do not make the payload packed here" in done.stderr
+    finally:
+        first.write_bytes(kept)
+    sha = (whl / "payload.sha256").read_bytes()
+    (whl / "payload.sha256").unlink()
+    try:
+        done = _run(packed, "device-checks", OUT=str(tmp_path / "out"))
+        assert done.returncode == 2 and "carry it with the first part" in done.stderr
+    finally:
+        (whl / "payload.sha256").write_bytes(sha)
+
+
+@pytest.mark.parametrize("verb", ["empty", "pack"])
+def test_refuses_a_tree_with_uncommitted_work(clone, verb):
     (clone / "README.md").write_text("edited\n")
     try:
         done = _run(clone, verb)

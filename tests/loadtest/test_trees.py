@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 
-from loadtest.trees import commit_of
+from loadtest.trees import commit_of, tree_env
 
 
 def _git(repo, *args: str) -> str:
@@ -26,3 +27,14 @@ def test_a_checkout_is_labelled_by_its_commit_and_a_copy_inside_it_is_not(tmp_pa
     # e.g. `git archive` of an older commit unpacked inside this checkout
     assert commit_of(repo / "copy") == "unknown"
     assert commit_of(tmp_path / "nowhere") == "unknown"
+
+
+def test_a_tree_goes_before_the_python_path_not_in_its_place(monkeypatch, tmp_path):
+    """A/B servers must still import what ``pip --target`` put on PYTHONPATH (a lent GPU
+    machine's onnxruntime-gpu and protobuf): the tree comes first, the rest stays."""
+    monkeypatch.setenv("PYTHONPATH", "/tmp/site")
+    env = tree_env(tmp_path, OMP_NUM_THREADS="1")
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(tmp_path), "/tmp/site"]
+    assert env["OMP_NUM_THREADS"] == "1" and env["PATH"] == os.environ["PATH"]
+    monkeypatch.delenv("PYTHONPATH")
+    assert tree_env(tmp_path)["PYTHONPATH"] == str(tmp_path)
