@@ -256,7 +256,8 @@ class _Step(nn.Module):
         values: dict[str, Any] = {
             "token": prev.unsqueeze(1) if sig.token_shape == "B1" else prev,
             "hidden": hidden if sig.rnn == "lstm" else hidden[0],
-            "memory": memory.transpose(0, 1) if sig.time_major else memory,
+            # contiguous: a step that calls .view on it works as in the user's own loop
+            "memory": memory.transpose(0, 1).contiguous() if sig.time_major else memory,
             "mask": mask if sig.mask_true_at == "token" else ~mask,
         }
         values.update(zip(sig.extra_state, state[n_hidden:], strict=True))
@@ -432,6 +433,15 @@ class AdaptedModel(nn.Module):
         memory = got["memory"].float()
         if sig.time_major and memory.dim() == 3:
             memory = memory.transpose(0, 1)  # (S,B,D) -> the contract's (B,S,D)
+        if (
+            not torch.jit.is_tracing()
+            and memory.dim() == 3
+            and memory.shape[0] == src.shape[0]
+            and memory.shape[1] < src.shape[1]
+        ):
+            # pad_packed_sequence without total_length stops at the longest length; the
+            # traced graph keeps the batch's width (zeros past each sentence's end)
+            memory = torch.nn.functional.pad(memory, (0, 0, 0, src.shape[1] - memory.shape[1]))
         if memory.dim() != 3 or memory.shape[:2] != src.shape:
             shape = tuple(int(d) for d in got["memory"].shape)
             b, n = int(src.shape[0]), int(src.shape[1])

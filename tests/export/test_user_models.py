@@ -267,6 +267,28 @@ def test_an_encoder_packing_sorted_batches_needs_sorted_lengths(tmp_path):
         Signature(sorted_lengths=True)
 
 
+def test_a_packing_encoder_gets_sorted_batches_and_each_sentence_encodes_as_alone():
+    """An unsorted batch, padded wider than its longest sentence: memory, mask and state
+    come back in the batch's order, each row what the sentence gives alone."""
+    packed = importlib.import_module(f"{PACKAGE}.bentrevett_packed")
+    model = packed.load().adapted()
+    sentences = [SENTENCES[i] for i in (3, 0, 7, 1)]
+    ids = [packed.load().source.encode(t) for t in sentences]
+    assert len({len(x) for x in ids}) > 1 and sorted(map(len, ids)) != list(map(len, ids))
+    width = max(map(len, ids)) + 2  # padding past the longest
+    src = torch.tensor([x + [packed.PAD] * (width - len(x)) for x in ids])
+    lengths = torch.tensor([len(x) for x in ids])
+    with torch.no_grad():
+        batch = model.encode(src, lengths)
+        for row, x in enumerate(ids):
+            alone = model.encode(torch.tensor([x]), torch.tensor([len(x)]))
+            n = len(x)
+            torch.testing.assert_close(batch.memory[row, :n], alone.memory[0], atol=1e-5, rtol=0)
+            assert not batch.memory[row, n:].any()
+            assert batch.mask[row].tolist() == [True] * n + [False] * (width - n)
+            torch.testing.assert_close(batch.state[0][row], alone.state[0][0], atol=1e-5, rtol=0)
+
+
 def test_a_batch_first_encoder_declared_time_major_is_refused_with_the_fix(tmp_path):
     tutorial = importlib.import_module(f"{PACKAGE}.pytorch_tutorial")
     user = tutorial.load()

@@ -9,8 +9,8 @@ written there (commit b3cd54c), sequence-first, with source lengths and a mask:
 * ``Decoder(input [B], hidden [B,Hd], encoder_outputs [S,B,2H], mask [B,S])``, its
   attention masked by the decoder itself (``masked_fill(mask == 0, -1e10)``).
 
-Vocabularies, sources wrapped in ``<sos>``/``<eos>`` and the training loop as in
-:mod:`bentrevett_time_major`.
+Vocabularies, sources wrapped in ``<sos>``/``<eos>``, the training loop and its
+differences from the notebook's as in :mod:`bentrevett_time_major`.
 """
 
 from __future__ import annotations
