@@ -56,6 +56,13 @@ class UserModel:
         if missing:
             raise AdapterError(f"special_ids lacks {sorted(missing)}; give pad, unk, bos and eos")
         check_special_ids(self.source, self.target, self.special_ids)
+        marks = [*getattr(self.target, "start_tokens", ()), *getattr(self.target, "end_tokens", ())]
+        if marks:
+            raise AdapterError(
+                f"the target tokenizer adds {marks} to every sentence; decoding starts from "
+                "bos and stops at eos by itself: give start_tokens/end_tokens to the source "
+                "tokenizer only"
+            )
         sig = self.signature
         config = BundleConfig(
             src_vocab_size=self.source.vocab_size,

@@ -289,6 +289,17 @@ def test_a_packing_encoder_gets_sorted_batches_and_each_sentence_encodes_as_alon
             torch.testing.assert_close(batch.state[0][row], alone.state[0][0], atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("marks", [{"start_tokens": ["<sos>"]}, {"end_tokens": ["<eos>"]}])
+def test_start_or_end_tokens_on_the_target_side_are_refused(marks):
+    shape = importlib.import_module(f"{PACKAGE}.bentrevett_time_major")
+    user = shape.load()
+    target = WordTokenizer(user.target.tokens, unk_id=shape.UNK, **marks)
+    token = next(iter(marks.values()))[0]
+    with pytest.raises(AdapterError, match=rf"target tokenizer adds \['{token}'\].*source"):
+        replace(user, target=target).adapted()
+    assert user.adapted() is not None  # the source side may have them (this one does)
+
+
 def test_a_batch_first_encoder_declared_time_major_is_refused_with_the_fix(tmp_path):
     tutorial = importlib.import_module(f"{PACKAGE}.pytorch_tutorial")
     user = tutorial.load()
