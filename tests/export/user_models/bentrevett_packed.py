@@ -26,11 +26,9 @@ from torch import nn
 from tests.export.user_models.bentrevett_time_major import (
     EOS,
     PAD,
-    SAMPLE,
     SOS,
     UNK,
-    build_vocab,
-    pad,
+    fit,
 )
 
 EMB_DIM, ENC_HID_DIM, DEC_HID_DIM = 32, 48, 64
@@ -145,48 +143,17 @@ class Seq2Seq(nn.Module):
 
 
 def train(steps: int = STEPS, seed: int = 0):
-    """The notebook's training loop (batches sorted within by falling source length, as
-    ``BucketIterator(sort_within_batch=True)`` gives them); ``(encoder, decoder,
-    src_vocab, tgt_vocab)`` in eval mode."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    state = random.getstate()
-    try:
-        torch.manual_seed(seed)
-        random.seed(seed)
-        src_vocab = build_vocab(SAMPLE / "sample.en", wrap=True)
-        tgt_vocab = build_vocab(SAMPLE / "sample.es", wrap=False)
+    """This notebook's model trained by :func:`bentrevett_time_major.fit`, its batches
+    sorted within by falling source length as ``BucketIterator(sort_within_batch=True)``
+    gives them."""
+
+    def build(src_vocab, tgt_vocab):
         attention = Attention(ENC_HID_DIM, DEC_HID_DIM)
         encoder = Encoder(src_vocab.vocab_size, EMB_DIM, ENC_HID_DIM, DEC_HID_DIM, 0.1)
         decoder = Decoder(tgt_vocab.vocab_size, EMB_DIM, ENC_HID_DIM, DEC_HID_DIM, 0.1, attention)
-        model = Seq2Seq(encoder, decoder, PAD, torch.device("cpu"))
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-        criterion = nn.CrossEntropyLoss(ignore_index=PAD)
-        en = (SAMPLE / "sample.en").read_text(encoding="utf-8").splitlines()
-        es = (SAMPLE / "sample.es").read_text(encoding="utf-8").splitlines()
-        pairs = [
-            (src_vocab.encode(s), [SOS, *tgt_vocab.encode(t), EOS])
-            for s, t in zip(en, es, strict=True)
-        ]
-        pairs.sort(key=lambda p: len(p[0]))
-        batches = [pairs[i : i + BATCH] for i in range(0, len(pairs), BATCH)]
-        rng = random.Random(seed)
-        model.train()
-        for _ in range(steps):
-            batch = sorted(rng.choice(batches), key=lambda p: -len(p[0]))
-            src, trg = pad([s for s, _ in batch], PAD), pad([t for _, t in batch], PAD)
-            src_len = torch.tensor([len(s) for s, _ in batch])
-            output = model(src, src_len, trg, 0.5)
-            output_dim = output.shape[-1]
-            loss = criterion(output[1:].view(-1, output_dim), trg[1:].reshape(-1))
-            optimizer.zero_grad()
-            loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-        return encoder.eval(), decoder.eval(), src_vocab, tgt_vocab
-    finally:
-        random.setstate(state)
-        torch.set_num_threads(threads)
+        return Seq2Seq(encoder, decoder, PAD, torch.device("cpu"))
+
+    return fit(build, steps, seed, packed=True)
 
 
 @functools.lru_cache(maxsize=1)

@@ -181,10 +181,13 @@ def pad(seqs, value):
     return torch.tensor([s + [value] * (width - len(s)) for s in seqs]).t()
 
 
-def train(steps: int = STEPS, seed: int = 0):
-    """The notebook's training loop for ``steps`` batches (teacher forcing 0.5,
-    cross-entropy ignoring ``<pad>``, clipping 1.0); returns ``(encoder, decoder,
-    src_vocab, tgt_vocab)`` in eval mode."""
+def fit(build, steps: int, seed: int, *, packed: bool = False):
+    """The notebooks' training loop for ``steps`` batches: teacher forcing 0.5,
+    cross-entropy ignoring ``<pad>``, clipping 1.0 (Adam at lr 1e-2 here).
+    ``build(src_vocab, tgt_vocab)`` makes the notebook's ``Seq2Seq``; ``packed``: batches
+    bucketed by source length, each sorted by falling source length with its lengths
+    passed (notebook 4's ``BucketIterator(sort_within_batch=True)``), else bucketed by
+    target length. Returns ``(encoder, decoder, src_vocab, tgt_vocab)`` in eval mode."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     state = random.getstate()
@@ -193,12 +196,7 @@ def train(steps: int = STEPS, seed: int = 0):
         random.seed(seed)
         src_vocab = build_vocab(SAMPLE / "sample.en", wrap=True)
         tgt_vocab = build_vocab(SAMPLE / "sample.es", wrap=False)
-        attention = Attention(ENCODER_HIDDEN, DECODER_HIDDEN)
-        encoder = Encoder(src_vocab.vocab_size, EMBEDDING, ENCODER_HIDDEN, DECODER_HIDDEN, 0.1)
-        decoder = Decoder(
-            tgt_vocab.vocab_size, EMBEDDING, ENCODER_HIDDEN, DECODER_HIDDEN, 0.1, attention
-        )
-        model = Seq2Seq(encoder, decoder, torch.device("cpu"))
+        model = build(src_vocab, tgt_vocab)
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
         criterion = nn.CrossEntropyLoss(ignore_index=PAD)
         en = (SAMPLE / "sample.en").read_text(encoding="utf-8").splitlines()
@@ -207,24 +205,43 @@ def train(steps: int = STEPS, seed: int = 0):
             (src_vocab.encode(s), [SOS, *tgt_vocab.encode(t), EOS])
             for s, t in zip(en, es, strict=True)
         ]
-        pairs.sort(key=lambda p: len(p[1]))
+        pairs.sort(key=lambda p: len(p[0 if packed else 1]))
         batches = [pairs[i : i + BATCH] for i in range(0, len(pairs), BATCH)]
         rng = random.Random(seed)
         model.train()
         for _ in range(steps):
             batch = rng.choice(batches)
+            if packed:
+                batch = sorted(batch, key=lambda p: -len(p[0]))
             src, trg = pad([s for s, _ in batch], PAD), pad([t for _, t in batch], PAD)
-            output = model(src, trg, 0.5)
+            if packed:
+                output = model(src, torch.tensor([len(s) for s, _ in batch]), trg, 0.5)
+            else:
+                output = model(src, trg, 0.5)
             output_dim = output.shape[-1]
             loss = criterion(output[1:].view(-1, output_dim), trg[1:].reshape(-1))
             optimizer.zero_grad()
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
-        return encoder.eval(), decoder.eval(), src_vocab, tgt_vocab
+        return model.encoder.eval(), model.decoder.eval(), src_vocab, tgt_vocab
     finally:
         random.setstate(state)
         torch.set_num_threads(threads)
+
+
+def train(steps: int = STEPS, seed: int = 0):
+    """This notebook's model trained by :func:`fit`."""
+
+    def build(src_vocab, tgt_vocab):
+        attention = Attention(ENCODER_HIDDEN, DECODER_HIDDEN)
+        encoder = Encoder(src_vocab.vocab_size, EMBEDDING, ENCODER_HIDDEN, DECODER_HIDDEN, 0.1)
+        decoder = Decoder(
+            tgt_vocab.vocab_size, EMBEDDING, ENCODER_HIDDEN, DECODER_HIDDEN, 0.1, attention
+        )
+        return Seq2Seq(encoder, decoder, torch.device("cpu"))
+
+    return fit(build, steps, seed)
 
 
 @functools.lru_cache(maxsize=1)
