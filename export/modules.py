@@ -43,7 +43,9 @@ class AdapterError(ValueError):
 
 ENCODER_ARGS = ("src", "lengths")
 ENCODER_RETURNS = ("memory", "hidden", "_")
-DECODER_ARGS = ("token", "hidden", "memory", "mask")
+# what Signature(time_major=(...)) may name: the encoder's src and memory, the step's memory
+SEQUENCE_FIRST = ("src", "memory", "step_memory")
+DECODER_ARGS = ("token", "hidden", "memory", "mask", "lengths")
 DECODER_RETURNS = ("logits", "log_probs", "hidden", "attention", "_")
 
 
@@ -56,10 +58,13 @@ class Signature:
       ``_`` for anything else. A bare tensor return is ``("memory",)``.
     * ``decoder_args``: ``token`` (shape ``token_shape``), ``hidden``, ``memory``,
       ``mask`` ``(B,S)`` bool (True at real tokens unless ``mask_true_at="padding"``),
-      and the name of each ``extra_state``.
+      ``lengths`` ``(B,)`` int64 (the source lengths, for a step that masks by them),
+      and the name of each ``extra_state``. A tuple among them is one argument that is
+      a list of those (d2l's ``decoder(X, state)`` with ``state = [memory, hidden,
+      lengths]``: ``("token", ("memory", "hidden", "lengths"))``).
     * ``decoder_returns``: ``logits`` or ``log_probs`` ``(B,V)`` or ``(B,1,V)``,
       ``hidden``, ``attention`` ``(B,S)`` or ``(B,1,S)``, each ``extra_state`` name,
-      ``_`` for anything else.
+      ``_`` for anything else; a tuple among them, a returned list or tuple of those.
 
     ``rnn``: ``"gru"`` (hidden is one tensor) or ``"lstm"`` (hidden is ``(h, c)``).
     ``hidden_layout``: ``"layers_first"`` ``(layers,B,H)`` as torch RNNs return it,
@@ -77,7 +82,17 @@ class Signature:
     ``batch_first``, as in bentrevett/pytorch-seq2seq): the encoder takes ``src``
     ``(S,B)`` and returns ``memory`` ``(S,B,D)``, and the decoder step takes ``memory``
     ``(S,B,D)``; the token, hidden (``hidden_layout``), mask ``(B,S)`` and the step's
-    returns keep their own layouts.
+    returns keep their own layouts. A tuple names only those that are sequence-first,
+    of ``"src"``, ``"memory"`` (the encoder's) and ``"step_memory"``: d2l's encoder
+    takes ``(B,S)`` and returns ``(S,B,D)``, its ``init_state`` hands the step
+    ``(B,S,D)``, so ``("memory",)``.
+    ``attention_from``: the decoder attribute that holds the step's attention when the
+    step does not return it (d2l's ``attention_weights``, a list with one ``(B,1,S)``
+    per step: the last is read).
+    ``source_width`` and ``source_pad``: the encoder was trained on sources padded with
+    the source id ``source_pad`` to ``source_width`` tokens and reads that padding (d2l's
+    ``num_steps``): a shorter source is padded so before the encoder runs, a longer one is
+    not cut; the decoder attends only over the source's own tokens.
     """
 
     encoder_args: tuple[str, ...] = ("src",)
@@ -86,17 +101,32 @@ class Signature:
     hidden_layout: str = "layers_first"
     bridge: Callable[[Any], Any] | None = None
     decoder_method: str = "forward"
-    decoder_args: tuple[str, ...] = ("token", "hidden", "memory")
+    decoder_args: tuple[str | tuple[str, ...], ...] = ("token", "hidden", "memory")
     token_shape: str = "B1"
-    decoder_returns: tuple[str, ...] = ("logits", "hidden", "attention")
+    decoder_returns: tuple[str | tuple[str, ...], ...] = ("logits", "hidden", "attention")
     extra_state: Mapping[str, int] = field(default_factory=dict)
     mask_true_at: str = "token"
-    time_major: bool = False
+    time_major: bool | tuple[str, ...] = False
     sorted_lengths: bool = False
+    attention_from: str | None = None
+    source_width: int = 0
+    source_pad: int | None = None
 
     def __post_init__(self) -> None:
-        def check(what: str, names: tuple[str, ...], known: tuple[str, ...]) -> None:
-            extra = tuple(self.extra_state) if what.startswith("decoder") else ()
+        def check(what: str, given: tuple, known: tuple[str, ...]) -> None:
+            nests = what.startswith("decoder")
+
+            def is_list(p: object) -> bool:  # a tuple of names: one list argument
+                return isinstance(p, tuple) and bool(p) and all(isinstance(n, str) for n in p)
+
+            bad_parts = [p for p in given if not isinstance(p, str) and not (nests and is_list(p))]
+            if bad_parts:
+                raise AdapterError(
+                    f"{what} holds {bad_parts}: give names"
+                    + (", or a tuple of names for a list argument" if nests else "")
+                )
+            names = flat_names(given)
+            extra = tuple(self.extra_state) if nests else ()
             bad = [n for n in names if n not in known + extra]
             if bad:
                 raise AdapterError(
@@ -115,13 +145,24 @@ class Signature:
             raise AdapterError("encoder_args must include 'src'")
         if "memory" not in self.encoder_returns:
             raise AdapterError("encoder_returns must include 'memory'")
+        args, returns = flat_names(self.decoder_args), flat_names(self.decoder_returns)
         for name in ("token", "hidden", "memory"):
-            if name not in self.decoder_args:
+            if name not in args:
                 raise AdapterError(f"decoder_args must include {name!r}")
-        if ("logits" in self.decoder_returns) == ("log_probs" in self.decoder_returns):
+        if ("logits" in returns) == ("log_probs" in returns):
             raise AdapterError("decoder_returns must name exactly one of 'logits', 'log_probs'")
-        for name in ("hidden", "attention", *self.extra_state):
-            if name not in self.decoder_returns:
+        if self.attention_from is not None:
+            if not isinstance(self.attention_from, str) or not self.attention_from.isidentifier():
+                raise AdapterError(
+                    f"attention_from must name a decoder attribute, got {self.attention_from!r}"
+                )
+            if "attention" in returns:
+                raise AdapterError(
+                    "decoder_returns names 'attention' and attention_from is set: give one"
+                )
+        needed = ("hidden", *(() if self.attention_from else ("attention",)), *self.extra_state)
+        for name in needed:
+            if name not in returns:
                 raise AdapterError(
                     f"decoder_returns must include {name!r}: the next step needs it"
                     if name != "attention"
@@ -136,20 +177,36 @@ class Signature:
                 raise AdapterError(f"extra_state name {name!r} is reserved or not an identifier")
             if not isinstance(size, int) or isinstance(size, bool) or size < 1:
                 raise AdapterError(f"extra_state {name!r} needs a size >= 1, got {size!r}")
-            if name not in self.decoder_args:
+            if name not in args:
                 raise AdapterError(
                     f"extra_state {name!r} is not in decoder_args: the step must read it back"
                 )
         if self.bridge is not None and not callable(self.bridge):
             raise AdapterError(f"bridge must be callable, got {type(self.bridge).__name__}")
-        for flag in ("time_major", "sorted_lengths"):
-            if not isinstance(getattr(self, flag), bool):
-                raise AdapterError(f"{flag} must be True or False, got {getattr(self, flag)!r}")
+        if not isinstance(self.sorted_lengths, bool):
+            raise AdapterError(f"sorted_lengths must be True or False, got {self.sorted_lengths!r}")
+        if not isinstance(self.time_major, bool) and not (
+            isinstance(self.time_major, tuple) and all(n in SEQUENCE_FIRST for n in self.time_major)
+        ):
+            raise AdapterError(
+                f"time_major must be True, False or a tuple of {list(SEQUENCE_FIRST)}, "
+                f"got {self.time_major!r}"
+            )
+        width, pad = self.source_width, self.source_pad
+        if not isinstance(width, int) or isinstance(width, bool) or width < 0:
+            raise AdapterError(f"source_width must be a number of tokens >= 0, got {width!r}")
+        if (width > 0) != (pad is not None):
+            raise AdapterError(
+                "source_width and source_pad go together: the width the encoder was trained "
+                "to read and the source id it was padded with"
+            )
+        if pad is not None and (not isinstance(pad, int) or isinstance(pad, bool) or pad < 0):
+            raise AdapterError(f"source_pad must be a source token id, got {pad!r}")
         if self.sorted_lengths and "lengths" not in self.encoder_args:
             raise AdapterError("sorted_lengths is set but 'lengths' is not in encoder_args")
         if not self.decoder_method.isidentifier():
             raise AdapterError(f"decoder_method must name a method, got {self.decoder_method!r}")
-        if self.mask_true_at != "token" and "mask" not in self.decoder_args:
+        if self.mask_true_at != "token" and "mask" not in args:
             raise AdapterError("mask_true_at is set but 'mask' is not in decoder_args")
         choices = {
             "rnn": ("gru", "lstm"),
@@ -168,8 +225,16 @@ class Signature:
 
     @property
     def masks_softmax(self) -> bool:
-        """The adapter masks the decoder's attention softmax (it takes no mask)."""
-        return "mask" not in self.decoder_args
+        """The adapter masks the decoder's attention softmax (it takes no mask or
+        lengths)."""
+        return not {"mask", "lengths"} & set(flat_names(self.decoder_args))
+
+    @property
+    def sequence_first(self) -> frozenset[str]:
+        """Which of ``SEQUENCE_FIRST`` are laid out ``(S,B,...)``."""
+        if isinstance(self.time_major, bool):
+            return frozenset(SEQUENCE_FIRST if self.time_major else ())
+        return frozenset(self.time_major)
 
     def describe(self) -> dict[str, Any]:
         """The declaration, for the manifest (the bridge by name)."""
@@ -177,6 +242,19 @@ class Signature:
         d["extra_state"] = dict(self.extra_state)
         d["bridge"] = None if self.bridge is None else _name_of(self.bridge)
         return d
+
+
+def _widen(src: Tensor, width: int, pad: int | None) -> Tensor:
+    """``src`` ``(B,S)`` -> ``(B, max(S, width))``, ``pad`` after each row's ids; the
+    traced graph keeps S dynamic (no Python ``max`` on a traced size)."""
+    s = torch.ones_like(src[0]).sum()  # S as a tensor
+    both = torch.nn.functional.pad(src, (0, width), value=pad)
+    return both.index_select(1, torch.arange(torch.clamp(s, min=width)))
+
+
+def flat_names(names: tuple) -> tuple[str, ...]:
+    """``("token", ("memory", "hidden"))`` -> ``("token", "memory", "hidden")``."""
+    return tuple(n for part in names for n in ((part,) if isinstance(part, str) else part))
 
 
 def _name_of(obj: Any) -> str:
@@ -257,11 +335,19 @@ class _Step(nn.Module):
             "token": prev.unsqueeze(1) if sig.token_shape == "B1" else prev,
             "hidden": hidden if sig.rnn == "lstm" else hidden[0],
             # contiguous: a step that calls .view on it works as in the user's own loop
-            "memory": memory.transpose(0, 1).contiguous() if sig.time_major else memory,
+            "memory": (
+                memory.transpose(0, 1).contiguous()
+                if "step_memory" in sig.sequence_first
+                else memory
+            ),
             "mask": mask if sig.mask_true_at == "token" else ~mask,
+            "lengths": mask.sum(1),
         }
         values.update(zip(sig.extra_state, state[n_hidden:], strict=True))
-        args = [values[name] for name in sig.decoder_args]
+        args = [
+            values[part] if isinstance(part, str) else [values[n] for n in part]
+            for part in sig.decoder_args
+        ]
         if sig.masks_softmax:
             with SourceMask(mask) as masking:
                 out = call_user("decoder step", self.method, *args)
@@ -281,11 +367,26 @@ class _Step(nn.Module):
                 f"the decoder scores {int(logits.shape[-1])} tokens but the target tokenizer "
                 f"has {self.vocab_size}: give the vocabulary the model was trained with"
             )
-        attention = _squeeze_middle(got["attention"], "attention").float()
+        attention = _squeeze_middle(self._attention(got), "attention").float()
         new_hidden = _hidden_parts(got["hidden"], sig.rnn, "decoder step")
         new_state = tuple(_to_batch_first(h, sig.hidden_layout) for h in new_hidden)
         new_state += tuple(got[name] for name in sig.extra_state)
         return logits, new_state, attention
+
+    def _attention(self, got: dict[str, Any]) -> Tensor:
+        """The step's attention: returned, or read from ``Signature.attention_from``."""
+        attr = self.sig.attention_from
+        if attr is None:
+            return got["attention"]
+        value = getattr(self.user, attr, None)
+        if isinstance(value, list | tuple) and value:
+            value = value[-1]  # d2l keeps one per step of the call
+        if not isinstance(value, Tensor):
+            raise AdapterError(
+                f"after a step the decoder's {attr!r} is {type(value).__name__}, not the "
+                "step's attention: check Signature.attention_from"
+            )
+        return value
 
 
 def call_user(what: str, func: Callable, *args: Any) -> Any:
@@ -306,7 +407,9 @@ def call_user(what: str, func: Callable, *args: Any) -> Any:
         ) from exc
 
 
-def _named(out: Any, names: tuple[str, ...], who: str) -> dict[str, Any]:
+def _named(out: Any, names: tuple, who: str) -> dict[str, Any]:
+    """What ``who`` returned, by the names of ``Signature.<who>_returns`` (a tuple among
+    them: a returned list or tuple, named part by part)."""
     if isinstance(out, Tensor):
         out = (out,)
     if not isinstance(out, tuple | list) or len(out) != len(names):
@@ -315,7 +418,18 @@ def _named(out: Any, names: tuple[str, ...], who: str) -> dict[str, Any]:
             f"the {who} returned {n} values but Signature.{who}_returns names {len(names)}: "
             f"{list(names)}"
         )
-    return {name: value for name, value in zip(names, out, strict=True) if name != "_"}
+    got: dict[str, Any] = {}
+    for name, value in zip(names, out, strict=True):
+        if isinstance(name, tuple):
+            if not isinstance(value, tuple | list):
+                raise AdapterError(
+                    f"the {who} returned a {type(value).__name__} where Signature.{who}_returns "
+                    f"names a list {list(name)}"
+                )
+            got.update(_named(value, name, who))
+        elif name != "_":
+            got[name] = value
+    return got
 
 
 def _squeeze_middle(x: Tensor, what: str) -> Tensor:
@@ -424,37 +538,41 @@ class AdaptedModel(nn.Module):
 
     def _encode_in_order(self, src: Tensor, lengths: Tensor) -> Encoded:
         sig = self.signature
-        values = {"src": src.t() if sig.time_major else src, "lengths": lengths}
+        fed = _widen(src, sig.source_width, sig.source_pad) if sig.source_width else src
+        seq_first = sig.sequence_first
+        values = {"src": fed.t() if "src" in seq_first else fed, "lengths": lengths}
         got = _named(
             call_user("encoder", self.encoder, *[values[a] for a in sig.encoder_args]),
             sig.encoder_returns,
             "encoder",
         )
         memory = got["memory"].float()
-        if sig.time_major and memory.dim() == 3:
+        if "memory" in seq_first and memory.dim() == 3:
             memory = memory.transpose(0, 1)  # (S,B,D) -> the contract's (B,S,D)
         if (
             not torch.jit.is_tracing()
             and memory.dim() == 3
-            and memory.shape[0] == src.shape[0]
-            and memory.shape[1] < src.shape[1]
+            and memory.shape[0] == fed.shape[0]
+            and memory.shape[1] < fed.shape[1]
         ):
             # pad_packed_sequence without total_length stops at the longest length; the
             # traced graph keeps the batch's width (zeros past each sentence's end)
-            memory = torch.nn.functional.pad(memory, (0, 0, 0, src.shape[1] - memory.shape[1]))
-        if memory.dim() != 3 or memory.shape[:2] != src.shape:
+            memory = torch.nn.functional.pad(memory, (0, 0, 0, fed.shape[1] - memory.shape[1]))
+        if memory.dim() != 3 or memory.shape[:2] != fed.shape:
             shape = tuple(int(d) for d in got["memory"].shape)
-            b, n = int(src.shape[0]), int(src.shape[1])
+            b, n = int(fed.shape[0]), int(fed.shape[1])
             raise AdapterError(
                 f"the encoder's memory has shape {shape}; expected "
                 + (
                     f"(src_len, batch, D) = ({n}, {b}, D) with Signature(time_major=True): "
                     "a sequence-first RNN (no batch_first)"
-                    if sig.time_major
+                    if "memory" in seq_first
                     else f"(batch, src_len, D) = ({b}, {n}, D): a batch-first RNN "
                     "(batch_first=True), or Signature(time_major=True) for a sequence-first one"
                 )
             )
+        if sig.source_width:
+            memory = memory.narrow(1, 0, src.size(1))  # the attention reads the source only
         hidden = got.get("hidden")
         if sig.bridge is not None:
             hidden = call_user("bridge", sig.bridge, hidden)

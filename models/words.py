@@ -75,11 +75,15 @@ class WordTokenizer:
         split_punctuation: bool = True,
         end_tokens: Sequence[str] = (),
         start_tokens: Sequence[str] = (),
+        space_before: str = "",
     ) -> None:
         """``end_tokens``: appended to every encoded sentence, e.g. ``["EOS"]`` for a model
         trained on sources that end in EOS (the PyTorch tutorial's ``tensorFromSentence``);
         ``start_tokens``: put before it, e.g. ``["<sos>"]`` (bentrevett/pytorch-seq2seq
-        wraps every source in ``<sos>`` ... ``<eos>``)."""
+        wraps every source in ``<sos>`` ... ``<eos>``). ``space_before``: instead of
+        ``split_punctuation``, only these characters are split off, by a space put before
+        each that follows a non-space (d2l's ``MTFraEng._preprocess`` with ``",.!?"``:
+        ``"he's calm."`` -> ``he's``, ``calm``, ``.``)."""
         self.tokens = list(tokens)
         self.ids = index_vocabulary(
             self.tokens, unk_id, is_token=_is_word, bad="is empty or has spaces"
@@ -96,6 +100,17 @@ class WordTokenizer:
         self.lowercase = lowercase
         self.fold_accents = fold_accents
         self.split_punctuation = split_punctuation
+        if space_before and split_punctuation:
+            raise TokenizerError(
+                "space_before splits off only the characters it names; split_punctuation "
+                "splits off every punctuation mark: set split_punctuation=False with it"
+            )
+        if not isinstance(space_before, str) or any(c.isspace() for c in space_before):
+            raise TokenizerError(f"space_before takes characters, got {space_before!r}")
+        self.space_before = space_before
+        chars = "[" + re.escape(space_before) + "]"
+        self._space_before = re.compile(rf"(?<=\S)({chars})") if space_before else None
+        self._glue = re.compile(rf" ({chars})") if space_before else None
 
     @classmethod
     def from_file(cls, path: Path | str, **options) -> WordTokenizer:
@@ -111,6 +126,8 @@ class WordTokenizer:
             text = text.lower()
         if self.fold_accents:
             text = fold_accents(text)
+        if self._space_before is not None:
+            text = self._space_before.sub(r" \1", text)
         return _WORDS.findall(text) if self.split_punctuation else text.split()
 
     def encode(self, text: str) -> list[int]:
@@ -138,6 +155,8 @@ class WordTokenizer:
         text = " ".join(pieces)
         if self.split_punctuation:
             text = _OPEN.sub(r"\1", _CLOSE.sub(r"\1", text))
+        elif self._glue is not None:
+            text = self._glue.sub(r"\1", text)
         return text
 
     def options(self) -> dict:
@@ -150,6 +169,7 @@ class WordTokenizer:
             "end_tokens": list(self.end_tokens),
             # only when set: a manifest without it still loads in servers older than it
             **({"start_tokens": list(self.start_tokens)} if self.start_tokens else {}),
+            **({"space_before": self.space_before} if self.space_before else {}),
         }
 
     def save(self, path: Path) -> None:

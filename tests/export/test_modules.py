@@ -36,6 +36,51 @@ def test_signature_refuses_what_it_cannot_call():
 
 
 @pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"encoder_args": ("src", ("lengths",))},
+         r"encoder_args holds \[\('lengths',\)\]: give names$"),
+        ({"decoder_args": ("token", ("memory", ("hidden",)))}, "give names, or a tuple of names"),
+        ({"decoder_args": ("token", ["memory", "hidden"])}, "or a tuple of names for a list"),
+        ({"decoder_args": ("token", ("memory", "hidden", "lens"))}, r"names \['lens'\] unknown"),
+        ({"decoder_args": ("token", "memory", ("memory", "hidden"))},
+         r"\['memory'\] more than once"),
+        ({"decoder_returns": ("logits", ("_", "hidden"))}, "must include 'attention'"),
+        ({"decoder_returns": ("logits", "hidden", "attention"), "attention_from": "weights"},
+         "names 'attention' and attention_from is set: give one"),
+        ({"decoder_returns": ("logits", "hidden"), "attention_from": "attention weights"},
+         "attention_from must name a decoder attribute"),
+        ({"time_major": ("memory", "keys")}, "time_major must be True, False or a tuple of"),
+        ({"time_major": "memory"}, "time_major must be True, False or a tuple of"),
+        ({"source_width": 9}, "source_width and source_pad go together"),
+        ({"source_pad": 1}, "source_width and source_pad go together"),
+        ({"source_width": -1, "source_pad": 1}, "source_width must be a number of tokens"),
+        ({"source_width": 9, "source_pad": -2}, "source_pad must be a source token id"),
+    ],
+)  # fmt: skip
+def test_signature_refuses_bad_lists_layouts_and_source_widths(fields, message):
+    with pytest.raises(AdapterError, match=message):
+        Signature(**fields)
+
+
+def test_signature_of_a_d2l_decoder():
+    """d2l's ``decoder(X, [memory, hidden, valid_lens])`` returning ``(Y, [memory,
+    hidden, valid_lens])``, its attention kept in ``attention_weights``."""
+    sig = Signature(
+        time_major=("memory",),
+        decoder_args=("token", ("memory", "hidden", "lengths")),
+        decoder_returns=("logits", ("_", "hidden", "_")),
+        attention_from="attention_weights",
+        source_width=9,
+        source_pad=4,
+    )
+    assert sig.sequence_first == {"memory"} and not sig.masks_softmax
+    assert Signature(time_major=True).sequence_first == {"src", "memory", "step_memory"}
+    assert Signature().sequence_first == frozenset() and Signature().masks_softmax
+    assert Signature(decoder_args=("token", "hidden", "memory", "lengths")).masks_softmax is False
+
+
+@pytest.mark.parametrize(
     ("shape", "dim"),
     [((3, 5), -1), ((3, 1, 5), -1), ((3, 5, 1), 1), ((5, 3), 0)],
     ids=["rows-src", "rows-1-src", "rows-src-1", "src-rows"],

@@ -1,7 +1,7 @@
 """A user's own trained PyTorch modules, served unchanged (``export.user``).
 
-Five model shapes written independently of this project's ``models`` package
-(``tests/export/user_models``; three are tutorials' modules as published), each trained
+Six model shapes written independently of this project's ``models`` package
+(``tests/export/user_models``; four are tutorials' modules as published), each trained
 for a few seconds on the sample pairs:
 
 1. ``export_modules`` passes the parity gate on all 300 sample sentences (greedy) and a
@@ -68,7 +68,7 @@ def _trained(name: str) -> Trained:
         encoder, decoder = module.trained()[:2]
         greedy = lambda ids: module.translate(encoder, decoder, ids)  # noqa: E731
     # the encoders that take no lengths read padding: encoded in equal-length groups
-    exact = name in ("pytorch_tutorial", "bentrevett_time_major")
+    exact = name in ("pytorch_tutorial", "bentrevett_time_major", "d2l_bahdanau")
     return Trained(name, module, user, greedy, exact_lengths=exact)
 
 
@@ -80,6 +80,7 @@ def _trained(name: str) -> Trained:
         "pytorch_tutorial",
         "bentrevett_time_major",
         "bentrevett_packed",
+        "d2l_bahdanau",
     ],
 )
 def shape(request) -> Trained:
@@ -250,8 +251,30 @@ def test_sequence_first_modules_without_time_major_are_refused_with_the_fix(tmp_
     with pytest.raises(AdapterError, match=r"Signature\(time_major=True\)"):
         export_modules(wrong, tmp_path / "m" / "1", parity_src=SAMPLE_EN, beam_sentences=1)
     assert not (tmp_path / "m" / "1").exists()
-    with pytest.raises(AdapterError, match="time_major must be True or False"):
+    with pytest.raises(AdapterError, match="time_major must be True, False or a tuple"):
         Signature(time_major="yes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        # its `attention` is the AdditiveAttention module, not the weights
+        ({"attention_from": "attention"}, "decoder's 'attention' is AdditiveAttention, not the"),
+        ({"attention_from": "missing"}, "decoder's 'missing' is NoneType"),
+        # the state list has three entries
+        ({"decoder_returns": ("logits", ("_", "hidden"))}, r"returned 3 values but Signature"),
+        ({"decoder_returns": (("logits",), ("_", "hidden", "_"))}, "returned a Tensor where"),
+        # every tensor sequence-first: d2l's encoder transposes (S,B) back to (B,S)
+        ({"time_major": True}, r"expected \(src_len, batch, D\)"),
+    ],
+)
+def test_a_d2l_model_declared_wrong_is_refused_with_the_fix(tmp_path, change, message):
+    d2l = importlib.import_module(f"{PACKAGE}.d2l_bahdanau")
+    user = d2l.load()
+    wrong = replace(user, signature=replace(user.signature, **change))
+    with pytest.raises(AdapterError, match=message):
+        export_modules(wrong, tmp_path / "m" / "1", parity_src=SAMPLE_EN, beam_sentences=1)
+    assert not (tmp_path / "m" / "1").exists()
 
 
 def test_an_encoder_packing_sorted_batches_needs_sorted_lengths(tmp_path):
@@ -391,10 +414,10 @@ def test_int8_variant_of_a_users_model(tmp_path):
 _SPECIALS = {"pad": 0, "unk": 1, "bos": 2, "eos": 3}
 
 
-def _words(*tokens: str, **options):
+def _words(*tokens: str, unk_id: int = 1, **options):
     from models.words import WordTokenizer
 
-    return WordTokenizer([*tokens, "casa", "perro", "the", "dog"], unk_id=1, **options)
+    return WordTokenizer([*tokens, "casa", "perro", "the", "dog"], unk_id=unk_id, **options)
 
 
 @pytest.mark.parametrize(
@@ -405,6 +428,7 @@ def _words(*tokens: str, **options):
          "pad 2 is the target word 'casa', which would never be produced"),
         (("<pad>", "<unk>", "<s>", "</s>"), ("<pad>", "<unk>", "<s>", "</s>"),
          _SPECIALS | {"eos": 5}, "eos 5 is the target word 'perro', which would end every"),
+        # the source vocabulary's own unk (what unknown source words become) on a word
         (("<pad>", "<unk>", "<s>", "</s>"), ("<pad>", "<unk>", "<s>", "</s>"),
          _SPECIALS | {"unk": 6}, "unk 6 is the source word 'the', which would stand for every"),
     ],
@@ -413,7 +437,19 @@ def test_special_ids_on_words_are_refused(source, target, ids, message):
     from export.user import check_special_ids
 
     with pytest.raises(AdapterError, match=message):
-        check_special_ids(_words(*source), _words(*target), ids)
+        check_special_ids(_words(*source, unk_id=ids["unk"]), _words(*target), ids)
+
+
+def test_a_source_vocabulary_with_its_own_unk_id_passes():
+    """d2l's vocabularies are sorted, so the specials sit at different ids on the two
+    sides: the source's unk is its tokenizer's, whatever id the target's unk has (here a
+    source word)."""
+    from export.user import check_special_ids
+
+    source = _words("<pad>", "<s>", "</s>", "<unk>", unk_id=3)
+    target = _words("<pad>", "<unk>", "<s>", "</s>")
+    assert source.pieces([6]) == ["the"]  # the target's unk id is a source word
+    check_special_ids(source, target, _SPECIALS | {"unk": 6})
 
 
 def test_special_ids_on_words_are_refused_behind_a_normalizing_tokenizer():
@@ -428,9 +464,9 @@ def test_special_ids_on_words_are_refused_behind_a_normalizing_tokenizer():
         v[0] if isinstance(v, list) else v
         for v in json.loads((fixture / "vocab.json").read_text())["src"]
     ]
-    pieces = PieceTokenizer((fixture / "joint_spm.model").read_bytes(), vocab, unk_id=0)
-    source = NormalizingTokenizer(pieces, Normalization(lang="en"))
     word = vocab.index("▁the")
+    pieces = PieceTokenizer((fixture / "joint_spm.model").read_bytes(), vocab, unk_id=word)
+    source = NormalizingTokenizer(pieces, Normalization(lang="en"))
     with pytest.raises(AdapterError, match=f"unk {word} is the source word 'the'"):
         check_special_ids(source, pieces, {"pad": 1, "unk": word, "bos": 2, "eos": 3})
 

@@ -49,6 +49,47 @@ def test_start_tokens_open_every_sentence_and_travel_in_the_options():
         tok(start_tokens=["SOS"])
 
 
+D2L_TEXTS = [
+    "He's calm.",
+    "Go.!",
+    "e.g., `the bride's father'",
+    "Va\xa0! Où\u202fes-tu ?",
+    "  two  spaces , before.  ",
+    "(names or topics)?",
+]
+
+
+def test_space_before_splits_as_d2l_preprocesses():
+    """d2l's ``MTFraEng._preprocess`` + ``_tokenize`` (copied verbatim in the d2l user
+    model) on tricky texts and every sample sentence of both languages."""
+    from pathlib import Path
+
+    from tests.export.user_models.d2l_bahdanau import _preprocess, _tokenize_line
+
+    sample = Path(__file__).resolve().parents[2] / "models" / "sample"
+    lines = [(sample / f"sample.{lang}").read_text().splitlines() for lang in ("en", "es")]
+    texts = D2L_TEXTS + lines[0] + lines[1]
+    t = WordTokenizer(["<unk>", "<eos>"], unk_id=0, split_punctuation=False, space_before=",.!?")
+    for text in texts:
+        assert [*t.words(text), "<eos>"] == _tokenize_line(_preprocess(text)), text
+    assert t.words("He's calm.") == ["he's", "calm", "."]
+    assert t.detokenize(["he's", "calm", ".", "go", "!"]) == "he's calm. go!"
+
+
+def test_space_before_travels_in_the_options_and_refuses_conflicts(tmp_path):
+    t = tok(split_punctuation=False, space_before=",.")
+    assert t.words("The cat,sat.") == ["the", "cat", ",sat", "."]
+    assert t.options()["space_before"] == ",." and "space_before" not in tok().options()
+    t.save(tmp_path / "v.json")
+    entry = {"kind": "words", "file": "v.json"} | t.options()
+    again = load_tokenizer(entry, tmp_path, (0, 1, 2, 3))
+    assert again.words("The cat,sat.") == t.words("The cat,sat.")
+    with pytest.raises(TokenizerError, match="set split_punctuation=False with it"):
+        tok(space_before=",.")
+    with pytest.raises(TokenizerError, match="space_before takes characters"):
+        tok(split_punctuation=False, space_before=", .")
+
+
 def test_decode_glues_punctuation_back():
     t = tok()
     assert t.decode([4, 5, 8, 6, 7]) == "the cat, sat."
