@@ -14,8 +14,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from export.modules import AdapterError
 from export.parity import ParityError
+from export.signature import AdapterError
 from export.spec import ContractError
 from export.stages import shown_stages
 from export.variants import VariantError

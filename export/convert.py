@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from export.cli import add_bundle_arguments, bundle_options, check_bundle_arguments, run_export
 from export.eole_text import SideText
-from export.modules import Signature
+from export.signature import Signature
 from export.user import UserModel, export_modules
 from models.bpe import BpeTokenizer
 from models.commands import show_defaults
