@@ -235,6 +235,11 @@ class Tokenizer:
         """The text of piece strings (:meth:`pieces`, some perhaps copied from a source)."""
         return decode_pieces(self._sp, pieces)
 
+    @property
+    def unk_piece_id(self) -> int:
+        """The id of text the SentencePiece model has no piece for (its ``<unk>``)."""
+        return self._sp.unk_id()
+
     def is_special(self, token_id: int) -> bool:
         """Whether ``token_id`` is a control, unknown or unused piece (no text maps to it)."""
         sp = self._sp

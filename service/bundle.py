@@ -12,7 +12,7 @@ from typing import Any
 from export import spec
 from export.spec import BundleConfig
 from models.options import DecodeOptions, DecodeOptionsError
-from models.tokenizer import TokenizerError, load_tokenizer
+from models.tokenizer import Tokenizer, TokenizerError, load_tokenizer
 from service.decoding import SpecialIds
 from service.runtime import OnnxModel
 from service.sessions import BundleRuntimeError, RuntimeConfig
@@ -92,11 +92,36 @@ class Bundle:
             index.setdefault(piece, i)
         return index
 
+    @cached_property
+    def source_unk_id(self) -> int:
+        """The id the source tokenizer gives words it does not know. Not always the
+        config's unk id, which is the target vocabulary's: a source vocabulary of its own
+        (an Eole model's, d2l's) numbers its own; the config's for a tokenizer with none."""
+        own = unk_id_of(self.src_tokenizer)
+        return self.config.unk_id if own is None else own
+
+    @cached_property
+    def source_marks(self) -> tuple[int, int]:
+        """How many start and end markers (``<sos>``, ``EOS``) the source tokenizer puts
+        around every sentence's tokens: positions no text of the request wrote."""
+        tok = getattr(self.src_tokenizer, "inner", self.src_tokenizer)
+        return len(getattr(tok, "start_tokens", ())), len(getattr(tok, "end_tokens", ()))
+
     @property
     def max_source_tokens(self) -> int | None:
         """The longest source (in tokens) the export's parity gate verified, or None when
         the manifest does not say."""
         return self.config.max_source_tokens
+
+
+def unk_id_of(tokenizer: Any) -> int | None:
+    """The id ``tokenizer`` gives text it does not know, or None when it has none: a
+    vocabulary's own ``unk_id`` (words, pieces, onmt, bpe), a SentencePiece model's unk
+    piece, either inside a :class:`models.normalize.NormalizingTokenizer`."""
+    tok = getattr(tokenizer, "inner", tokenizer)
+    if isinstance(tok, Tokenizer):
+        return tok.unk_piece_id
+    return getattr(tok, "unk_id", None)
 
 
 # What a model's decoding defaults may set; the rest (beam size, n-best, attention) is

@@ -25,17 +25,29 @@ DEADLINE_MESSAGE = (
 
 
 def replace_unknowns(
-    pieces: list[str], hyp: Hypothesis, source: Sequence[str], unk_id: int
+    pieces: list[str],
+    hyp: Hypothesis,
+    source: Sequence[str],
+    unk_id: int,
+    marks: tuple[int, int] = (0, 0),
 ) -> list[str]:
     """``pieces`` (of ``hyp.tokens``) with each unknown token replaced by the ``source``
     token (as written) with the most attention at its step; ``hyp.attention``
-    ``(len(tokens) + 1, src_len)``. Ties: the first such source token, as argmax."""
+    ``(len(tokens) + 1, src_len)``. ``marks``: how many of ``source``'s first and last
+    tokens are the tokenizer's start and end markers (``<sos>``, ``EOS``; see
+    :attr:`service.bundle.Bundle.source_marks`): those are never copied, whatever their
+    attention, but the real word with the most attention at that step is; a source with
+    no real word leaves the unknown token as it is. Ties: the first such source word,
+    as argmax."""
     if hyp.attention is None:
         raise ValueError("replace_unk needs the hypothesis's attention")
+    first, end = marks[0], len(source) - marks[1]
     out = list(pieces)
+    if first >= end:
+        return out
     for step, token in enumerate(hyp.tokens):
         if token == unk_id:
-            out[step] = source[int(hyp.attention[step].argmax())]
+            out[step] = source[first + int(hyp.attention[step][first:end].argmax())]
     return out
 
 
@@ -104,14 +116,14 @@ class EngineFront(abc.ABC):
         unknown target tokens first become the source tokens they attended to most."""
         src_tok, tgt_tok = self.bundle.src_tokenizer, self.bundle.tgt_tokenizer
         surface = job.surface if job.options.replace_unk else None
-        unk = self.bundle.config.unk_id
+        unk, marks = self.bundle.config.unk_id, self.bundle.source_marks
         out = []
         for i, (ids, hyps) in enumerate(zip(job.sources, nbest, strict=True)):
             rendered = []
             for h in hyps:
                 pieces = tgt_tok.pieces(h.tokens)
                 if surface is not None and unk in h.tokens:
-                    pieces = replace_unknowns(pieces, h, surface[i], unk)
+                    pieces = replace_unknowns(pieces, h, surface[i], unk, marks)
                     rendered.append((tgt_tok.detokenize(pieces), pieces, h))
                 else:
                     rendered.append((tgt_tok.decode(h.tokens), pieces, h))

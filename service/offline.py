@@ -68,7 +68,9 @@ def translate_with_bundle(
         if surface is not None and len(surface) == len(ids):
             out.append(
                 tgt_tok.detokenize(
-                    replace_unknowns(tgt_tok.pieces(best.tokens), best, surface, unk)
+                    replace_unknowns(
+                        tgt_tok.pieces(best.tokens), best, surface, unk, bundle.source_marks
+                    )
                 )
             )
         else:

@@ -70,7 +70,7 @@ class Replies:
         that ask). Runs on a reply thread."""
         diagnostics = None
         if options.return_diagnostics:
-            unk = engine.bundle.config.unk_id
+            unk = engine.bundle.source_unk_id  # source ids: not the config's (target's)
             diagnostics = [
                 diagnose(h.attention, result.source_ids, unk) for _, _, h in result.hypotheses
             ]

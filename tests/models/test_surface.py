@@ -111,6 +111,47 @@ def test_replace_unknowns_takes_the_most_attended_source_token():
         replace_unknowns(["<unk>"], Hypothesis((1,), 0.0, 0.0), ["x"], unk_id=1)
 
 
+def test_replace_unknowns_never_copies_a_marker():
+    """``<sos>`` and ``<eos>`` (bentrevett's sources) are never copied: the real word with
+    the most attention is, the first of a tie; a source of markers alone keeps the unk."""
+    tok = WordTokenizer(
+        ["<unk>", "<sos>", "<eos>"], unk_id=0, start_tokens=["<sos>"], end_tokens=["<eos>"]
+    )
+    source = tok.surface("Zyx Qor")
+    assert source == ["<sos>", "zyx", "qor", "<eos>"]
+    attention = np.array(
+        [[0.1, 0.2, 0.3, 0.4], [0.7, 0.1, 0.1, 0.1], [0.2, 0.4, 0.1, 0.3], [0.0, 0.0, 0.0, 1.0]],
+        dtype=np.float32,
+    )
+    hyp = Hypothesis(tokens=(1, 1, 1), score=0.0, log_prob=0.0, attention=attention)
+    got = replace_unknowns(["<unk>"] * 3, hyp, source, unk_id=1, marks=(1, 1))
+    assert got == ["qor", "zyx", "zyx"]  # <eos> most, <sos> most (a tie after it), a word
+    # the PyTorch tutorial's sources end in EOS alone; without marks it would be copied
+    tutorial = Hypothesis((1,), 0.0, 0.0, attention=np.array([[0.3, 0.7], [0.0, 1.0]]))
+    assert replace_unknowns(["<unk>"], tutorial, ["Zyx", "EOS"], 1, marks=(0, 1)) == ["Zyx"]
+    assert replace_unknowns(["<unk>"], tutorial, ["Zyx", "EOS"], 1) == ["EOS"]
+    only_marks = Hypothesis((1,), 0.0, 0.0, attention=np.array([[0.5, 0.5], [0.5, 0.5]]))
+    got = replace_unknowns(["<unk>"], only_marks, ["<sos>", "<eos>"], 1, marks=(1, 1))
+    assert got == ["<unk>"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("normalized", [False, True], ids=["plain", "normalized"])
+def test_the_source_unk_id_is_the_id_of_unknown_text(kind, normalized):
+    """:func:`service.bundle.unk_id_of` reads every kind's own unk id (the vocabularies'
+    0, the SentencePiece model's 1), behind a NormalizingTokenizer too."""
+    from models.normalize import Normalization, NormalizingTokenizer
+    from service.bundle import unk_id_of
+
+    tok = KINDS[kind]()
+    if normalized:
+        tok = NormalizingTokenizer(tok, Normalization(lang="en"))
+    unk = unk_id_of(tok)
+    assert unk == (1 if kind == "sentencepiece" else 0)
+    assert tok.pieces([unk]) == ["<unk>"]
+    assert any(unk in tok.encode(t) for t in TEXTS)
+
+
 def test_the_loop_keeps_the_attention_replace_unk_reads():
     from service.loop import decode
     from tests.service.test_decoding import SPECIAL, FakeStepModel, copy_table

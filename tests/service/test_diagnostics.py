@@ -117,7 +117,7 @@ def test_served_diagnostics_match_the_returned_attention(diag_server, tiny_bundl
             texts, beam_size=beam, n_best=n_best, return_diagnostics=True, return_attention=True
         )
         plain = t.translate(texts, beam_size=beam, n_best=n_best)
-    unk = diag_server.engines["tiny"].bundle.config.unk_id
+    unk = diag_server.engines["tiny"].bundle.source_unk_id
     src_tok = diag_server.engines["tiny"].bundle.src_tokenizer
     for text, r_only, r_both, r_plain in zip(texts, only, both, plain, strict=True):
         # Diagnostics alone bring no attention matrix, and change no translation.
@@ -151,3 +151,28 @@ def test_diagnostics_reach_the_histograms_only_when_asked(diag_server, tiny_bund
     assert count() == before + 2  # one best hypothesis per sentence
     deficit = registry.get_sample_value("nmt_coverage_deficit_count", {"model": "tiny"})
     assert deficit and deficit >= 2
+
+
+def test_the_reply_counts_the_source_tokenizers_own_unk():
+    """A source vocabulary of its own (an Eole model's, d2l's) has its own unk id: the
+    share counts that, not the target's unk id (here the source's ``<sos>``)."""
+    from prometheus_client import CollectorRegistry
+
+    from models.options import DecodeOptions, Hypothesis
+    from nmt_api.nmt.v1 import translator_pb2 as pb
+    from service.metrics import create_metrics
+    from service.replies import Replies
+    from tests.service.test_front import AnsweringFront, word_bundle
+
+    bundle = word_bundle()
+    assert bundle.config.unk_id == bundle.src_tokenizer.ids["<sos>"] != 5
+    hyp = Hypothesis((4,), 0.0, 0.0, attention=np.full((2, 5), 0.2, dtype=np.float32))
+    front = AnsweringFront(bundle, [hyp])
+    _, (result,) = front.translate(["Zyx Qor world"], DecodeOptions(return_attention=True))
+    assert result.source_ids == (1, 5, 5, 4, 2)  # <sos> zyx qor world <eos>
+    replies = Replies(create_metrics(CollectorRegistry()), "words", 1 << 20)
+    try:
+        msg = replies.translation(front, "words", result, pb.DecodeOptions(return_diagnostics=True))
+    finally:
+        replies.pool.shutdown()
+    assert msg.hypotheses[0].diagnostics.unk_share == pytest.approx(2 / 5)
