@@ -1,5 +1,6 @@
-"""``nmt-convert eole MODEL_DIR --out model_repository/<name>/<version>``, and
-``nmt-convert opennmt-py model_step_N.pt --out ...``.
+"""``nmt-convert eole MODEL_DIR --out model_repository/<name>/<version>``,
+``nmt-convert opennmt-py model_step_N.pt --out ...`` and ``nmt-convert joeynmt
+MODEL_DIR/config.yaml --out ...`` (:mod:`export.joeynmt`).
 
 Converters in CTranslate2's shape: load the checkpoint, refuse (by name) every option
 the bundle cannot express, then write the bundle through the same gate as every other
@@ -202,6 +203,22 @@ def convert_eole(
     return export_modules(user, out, **options)
 
 
+def convert_joeynmt(
+    config: Path | str, out: Path | str, *, checkpoint: Path | str | None = None, **options
+) -> dict:
+    """Convert a Joey NMT 2.x RNN model (its ``config.yaml``; the checkpoint beside it, or
+    ``checkpoint``) into a bundle in ``out``; returns the manifest. ``options``: those of
+    :func:`export.user.export_modules`."""
+    from export.joeynmt import JoeyError, joey_user_model
+    from export.writer import ExportError
+
+    try:
+        user = joey_user_model(Path(config), Path(checkpoint) if checkpoint else None)
+    except JoeyError as exc:
+        raise ExportError(str(exc)) from None
+    return export_modules(user, out, **options)
+
+
 _SUPPORTED = (
     "rnn/brnn encoders, LSTM/GRU, any layer count, StdRNN and InputFeed decoders, "
     "dot/general/mlp attention, bridge; whitespace tokens or the sentencepiece / "
@@ -261,6 +278,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         "OpenNMT-py and without running pickled code): ",
         "the checkpoint onmt_train wrote",
     )
+    joey = sub.add_parser(
+        "joeynmt",
+        help="a Joey NMT 2.x RNN model (config.yaml + checkpoint)",
+        description="Convert a Joey NMT 2.x RNN model (read without Joey NMT and without "
+        "running pickled code): recurrent GRU/LSTM encoder (bidirectional) and decoder, "
+        "bahdanau/luong attention, input feeding or not, bridge/last/zero initial state; "
+        "word or bpe (subword-nmt) level. Other options are refused by name.",
+    )
+    joey.add_argument("config", type=Path, help="the config.yaml in the model directory")
+    joey.add_argument(
+        "--checkpoint",
+        type=Path,
+        metavar="PATH",
+        help="the checkpoint to convert (default: best.ckpt beside the config)",
+    )
+    add_bundle_arguments(joey)
     args = show_defaults(parser).parse_args(argv)
     problem = check_bundle_arguments(args)
     if problem:
@@ -269,6 +302,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = bundle_options(args)
 
     def export() -> dict:
+        if args.framework == "joeynmt":
+            return convert_joeynmt(args.config, args.out, checkpoint=args.checkpoint, **options)
         return convert_eole(
             args.model,
             args.out,

@@ -186,10 +186,12 @@ class BpeTokenizer(SegmentingTokenizer):
         unk_id: int,
         codes_file: Path | str,
         vocabulary: Sequence[str] | None = None,
+        end_tokens: Sequence[str] = (),
     ) -> None:
         """``tokens``: the model's vocabulary, token by id; ``codes_file``: the BPE codes;
         ``vocabulary``: the pieces BPE may output (the transform's subword vocabulary
-        after its threshold), None for any."""
+        after its threshold), None for any; ``end_tokens``: appended to every sentence
+        (Joey NMT appends ``</s>`` to its sources)."""
         self.codes_file = Path(codes_file)
         try:
             text = self.codes_file.read_text(encoding="utf-8")
@@ -200,6 +202,10 @@ class BpeTokenizer(SegmentingTokenizer):
         self._cache: dict[str, tuple[str, ...]] = {}
         self._cached_chars = 0
         self._set_vocabulary(tokens, unk_id)
+        unknown = [t for t in end_tokens if t not in self.ids]
+        if unknown:
+            raise TokenizerError(f"end tokens {unknown} are not in the vocabulary")
+        self.end_tokens = tuple(end_tokens)
 
     def surface(self, text: str) -> list[str]:
         """``text``'s pieces as the transform writes them (``@@`` on all but a word's last),
@@ -220,14 +226,17 @@ class BpeTokenizer(SegmentingTokenizer):
                     self._cached_chars += len(word)
             out.extend(piece + SEPARATOR for piece in pieces[:-1])
             out.append(pieces[-1])
-        return out
+        return out + list(self.end_tokens) if out else out
 
     def detokenize(self, pieces: Sequence[str]) -> str:
         """The transform's reverse: pieces joined by spaces, ``"@@ "`` deleted."""
         return _REVERSE.sub("", " ".join(pieces))
 
     def options(self) -> dict:
-        return {"unk_id": self.unk_id}
+        # end tokens only when set: a manifest without them reads as before
+        return {"unk_id": self.unk_id} | (
+            {"end_tokens": list(self.end_tokens)} if self.end_tokens else {}
+        )
 
     def write(self, directory: Path, side: str) -> dict[str, str]:
         """Write this tokenizer's files into ``directory``; their manifest keys."""
@@ -255,4 +264,9 @@ def load_bpe(entry: dict, directory: Path) -> BpeTokenizer:
         raise TokenizerError("a bpe tokenizer entry needs a token list and an integer unk_id")
     if vocabulary is not None and not all(isinstance(p, str) for p in vocabulary):
         raise TokenizerError("a bpe vocabulary file is a JSON list of pieces")
-    return BpeTokenizer(tokens, unk_id=unk_id, codes_file=codes, vocabulary=vocabulary)
+    end = entry.get("end_tokens", [])
+    if not isinstance(end, list) or not all(isinstance(t, str) for t in end):
+        raise TokenizerError("a bpe tokenizer entry's end_tokens is a list of tokens")
+    return BpeTokenizer(
+        tokens, unk_id=unk_id, codes_file=codes, vocabulary=vocabulary, end_tokens=end
+    )

@@ -49,7 +49,9 @@ class ScoringRules:
       real tokens; the only candidate at the last position the limit allows, with the
       model's own EOS log-prob. Forcing wins over ``min_length``.
     * Score (:meth:`score`): ``log_prob / length ** length_penalty``, ``length`` counting
-      EOS, and BOS too with ``bos_in_length`` (Eole's "avg" penalty).
+      EOS, and BOS too with ``bos_in_length`` (Eole's "avg" penalty); with ``wu_length``
+      ``log_prob / ((5 + length) / 6) ** length_penalty`` (GNMT's, as Joey NMT's beam
+      search divides by it; its greedy search has none, so neither has greedy here).
     * ``eos_at_limit``: a hypothesis stopped at the length limit ends with a scored EOS.
       Eole's search (``False``) stops it without one: neither EOS's log-prob nor its
       length count (:meth:`eos_scored`).
@@ -77,6 +79,7 @@ class ScoringRules:
     max_length_offset: int = 10
     length_penalty: float = 1.0
     bos_in_length: bool = False
+    wu_length: bool = False
     eos_at_limit: bool = True
     coverage_penalty: float = 0.0
     coverage_floor: float = COVERAGE_FLOOR
@@ -89,14 +92,18 @@ class ScoringRules:
         """The rules a request's :class:`~models.options.DecodeOptions` ask for."""
         # OpenNMT-py 1.x/2.x: what Eole descends from
         eole = options.search in ("eole", "opennmt-py-1", "opennmt-py-2")
+        joey = options.search == "joeynmt"
+        greedy = options.beam_size == 1
         return cls(
             min_length=options.min_length,
             max_length=options.max_length,
             max_length_ratio=options.max_length_ratio,
             max_length_offset=options.max_length_offset,
-            length_penalty=options.length_penalty,
+            length_penalty=0.0 if joey and greedy else options.length_penalty,
             bos_in_length=eole,
-            eos_at_limit=not eole,
+            wu_length=joey,
+            # Eole and Joey stop a hypothesis at the limit without an EOS
+            eos_at_limit=not (eole or joey),
             coverage_penalty=options.coverage_penalty,
             coverage_floor=0.0 if eole else COVERAGE_FLOOR,
             ban_unk=options.ban_unk,
@@ -138,7 +145,10 @@ class ScoringRules:
         ``(src_len,)``: its attention summed over its steps, needed when
         ``coverage_penalty`` > 0 (:meth:`coverage_term`)."""
         length = max(tokens + (1 if eos else 0), 1) + (1 if self.bos_in_length else 0)
-        score = log_prob / (length**self.length_penalty)
+        if self.wu_length:
+            score = log_prob / (((5.0 + length) / 6.0) ** self.length_penalty)
+        else:
+            score = log_prob / (length**self.length_penalty)
         if self.coverage_penalty > 0.0:
             score += self.coverage_term(coverage)
         return score

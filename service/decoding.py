@@ -121,6 +121,8 @@ class SentenceSearch:
         self.step = 0
         self.done = False
         self.top_finished = False  # some step's best continuation was EOS
+        # Joey NMT's search: each beam position once finished (service.strategies.JoeyBeam)
+        self.positions: list[bool] = []
         # One entry per live row: the token its next step is fed, the row of the previous
         # step (or of the initial state, at step 0) it continues, its cumulative log-prob.
         self.prev_tokens: list[int] = [special.bos]
@@ -197,6 +199,11 @@ class SentenceSearch:
     def finished(self) -> int:
         """Hypotheses finished so far."""
         return len(self._finished)
+
+    def ended(self, row: int) -> bool:
+        """Whether live ``row``'s hypothesis already holds EOS (Joey NMT's search keeps
+        such rows in its beam: :class:`~service.strategies.JoeyBeam`)."""
+        return self.eos in self._live[row].tokens
 
     def eos_rule(self) -> Eos:
         """The EOS rule of the next step."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 import numpy as np
 
 from models.options import DecodeOptions
-from models.scoring import NEG_INF
+from models.scoring import NEG_INF, Eos
 from service.ranking import beam_masks, greedy_pick, own_columns, ranked_continuations, ranked_one
 
 if TYPE_CHECKING:
@@ -271,6 +271,45 @@ class OnmtPy2Beam(OnmtPy1Beam):
         return options.beam_size
 
 
+class JoeyBeam(EoleBeam):
+    """Joey NMT 2.x's beam search (``DecodeOptions(search="joeynmt")``), for models
+    converted from Joey NMT (:mod:`export.joeynmt`), as its ``search.beam_search`` runs:
+
+    * each step keeps the best ``beam`` continuations of every live row, EOS included: a
+      continuation that is EOS finishes a hypothesis *and stays in the beam*, where its
+      own continuations go on competing for places (they never finish again);
+    * Joey marks beam *positions* finished (the k-th best continuation was EOS at some
+      step, or -inf) and ends the sentence once every position has been marked;
+    * at its length limit every hypothesis without EOS finishes as it is (here at the
+      next step, whose EOS is forced and not scored: ``ScoringRules.eos_at_limit``);
+    * finished hypotheses are ranked by ``log_prob / ((5 + length) / 6) ** alpha``.
+    """
+
+    def _choose(self, s: SentenceSearch, rows, ranked, tokens_ranked) -> Selection:
+        if s.eos_rule() is Eos.FORCED:  # past Joey's last step: what has no EOS ends here
+            ending = [(r, score) for r, score in enumerate(s.scores) if not s.ended(r)]
+            return Selection([], [], [], ending, True)
+        beam = s.options.beam_size
+        marked = s.positions or [False] * beam
+        parents, tokens, scores, finished, now = [], [], [], [], []
+        for k in range(beam):
+            if k >= len(ranked) or ranked[k] == NEG_INF:
+                now.append(True)  # Joey marks a -inf continuation finished
+                continue
+            row, tok = rows[k], tokens_ranked[k]
+            if tok == s.eos and not s.ended(row):
+                finished.append((row, ranked[k]))
+            now.append(tok == s.eos or marked[k])
+            parents.append(row)
+            tokens.append(tok)
+            scores.append(ranked[k])
+        s.positions = now
+        # Joey's last step finishes every live hypothesis: go on to the forced EOS
+        last = s.step + 1 >= s.limit - 1
+        done = (all(now) and not last) or not parents
+        return Selection(parents, tokens, scores, finished, done)
+
+
 class Sampling:
     """Random sampling, one row per sentence (Eole's ``random_sampling_topk`` /
     ``random_sampling_temp``, CTranslate2's ``sampling_topk`` / ``sampling_temperature``).
@@ -362,12 +401,14 @@ BEAM: Strategy = Beam()
 EOLE_BEAM: Strategy = EoleBeam()
 ONMT_PY1_BEAM: Strategy = OnmtPy1Beam()
 ONMT_PY2_BEAM: Strategy = OnmtPy2Beam()
+JOEY_BEAM: Strategy = JoeyBeam()
 SAMPLING: Strategy = Sampling()
 BEAMS: dict[str, Strategy] = {
     "standard": BEAM,
     "eole": EOLE_BEAM,
     "opennmt-py-1": ONMT_PY1_BEAM,
     "opennmt-py-2": ONMT_PY2_BEAM,
+    "joeynmt": JOEY_BEAM,
 }
 # One wrapper per strategy, so that the loop groups prefixed sentences together.
 _PREFIXED: dict[Strategy, Strategy] = {s: Prefix(s) for s in (GREEDY, *BEAMS.values(), SAMPLING)}

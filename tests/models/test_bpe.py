@@ -217,6 +217,26 @@ def test_bundle_round_trip(tmp_path, learnt, vocabulary):
         assert back.surface("the") == ["th@@", "e"]
 
 
+def test_end_tokens_close_every_sentence_and_travel_in_the_bundle(tmp_path, learnt):
+    """Joey NMT appends ``</s>`` to its sources: so does ``end_tokens``, on every non-empty
+    sentence, through the manifest and back; a token the vocabulary lacks is refused."""
+    plain = _tokenizer(tmp_path, learnt)
+    tok = BpeTokenizer(plain.tokens, unk_id=0, codes_file=tmp_path / "codes", end_tokens=["</s>"])
+    assert tok.surface("the house") == [*plain.surface("the house"), "</s>"]
+    assert tok.encode("the house")[-1] == 3 and tok.surface("  ") == []
+    assert "end_tokens" not in plain.options()  # older servers read manifests without it
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    entry = json.loads(json.dumps(write_tokenizer(tok, bundle, "source")))
+    assert entry["end_tokens"] == ["</s>"]
+    back = load_tokenizer(entry, bundle, (1, 0, 2, 3))
+    assert back.encode("the house") == tok.encode("the house")
+    with pytest.raises(TokenizerError, match=r"end tokens \['EOS'\] are not in the vocabulary"):
+        BpeTokenizer(plain.tokens, unk_id=0, codes_file=tmp_path / "codes", end_tokens=["EOS"])
+    with pytest.raises(TokenizerError, match="end_tokens is a list of tokens"):
+        load_tokenizer({**entry, "end_tokens": "</s>"}, bundle, (1, 0, 2, 3))
+
+
 def test_bundle_entry_errors_are_tokenizer_errors(tmp_path, learnt):
     tok = _tokenizer(tmp_path, learnt)
     entry = write_tokenizer(tok, tmp_path, "target")

@@ -179,7 +179,21 @@ def test_score_eole_counts_bos_and_drops_an_unscored_eos():
     assert ScoringRules().score(-6.0, 0, eos=False) == -6.0
 
 
-@pytest.mark.parametrize("search", ["standard", "eole"])
+def test_score_joeynmt_is_gnmts_penalty_with_beam_and_none_greedy():
+    """Joey NMT's beam search divides by ``((5 + L) / 6) ** alpha``, L counting EOS, and
+    stops at its limit without one; its greedy search has no length penalty."""
+    beam = ScoringRules.of(DecodeOptions(search="joeynmt", beam_size=5, length_penalty=1.0))
+    assert beam.wu_length and not beam.bos_in_length and not beam.eos_at_limit
+    assert beam.score(-6.0, 4) == -6.0 / ((5.0 + 5) / 6.0)  # four tokens and EOS
+    assert beam.score(-6.0, 4, eos=False) == -6.0 / ((5.0 + 4) / 6.0)
+    half = ScoringRules.of(DecodeOptions(search="joeynmt", beam_size=5, length_penalty=0.5))
+    assert half.score(-6.0, 4) == -6.0 / ((5.0 + 5) / 6.0) ** 0.5
+    greedy = ScoringRules.of(DecodeOptions(search="joeynmt", length_penalty=1.0))
+    assert greedy.score(-6.0, 4) == -6.0 and not greedy.eos_at_limit
+    assert not ScoringRules.of(DecodeOptions(beam_size=5)).wu_length
+
+
+@pytest.mark.parametrize("search", ["standard", "eole", "joeynmt"])
 def test_eos_scored(search):
     rules = ScoringRules.of(DecodeOptions(search=search))
     assert rules.eos_scored(False)

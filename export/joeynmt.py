@@ -1,0 +1,363 @@
+"""Joey NMT (2.x) RNN models: ``nmt-convert joeynmt MODEL_DIR/config.yaml --out DIR``.
+
+Load -> validate -> declare, as the other converters: the configuration Joey wrote
+(``config.yaml``) and its checkpoint (``best.ckpt``, a plain ``torch.save`` dict read with
+``weights_only=True``: no Joey import, no pickled code run) become two modules that compute
+what Joey's ``RecurrentEncoder`` + ``RecurrentDecoder`` (Bahdanau or Luong attention,
+input feeding, the bridge / last / zero initial state) compute at inference time, and
+every option they cannot express is refused by name.
+
+What Joey does that the bundle reproduces:
+
+* the source ends in ``</s>`` (Joey appends EOS to every source); ``word`` level splits on
+  spaces, ``bpe`` level applies subword-nmt codes restricted to the model's vocabulary;
+* greedy search bans ``<s>`` and ``<pad>``, blocks EOS before ``min_output_length`` (1),
+  and stops after ``max_output_length`` tokens, by default ``int(1.5 * source length)``
+  (EOS counted in the source): this bundle's length rule, ``floor(1.5 * len) + 1`` with
+  our EOS counted, gives the same tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from export.signature import Signature
+from export.user import UserModel
+from models.bpe import BpeTokenizer
+from models.tokenizer import TokenizerError
+from models.words import WordTokenizer, read_vocabulary
+
+Hidden = Tensor | tuple[Tensor, Tensor]
+# Joey's default special ids (data.special_symbols.<name>_id overrides them)
+SPECIAL_IDS = {"unk": 0, "pad": 1, "bos": 2, "eos": 3}
+
+
+class JoeyError(ValueError):
+    """A Joey NMT model that cannot be read or that uses an option the bundle lacks."""
+
+
+class JoeyEncoder(nn.Module):
+    """Joey's source embeddings + ``RecurrentEncoder`` + the decoder's ``_init_hidden``.
+
+    ``forward(src (B,S) int64, lengths (B,)) -> (memory (B,S,2H), hidden)``, hidden the
+    decoder's first state ``(layers,B,Hd)`` (an LSTM decoder: ``(h, c)``, both the same,
+    as Joey initialises them). Packed, so a sentence's states do not depend on its batch
+    mates' lengths (Joey packs too).
+    """
+
+    def __init__(
+        self,
+        lut: nn.Embedding,
+        scale: bool,
+        rnn: nn.RNNBase,
+        init: str,
+        bridge: nn.Linear | None,
+        layers: int,
+        hidden: int,
+        lstm: bool,
+    ) -> None:
+        super().__init__()
+        self.lut, self.scale, self.rnn, self.init = lut, scale, rnn, init
+        self.bridge_layer = bridge
+        self.layers, self.hidden, self.lstm = layers, hidden, lstm
+
+    def forward(self, src: Tensor, lengths: Tensor) -> tuple[Tensor, Hidden]:
+        emb = self.lut(src)
+        if self.scale:
+            emb = emb * math.sqrt(emb.shape[-1])
+        packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        out, final = self.rnn(packed)
+        memory, _ = pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])
+        h = final[0] if isinstance(final, tuple) else final  # (layers*2, B, H)
+        last = h.view(self.rnn.num_layers, 2, h.shape[1], self.rnn.hidden_size)[-1]
+        concat = torch.cat([last[0], last[1]], dim=1)  # (B, 2H): the top layer's two ends
+        if self.init == "bridge":
+            first = torch.tanh(self.bridge_layer(concat))
+        elif self.init == "last":
+            first = concat[:, : self.hidden] if concat.shape[1] == 2 * self.hidden else concat
+        else:
+            first = concat.new_zeros(concat.shape[0], self.hidden)
+        state = first.unsqueeze(0).repeat(self.layers, 1, 1)
+        return memory, ((state, state) if self.lstm else state)
+
+
+class JoeyStep(nn.Module):
+    """One step of Joey's ``RecurrentDecoder`` and its output layer.
+
+    ``forward(token (B,), hidden (layers,B,H) | (h, c), memory (B,S,D), mask (B,S) bool,
+    feed (B,H)) -> (logits (B,V), hidden, attention (B,S), feed)``; ``feed`` is Joey's
+    ``prev_att_vector`` (zeros at the first step), fed to the RNN with input feeding.
+    """
+
+    def __init__(
+        self,
+        lut: nn.Embedding,
+        scale: bool,
+        rnn: nn.RNNBase,
+        input_feeding: bool,
+        attention: str,
+        layers: nn.ModuleDict,
+        lstm: bool,
+    ) -> None:
+        super().__init__()
+        self.lut, self.scale, self.rnn, self.input_feeding = lut, scale, rnn, input_feeding
+        self.attention, self.layers, self.lstm = attention, layers, lstm
+
+    def forward(self, token: Tensor, hidden: Hidden, memory: Tensor, mask: Tensor, feed: Tensor):
+        emb = self.lut(token).unsqueeze(1)  # (B,1,E)
+        if self.scale:
+            emb = emb * math.sqrt(emb.shape[-1])
+        x = torch.cat([emb, feed.unsqueeze(1)], dim=2) if self.input_feeding else emb
+        _, hidden = self.rnn(x, hidden)
+        query = (hidden[0] if self.lstm else hidden)[-1].unsqueeze(1)  # (B,1,H)
+        keys = self.layers["key_layer"](memory)  # (B,S,H)
+        if self.attention == "bahdanau":
+            q = self.layers["query_layer"](query)
+            scores = self.layers["energy_layer"](torch.tanh(q + keys)).squeeze(2).unsqueeze(1)
+        else:
+            scores = query @ keys.transpose(1, 2)  # (B,1,S)
+        scores = scores.masked_fill(~mask.unsqueeze(1), float("-inf"))
+        alphas = torch.softmax(scores, dim=-1)
+        context = alphas @ memory
+        att_vector = torch.tanh(self.layers["att_vector_layer"](torch.cat([query, context], 2)))
+        logits = self.layers["output_layer"](att_vector)
+        return logits.squeeze(1), hidden, alphas.squeeze(1), att_vector.squeeze(1)
+
+
+@dataclass
+class JoeyConfig:
+    """What the converter reads of ``config.yaml``: its sections as Joey wrote them."""
+
+    path: Path
+    data: dict[str, Any]
+    model: dict[str, Any]
+    testing: dict[str, Any]
+
+    @classmethod
+    def read(cls, path: Path) -> JoeyConfig:
+        import yaml
+
+        try:
+            cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            raise JoeyError(f"{path}: not a readable Joey NMT config ({exc})") from None
+        if not isinstance(cfg, dict) or not isinstance(cfg.get("model"), dict):
+            raise JoeyError(f"{path}: no model section: give the config.yaml Joey NMT trained with")
+        return cls(path, cfg.get("data") or {}, cfg["model"], cfg.get("testing") or {})
+
+
+def _refuse(what: str, value: Any, supported: Any) -> JoeyError:
+    return JoeyError(f"{what}: {value!r} is not supported (supported: {supported})")
+
+
+def check_options(cfg: JoeyConfig) -> None:
+    """Refuse, by name, every option the modules above do not compute."""
+    enc, dec = cfg.model.get("encoder", {}), cfg.model.get("decoder", {})
+    for side, part in (("encoder", enc), ("decoder", dec)):
+        if part.get("type", "recurrent") != "recurrent":
+            raise _refuse(f"model.{side}.type", part.get("type"), "recurrent (RNN models)")
+        if part.get("rnn_type", "gru") not in ("gru", "lstm"):
+            raise _refuse(f"model.{side}.rnn_type", part.get("rnn_type"), "gru, lstm")
+        # Joey 2.3's build_activation returns nn.ReLU & co. as classes, which its RNN
+        # decoder calls on a tensor and fails: only tanh (a function) ever ran
+        if part.get("activation", "tanh") != "tanh":
+            raise _refuse(f"model.{side}.activation", part.get("activation"), "tanh")
+    if not enc.get("bidirectional", True):
+        raise _refuse("model.encoder.bidirectional", False, "true (Joey's RNN encoder needs it)")
+    if dec.get("attention", "bahdanau") not in ("bahdanau", "luong"):
+        raise _refuse("model.decoder.attention", dec.get("attention"), "bahdanau, luong")
+    if dec.get("init_hidden", "bridge") not in ("bridge", "last", "zero"):
+        raise _refuse("model.decoder.init_hidden", dec.get("init_hidden"), "bridge, last, zero")
+    symbols = cfg.data.get("special_symbols") or {}
+    for key in ("lang_tags", "sep_token"):
+        if symbols.get(key):
+            raise _refuse(f"data.special_symbols.{key}", symbols[key], "none")
+    for side in ("src", "trg"):
+        text = cfg.data.get(side) or {}
+        level = text.get("level", "word")
+        if level not in ("word", "bpe"):
+            raise _refuse(f"data.{side}.level", level, "word, bpe (subword-nmt)")
+        if level == "bpe" and text.get("tokenizer_type", "subword-nmt") != "subword-nmt":
+            raise _refuse(f"data.{side}.tokenizer_type", text.get("tokenizer_type"), "subword-nmt")
+        if text.get("normalize"):
+            raise _refuse(f"data.{side}.normalize", True, "false")
+        if level == "bpe" and text.get("lowercase"):
+            raise _refuse(f"data.{side}.lowercase with level bpe", True, "false")
+        pre = (text.get("tokenizer_cfg") or {}).get("pretokenizer", "none")
+        if str(pre).lower() != "none":
+            raise _refuse(f"data.{side}.tokenizer_cfg.pretokenizer", pre, "none")
+        separator = (text.get("tokenizer_cfg") or {}).get("separator", "@@")
+        if separator != "@@":
+            raise _refuse(f"data.{side}.tokenizer_cfg.separator", separator, "@@")
+
+
+def special_ids(cfg: JoeyConfig) -> dict[str, int]:
+    symbols = cfg.data.get("special_symbols") or {}
+    return {name: int(symbols.get(f"{name}_id", id_)) for name, id_ in SPECIAL_IDS.items()}
+
+
+def _weights(path: Path) -> dict[str, Tensor]:
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise JoeyError(f"checkpoint not found: {path}; give --checkpoint") from None
+    except Exception as exc:  # a file torch cannot read, or one holding code
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise JoeyError(f"{path}: not a readable Joey NMT checkpoint ({first})") from None
+    state = ckpt.get("model_state") if isinstance(ckpt, dict) else None
+    if not isinstance(state, dict):
+        raise JoeyError(f"{path} holds no model_state: give the checkpoint Joey NMT wrote")
+    return state
+
+
+def _rnn(kind: str, w: dict[str, Tensor], prefix: str, bidirectional: bool) -> nn.RNNBase:
+    layers = sum(1 for k in w if k.startswith(f"{prefix}.weight_ih_l") and "reverse" not in k)
+    w_ih = w[f"{prefix}.weight_ih_l0"]
+    hidden = w_ih.shape[0] // (4 if kind == "lstm" else 3)
+    rnn = (nn.LSTM if kind == "lstm" else nn.GRU)(
+        w_ih.shape[1], hidden, layers, batch_first=True, bidirectional=bidirectional
+    )
+    own = {k[len(prefix) + 1 :]: v for k, v in w.items() if k.startswith(prefix + ".")}
+    rnn.load_state_dict(own)
+    return rnn.eval()
+
+
+def _linear(w: dict[str, Tensor], prefix: str) -> nn.Linear:
+    weight = w[f"{prefix}.weight"]
+    bias = w.get(f"{prefix}.bias")
+    layer = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None)
+    layer.load_state_dict({"weight": weight} | ({"bias": bias} if bias is not None else {}))
+    return layer
+
+
+def build_modules(cfg: JoeyConfig, w: dict[str, Tensor]) -> tuple[JoeyEncoder, JoeyStep]:
+    """The encoder and step modules of a checked config, with the checkpoint's weights."""
+    enc, dec = cfg.model.get("encoder", {}), cfg.model.get("decoder", {})
+    pad = special_ids(cfg)["pad"]
+    luts = [
+        nn.Embedding.from_pretrained(w[f"{s}_embed.lut.weight"], freeze=True, padding_idx=pad)
+        for s in ("src", "trg")
+    ]
+    dec_lstm = dec.get("rnn_type", "gru") == "lstm"
+    dec_rnn = _rnn(dec.get("rnn_type", "gru"), w, "decoder.rnn", bidirectional=False)
+    init = dec.get("init_hidden", "bridge")
+    encoder = JoeyEncoder(
+        luts[0],
+        bool((enc.get("embeddings") or {}).get("scale", False)),
+        _rnn(enc.get("rnn_type", "gru"), w, "encoder.rnn", bidirectional=True),
+        init,
+        _linear(w, "decoder.bridge_layer") if init == "bridge" else None,
+        dec_rnn.num_layers,
+        dec_rnn.hidden_size,
+        dec_lstm,
+    )
+    attention = dec.get("attention", "bahdanau")
+    names = ["attention.key_layer", "att_vector_layer", "output_layer"]
+    if attention == "bahdanau":
+        names += ["attention.query_layer", "attention.energy_layer"]
+    layers = nn.ModuleDict({n.split(".")[-1]: _linear(w, f"decoder.{n}") for n in names})
+    step = JoeyStep(
+        luts[1],
+        bool((dec.get("embeddings") or {}).get("scale", False)),
+        dec_rnn,
+        bool(dec.get("input_feeding", True)),
+        attention,
+        layers,
+        dec_lstm,
+    )
+    return encoder.eval(), step.eval()
+
+
+def _tokenizer(cfg: JoeyConfig, side: str, model_dir: Path, ids: dict[str, int]):
+    text = cfg.data.get(side) or {}
+    vocab_file = model_dir / f"{side}_vocab.txt"
+    if not vocab_file.is_file():
+        vocab_file = Path(text.get("voc_file", vocab_file))
+    try:
+        tokens = read_vocabulary(vocab_file)
+    except TokenizerError as exc:
+        raise JoeyError(f"{side} vocabulary: {exc}") from None
+    end = [tokens[ids["eos"]]] if side == "src" else []  # Joey appends EOS to sources
+    if text.get("level", "word") == "word":
+        return WordTokenizer(
+            tokens,
+            unk_id=ids["unk"],
+            lowercase=bool(text.get("lowercase")),
+            split_punctuation=False,
+            end_tokens=end,
+        )
+    codes = Path((text.get("tokenizer_cfg") or {}).get("codes", ""))
+    if not codes.is_file():
+        codes = model_dir / codes.name  # Joey copies the codes into the model directory
+    specials = {tokens[i] for i in ids.values()}
+    pieces = [t for t in tokens if t not in specials]  # subword-nmt's vocab: Joey's set_vocab
+    try:
+        return BpeTokenizer(
+            tokens, unk_id=ids["unk"], codes_file=codes, vocabulary=pieces, end_tokens=end
+        )
+    except TokenizerError as exc:
+        raise JoeyError(f"data.{side}: {exc}") from None
+
+
+def decoding(cfg: JoeyConfig) -> dict[str, Any]:
+    """Joey's test-time rules as the bundle's decoding defaults (see the module
+    docstring): its beam search; ``max_output_length`` fixed, or 1.5 x the source, our
+    limit counting the EOS Joey's does not; ``beam_alpha`` as the length penalty (none
+    when <= 0, Joey's default -1)."""
+    test = cfg.testing
+    fixed = int(test.get("max_output_length", -1))
+    if fixed > 0:
+        rule = {"max_length_ratio": 0.0, "max_length_offset": fixed + 1}
+    else:
+        rule = {"max_length_ratio": 1.5, "max_length_offset": 1}
+    alpha = float(test.get("beam_alpha", -1))
+    out = rule | {
+        "min_length": int(test.get("min_output_length", 1)),
+        "length_penalty": alpha if alpha > 0 else 0.0,
+        "search": "joeynmt",
+    }
+    if not test.get("generate_unk", True):
+        out["ban_unk"] = True
+    return out
+
+
+def joey_user_model(config: Path, checkpoint: Path | None = None) -> UserModel:
+    """Load and validate a Joey NMT RNN model; its modules with their declaration."""
+    cfg = JoeyConfig.read(config)
+    check_options(cfg)
+    model_dir = config.parent
+    path = checkpoint or model_dir / "best.ckpt"
+    w = _weights(path)
+    try:
+        encoder, step = build_modules(cfg, w)
+    except KeyError as exc:
+        raise JoeyError(f"{path}: weight {exc} missing: is it this config's checkpoint?") from None
+    ids = special_ids(cfg)
+    source, target = (_tokenizer(cfg, side, model_dir, ids) for side in ("src", "trg"))
+    for side, tok, lut in (("src", source, encoder.lut), ("trg", target, step.lut)):
+        if tok.vocab_size != lut.num_embeddings:
+            raise JoeyError(
+                f"the {side} vocabulary has {tok.vocab_size} entries but the checkpoint's "
+                f"{side} embeddings have {lut.num_embeddings} rows: is it this model's "
+                f"{side}_vocab.txt?"
+            )
+    lstm = cfg.model.get("decoder", {}).get("rnn_type", "gru") == "lstm"
+    signature = Signature(
+        encoder_args=("src", "lengths"),
+        rnn="lstm" if lstm else "gru",
+        decoder_args=("token", "hidden", "memory", "mask", "feed"),
+        token_shape="B",
+        decoder_returns=("logits", "hidden", "attention", "feed"),
+        extra_state={"feed": step.rnn.hidden_size},
+    )
+    origin = {"converter": "joeynmt", "config": str(config), "checkpoint": str(path)}
+    return UserModel(
+        encoder, step, source, target, ids, signature, origin=origin, decoding=decoding(cfg)
+    )

@@ -1,0 +1,217 @@
+"""``nmt-convert joeynmt`` against Joey NMT 2.3.0's own outputs (tests/fixtures/joeynmt,
+made by Joey NMT itself; no joeynmt import here): convert -> bundle -> the service's
+decode loop with the bundle's decoding defaults must give Joey's greedy translations
+token for token, with its scores, and its beam-5 n-best lists (beam_alpha 1.0); one
+converted model is served through the real gRPC server."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from export.convert import main
+from service.bundle import load_bundle
+from service.loop import decode
+from service.sessions import RuntimeConfig
+from tests.service.server_fixtures import ServerFactory
+from tests.service.server_helpers import proto_options, stub_for
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "joeynmt"
+MODELS = sorted(p.name for p in FIXTURE.iterdir() if (p / "config.yaml").is_file())
+SOURCES = (FIXTURE / "src.txt").read_text(encoding="utf-8").splitlines()
+LEVELS = {"gru_luong_zero_bpe": "bpe"}  # the others: word level
+
+
+@pytest.fixture(scope="module", params=MODELS)
+def converted(request, tmp_path_factory):
+    out = tmp_path_factory.mktemp("joey") / request.param / "1"
+    argv = ["joeynmt", str(FIXTURE / request.param / "config.yaml"), "--out", str(out),
+            "--parity-src", str(FIXTURE / "src.txt"), "--beam-sentences", "10"]  # fmt: skip
+    assert main(argv) == 0
+    return request.param, out
+
+
+def _joey(name: str, kind: str) -> list:
+    return json.loads((FIXTURE / name / f"{kind}.json").read_text(encoding="utf-8"))
+
+
+def _is_filler(h: dict) -> bool:
+    """Joey fills an n-best list that found fewer than n hypotheses with ``(["<unk>"],
+    -1.0)`` entries (after the real ones, whatever their scores): nothing it decoded."""
+    return h["tokens"] == ["<unk>"] and h["score"] == -1.0 and not h["eos"]
+
+
+def _joey_nbest(name: str) -> list[list[dict]]:
+    return [[h for h in w["nbest"] if not _is_filler(h)] for w in _joey(name, "beam5")]
+
+
+def _decode(out: Path, beam: int, **changes):
+    """Token and score n-best lists of the fixture's sources (the bundle's defaults)."""
+    bundle = load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
+    options = dataclasses.replace(bundle.decoding, beam_size=beam, n_best=beam, **changes)
+    sources = [bundle.src_tokenizer.encode(line) for line in SOURCES]
+    nbest = decode(bundle.model, sources, options=options, special=bundle.special)
+    tgt = bundle.tgt_tokenizer
+    return [[(tgt.pieces(h.tokens), tgt.decode(h.tokens), h.score) for h in hyps] for hyps in nbest]
+
+
+def test_manifest_records_joey_and_its_rules(converted):
+    name, out = converted
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["decoding"] == {
+        "max_length_ratio": 1.5, "max_length_offset": 1, "min_length": 1,
+        "length_penalty": 0.0, "search": "joeynmt",
+    }  # fmt: skip
+    assert manifest["source_model"]["origin"]["converter"] == "joeynmt"
+    assert manifest["parity"]["greedy_sentences"] == 300
+    assert manifest["parity"]["greedy_mismatches"] == 0
+    assert manifest["special_ids"] == {"pad": 1, "unk": 0, "bos": 2, "eos": 3}
+    kind = {"bpe": "bpe"}.get(LEVELS.get(name, "word"), "words")
+    source, target = manifest["tokenizers"]["source"], manifest["tokenizers"]["target"]
+    assert source["kind"] == target["kind"] == kind
+    assert source["end_tokens"] == ["</s>"]  # Joey appends EOS to every source
+    assert not target.get("end_tokens")
+
+
+def test_greedy_is_joeys_token_for_token(converted):
+    name, out = converted
+    got = _decode(out, 1)
+    want = _joey(name, "greedy")
+    same = [g[0][0] == w["tokens"] for g, w in zip(got, want, strict=True)]
+    assert sum(same) == 300, [i for i, s in enumerate(same) if not s][:10]
+    assert [g[0][1] for g in got] == [w["text"] for w in want]
+    # Joey's score: summed log-probs, its EOS's too unless it stopped at the limit
+    assert sum(not w["eos"] for w in want) > 0, "no sentence reached the length limit"
+    scores = np.array([g[0][2] for g in got]), np.array([w["score"] for w in want])
+    assert np.all(np.isfinite(scores[0]))
+    np.testing.assert_allclose(*scores, atol=2e-4)
+
+
+def test_beam_is_joeys(converted):
+    name, out = converted
+    got = _decode(out, 5, length_penalty=1.0)  # the fixture's beam_alpha
+    want = _joey_nbest(name)
+    assert sum(len(w) < 5 for w in want) > 50  # lists Joey filled: fewer hypotheses here too
+    lists = [[t for t, _, _ in g] == [h["tokens"] for h in w]
+             for g, w in zip(got, want, strict=True)]  # fmt: skip
+    assert sum(lists) == 300, [i for i, ok in enumerate(lists) if not ok][:10]
+    diffs = [abs(s - h["score"]) for g, w in zip(got, want, strict=True)
+             for (_, _, s), h in zip(g, w, strict=True)]  # fmt: skip
+    assert max(diffs) < 2e-4
+
+
+def test_this_projects_beam_is_what_differs(converted):
+    """With this project's beam search the n-best lists mostly differ: the search
+    option is what makes them Joey's."""
+    name, out = converted
+    got = _decode(out, 5, length_penalty=1.0, search="standard")
+    want = _joey_nbest(name)
+    lists = sum([t for t, _, _ in g] == [h["tokens"] for h in w]
+                for g, w in zip(got, want, strict=True))  # fmt: skip
+    assert lists < 200
+
+
+def test_served_as_text_with_attention(tmp_path_factory):
+    """The BPE model through the real gRPC server: Joey's detokenised greedy text, the
+    attention's columns the source's pieces and its ``</s>``."""
+    name = "gru_luong_zero_bpe"
+    repo = tmp_path_factory.mktemp("joey-served")
+    out = repo / "joey" / "1"
+    argv = ["joeynmt", str(FIXTURE / name / "config.yaml"), "--out", str(out),
+            "--parity-limit", "20", "--beam-sentences", "3"]  # fmt: skip
+    assert main(argv) == 0
+    factory = ServerFactory(repo)
+    try:
+        server = factory()
+        channel, stub = stub_for(server.port)
+        from nmt_api.nmt.v1 import translator_pb2 as pb
+
+        texts = SOURCES[:8]
+        reply = stub.Translate(
+            pb.TranslateRequest(texts=texts, options=proto_options(return_attention=True)),
+            timeout=60,
+        )
+        want = _joey(name, "greedy")
+        for i, t in enumerate(reply.translations):
+            hyp = t.hypotheses[0]
+            assert hyp.text == want[i]["text"]
+            assert list(hyp.tokens) == want[i]["tokens"]
+            att = np.array(hyp.attention.values).reshape(hyp.attention.rows, hyp.attention.cols)
+            assert att.shape[1] == len(hyp.attention.source_tokens) > len(texts[i].split())
+            assert hyp.attention.source_tokens[-1] == "</s>"
+            assert np.all(np.isfinite(att)) and np.allclose(att.sum(1), 1.0, atol=1e-4)
+        channel.close()
+    finally:
+        factory.close()
+
+
+def _edit_config(model: Path, change) -> None:
+    path = model / "config.yaml"
+    cfg = yaml.safe_load(path.read_text())
+    change(cfg)
+    path.write_text(yaml.safe_dump(cfg))
+
+
+def _set(section: str, key: str, value):
+    def change(cfg):
+        node = cfg
+        for part in section.split("."):
+            node = node[part]
+        node[key] = value
+
+    return lambda model: _edit_config(model, change)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (_set("model.encoder", "type", "transformer"), "model.encoder.type: 'transformer' is"),
+        (_set("model.decoder", "activation", "relu"), "model.decoder.activation: 'relu' is"),
+        (_set("model.encoder", "bidirectional", False), "model.encoder.bidirectional: False"),
+        (_set("model.decoder", "attention", "dot"), "model.decoder.attention: 'dot' is not"),
+        (_set("data.src", "level", "char"), "data.src.level: 'char' is not supported"),
+        (_set("data.src", "normalize", True), "data.src.normalize: True is not supported"),
+        (_set("data.trg", "tokenizer_cfg", {"pretokenizer": "moses"}), "pretokenizer: 'moses'"),
+        (_set("data.special_symbols", "lang_tags", ["<de>"]), "special_symbols.lang_tags"),
+        (lambda m: (m / "best.ckpt").unlink(), "checkpoint not found: "),
+        (lambda m: (m / "best.ckpt").write_bytes(b"not a checkpoint"), "not a readable Joey NMT"),
+        (lambda m: (m / "config.yaml").write_text("- a list\n"), "no model section"),
+        (
+            lambda m: shutil.copyfile(FIXTURE / "gru_luong_zero_bpe" / "src_vocab.txt",
+                                      m / "src_vocab.txt"),  # fmt: skip
+            "the src vocabulary has",
+        ),
+    ],
+    ids=["transformer", "relu", "unidirectional", "attention", "char", "normalize", "moses",
+         "lang-tags", "no-checkpoint", "bad-checkpoint", "bad-config", "other-vocab"],
+)  # fmt: skip
+def test_what_the_bundle_cannot_express_is_refused_in_one_line(tmp_path, capsys, edit, message):
+    model = tmp_path / "model"
+    shutil.copytree(FIXTURE / "gru_bahdanau_bridge", model)
+    for name in ("greedy.json", "beam5.json"):
+        (model / name).unlink(missing_ok=True)
+    edit(model)
+    assert main(["joeynmt", str(model / "config.yaml"), "--out", str(tmp_path / "o" / "1")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert not (tmp_path / "o" / "1").exists()
+
+
+def test_a_checkpoint_elsewhere_is_given_by_path(tmp_path):
+    """Joey keeps several checkpoints (``N.ckpt``, ``best.ckpt`` a link to one):
+    ``--checkpoint`` picks one; the bundle records which."""
+    model = tmp_path / "model"
+    shutil.copytree(FIXTURE / "lstm2_luong_last", model)
+    (model / "best.ckpt").rename(tmp_path / "3000.ckpt")
+    out = tmp_path / "o" / "1"
+    argv = ["joeynmt", str(model / "config.yaml"), "--checkpoint", str(tmp_path / "3000.ckpt"),
+            "--out", str(out), "--parity-limit", "10", "--beam-sentences", "2"]  # fmt: skip
+    assert main(argv) == 0
+    origin = json.loads((out / "manifest.json").read_text())["source_model"]["origin"]
+    assert origin["checkpoint"] == str(tmp_path / "3000.ckpt")
