@@ -131,14 +131,27 @@ class JoeyStep(nn.Module):
         return logits.squeeze(1), hidden, alphas.squeeze(1), att_vector.squeeze(1)
 
 
+def _mapping(node: Any, where: str) -> dict[str, Any]:
+    """``node`` (a config section; absent: empty) as a dict, or a one-line refusal."""
+    if node is None:
+        return {}
+    if not isinstance(node, dict):
+        raise JoeyError(f"config {where}: expected a mapping, got {type(node).__name__}")
+    return node
+
+
 @dataclass
 class JoeyConfig:
-    """What the converter reads of ``config.yaml``: its sections as Joey wrote them."""
+    """What the converter reads of ``config.yaml``, each section checked to be a mapping."""
 
     path: Path
-    data: dict[str, Any]
-    model: dict[str, Any]
+    encoder: dict[str, Any]
+    decoder: dict[str, Any]
+    src: dict[str, Any]
+    trg: dict[str, Any]
+    symbols: dict[str, Any]
     testing: dict[str, Any]
+    tied_embeddings: bool
 
     @classmethod
     def read(cls, path: Path) -> JoeyConfig:
@@ -147,10 +160,24 @@ class JoeyConfig:
         try:
             cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise JoeyError(f"{path}: not a readable Joey NMT config ({exc})") from None
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise JoeyError(f"{path}: not a readable Joey NMT config ({first})") from None
         if not isinstance(cfg, dict) or not isinstance(cfg.get("model"), dict):
             raise JoeyError(f"{path}: no model section: give the config.yaml Joey NMT trained with")
-        return cls(path, cfg.get("data") or {}, cfg["model"], cfg.get("testing") or {})
+        model, data = cfg["model"], _mapping(cfg.get("data"), "data")
+        return cls(
+            path,
+            _mapping(model.get("encoder"), "model.encoder"),
+            _mapping(model.get("decoder"), "model.decoder"),
+            _mapping(data.get("src"), "data.src"),
+            _mapping(data.get("trg"), "data.trg"),
+            _mapping(data.get("special_symbols"), "data.special_symbols"),
+            _mapping(cfg.get("testing"), "testing"),
+            bool(model.get("tied_embeddings", False)),
+        )
+
+    def side(self, name: str) -> dict[str, Any]:
+        return self.src if name == "src" else self.trg
 
 
 def _refuse(what: str, value: Any, supported: Any) -> JoeyError:
@@ -158,49 +185,61 @@ def _refuse(what: str, value: Any, supported: Any) -> JoeyError:
 
 
 def check_options(cfg: JoeyConfig) -> None:
-    """Refuse, by name, every option the modules above do not compute."""
-    enc, dec = cfg.model.get("encoder", {}), cfg.model.get("decoder", {})
-    for side, part in (("encoder", enc), ("decoder", dec)):
-        if part.get("type", "recurrent") != "recurrent":
-            raise _refuse(f"model.{side}.type", part.get("type"), "recurrent (RNN models)")
+    """Refuse, by name, every option the modules above do not compute (Joey's own
+    defaults where the config is silent: its decoder ``type`` defaults to transformer)."""
+    for side, part, default in (("encoder", cfg.encoder, "recurrent"),
+                                ("decoder", cfg.decoder, "transformer")):  # fmt: skip
+        if part.get("type", default) != "recurrent":
+            raise _refuse(f"model.{side}.type", part.get("type", default), "recurrent (RNNs)")
         if part.get("rnn_type", "gru") not in ("gru", "lstm"):
             raise _refuse(f"model.{side}.rnn_type", part.get("rnn_type"), "gru, lstm")
         # Joey 2.3's build_activation returns nn.ReLU & co. as classes, which its RNN
         # decoder calls on a tensor and fails: only tanh (a function) ever ran
         if part.get("activation", "tanh") != "tanh":
             raise _refuse(f"model.{side}.activation", part.get("activation"), "tanh")
-    if not enc.get("bidirectional", True):
+        _mapping(part.get("embeddings"), f"model.{side}.embeddings")
+    if not cfg.encoder.get("bidirectional", True):
         raise _refuse("model.encoder.bidirectional", False, "true (Joey's RNN encoder needs it)")
-    if dec.get("attention", "bahdanau") not in ("bahdanau", "luong"):
-        raise _refuse("model.decoder.attention", dec.get("attention"), "bahdanau, luong")
-    if dec.get("init_hidden", "bridge") not in ("bridge", "last", "zero"):
-        raise _refuse("model.decoder.init_hidden", dec.get("init_hidden"), "bridge, last, zero")
-    symbols = cfg.data.get("special_symbols") or {}
+    if cfg.decoder.get("attention", "bahdanau") not in ("bahdanau", "luong"):
+        raise _refuse("model.decoder.attention", cfg.decoder.get("attention"), "bahdanau, luong")
     for key in ("lang_tags", "sep_token"):
-        if symbols.get(key):
-            raise _refuse(f"data.special_symbols.{key}", symbols[key], "none")
+        if cfg.symbols.get(key):
+            raise _refuse(f"data.special_symbols.{key}", cfg.symbols[key], "none")
+    # decoding options Joey applies that this server's own rules do otherwise
+    for key in ("no_repeat_ngram_size", "repetition_penalty"):
+        if _number(cfg.testing, key, -1, float) > 0:
+            raise _refuse(f"testing.{key}", cfg.testing[key], "-1 (off)")
     for side in ("src", "trg"):
-        text = cfg.data.get(side) or {}
+        text = cfg.side(side)
         level = text.get("level", "word")
         if level not in ("word", "bpe"):
             raise _refuse(f"data.{side}.level", level, "word, bpe (subword-nmt)")
-        if level == "bpe" and text.get("tokenizer_type", "subword-nmt") != "subword-nmt":
-            raise _refuse(f"data.{side}.tokenizer_type", text.get("tokenizer_type"), "subword-nmt")
+        kind = text.get("tokenizer_type", text.get("bpe_type", "sentencepiece"))
+        if level == "bpe" and kind != "subword-nmt":
+            raise _refuse(f"data.{side}.tokenizer_type", kind, "subword-nmt")
         if text.get("normalize"):
             raise _refuse(f"data.{side}.normalize", True, "false")
         if level == "bpe" and text.get("lowercase"):
             raise _refuse(f"data.{side}.lowercase with level bpe", True, "false")
-        pre = (text.get("tokenizer_cfg") or {}).get("pretokenizer", "none")
+        tok_cfg = _mapping(text.get("tokenizer_cfg"), f"data.{side}.tokenizer_cfg")
+        pre = tok_cfg.get("pretokenizer", "none")
         if str(pre).lower() != "none":
             raise _refuse(f"data.{side}.tokenizer_cfg.pretokenizer", pre, "none")
-        separator = (text.get("tokenizer_cfg") or {}).get("separator", "@@")
-        if separator != "@@":
-            raise _refuse(f"data.{side}.tokenizer_cfg.separator", separator, "@@")
+        if tok_cfg.get("separator", "@@") != "@@":
+            raise _refuse(f"data.{side}.tokenizer_cfg.separator", tok_cfg["separator"], "@@")
+
+
+def _number(section: dict[str, Any], key: str, default: Any, kind: type) -> Any:
+    """``section[key]`` as ``kind`` (its default when absent), or a one-line refusal."""
+    value = section.get(key, default)
+    try:
+        return kind(default if value is None else value)
+    except (TypeError, ValueError):
+        raise JoeyError(f"config {key}: {value!r} is not a number") from None
 
 
 def special_ids(cfg: JoeyConfig) -> dict[str, int]:
-    symbols = cfg.data.get("special_symbols") or {}
-    return {name: int(symbols.get(f"{name}_id", id_)) for name, id_ in SPECIAL_IDS.items()}
+    return {name: _number(cfg.symbols, f"{name}_id", id_, int) for name, id_ in SPECIAL_IDS.items()}
 
 
 def _weights(path: Path) -> dict[str, Tensor]:
@@ -239,7 +278,7 @@ def _linear(w: dict[str, Tensor], prefix: str) -> nn.Linear:
 
 def build_modules(cfg: JoeyConfig, w: dict[str, Tensor]) -> tuple[JoeyEncoder, JoeyStep]:
     """The encoder and step modules of a checked config, with the checkpoint's weights."""
-    enc, dec = cfg.model.get("encoder", {}), cfg.model.get("decoder", {})
+    enc, dec = cfg.encoder, cfg.decoder
     pad = special_ids(cfg)["pad"]
     luts = [
         nn.Embedding.from_pretrained(w[f"{s}_embed.lut.weight"], freeze=True, padding_idx=pad)
@@ -247,10 +286,12 @@ def build_modules(cfg: JoeyConfig, w: dict[str, Tensor]) -> tuple[JoeyEncoder, J
     ]
     dec_lstm = dec.get("rnn_type", "gru") == "lstm"
     dec_rnn = _rnn(dec.get("rnn_type", "gru"), w, "decoder.rnn", bidirectional=False)
+    # Joey: "bridge" and "last" are what they say, any other value zeros
     init = dec.get("init_hidden", "bridge")
+    src_scale = bool((enc.get("embeddings") or {}).get("scale", False))
     encoder = JoeyEncoder(
         luts[0],
-        bool((enc.get("embeddings") or {}).get("scale", False)),
+        src_scale,
         _rnn(enc.get("rnn_type", "gru"), w, "encoder.rnn", bidirectional=True),
         init,
         _linear(w, "decoder.bridge_layer") if init == "bridge" else None,
@@ -263,9 +304,11 @@ def build_modules(cfg: JoeyConfig, w: dict[str, Tensor]) -> tuple[JoeyEncoder, J
     if attention == "bahdanau":
         names += ["attention.query_layer", "attention.energy_layer"]
     layers = nn.ModuleDict({n.split(".")[-1]: _linear(w, f"decoder.{n}") for n in names})
+    # tied embeddings: Joey's target side is the source's Embeddings, its scale included
+    trg_scale = bool((dec.get("embeddings") or {}).get("scale", False))
     step = JoeyStep(
         luts[1],
-        bool((dec.get("embeddings") or {}).get("scale", False)),
+        src_scale if cfg.tied_embeddings else trg_scale,
         dec_rnn,
         bool(dec.get("input_feeding", True)),
         attention,
@@ -276,7 +319,7 @@ def build_modules(cfg: JoeyConfig, w: dict[str, Tensor]) -> tuple[JoeyEncoder, J
 
 
 def _tokenizer(cfg: JoeyConfig, side: str, model_dir: Path, ids: dict[str, int]):
-    text = cfg.data.get(side) or {}
+    text = cfg.side(side)
     vocab_file = model_dir / f"{side}_vocab.txt"
     if not vocab_file.is_file():
         vocab_file = Path(text.get("voc_file", vocab_file))
@@ -284,6 +327,9 @@ def _tokenizer(cfg: JoeyConfig, side: str, model_dir: Path, ids: dict[str, int])
         tokens = read_vocabulary(vocab_file)
     except TokenizerError as exc:
         raise JoeyError(f"{side} vocabulary: {exc}") from None
+    outside = {k: v for k, v in ids.items() if not 0 <= v < len(tokens)}
+    if outside:
+        raise JoeyError(f"special ids {outside} lie outside the {side} vocabulary of {len(tokens)}")
     end = [tokens[ids["eos"]]] if side == "src" else []  # Joey appends EOS to sources
     if text.get("level", "word") == "word":
         return WordTokenizer(
@@ -309,23 +355,21 @@ def _tokenizer(cfg: JoeyConfig, side: str, model_dir: Path, ids: dict[str, int])
 def decoding(cfg: JoeyConfig) -> dict[str, Any]:
     """Joey's test-time rules as the bundle's decoding defaults (see the module
     docstring): its beam search; ``max_output_length`` fixed, or 1.5 x the source, our
-    limit counting the EOS Joey's does not; ``beam_alpha`` as the length penalty (none
-    when <= 0, Joey's default -1)."""
+    limit counting the EOS Joey's does not; ``beam_alpha`` (or the obsolete ``alpha``)
+    as the length penalty, none when <= 0 (Joey's default, -1). ``min_output_length``
+    is not read: Joey 2.3 parses it but never passes it to its search, which blocks EOS
+    at the first step only."""
     test = cfg.testing
-    fixed = int(test.get("max_output_length", -1))
+    fixed = _number(test, "max_output_length", -1, int)
     if fixed > 0:
-        rule = {"max_length_ratio": 0.0, "max_length_offset": fixed + 1}
+        rule = {"max_length": fixed + 1, "max_length_ratio": 0.0, "max_length_offset": fixed + 1}
     else:
         rule = {"max_length_ratio": 1.5, "max_length_offset": 1}
-    alpha = float(test.get("beam_alpha", -1))
-    out = rule | {
-        "min_length": int(test.get("min_output_length", 1)),
-        "length_penalty": alpha if alpha > 0 else 0.0,
-        "search": "joeynmt",
-    }
+    alpha = _number(test, "alpha", _number(test, "beam_alpha", -1, float), float)
+    out = rule | {"min_length": 1, "length_penalty": alpha if alpha > 0 else 0.0}
     if not test.get("generate_unk", True):
         out["ban_unk"] = True
-    return out
+    return out | {"search": "joeynmt"}
 
 
 def joey_user_model(config: Path, checkpoint: Path | None = None) -> UserModel:
@@ -339,6 +383,9 @@ def joey_user_model(config: Path, checkpoint: Path | None = None) -> UserModel:
         encoder, step = build_modules(cfg, w)
     except KeyError as exc:
         raise JoeyError(f"{path}: weight {exc} missing: is it this config's checkpoint?") from None
+    except (RuntimeError, ValueError, TypeError, AttributeError) as exc:  # shapes, values
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise JoeyError(f"{path} does not fit {config.name}: {first}") from None
     ids = special_ids(cfg)
     source, target = (_tokenizer(cfg, side, model_dir, ids) for side in ("src", "trg"))
     for side, tok, lut in (("src", source, encoder.lut), ("trg", target, step.lut)):
@@ -348,7 +395,7 @@ def joey_user_model(config: Path, checkpoint: Path | None = None) -> UserModel:
                 f"{side} embeddings have {lut.num_embeddings} rows: is it this model's "
                 f"{side}_vocab.txt?"
             )
-    lstm = cfg.model.get("decoder", {}).get("rnn_type", "gru") == "lstm"
+    lstm = cfg.decoder.get("rnn_type", "gru") == "lstm"
     signature = Signature(
         encoder_args=("src", "lengths"),
         rnn="lstm" if lstm else "gru",

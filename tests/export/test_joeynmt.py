@@ -162,10 +162,20 @@ def _set(section: str, key: str, value):
     def change(cfg):
         node = cfg
         for part in section.split("."):
-            node = node[part]
-        node[key] = value
+            node = node.setdefault(part, {})
+        if value is _DELETE:
+            del node[key]
+        else:
+            node[key] = value
 
     return lambda model: _edit_config(model, change)
+
+
+_DELETE = object()
+
+
+def _other_checkpoint(model: Path) -> None:
+    shutil.copyfile(FIXTURE / "lstm2_luong_last" / "best.ckpt", model / "best.ckpt")
 
 
 @pytest.mark.parametrize(
@@ -182,6 +192,15 @@ def _set(section: str, key: str, value):
         (lambda m: (m / "best.ckpt").unlink(), "checkpoint not found: "),
         (lambda m: (m / "best.ckpt").write_bytes(b"not a checkpoint"), "not a readable Joey NMT"),
         (lambda m: (m / "config.yaml").write_text("- a list\n"), "no model section"),
+        (lambda m: (m / "config.yaml").write_text("model: {a: [}\n"), "not a readable Joey NMT c"),
+        (_set("model.decoder", "type", _DELETE), "model.decoder.type: 'transformer' is"),
+        (_set("testing", "no_repeat_ngram_size", 3), "testing.no_repeat_ngram_size: 3 is"),
+        (_set("testing", "repetition_penalty", 1.5), "testing.repetition_penalty: 1.5 is"),
+        (_set("data.src", "level", "bpe"), "data.src.tokenizer_type: 'sentencepiece' is"),
+        (_set("model", "encoder", "gru"), "config model.encoder: expected a mapping, got str"),
+        (_set("data.special_symbols", "eos_id", "x"), "config eos_id: 'x' is not a number"),
+        (_set("data.special_symbols", "eos_id", 5000), "special ids {'eos': 5000} lie outside"),
+        (_other_checkpoint, "does not fit config.yaml: "),
         (
             lambda m: shutil.copyfile(FIXTURE / "gru_luong_zero_bpe" / "src_vocab.txt",
                                       m / "src_vocab.txt"),  # fmt: skip
@@ -189,7 +208,9 @@ def _set(section: str, key: str, value):
         ),
     ],
     ids=["transformer", "relu", "unidirectional", "attention", "char", "normalize", "moses",
-         "lang-tags", "no-checkpoint", "bad-checkpoint", "bad-config", "other-vocab"],
+         "lang-tags", "no-checkpoint", "bad-checkpoint", "bad-config", "yaml", "joey-default-type",
+         "ngram", "repetition", "bpe-default-spm", "section-type", "id-type", "id-range",
+         "other-checkpoint", "other-vocab"],
 )  # fmt: skip
 def test_what_the_bundle_cannot_express_is_refused_in_one_line(tmp_path, capsys, edit, message):
     model = tmp_path / "model"
@@ -215,3 +236,41 @@ def test_a_checkpoint_elsewhere_is_given_by_path(tmp_path):
     assert main(argv) == 0
     origin = json.loads((out / "manifest.json").read_text())["source_model"]["origin"]
     assert origin["checkpoint"] == str(tmp_path / "3000.ckpt")
+
+
+def test_testing_options_as_joey_applies_them(tmp_path):
+    """``min_output_length`` is parsed by Joey 2.3 and never passed to its search (the
+    bundle keeps 1, and its greedy output stays Joey's); a fixed ``max_output_length`` is
+    the bundle's limit, EOS counted; the obsolete ``alpha`` wins over ``beam_alpha``."""
+    model = tmp_path / "model"
+    shutil.copytree(FIXTURE / "gru_bahdanau_bridge", model)
+    _set("testing", "min_output_length", 4)(model)
+    _set("testing", "beam_alpha", 0.5)(model)
+    _set("testing", "alpha", 1.0)(model)
+    out = tmp_path / "o" / "1"
+    argv = ["joeynmt", str(model / "config.yaml"), "--out", str(out), "--parity-limit", "10",
+            "--beam-sentences", "2"]  # fmt: skip
+    assert main(argv) == 0
+    decoding = json.loads((out / "manifest.json").read_text())["decoding"]
+    assert decoding["min_length"] == 1 and decoding["length_penalty"] == 1.0
+    got = _decode(out, 1)
+    assert [g[0][0] for g in got] == [w["tokens"] for w in _joey("gru_bahdanau_bridge", "greedy")]
+    _set("testing", "max_output_length", 300)(model)
+    assert main([*argv, "--force"]) == 0
+    decoding = json.loads((out / "manifest.json").read_text())["decoding"]
+    assert (decoding["max_length"], decoding["max_length_ratio"]) == (301, 0.0)
+    assert decoding["max_length_offset"] == 301
+
+
+def test_tied_embeddings_take_the_source_scale():
+    """Joey's tied target embeddings are the source's ``Embeddings`` object, its
+    ``scale`` too, whatever the decoder's section says."""
+    from export.joeynmt import JoeyConfig, _weights, build_modules
+
+    cfg = JoeyConfig.read(FIXTURE / "lstm2_luong_last" / "config.yaml")
+    w = _weights(FIXTURE / "lstm2_luong_last" / "best.ckpt")
+    encoder, step = build_modules(cfg, w)
+    assert encoder.scale and not step.scale  # the fixture scales the source side only
+    tied = dataclasses.replace(cfg, tied_embeddings=True)
+    encoder, step = build_modules(tied, w)
+    assert encoder.scale and step.scale
