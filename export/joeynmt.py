@@ -31,6 +31,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from export.signature import Signature
 from export.user import UserModel
 from models.bpe import BpeTokenizer
+from models.pieces import PieceTokenizer
 from models.tokenizer import TokenizerError
 from models.words import WordTokenizer, read_vocabulary
 
@@ -214,9 +215,9 @@ def check_options(cfg: JoeyConfig) -> None:
         level = text.get("level", "word")
         if level not in ("word", "bpe"):
             raise _refuse(f"data.{side}.level", level, "word, bpe (subword-nmt)")
-        kind = text.get("tokenizer_type", text.get("bpe_type", "sentencepiece"))
-        if level == "bpe" and kind != "subword-nmt":
-            raise _refuse(f"data.{side}.tokenizer_type", kind, "subword-nmt")
+        kind = _bpe_kind(text)
+        if level == "bpe" and kind not in ("subword-nmt", "sentencepiece"):
+            raise _refuse(f"data.{side}.tokenizer_type", kind, "subword-nmt, sentencepiece")
         if text.get("normalize"):
             raise _refuse(f"data.{side}.normalize", True, "false")
         if level == "bpe" and text.get("lowercase"):
@@ -227,6 +228,11 @@ def check_options(cfg: JoeyConfig) -> None:
             raise _refuse(f"data.{side}.tokenizer_cfg.pretokenizer", pre, "none")
         if tok_cfg.get("separator", "@@") != "@@":
             raise _refuse(f"data.{side}.tokenizer_cfg.separator", tok_cfg["separator"], "@@")
+
+
+def _bpe_kind(text: dict[str, Any]) -> str:
+    """The subword library of a ``bpe`` level side (Joey's default: SentencePiece)."""
+    return text.get("tokenizer_type", text.get("bpe_type", "sentencepiece"))
 
 
 def _number(section: dict[str, Any], key: str, default: Any, kind: type) -> Any:
@@ -339,14 +345,28 @@ def _tokenizer(cfg: JoeyConfig, side: str, model_dir: Path, ids: dict[str, int])
             split_punctuation=False,
             end_tokens=end,
         )
-    codes = Path((text.get("tokenizer_cfg") or {}).get("codes", ""))
-    if not codes.is_file():
-        codes = model_dir / codes.name  # Joey copies the codes into the model directory
+    tok_cfg = text.get("tokenizer_cfg") or {}
+    sentencepiece = _bpe_kind(text) == "sentencepiece"
+    key = "model_file" if sentencepiece else "codes"
+    if not tok_cfg.get(key):
+        raise JoeyError(
+            f"data.{side}.tokenizer_cfg.{key} is not set: name the {_bpe_kind(text)} file"
+        )
+    model = Path(tok_cfg[key])
+    if not model.is_file():
+        model = model_dir / model.name  # Joey copies its subword model into the model dir
+    if sentencepiece:
+        try:
+            return PieceTokenizer(
+                model.read_bytes(), tokens, unk_id=ids["unk"], end_tokens=end, strip=True
+            )
+        except (OSError, TokenizerError) as exc:
+            raise JoeyError(f"data.{side}.tokenizer_cfg.model_file: {exc}") from None
     specials = {tokens[i] for i in ids.values()}
     pieces = [t for t in tokens if t not in specials]  # subword-nmt's vocab: Joey's set_vocab
     try:
         return BpeTokenizer(
-            tokens, unk_id=ids["unk"], codes_file=codes, vocabulary=pieces, end_tokens=end
+            tokens, unk_id=ids["unk"], codes_file=model, vocabulary=pieces, end_tokens=end
         )
     except TokenizerError as exc:
         raise JoeyError(f"data.{side}: {exc}") from None

@@ -31,9 +31,20 @@ class PieceTokenizer:
 
     kind = "pieces"
 
-    def __init__(self, model_proto: bytes, tokens: Sequence[str], *, unk_id: int) -> None:
+    def __init__(
+        self,
+        model_proto: bytes,
+        tokens: Sequence[str],
+        *,
+        unk_id: int,
+        end_tokens: Sequence[str] = (),
+        strip: bool = False,
+    ) -> None:
         """``model_proto``: the SentencePiece model's bytes; ``tokens``: the vocabulary,
-        token by id; ``unk_id``: the id of pieces the vocabulary lacks."""
+        token by id; ``unk_id``: the id of pieces the vocabulary lacks; ``end_tokens``:
+        appended to every sentence (Joey NMT appends ``</s>`` to its sources);
+        ``strip``: decoded text loses leading and trailing spaces (Joey NMT strips it; a
+        final lone ``▁`` piece otherwise leaves a space)."""
         self.model_proto = model_proto
         self._sp = sentencepiece_processor(model_proto)
         self.tokens = list(tokens)
@@ -41,9 +52,17 @@ class PieceTokenizer:
             self.tokens, unk_id, is_token=nonempty_str, bad="is not a piece"
         )
         self.unk_id = unk_id
+        unknown = [t for t in end_tokens if t not in self.ids]
+        if unknown:
+            raise TokenizerError(f"end tokens {unknown} are not in the vocabulary")
+        self.end_tokens = tuple(end_tokens)
+        self._end_ids = [self.ids[t] for t in self.end_tokens]
+        self.strip = strip
 
     @classmethod
-    def from_files(cls, model: Path | str, vocab: Path | str, *, unk_id: int) -> PieceTokenizer:
+    def from_files(
+        cls, model: Path | str, vocab: Path | str, *, unk_id: int, **options
+    ) -> PieceTokenizer:
         """Read the SentencePiece model and a JSON list of tokens (the bundle's files)."""
         try:
             proto = Path(model).read_bytes()
@@ -57,7 +76,7 @@ class PieceTokenizer:
             raise TokenizerError(f"{vocab} is not a JSON list of pieces: {exc}") from None
         if not isinstance(tokens, list):
             raise TokenizerError(f"{vocab} is not a JSON list of pieces")
-        return cls(proto, tokens, unk_id=unk_id)
+        return cls(proto, tokens, unk_id=unk_id, **options)
 
     @property
     def vocab_size(self) -> int:
@@ -66,11 +85,13 @@ class PieceTokenizer:
     def encode(self, text: str) -> list[int]:
         """Vocabulary ids of ``text``'s pieces, without BOS/EOS; unknown pieces are unk."""
         get, unk = self.ids.get, self.unk_id
-        return [get(p, unk) for p in self._sp.encode(text, out_type=str)]
+        ids = [get(p, unk) for p in self._sp.encode(text, out_type=str)]
+        return ids + self._end_ids if ids else ids
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        get, unk = self.ids.get, self.unk_id
-        return [[get(p, unk) for p in ps] for ps in self._sp.encode(list(texts), out_type=str)]
+        get, unk, end = self.ids.get, self.unk_id, self._end_ids
+        pieces = self._sp.encode(list(texts), out_type=str)
+        return [[get(p, unk) for p in ps] + end if ps else [] for ps in pieces]
 
     def is_special(self, token_id: int) -> bool:
         """Whether no text segments to ``token_id``: a vocabulary entry SentencePiece does
@@ -86,19 +107,24 @@ class PieceTokenizer:
     def decode(self, ids: Sequence[int]) -> str:
         """SentencePiece's detokenisation of the pieces (a piece it does not know, such as
         ``<unk>``, comes out as its unknown surface `` ⁇ ``, as in Eole)."""
-        return self._sp.decode_pieces(self.pieces(ids))
+        text = self._sp.decode_pieces(self.pieces(ids))
+        return text.strip() if self.strip else text
 
     def surface(self, text: str) -> list[str]:
         """``text``'s pieces as written, one per id of :meth:`encode`."""
-        return self._sp.encode(text, out_type=str)
+        pieces = self._sp.encode(text, out_type=str)
+        return pieces + list(self.end_tokens) if pieces else pieces
 
     def detokenize(self, pieces: Sequence[str]) -> str:
         """The text of piece strings, some perhaps copied from a source (``replace_unk``)."""
-        return decode_pieces(self._sp, pieces)
+        text = decode_pieces(self._sp, pieces)
+        return text.strip() if self.strip else text
 
     def options(self) -> dict:
-        """What the manifest records besides the files."""
-        return {"unk_id": self.unk_id}
+        """What the manifest records besides the files (Joey NMT's options only when
+        set: a manifest without them reads as before)."""
+        joey = {"end_tokens": list(self.end_tokens)} if self.end_tokens else {}
+        return {"unk_id": self.unk_id} | joey | ({"strip": True} if self.strip else {})
 
     def write(self, directory: Path, side: str) -> dict[str, str]:
         """Write this tokenizer's files into ``directory``; their manifest keys."""
@@ -109,7 +135,7 @@ class PieceTokenizer:
         return files
 
     def __getstate__(self) -> dict:
-        return {"model_proto": self.model_proto, "tokens": self.tokens, "unk_id": self.unk_id}
+        return {"model_proto": self.model_proto, "tokens": self.tokens} | self.options()
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["model_proto"], state["tokens"], unk_id=state["unk_id"])
+        self.__init__(**state)

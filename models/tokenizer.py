@@ -322,7 +322,11 @@ def _load_kind(entry: dict, directory: Path, special_ids: tuple[int, int, int, i
         unk_id = entry.get("unk_id")
         if not isinstance(unk_id, int) or "model_file" not in entry:
             raise TokenizerError("a pieces tokenizer entry needs model_file and an integer unk_id")
-        return PieceTokenizer.from_files(directory / str(entry["model_file"]), path, unk_id=unk_id)
+        end, strip = entry.get("end_tokens", []), entry.get("strip", False)
+        if not isinstance(end, list) or not isinstance(strip, bool):
+            raise TokenizerError("a pieces tokenizer entry's end_tokens is a list, strip a bool")
+        model = directory / str(entry["model_file"])
+        return PieceTokenizer.from_files(model, path, unk_id=unk_id, end_tokens=end, strip=strip)
     from models.words import WordTokenizer
 
     options = {k: v for k, v in entry.items() if k not in ("kind", "file")}

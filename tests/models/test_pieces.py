@@ -82,6 +82,39 @@ def test_written_bundle_entry_loads_the_same(tokenizer, tmp_path):
     assert pickle.loads(pickle.dumps(tokenizer)).encode(TEXTS[0]) == tokenizer.encode(TEXTS[0])
 
 
+def test_end_tokens_close_every_sentence_through_the_manifest_and_pickling(tokenizer, tmp_path):
+    """Joey NMT appends ``</s>`` to its sources."""
+    joey = PieceTokenizer(SPM.read_bytes(), tokenizer.tokens, unk_id=0, end_tokens=["</s>"])
+    text = TEXTS[0]
+    assert joey.encode(text) == [*tokenizer.encode(text), 3]
+    assert joey.surface(text) == [*tokenizer.surface(text), "</s>"]
+    assert joey.decode(joey.encode(text)) == text  # </s> is a control piece
+    assert joey.encode("  ") == [] and joey.encode_batch([text, ""]) == [joey.encode(text), []]
+    entry = write_tokenizer(joey, tmp_path, "source")
+    assert entry["end_tokens"] == ["</s>"] and "end_tokens" not in tokenizer.options()
+    again = load_tokenizer(entry, tmp_path, (1, 0, 2, 3))
+    assert again.encode(text) == joey.encode(text)
+    assert pickle.loads(pickle.dumps(joey)).encode(text) == joey.encode(text)
+    with pytest.raises(TokenizerError, match="end_tokens is a list, strip a bool"):
+        load_tokenizer(entry | {"end_tokens": "</s>"}, tmp_path, (1, 0, 2, 3))
+    with pytest.raises(TokenizerError, match=r"end tokens \['EOS'\] are not in the vocabulary"):
+        PieceTokenizer(SPM.read_bytes(), tokenizer.tokens, unk_id=0, end_tokens=["EOS"])
+
+
+def test_strip_drops_the_space_a_final_lone_piece_leaves(tokenizer, tmp_path):
+    """Joey NMT strips its detokenised text: a hypothesis ending in a lone ``▁``."""
+    tokens = [*tokenizer.tokens, "▁"] if "▁" not in tokenizer.ids else tokenizer.tokens
+    plain = PieceTokenizer(SPM.read_bytes(), tokens, unk_id=0)
+    joey = PieceTokenizer(SPM.read_bytes(), tokens, unk_id=0, strip=True)
+    ids = [*plain.encode("The cat"), plain.ids["▁"]]
+    assert plain.decode(ids) == "The cat " and joey.decode(ids) == "The cat"
+    assert joey.detokenize(joey.pieces(ids)) == "The cat"
+    entry = write_tokenizer(joey, tmp_path, "target")
+    assert entry["strip"] is True and "strip" not in plain.options()
+    assert load_tokenizer(entry, tmp_path, (1, 0, 2, 3)).decode(ids) == "The cat"
+    assert pickle.loads(pickle.dumps(joey)).decode(ids) == "The cat"
+
+
 @pytest.mark.parametrize(
     ("tokens", "unk_id", "message"),
     [
