@@ -284,7 +284,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Convert a Joey NMT 2.x RNN model (read without Joey NMT and without "
         "running pickled code): recurrent GRU/LSTM encoder (bidirectional) and decoder, "
         "bahdanau/luong attention, input feeding or not, bridge/last/zero initial state; "
-        "word or bpe (subword-nmt) level. Other options are refused by name.",
+        "word level, or bpe level through SentencePiece or subword-nmt. Other options are "
+        "refused by name.",
     )
     joey.add_argument("config", type=Path, help="the config.yaml in the model directory")
     joey.add_argument(

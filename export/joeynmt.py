@@ -10,7 +10,8 @@ every option they cannot express is refused by name.
 What Joey does that the bundle reproduces:
 
 * the source ends in ``</s>`` (Joey appends EOS to every source); ``word`` level splits on
-  spaces, ``bpe`` level applies subword-nmt codes restricted to the model's vocabulary;
+  spaces, ``bpe`` level applies SentencePiece (Joey's default) or subword-nmt codes
+  restricted to the model's vocabulary, and strips SentencePiece's detokenised text;
 * greedy search bans ``<s>`` and ``<pad>``, blocks EOS before ``min_output_length`` (1),
   and stops after ``max_output_length`` tokens, by default ``int(1.5 * source length)``
   (EOS counted in the source): this bundle's length rule, ``floor(1.5 * len) + 1`` with
