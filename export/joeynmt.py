@@ -133,6 +133,11 @@ class JoeyStep(nn.Module):
         return logits.squeeze(1), hidden, alphas.squeeze(1), att_vector.squeeze(1)
 
 
+def _first_line(exc: BaseException, limit: int | None = 200) -> str:
+    """The first line of what ``exc`` says (torch's and YAML's run over several)."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:limit]
+
+
 def _mapping(node: Any, where: str) -> dict[str, Any]:
     """``node`` (a config section; absent: empty) as a dict, or a one-line refusal."""
     if node is None:
@@ -162,7 +167,7 @@ class JoeyConfig:
         try:
             cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            first = _first_line(exc, None)
             raise JoeyError(f"{path}: not a readable Joey NMT config ({first})") from None
         if not isinstance(cfg, dict) or not isinstance(cfg.get("model"), dict):
             raise JoeyError(f"{path}: no model section: give the config.yaml Joey NMT trained with")
@@ -255,7 +260,7 @@ def _weights(path: Path) -> dict[str, Tensor]:
     except FileNotFoundError:
         raise JoeyError(f"checkpoint not found: {path}; give --checkpoint") from None
     except Exception as exc:  # a file torch cannot read, or one holding code
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        first = _first_line(exc)
         raise JoeyError(f"{path}: not a readable Joey NMT checkpoint ({first})") from None
     state = ckpt.get("model_state") if isinstance(ckpt, dict) else None
     if not isinstance(state, dict):
@@ -405,8 +410,7 @@ def joey_user_model(config: Path, checkpoint: Path | None = None) -> UserModel:
     except KeyError as exc:
         raise JoeyError(f"{path}: weight {exc} missing: is it this config's checkpoint?") from None
     except (RuntimeError, ValueError, TypeError, AttributeError) as exc:  # shapes, values
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        raise JoeyError(f"{path} does not fit {config.name}: {first}") from None
+        raise JoeyError(f"{path} does not fit {config.name}: {_first_line(exc)}") from None
     ids = special_ids(cfg)
     source, target = (_tokenizer(cfg, side, model_dir, ids) for side in ("src", "trg"))
     for side, tok, lut in (("src", source, encoder.lut), ("trg", target, step.lut)):

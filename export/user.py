@@ -27,7 +27,7 @@ from export.parity import ParityError
 from export.spec import BundleConfig
 from export.writer import MAX_SOURCE_TOKENS, ExportError, write_bundle
 from models.pieces import PieceTokenizer
-from models.tokenizer import Tokenizer, read_lines
+from models.tokenizer import Tokenizer, read_lines, unk_id_of
 
 
 @dataclass
@@ -117,9 +117,10 @@ def check_special_ids(source: Any, target: Any, special_ids: Mapping[str, int]) 
     for side, name, harm in _NOT_WORDS:
         token_id = int(special_ids[name])
         if side == "source":
-            # a word vocabulary of its own maps unknown words to its own unk (d2l's sorted
+            # a vocabulary of its own maps unknown words to its own unk (d2l's sorted
             # vocabularies put the specials at different ids on the two sides)
-            token_id = getattr(getattr(source, "inner", source), "unk_id", token_id)
+            own = unk_id_of(source)
+            token_id = token_id if own is None else own
         word = word_at(source if side == "source" else target, token_id)
         if word is not None:
             raise AdapterError(

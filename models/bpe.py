@@ -27,7 +27,7 @@ import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from models.tokenizer import SegmentingTokenizer, TokenizerError
+from models.tokenizer import SegmentingTokenizer, TokenizerError, mark_ids
 
 SEPARATOR = "@@"  # the transform's (subword-nmt's default); Eole has no option for it
 END = "</w>"
@@ -202,9 +202,7 @@ class BpeTokenizer(SegmentingTokenizer):
         self._cache: dict[str, tuple[str, ...]] = {}
         self._cached_chars = 0
         self._set_vocabulary(tokens, unk_id)
-        unknown = [t for t in end_tokens if t not in self.ids]
-        if unknown:
-            raise TokenizerError(f"end tokens {unknown} are not in the vocabulary")
+        mark_ids(self.ids, end_tokens, "end")
         self.end_tokens = tuple(end_tokens)
 
     def surface(self, text: str) -> list[str]:

@@ -20,6 +20,7 @@ from models.tokenizer import (
     TokenizerError,
     decode_pieces,
     index_vocabulary,
+    mark_ids,
     nonempty_str,
     sentencepiece_processor,
 )
@@ -52,11 +53,8 @@ class PieceTokenizer:
             self.tokens, unk_id, is_token=nonempty_str, bad="is not a piece"
         )
         self.unk_id = unk_id
-        unknown = [t for t in end_tokens if t not in self.ids]
-        if unknown:
-            raise TokenizerError(f"end tokens {unknown} are not in the vocabulary")
+        self._end_ids = mark_ids(self.ids, end_tokens, "end")
         self.end_tokens = tuple(end_tokens)
-        self._end_ids = [self.ids[t] for t in self.end_tokens]
         self.strip = strip
 
     @classmethod

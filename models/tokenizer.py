@@ -14,6 +14,7 @@ import itertools
 import json
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import sentencepiece as spm
 
@@ -84,6 +85,25 @@ def index_vocabulary(
 def nonempty_str(token: object) -> bool:
     """A vocabulary entry that is a string of at least one character."""
     return isinstance(token, str) and bool(token)
+
+
+def mark_ids(ids: dict[str, int], marks: Sequence[str], which: str) -> list[int]:
+    """The ids of ``marks`` (start or end tokens a tokenizer puts around every sentence),
+    refusing those the vocabulary ``ids`` lacks."""
+    unknown = [t for t in marks if t not in ids]
+    if unknown:
+        raise TokenizerError(f"{which} tokens {unknown} are not in the vocabulary")
+    return [ids[t] for t in marks]
+
+
+def unk_id_of(tokenizer: Any) -> int | None:
+    """The id ``tokenizer`` gives text it does not know, or None when it has none: a
+    vocabulary's own ``unk_id`` (words, pieces, onmt, bpe), a SentencePiece model's unk
+    piece, either inside a :class:`models.normalize.NormalizingTokenizer`."""
+    tok = getattr(tokenizer, "inner", tokenizer)
+    if isinstance(tok, Tokenizer):
+        return tok.unk_piece_id
+    return getattr(tok, "unk_id", None)
 
 
 class SegmentingTokenizer:

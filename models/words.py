@@ -14,7 +14,7 @@ import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
-from models.tokenizer import TokenizerError, index_vocabulary
+from models.tokenizer import TokenizerError, index_vocabulary, mark_ids
 
 _WORDS = re.compile(r"\w+|[^\w\s]")
 # No space before closing punctuation, none after opening marks.
@@ -89,14 +89,10 @@ class WordTokenizer:
             self.tokens, unk_id, is_token=_is_word, bad="is empty or has spaces"
         )
         self.unk_id = unk_id
-        for which, marks in (("start", start_tokens), ("end", end_tokens)):
-            unknown = [t for t in marks if t not in self.ids]
-            if unknown:
-                raise TokenizerError(f"{which} tokens {unknown} are not in the vocabulary")
+        self._start_ids = mark_ids(self.ids, start_tokens, "start")
+        self._end_ids = mark_ids(self.ids, end_tokens, "end")
         self.start_tokens = tuple(start_tokens)
         self.end_tokens = tuple(end_tokens)
-        self._start_ids = [self.ids[t] for t in self.start_tokens]
-        self._end_ids = [self.ids[t] for t in self.end_tokens]
         self.lowercase = lowercase
         self.fold_accents = fold_accents
         self.split_punctuation = split_punctuation

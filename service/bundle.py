@@ -12,7 +12,7 @@ from typing import Any
 from export import spec
 from export.spec import BundleConfig
 from models.options import DecodeOptions, DecodeOptionsError
-from models.tokenizer import Tokenizer, TokenizerError, load_tokenizer
+from models.tokenizer import TokenizerError, load_tokenizer, unk_id_of
 from service.decoding import SpecialIds
 from service.runtime import OnnxModel
 from service.sessions import BundleRuntimeError, RuntimeConfig
@@ -112,16 +112,6 @@ class Bundle:
         """The longest source (in tokens) the export's parity gate verified, or None when
         the manifest does not say."""
         return self.config.max_source_tokens
-
-
-def unk_id_of(tokenizer: Any) -> int | None:
-    """The id ``tokenizer`` gives text it does not know, or None when it has none: a
-    vocabulary's own ``unk_id`` (words, pieces, onmt, bpe), a SentencePiece model's unk
-    piece, either inside a :class:`models.normalize.NormalizingTokenizer`."""
-    tok = getattr(tokenizer, "inner", tokenizer)
-    if isinstance(tok, Tokenizer):
-        return tok.unk_piece_id
-    return getattr(tok, "unk_id", None)
 
 
 # What a model's decoding defaults may set; the rest (beam size, n-best, attention) is

@@ -138,10 +138,10 @@ def test_replace_unknowns_never_copies_a_marker():
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("normalized", [False, True], ids=["plain", "normalized"])
 def test_the_source_unk_id_is_the_id_of_unknown_text(kind, normalized):
-    """:func:`service.bundle.unk_id_of` reads every kind's own unk id (the vocabularies'
+    """:func:`models.tokenizer.unk_id_of` reads every kind's own unk id (the vocabularies'
     0, the SentencePiece model's 1), behind a NormalizingTokenizer too."""
     from models.normalize import Normalization, NormalizingTokenizer
-    from service.bundle import unk_id_of
+    from models.tokenizer import unk_id_of
 
     tok = KINDS[kind]()
     if normalized:
