@@ -1,6 +1,7 @@
 """``nmt-convert eole MODEL_DIR --out model_repository/<name>/<version>``,
-``nmt-convert opennmt-py model_step_N.pt --out ...`` and ``nmt-convert joeynmt
-MODEL_DIR/config.yaml --out ...`` (:mod:`export.joeynmt`).
+``nmt-convert opennmt-py model_step_N.pt --out ...``, ``nmt-convert joeynmt
+MODEL_DIR/config.yaml --out ...`` (:mod:`export.joeynmt`) and ``nmt-convert fairseq
+checkpoint_best.pt --out ...`` (:mod:`export.fairseq`).
 
 Converters in CTranslate2's shape: load the checkpoint, refuse (by name) every option
 the bundle cannot express, then write the bundle through the same gate as every other
@@ -219,6 +220,83 @@ def convert_joeynmt(
     return export_modules(user, out, **options)
 
 
+def convert_fairseq(
+    checkpoint: Path | str,
+    out: Path | str,
+    *,
+    data: Path | str | None = None,
+    source_lang: str | None = None,
+    target_lang: str | None = None,
+    bpe: str | None = None,
+    bpe_model: Path | str | None = None,
+    generation: dict | None = None,
+    **options,
+) -> dict:
+    """Convert a fairseq LSTM checkpoint into a bundle in ``out``; returns the manifest.
+    Arguments: those of :func:`export.fairseq.fairseq_user_model`; ``options``: those of
+    :func:`export.user.export_modules`."""
+    from export.fairseq import FairseqError, fairseq_user_model
+    from export.writer import ExportError
+
+    try:
+        user = fairseq_user_model(
+            Path(checkpoint),
+            data=Path(data) if data else None,
+            source_lang=source_lang,
+            target_lang=target_lang,
+            bpe=bpe,
+            bpe_model=Path(bpe_model) if bpe_model else None,
+            generation=generation,
+        )
+    except FairseqError as exc:
+        raise ExportError(str(exc)) from None
+    return export_modules(user, out, **options)
+
+
+def _fairseq_parser(sub) -> None:
+    from export.fairseq import GENERATION
+
+    parser = sub.add_parser(
+        "fairseq",
+        help="a fairseq LSTM checkpoint (checkpoint_best.pt + dict.SRC.txt, dict.TGT.txt)",
+        description="Convert a fairseq LSTM translation model (--arch lstm, "
+        "lstm_wiseman_iwslt_de_en, lstm_luong_wmt_en_de; read without fairseq and without "
+        "running pickled code): uni- or bidirectional encoder, any layer count, attention, "
+        "shared or separate embeddings; whitespace tokens, or --bpe subword_nmt / "
+        "sentencepiece as fairseq-interactive takes them. Decodes as fairseq-interactive "
+        "does (its beam search, length rule and normalised scores). Other options are "
+        "refused by name.",
+    )
+    parser.add_argument("checkpoint", type=Path, help="the checkpoint fairseq-train wrote")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        metavar="DIR",
+        help="the directory with dict.SRC.txt and dict.TGT.txt (fairseq-preprocess's "
+        "--destdir; default: the checkpoint's directory)",
+    )
+    parser.add_argument("-s", "--source-lang", metavar="SRC", help="source language")
+    parser.add_argument("-t", "--target-lang", metavar="TGT", help="target language")
+    text = parser.add_argument_group("subwords (as given to fairseq-interactive)")
+    text.add_argument("--bpe", choices=("subword_nmt", "sentencepiece"), help="the BPE")
+    text.add_argument("--bpe-codes", type=Path, metavar="PATH", help="subword_nmt's codes")
+    text.add_argument(
+        "--sentencepiece-model", type=Path, metavar="PATH", help="sentencepiece's .model"
+    )
+    gen = parser.add_argument_group(
+        "generation defaults the bundle serves with (fairseq-interactive's flags)"
+    )
+    gen.add_argument("--lenpen", type=float, help=f"length penalty ({GENERATION['lenpen']})")
+    gen.add_argument(
+        "--max-len-a", type=float, help=f"a in a*x+b target tokens ({GENERATION['max_len_a']})"
+    )
+    gen.add_argument(
+        "--max-len-b", type=int, help=f"b in a*x+b target tokens ({GENERATION['max_len_b']})"
+    )
+    gen.add_argument("--min-len", type=int, help=f"fewest target tokens ({GENERATION['min_len']})")
+    add_bundle_arguments(parser)
+
+
 _SUPPORTED = (
     "rnn/brnn encoders, LSTM/GRU, any layer count, StdRNN and InputFeed decoders, "
     "dot/general/mlp attention, bridge; whitespace tokens or the sentencepiece / "
@@ -295,6 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the checkpoint to convert (default: best.ckpt beside the config)",
     )
     add_bundle_arguments(joey)
+    _fairseq_parser(sub)
     args = show_defaults(parser).parse_args(argv)
     problem = check_bundle_arguments(args)
     if problem:
@@ -305,6 +384,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     def export() -> dict:
         if args.framework == "joeynmt":
             return convert_joeynmt(args.config, args.out, checkpoint=args.checkpoint, **options)
+        if args.framework == "fairseq":
+            return convert_fairseq(
+                args.checkpoint,
+                args.out,
+                data=args.data,
+                source_lang=args.source_lang,
+                target_lang=args.target_lang,
+                bpe=args.bpe,
+                bpe_model=args.bpe_codes or args.sentencepiece_model,
+                generation={
+                    k: getattr(args, k) for k in ("lenpen", "max_len_a", "max_len_b", "min_len")
+                },
+                **options,
+            )
         return convert_eole(
             args.model,
             args.out,

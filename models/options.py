@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SEARCHES = ("standard", "eole", "opennmt-py-1", "opennmt-py-2", "joeynmt")
+SEARCHES = ("standard", "eole", "opennmt-py-1", "opennmt-py-2", "joeynmt", "fairseq")
 # Longest n-gram block_ngram_repeat may name: longer ones never repeat in a sentence the
 # length limit allows, and each step scans the hypothesis once per row.
 MAX_BLOCK_NGRAM = 32
@@ -42,7 +42,8 @@ class DecodeOptions:
     # OpenNMT-py 3.x's (service.strategies.EOLE_BEAM), whose scores also count BOS in the
     # length; "opennmt-py-1"/"opennmt-py-2": OpenNMT-py 1.x's/2.x's, Eole's rules but
     # other ends (service.strategies.ONMT_PY1_BEAM, ONMT_PY2_BEAM); "joeynmt": Joey NMT
-    # 2.x's (service.strategies.JOEY_BEAM), GNMT's length penalty with beam_size > 1.
+    # 2.x's (service.strategies.JOEY_BEAM), GNMT's length penalty with beam_size > 1;
+    # "fairseq": fairseq's SequenceGenerator (service.strategies.FAIRSEQ_BEAM).
     search: str = "standard"
     # GNMT coverage penalty β (models.scoring.ScoringRules.score); 0: none.
     coverage_penalty: float = 0.0

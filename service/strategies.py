@@ -310,6 +310,27 @@ class JoeyBeam(EoleBeam):
         return Selection(parents, tokens, scores, finished, done)
 
 
+class FairseqBeam(Beam):
+    """fairseq's beam search (``SequenceGenerator``; ``DecodeOptions(search="fairseq")``),
+    for models converted from fairseq (:mod:`export.fairseq`): the standard rules (best
+    ``2 * beam`` continuations, an EOS among the first ``beam`` finishes a hypothesis, the
+    best ``beam`` non-EOS ones go on, done once ``beam`` have finished), except that a
+    step finishes no more hypotheses than the sentence still needs: fairseq's
+    ``finalize_hypos`` drops the EOS continuations past ``beam`` finished ones, the lower
+    ranked (here the standard search keeps them all and ranks them at the end).
+    """
+
+    def _choose(self, s: SentenceSearch, rows, ranked, tokens_ranked) -> Selection:
+        chosen = super()._choose(s, rows, ranked, tokens_ranked)
+        room = s.options.beam_size - s.finished
+        if len(chosen.finished) > room:
+            chosen = chosen._replace(finished=chosen.finished[:room])
+        return chosen
+
+    # ranked at once, chosen one sentence at a time (the cap above)
+    _select_arrays = EoleBeam._select_arrays
+
+
 class Sampling:
     """Random sampling, one row per sentence (Eole's ``random_sampling_topk`` /
     ``random_sampling_temp``, CTranslate2's ``sampling_topk`` / ``sampling_temperature``).
@@ -402,6 +423,7 @@ EOLE_BEAM: Strategy = EoleBeam()
 ONMT_PY1_BEAM: Strategy = OnmtPy1Beam()
 ONMT_PY2_BEAM: Strategy = OnmtPy2Beam()
 JOEY_BEAM: Strategy = JoeyBeam()
+FAIRSEQ_BEAM: Strategy = FairseqBeam()
 SAMPLING: Strategy = Sampling()
 BEAMS: dict[str, Strategy] = {
     "standard": BEAM,
@@ -409,6 +431,7 @@ BEAMS: dict[str, Strategy] = {
     "opennmt-py-1": ONMT_PY1_BEAM,
     "opennmt-py-2": ONMT_PY2_BEAM,
     "joeynmt": JOEY_BEAM,
+    "fairseq": FAIRSEQ_BEAM,
 }
 # One wrapper per strategy, so that the loop groups prefixed sentences together.
 _PREFIXED: dict[Strategy, Strategy] = {s: Prefix(s) for s in (GREEDY, *BEAMS.values(), SAMPLING)}
