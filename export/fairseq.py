@@ -165,11 +165,15 @@ class Checkpoint:
             model, task = _options(cfg["model"]), _options(cfg.get("task"))
             criterion = _options(cfg.get("criterion")).get("_name") or model.get("criterion")
         elif args is not None:  # fairseq < 0.10: one Namespace for everything
-            model = task = _options(args)
-            criterion = model.get("criterion")
+            model = _options(args)
+            task, criterion = model | {"_name": model.get("task")}, model.get("criterion")
         else:
             raise FairseqError(f"{path} holds no model options (neither cfg nor args)")
-        return cls(path, model, task, str(criterion or ""), ckpt["model"])
+        # a model trained with --fp16 is saved in half precision: the bundle computes in
+        # float32 (its int8/fp16 variants are made from that)
+        weights = {k: v.float() if isinstance(v, Tensor) and v.is_floating_point() else v
+                   for k, v in ckpt["model"].items()}  # fmt: skip
+        return cls(path, model, task, str(criterion or ""), weights)
 
 
 def _options(node: Any) -> dict[str, Any]:

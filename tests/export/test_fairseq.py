@@ -242,6 +242,31 @@ def test_what_the_bundle_cannot_express_is_refused_in_one_line(
     assert not (tmp_path / "o" / "1").exists()
 
 
+def test_half_precision_and_legacy_args_checkpoints_convert(tmp_path):
+    """A checkpoint saved in half precision (``fairseq-train --fp16``) converts to a
+    float32 bundle; one of fairseq < 0.10 (a single ``args`` Namespace, no ``cfg``)
+    gives its options the same way."""
+    model = _model(tmp_path)
+
+    def legacy_half(ckpt):
+        args = ckpt["cfg"]["model"]
+        args.task, ckpt["args"], ckpt["cfg"] = "translation", args, None
+        ckpt["model"] = {k: v.half() for k, v in ckpt["model"].items()}
+
+    _edit_checkpoint(legacy_half)(model)
+    out = tmp_path / "o" / "1"
+    argv = ["fairseq", str(model / "checkpoint_best.pt"), "-s", "en", "-t", "es",
+            "--out", str(out), "--parity-limit", "20", "--beam-sentences", "2"]  # fmt: skip
+    assert main(argv) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["parity"]["greedy_mismatches"] == 0
+    assert manifest["decoding"]["max_length"] == 1024  # the args' max_target_positions
+    # weights rounded to half precision keep (nearly) all of fairseq's float32
+    # translations: none of the 300 changed on 2026-11-28
+    differ = _same_lists(_decode(out, "lstm_word", 1), _fairseq("lstm_word", "greedy.json"))
+    assert len(differ) < 10
+
+
 def test_languages_come_from_the_data_directory(tmp_path, capsys):
     """Without ``-s``/``-t`` (the checkpoint's task names none when fairseq-train inferred
     them) the pair is read off fairseq-preprocess's file names, as fairseq infers it; with
