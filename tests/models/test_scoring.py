@@ -193,11 +193,12 @@ def test_score_joeynmt_is_gnmts_penalty_with_beam_and_none_greedy():
     assert not ScoringRules.of(DecodeOptions(beam_size=5)).wu_length
 
 
-@pytest.mark.parametrize("search", ["standard", "eole", "joeynmt"])
+@pytest.mark.parametrize("search", ["standard", "eole", "joeynmt", "fairseq"])
 def test_eos_scored(search):
     rules = ScoringRules.of(DecodeOptions(search=search))
     assert rules.eos_scored(False)
-    assert rules.eos_scored(True) is (search == "standard")
+    # fairseq forces EOS at its limit and scores it, as the standard search does
+    assert rules.eos_scored(True) is (search in ("standard", "fairseq"))
 
 
 def test_rules_are_frozen_values():
