@@ -326,8 +326,10 @@ def decoding(ckpt: Checkpoint, generation: dict[str, Any]) -> dict[str, Any]:
     """fairseq's generation rules as the bundle's decoding defaults (module docstring):
     ``max_len_a``/``max_len_b`` count tokens before EOS, our limit counts the EOS."""
     g = GENERATION | {k: v for k, v in generation.items() if v is not None}
-    if g["max_len_a"] < 0 or g["max_len_b"] < 1 or g["min_len"] < 0:
-        raise FairseqError("--max-len-a must be >= 0, --max-len-b >= 1 and --min-len >= 0")
+    if g["max_len_a"] < 0 or g["max_len_b"] < 0 or g["min_len"] < 0:
+        raise FairseqError("--max-len-a, --max-len-b and --min-len must be >= 0")
+    if g["max_len_a"] == 0 and g["max_len_b"] == 0:
+        raise FairseqError("--max-len-a 0 --max-len-b 0 leaves no target tokens: raise one")
     positions = int(float(ckpt.model.get("max_target_positions") or 1e5))
     return {
         "max_length": positions,  # (max_target_positions - 1) tokens + EOS

@@ -113,9 +113,11 @@ class ScoringRules:
 
     def length_limit(self, src_len: int) -> int:
         """Most target tokens (EOS included) for a source of ``src_len`` tokens; >= 1."""
-        # floor, as Eole and OpenNMT-py do (int(ratio * src + offset)): their limits are
-        # then this rule with offset + 1 (the EOS counted here), whatever the ratio
-        by_ratio = math.floor(self.max_length_ratio * src_len) + self.max_length_offset
+        # int(ratio * src + offset), as Eole, OpenNMT-py and fairseq compute theirs: their
+        # limits are this rule with offset + 1 (the EOS counted here). The offset is added
+        # before flooring, as they do: 1.16 * 25 is 28.999999999999996, + 4 rounds to 33.0
+        # (floor first gave 32: one token short of fairseq's limit)
+        by_ratio = math.floor(self.max_length_ratio * src_len + (self.max_length_offset - 1)) + 1
         return max(1, min(self.max_length, by_ratio))
 
     def eos_rule(self, step: int, limit: int) -> Eos:

@@ -223,11 +223,12 @@ class _Code:  # a pickled object no weights-only load may construct
         (lambda m: (m / "dict.en.txt").write_text("a 1\na 2\n"), [], "duplicate token 'a'"),
         (lambda m: None, ["--bpe", "subword_nmt"], "--bpe subword_nmt needs --bpe-codes"),
         (lambda m: None, ["--bpe-codes", str(DATA / "bpe300.codes")], "need --bpe"),
-        (lambda m: None, ["--max-len-b", "0"], "--max-len-b >= 1"),
+        (lambda m: None, ["--max-len-b", "-1"], "--max-len-b and --min-len must be >= 0"),
+        (lambda m: None, ["--max-len-b", "0"], "--max-len-a 0 --max-len-b 0 leaves no target"),
     ],
     ids=["transformer", "no-attention", "adaptive", "task", "pickled-code", "not-torch",
          "no-checkpoint", "missing-weight", "other-checkpoint", "no-dict", "bad-dict",
-         "duplicate", "bpe-no-codes", "codes-no-bpe", "max-len-b"],
+         "duplicate", "bpe-no-codes", "codes-no-bpe", "max-len-b", "no-length"],
 )  # fmt: skip
 def test_what_the_bundle_cannot_express_is_refused_in_one_line(
     tmp_path, capsys, edit, extra, message

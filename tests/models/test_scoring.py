@@ -293,3 +293,15 @@ def test_eoles_coverage_penalty_has_no_floor():
     assert standard.coverage_term(coverage) == pytest.approx(0.2 * (math.log(1e-6) + math.log(0.5)))
     tiny = np.array([1e-9, 1.0])
     assert eole.coverage_term(tiny) == pytest.approx(0.2 * math.log(1e-9))
+
+
+def test_length_limit_adds_the_offset_before_flooring_as_fairseq_and_eole():
+    """``int(a * n + b)`` tokens before EOS: 1.16 * 25 is 28.999999999999996, + 4 is 33.0
+    in float64; flooring before adding gave 32 (fairseq-interactive printed 33 tokens)."""
+    rules = ScoringRules(max_length=1000, max_length_ratio=1.16, max_length_offset=5)
+    assert rules.length_limit(25) == 34  # 33 tokens + EOS
+    assert ScoringRules(max_length_ratio=1.5, max_length_offset=1).length_limit(7) == 11
+    assert (
+        ScoringRules(max_length=20, max_length_ratio=2.0, max_length_offset=10).length_limit(9)
+        == 20
+    )
