@@ -34,6 +34,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from export.modules import first_line, linear_from
 from export.signature import Signature
 from export.user import UserModel
 from models.bpe import BpeTokenizer
@@ -204,14 +205,6 @@ def check_options(ckpt: Checkpoint) -> None:
         raise _refuse("--task", ckpt.task.get("_name"), "translation")
 
 
-def _linear(w: dict[str, Tensor], prefix: str) -> nn.Linear:
-    weight = w[f"{prefix}.weight"]
-    bias = w.get(f"{prefix}.bias")
-    layer = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None)
-    layer.load_state_dict({"weight": weight} | ({"bias": bias} if bias is not None else {}))
-    return layer
-
-
 def build_modules(
     w: dict[str, Tensor], pad: int, bos: int, eos: int
 ) -> tuple[FairseqEncoder, FairseqStep]:
@@ -228,8 +221,8 @@ def build_modules(
                           if k.startswith("encoder.lstm.")})  # fmt: skip
     proj = None
     if "decoder.encoder_hidden_proj.weight" in w:
-        proj = nn.ModuleDict({"hidden": _linear(w, "decoder.encoder_hidden_proj"),
-                              "cell": _linear(w, "decoder.encoder_cell_proj")})  # fmt: skip
+        proj = nn.ModuleDict({"hidden": linear_from(w, "decoder.encoder_hidden_proj"),
+                              "cell": linear_from(w, "decoder.encoder_cell_proj")})  # fmt: skip
     encoder = FairseqEncoder(src_embed, lstm.eval(), proj)
 
     tgt_embed = nn.Embedding.from_pretrained(
@@ -249,10 +242,10 @@ def build_modules(
             f"{layers} encoder layers but {len(cells)} decoder layers (fairseq needs them equal)"
         )
     names = ["input_proj", "output_proj"]
-    parts = {n: _linear(w, f"decoder.attention.{n}") for n in names}
+    parts = {n: linear_from(w, f"decoder.attention.{n}") for n in names}
     for name in ("additional_fc", "fc_out"):
         if f"decoder.{name}.weight" in w:
-            parts[name] = _linear(w, f"decoder.{name}")
+            parts[name] = linear_from(w, f"decoder.{name}")
     step = FairseqStep(tgt_embed, cells, nn.ModuleDict(parts), bos, eos)
     return encoder.eval(), step.eval()
 
@@ -379,8 +372,9 @@ def fairseq_user_model(
             f"{checkpoint}: weight {exc} missing: not a fairseq LSTM checkpoint"
         ) from None
     except (RuntimeError, ValueError, TypeError) as exc:  # shapes, values
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        raise FairseqError(f"{checkpoint}: weights do not fit an LSTM model: {first}") from None
+        raise FairseqError(
+            f"{checkpoint}: weights do not fit an LSTM model: {first_line(exc)}"
+        ) from None
     for side, lang, tokens, embed in (("source", src, vocabs[0], encoder.embed),
                                       ("target", tgt, vocabs[1], step.embed)):  # fmt: skip
         if len(tokens) != embed.num_embeddings:

@@ -29,6 +29,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from export.modules import first_line, linear_from
 from export.signature import Signature
 from export.user import UserModel
 from models.bpe import BpeTokenizer
@@ -133,11 +134,6 @@ class JoeyStep(nn.Module):
         return logits.squeeze(1), hidden, alphas.squeeze(1), att_vector.squeeze(1)
 
 
-def _first_line(exc: BaseException, limit: int | None = 200) -> str:
-    """The first line of what ``exc`` says (torch's and YAML's run over several)."""
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:limit]
-
-
 def _mapping(node: Any, where: str) -> dict[str, Any]:
     """``node`` (a config section; absent: empty) as a dict, or a one-line refusal."""
     if node is None:
@@ -167,7 +163,7 @@ class JoeyConfig:
         try:
             cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            first = _first_line(exc, None)
+            first = first_line(exc, None)
             raise JoeyError(f"{path}: not a readable Joey NMT config ({first})") from None
         if not isinstance(cfg, dict) or not isinstance(cfg.get("model"), dict):
             raise JoeyError(f"{path}: no model section: give the config.yaml Joey NMT trained with")
@@ -260,7 +256,7 @@ def _weights(path: Path) -> dict[str, Tensor]:
     except FileNotFoundError:
         raise JoeyError(f"checkpoint not found: {path}; give --checkpoint") from None
     except Exception as exc:  # a file torch cannot read, or one holding code
-        first = _first_line(exc)
+        first = first_line(exc)
         raise JoeyError(f"{path}: not a readable Joey NMT checkpoint ({first})") from None
     state = ckpt.get("model_state") if isinstance(ckpt, dict) else None
     if not isinstance(state, dict):
@@ -278,14 +274,6 @@ def _rnn(kind: str, w: dict[str, Tensor], prefix: str, bidirectional: bool) -> n
     own = {k[len(prefix) + 1 :]: v for k, v in w.items() if k.startswith(prefix + ".")}
     rnn.load_state_dict(own)
     return rnn.eval()
-
-
-def _linear(w: dict[str, Tensor], prefix: str) -> nn.Linear:
-    weight = w[f"{prefix}.weight"]
-    bias = w.get(f"{prefix}.bias")
-    layer = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None)
-    layer.load_state_dict({"weight": weight} | ({"bias": bias} if bias is not None else {}))
-    return layer
 
 
 def build_modules(cfg: JoeyConfig, w: dict[str, Tensor]) -> tuple[JoeyEncoder, JoeyStep]:
@@ -306,7 +294,7 @@ def build_modules(cfg: JoeyConfig, w: dict[str, Tensor]) -> tuple[JoeyEncoder, J
         src_scale,
         _rnn(enc.get("rnn_type", "gru"), w, "encoder.rnn", bidirectional=True),
         init,
-        _linear(w, "decoder.bridge_layer") if init == "bridge" else None,
+        linear_from(w, "decoder.bridge_layer") if init == "bridge" else None,
         dec_rnn.num_layers,
         dec_rnn.hidden_size,
         dec_lstm,
@@ -315,7 +303,7 @@ def build_modules(cfg: JoeyConfig, w: dict[str, Tensor]) -> tuple[JoeyEncoder, J
     names = ["attention.key_layer", "att_vector_layer", "output_layer"]
     if attention == "bahdanau":
         names += ["attention.query_layer", "attention.energy_layer"]
-    layers = nn.ModuleDict({n.split(".")[-1]: _linear(w, f"decoder.{n}") for n in names})
+    layers = nn.ModuleDict({n.split(".")[-1]: linear_from(w, f"decoder.{n}") for n in names})
     # tied embeddings: Joey's target side is the source's Embeddings, its scale included
     trg_scale = bool((dec.get("embeddings") or {}).get("scale", False))
     step = JoeyStep(
@@ -410,7 +398,7 @@ def joey_user_model(config: Path, checkpoint: Path | None = None) -> UserModel:
     except KeyError as exc:
         raise JoeyError(f"{path}: weight {exc} missing: is it this config's checkpoint?") from None
     except (RuntimeError, ValueError, TypeError, AttributeError) as exc:  # shapes, values
-        raise JoeyError(f"{path} does not fit {config.name}: {_first_line(exc)}") from None
+        raise JoeyError(f"{path} does not fit {config.name}: {first_line(exc)}") from None
     ids = special_ids(cfg)
     source, target = (_tokenizer(cfg, side, model_dir, ids) for side in ("src", "trg"))
     for side, tok, lut in (("src", source, encoder.lut), ("trg", target, step.lut)):

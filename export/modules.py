@@ -431,3 +431,18 @@ class AdaptedModel(nn.Module):
 
     def parameter_count(self) -> int:
         return sum(p.numel() for p in self.parameters())
+
+
+def first_line(exc: BaseException, limit: int | None = 200) -> str:
+    """The first line of what ``exc`` says (torch's and YAML's run over several)."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:limit]
+
+
+def linear_from(w: dict[str, Tensor], prefix: str) -> nn.Linear:
+    """The ``nn.Linear`` of the weights ``w`` holds under ``prefix`` (a converter's
+    checkpoint): ``prefix.weight`` and, when there, ``prefix.bias``."""
+    weight = w[f"{prefix}.weight"]
+    bias = w.get(f"{prefix}.bias")
+    layer = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None)
+    layer.load_state_dict({"weight": weight} | ({"bias": bias} if bias is not None else {}))
+    return layer
