@@ -253,6 +253,71 @@ def convert_fairseq(
     return export_modules(user, out, **options)
 
 
+def convert_marian(
+    model: Path | str,
+    out: Path | str,
+    *,
+    vocabs: list[Path | str] | None = None,
+    decoder: dict | None = None,
+    **options,
+) -> dict:
+    """Convert a Marian s2s ``model.npz`` into a bundle in ``out``; returns the manifest.
+    Arguments: those of :func:`export.marian.marian_user_model`; ``options``: those of
+    :func:`export.user.export_modules`."""
+    from export.marian import MarianError, marian_user_model
+    from export.writer import ExportError
+
+    try:
+        user = marian_user_model(
+            Path(model), vocabs=[Path(v) for v in vocabs] if vocabs else None, options=decoder
+        )
+    except MarianError as exc:
+        raise ExportError(str(exc)) from None
+    return export_modules(user, out, **options)
+
+
+def _marian_parser(sub) -> None:
+    from export.marian import DECODER
+
+    parser = sub.add_parser(
+        "marian",
+        help="a Marian RNN model (--type s2s model.npz + its vocabularies)",
+        description="Convert a Marian RNN model (--type s2s; read without Marian): "
+        "bidirectional or bi-unidirectional GRU/LSTM encoder of any depth, the conditional "
+        "decoder with additive attention, deep transition cells, skip connections, layer "
+        "normalisation, tied embeddings; .yml/.json vocabularies (whitespace tokens) or "
+        ".spm (raw text). Decodes as marian-decoder does (its shrinking beam, length "
+        "normalisation and length limit). Other options are refused by name.",
+    )
+    parser.add_argument("model", type=Path, help="the model.npz Marian's trainer wrote")
+    parser.add_argument(
+        "-v",
+        "--vocabs",
+        type=Path,
+        nargs=2,
+        metavar=("SRC", "TGT"),
+        help="the source and target vocabularies (default: those the model was trained "
+        "with, as recorded or beside the model)",
+    )
+    dec = parser.add_argument_group(
+        "decoding defaults the bundle serves with (marian-decoder's flags; default: the "
+        "model's model.npz.decoder.yml, else Marian's)"
+    )
+    dec.add_argument(
+        "-n", "--normalize", type=float, help=f"length normalisation ({DECODER['normalize']})"
+    )
+    dec.add_argument(
+        "--max-length-factor",
+        type=float,
+        help=f"target tokens per source token ({DECODER['max-length-factor']:g})",
+    )
+    dec.add_argument(
+        "--word-penalty", type=float, help=f"word penalty ({DECODER['word-penalty']:g} only)"
+    )
+    dec.add_argument("--allow-unk", action="store_true", default=None, help="let <unk> be produced")
+    add_bundle_arguments(parser)
+
+
 def _fairseq_parser(sub) -> None:
     from export.fairseq import GENERATION
 
@@ -374,6 +439,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     add_bundle_arguments(joey)
     _fairseq_parser(sub)
+    _marian_parser(sub)
     args = show_defaults(parser).parse_args(argv)
     problem = check_bundle_arguments(args)
     if problem:
@@ -384,6 +450,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     def export() -> dict:
         if args.framework == "joeynmt":
             return convert_joeynmt(args.config, args.out, checkpoint=args.checkpoint, **options)
+        if args.framework == "marian":
+            names = ("normalize", "max_length_factor", "word_penalty", "allow_unk")
+            return convert_marian(
+                args.model,
+                args.out,
+                vocabs=args.vocabs,
+                decoder={n.replace("_", "-"): getattr(args, n) for n in names},
+                **options,
+            )
         if args.framework == "fairseq":
             return convert_fairseq(
                 args.checkpoint,

@@ -93,6 +93,7 @@ class ScoringRules:
         # OpenNMT-py 1.x/2.x: what Eole descends from
         eole = options.search in ("eole", "opennmt-py-1", "opennmt-py-2")
         joey = options.search == "joeynmt"
+        marian = options.search == "marian"
         greedy = options.beam_size == 1
         return cls(
             min_length=options.min_length,
@@ -102,8 +103,8 @@ class ScoringRules:
             length_penalty=0.0 if joey and greedy else options.length_penalty,
             bos_in_length=eole,
             wu_length=joey,
-            # Eole and Joey stop a hypothesis at the limit without an EOS
-            eos_at_limit=not (eole or joey),
+            # Eole, Joey and Marian stop a hypothesis at the limit without an EOS
+            eos_at_limit=not (eole or joey or marian),
             coverage_penalty=options.coverage_penalty,
             coverage_floor=0.0 if eole else COVERAGE_FLOOR,
             ban_unk=options.ban_unk,

@@ -331,6 +331,31 @@ class FairseqBeam(Beam):
     _select_arrays = EoleBeam._select_arrays
 
 
+class MarianBeam(EoleBeam):
+    """Marian's beam search (``src/translator/beam_search.cpp``;
+    ``DecodeOptions(search="marian")``), for models converted from Marian
+    (:mod:`export.marian`): each step keeps the best ``beam - finished`` continuations of
+    the live hypotheses (Marian's beam shrinks by each hypothesis that ends); those that
+    are EOS finish, the rest go on; the sentence is done when none go on. At the length
+    limit every live hypothesis ends without an EOS (``ScoringRules.eos_at_limit`` off), as
+    Marian's ``max-length-factor`` ends them; all are ranked by ``log_prob / length **
+    normalize``.
+    """
+
+    def _choose(self, s: SentenceSearch, rows, ranked, tokens_ranked) -> Selection:
+        parents, tokens, scores, finished = [], [], [], []
+        for rank, score in enumerate(ranked[: s.options.beam_size - s.finished]):
+            if score == NEG_INF:
+                break
+            if tokens_ranked[rank] == s.eos:
+                finished.append((rows[rank], score))
+                continue
+            parents.append(rows[rank])
+            tokens.append(tokens_ranked[rank])
+            scores.append(score)
+        return Selection(parents, tokens, scores, finished, not parents)
+
+
 class Sampling:
     """Random sampling, one row per sentence (Eole's ``random_sampling_topk`` /
     ``random_sampling_temp``, CTranslate2's ``sampling_topk`` / ``sampling_temperature``).
@@ -424,6 +449,7 @@ ONMT_PY1_BEAM: Strategy = OnmtPy1Beam()
 ONMT_PY2_BEAM: Strategy = OnmtPy2Beam()
 JOEY_BEAM: Strategy = JoeyBeam()
 FAIRSEQ_BEAM: Strategy = FairseqBeam()
+MARIAN_BEAM: Strategy = MarianBeam()
 SAMPLING: Strategy = Sampling()
 BEAMS: dict[str, Strategy] = {
     "standard": BEAM,
@@ -432,6 +458,7 @@ BEAMS: dict[str, Strategy] = {
     "opennmt-py-2": ONMT_PY2_BEAM,
     "joeynmt": JOEY_BEAM,
     "fairseq": FAIRSEQ_BEAM,
+    "marian": MARIAN_BEAM,
 }
 # One wrapper per strategy, so that the loop groups prefixed sentences together.
 _PREFIXED: dict[Strategy, Strategy] = {s: Prefix(s) for s in (GREEDY, *BEAMS.values(), SAMPLING)}

@@ -1,0 +1,272 @@
+"""``nmt-convert marian`` against Marian's own outputs (tests/fixtures/marian, made by
+Marian's trainer and translator themselves through pymarian; no Marian import here):
+convert -> bundle -> the service's decode loop with the bundle's decoding defaults must
+give Marian's greedy translations and beam-5 n-best lists, with its scores; one converted
+model is served through the real gRPC server."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from export.convert import main
+from models.scoring import ScoringRules
+from service.bundle import load_bundle
+from service.loop import decode
+from service.sessions import RuntimeConfig
+from tests.service.server_fixtures import ServerFactory
+from tests.service.server_helpers import proto_options, stub_for
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "marian"
+DATA = FIXTURE.parent / "fairseq" / "data"  # the 300 pairs the fixtures were trained on
+# each model's input: the word models read word tokens, the SentencePiece one raw text
+MODELS = {"s2s_gru": DATA / "train.en", "s2s_deep": DATA / "train.en",
+          "s2s_lstm_spm": DATA / "raw.en"}  # fmt: skip
+# Marian prints 6 significant digits: -268.29 is within 0.005 of its float
+PRINTED = 6
+
+
+def _argv(name: str, out: Path, *extra: str) -> list[str]:
+    return ["marian", str(FIXTURE / name / "model.npz"), "--out", str(out),
+            "--parity-src", str(MODELS[name]), *extra]  # fmt: skip
+
+
+@pytest.fixture(scope="module", params=sorted(MODELS))
+def converted(request, tmp_path_factory):
+    out = tmp_path_factory.mktemp("marian") / request.param / "1"
+    assert main(_argv(request.param, out, "--beam-sentences", "10")) == 0
+    return request.param, out
+
+
+def _marian(name: str, run: str) -> list[list[dict]]:
+    return json.loads((FIXTURE / name / f"{run}.json").read_text(encoding="utf-8"))["outputs"]
+
+
+def _decode(out: Path, name: str, beam: int, **changes) -> list[list[tuple[str, float]]]:
+    """``(text, score)`` n-best lists (``beam`` of them) of the model's sources."""
+    bundle = load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
+    options = dataclasses.replace(bundle.decoding, beam_size=beam, n_best=beam, **changes)
+    lines = MODELS[name].read_text(encoding="utf-8").splitlines()
+    sources = [bundle.src_tokenizer.encode(line) for line in lines]
+    nbest = decode(bundle.model, sources, options=options, special=bundle.special)
+    tgt = bundle.tgt_tokenizer
+    return [[(tgt.decode(h.tokens), h.score) for h in hyps] for hyps in nbest]
+
+
+def _differ(got, want) -> list[int]:
+    """Indices of sentences whose n-best texts differ."""
+    return [i for i, (g, w) in enumerate(zip(got, want, strict=True))
+            if [t for t, _ in g] != [h["text"] for h in w]]  # fmt: skip
+
+
+def _score_errors(got, want) -> np.ndarray:
+    """Each score's distance from Marian's beyond the rounding of its print (half its
+    last digit): what float32 arithmetic in another order leaves."""
+    out = []
+    for g, w in zip(got, want, strict=True):
+        for (_, score), h in zip(g, w, strict=True):
+            digit = 10.0 ** (np.floor(np.log10(abs(h["score"]))) + 1 - PRINTED)
+            out.append(max(abs(score - h["score"]) - digit / 2, 0.0))
+    return np.array(out)
+
+
+def test_manifest_records_marian_and_its_rules(converted):
+    name, out = converted
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["decoding"] == {
+        "max_length": 3001, "max_length_ratio": 3.0, "max_length_offset": 1, "min_length": 0,
+        "length_penalty": 0.0, "ban_unk": True, "search": "marian",
+    }  # fmt: skip
+    assert manifest["source_model"]["origin"]["converter"] == "marian"
+    assert manifest["parity"]["greedy_sentences"] == 300
+    assert manifest["parity"]["greedy_mismatches"] == 0
+    target = manifest["tokenizers"]["target"]
+    assert manifest["special_ids"]["eos"] == 0 and manifest["special_ids"]["unk"] == 1
+    # the bundle's pad and bos come after Marian's vocabulary, which has neither
+    vocab = json.loads((out / target["file"]).read_text())
+    assert manifest["special_ids"]["bos"] == len(vocab) - 1
+    assert manifest["tokenizers"]["source"]["end_tokens"] == ["</s>"]
+
+
+def test_greedy_is_marians(converted):
+    name, out = converted
+    got, want = _decode(out, name, 1), _marian(name, "greedy")
+    assert _differ(got, want) == []
+    assert len(got) == 300
+
+
+def test_beam_is_marians_with_its_scores(converted):
+    name, out = converted
+    got, want = _decode(out, name, 5), _marian(name, "beam5")
+    assert _differ(got, want) == []
+    errors = _score_errors(got, want)
+    assert len(errors) == 1500 and np.all(np.isfinite(errors)) and errors.max() < 1e-4
+    # some lists run into the length limit (3 x source tokens, EOS counted): those
+    # hypotheses end without EOS, as Marian ends them
+    sources = [len(line.split()) + 1 for line in MODELS[name].read_text().splitlines()]
+    if name != "s2s_lstm_spm":  # word tokens: the text's length is the token count
+        assert any(len(h["text"].split()) == 3 * n for w, n in zip(want, sources, strict=True)
+                   for h in w)  # fmt: skip
+
+
+def test_the_shrinking_beam_is_what_differs(converted):
+    """The standard beam keeps ``beam`` hypotheses live until ``beam`` have finished;
+    Marian's beam shrinks by each that finishes: without ``search="marian"`` lists
+    differ."""
+    name, out = converted
+    got = _decode(out, name, 5, search="standard")
+    assert len(_differ(got, _marian(name, "beam5"))) > 30
+
+
+def test_decoder_flags_as_marian_applies_them(tmp_path):
+    """``-n 0.6 --max-length-factor 1`` (beam 4, its 4-best), as Marian's translator
+    was given them: scores ``log_prob / length ** 0.6`` and at most one target token per
+    source token."""
+    out = tmp_path / "o" / "1"
+    flags = ["-n", "0.6", "--max-length-factor", "1", "--parity-limit", "10"]
+    assert main(_argv("s2s_gru", out, *flags)) == 0
+    decoding = json.loads((out / "manifest.json").read_text())["decoding"]
+    assert (decoding["length_penalty"], decoding["max_length_ratio"]) == (0.6, 1.0)
+    got, want = _decode(out, "s2s_gru", 4), _marian("s2s_gru", "options")
+    assert _differ(got, want) == []
+    assert _score_errors(got, want).max() < 1e-4
+    sources = [len(line.split()) + 1 for line in MODELS["s2s_gru"].read_text().splitlines()]
+    assert all(len(h["text"].split()) <= n for w, n in zip(want, sources, strict=True) for h in w)
+
+
+def test_scoring_rules_end_marians_hypotheses_at_the_limit_without_eos():
+    from models.options import DecodeOptions
+
+    rules = ScoringRules.of(DecodeOptions(search="marian", beam_size=5, length_penalty=1.0))
+    assert not rules.eos_at_limit and not rules.bos_in_length
+    assert rules.score(-6.0, 3, eos=False) == -2.0  # 3 tokens, no EOS
+    assert rules.score(-6.0, 2) == -2.0  # 2 tokens and EOS
+
+
+@pytest.mark.parametrize("name", ["s2s_lstm_spm"])
+def test_served_as_text_with_attention(tmp_path_factory, name):
+    """The SentencePiece model through the real gRPC server: raw text in, Marian's
+    detokenised greedy text out, the attention's columns the source's pieces and ``</s>``."""
+    repo = tmp_path_factory.mktemp("marian-served")
+    out = repo / "marian" / "1"
+    assert main(_argv(name, out, "--parity-limit", "20", "--beam-sentences", "3")) == 0
+    factory = ServerFactory(repo)
+    try:
+        server = factory()
+        channel, stub = stub_for(server.port)
+        from nmt_api.nmt.v1 import translator_pb2 as pb
+
+        texts = MODELS[name].read_text(encoding="utf-8").splitlines()[:8]
+        reply = stub.Translate(
+            pb.TranslateRequest(texts=texts, options=proto_options(return_attention=True)),
+            timeout=60,
+        )
+        want = _marian(name, "greedy")
+        for i, t in enumerate(reply.translations):
+            hyp = t.hypotheses[0]
+            assert hyp.text == want[i][0]["text"]
+            att = np.array(hyp.attention.values).reshape(hyp.attention.rows, hyp.attention.cols)
+            assert att.shape[1] == len(hyp.attention.source_tokens)
+            assert hyp.attention.source_tokens[-1] == "</s>"
+            assert np.all(np.isfinite(att)) and np.allclose(att.sum(1), 1.0, atol=1e-4)
+        channel.close()
+    finally:
+        factory.close()
+
+
+def _model(tmp_path: Path, name: str = "s2s_gru") -> Path:
+    model = tmp_path / "model"
+    shutil.copytree(FIXTURE / name, model, ignore=shutil.ignore_patterns("*.json"))
+    return model
+
+
+def _set_option(key: str, value):
+    """An edit of the model.npz's ``special:model.yml``."""
+
+    def edit(model: Path) -> None:
+        path = model / "model.npz"
+        with np.load(path) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+        options = yaml.safe_load(arrays["special:model.yml"].tobytes().rstrip(b"\0"))
+        options[key] = value
+        arrays["special:model.yml"] = np.frombuffer(yaml.safe_dump(options).encode(), np.int8)
+        np.savez(path, **arrays)
+
+    return edit
+
+
+def _drop_weight(name: str):
+    def edit(model: Path) -> None:
+        path = model / "model.npz"
+        with np.load(path) as npz:
+            arrays = {k: npz[k] for k in npz.files if k != name}
+        np.savez(path, **arrays)
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("edit", "extra", "message"),
+    [
+        (_set_option("type", "transformer"), [], "--type: 'transformer' is not supported"),
+        (_set_option("type", "amun"), [], "--type: 'amun' is not supported"),
+        (_set_option("enc-cell", "mgru"), [], "--enc-cell: 'mgru' is not supported"),
+        (_set_option("enc-type", "alternating"), [], "--enc-type: 'alternating' is not supp"),
+        (_set_option("right-left", True), [], "--right-left: True is not supported"),
+        (_set_option("dim-vocabs", [1158, 1186, 50]), [], "inputs: 3 is not supported"),
+        (_drop_weight("decoder_cell2_Ux"), [], "weight 'decoder_cell2_Ux' missing"),
+        (lambda m: (m / "model.npz").write_bytes(b"no"), [], "not a readable Marian .npz"),
+        (lambda m: (m / "model.npz").unlink(), [], "model not found: "),
+        (_drop_weight("special:model.yml"), [], "holds no special:model.yml"),
+        (lambda m: (m / "vocab.es.yml").unlink(), [], "give --vocabs SRC TGT"),
+        (lambda m: (m / "vocab.en.yml").write_text("</s>: 0\n<unk>: 1\n"), [],
+         "the source vocabulary has 2 tokens, the model 1158"),
+        (lambda m: (m / "vocab.en.yml").write_text("</s>: 0\n<unk>: 7\n"), [],
+         "'<unk>' has id '7'; ids must be 0..1"),
+        (lambda m: (m / "vocab.en.yml").write_text("- a\n"), [], "not a 'token: id' map"),
+        (lambda m: None, ["--word-penalty", "0.5"], "--word-penalty: 0.5 is not supported"),
+        (lambda m: None, ["--max-length-factor", "1.5"], "--max-length-factor 1.5: the bundle"),
+        (lambda m: None, ["-n", "nan"], "--normalize nan: give a number >= 0"),
+    ],
+    ids=["transformer", "amun", "mgru", "alternating", "right-left", "multi-source",
+         "missing-weight", "not-npz", "no-model", "no-options", "no-vocab", "other-vocab",
+         "bad-ids", "not-a-map", "word-penalty", "factor", "normalize-nan"],
+)  # fmt: skip
+def test_what_the_bundle_cannot_express_is_refused_in_one_line(
+    tmp_path, capsys, edit, extra, message
+):
+    model = _model(tmp_path)
+    edit(model)
+    out = tmp_path / "o" / "1"
+    assert main(["marian", str(model / "model.npz"), "--out", str(out), *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert not out.exists()
+
+
+def test_vocabularies_given_and_the_decoder_yml_read(tmp_path):
+    """``--vocabs`` finds vocabularies elsewhere; the model's ``decoder.yml`` gives the
+    decoding defaults unless a flag does (Marian's ``-n`` there: 1)."""
+    model = _model(tmp_path)
+    elsewhere = tmp_path / "vocabs"
+    elsewhere.mkdir()
+    for side in ("en", "es"):
+        shutil.move(model / f"vocab.{side}.yml", elsewhere / f"v.{side}.yml")
+    yml = model / "model.npz.decoder.yml"
+    yml.write_text(yml.read_text().replace("normalize: 0", "normalize: 1"))
+    out = tmp_path / "o" / "1"
+    argv = ["marian", str(model / "model.npz"), "--vocabs", str(elsewhere / "v.en.yml"),
+            str(elsewhere / "v.es.yml"), "--out", str(out), "--parity-limit", "5",
+            "--beam-sentences", "1"]  # fmt: skip
+    assert main(argv) == 0
+    assert json.loads((out / "manifest.json").read_text())["decoding"]["length_penalty"] == 1.0
+    assert main([*argv[:-6], "--out", str(tmp_path / "p" / "1"), "-n", "0.2",
+                 *argv[-4:]]) == 0  # fmt: skip
+    manifest = json.loads((tmp_path / "p" / "1" / "manifest.json").read_text())
+    assert manifest["decoding"]["length_penalty"] == 0.2
