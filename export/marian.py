@@ -68,13 +68,23 @@ def _layer_norm(x: Tensor, gamma: Tensor, beta: Tensor) -> Tensor:
     return gamma * centred / sigma + beta
 
 
+def _weighted_sum(weights: Tensor, values: Tensor) -> Tensor:
+    """``sum_s weights[b, s] values[b, s]``: ``(B,S)``, ``(B,S,D)`` -> ``(B,D)``, each
+    row's sum in the same order whatever the batch and its padding. A batched product
+    of two rows (the same row twice): ONNX Runtime multiplies a single row by a
+    non-constant matrix in an order that changes with the padding (1e-7 apart, which an
+    int8 graph's per-row scales turn into 1e-4), and sums over ``(B,S,D)`` in an order
+    that changes with B."""
+    return torch.bmm(weights.unsqueeze(1).expand(-1, 2, -1), values)[:, 0]
+
+
 @torch.jit.script
-def _cell(xw: Tensor, h: Tensor, c: Tensor, m: Tensor, u: Tensor, b: Tensor, gamma: Tensor,
+def _cell(xw: Tensor, su: Tensor, h: Tensor, c: Tensor, m: Tensor, b: Tensor, gamma: Tensor,
           lstm: bool, ln: bool, final: bool) -> tuple[Tensor, Tensor]:  # fmt: skip
     """One step of a Marian cell (module docstring): ``xw`` ``(B,G)`` its input's
-    projection (zeros for a transition), ``h``/``c`` ``(B,H)``, ``m`` ``(B,1)`` 1 at real
-    positions (0 holds the state); a GRU's ``c`` passes through."""
-    su = h @ u
+    projection (zeros for a transition), ``su`` ``(B,G)`` the state's (``h U``), ``h``/``c``
+    ``(B,H)``, ``m`` ``(B,1)`` 1 at real positions (0 holds the state); a GRU's ``c``
+    passes through."""
     if ln:
         su = _layer_norm(su, gamma, torch.zeros_like(gamma))
     n = h.shape[-1]
@@ -95,23 +105,41 @@ def _cell(xw: Tensor, h: Tensor, c: Tensor, m: Tensor, u: Tensor, b: Tensor, gam
     return m * out + (1.0 - m) * h, c
 
 
-@torch.jit.script
-def _recur(xw: Tensor, mask: Tensor, u: list[Tensor], b: list[Tensor], gamma: list[Tensor],
-           lstm: bool, ln: bool) -> Tensor:  # fmt: skip
-    """A stack of encoder cells (the first reads ``xw`` ``(B,S,G)``, the rest are
-    transitions) run over every position, forwards: ``(B,S,H)``. Scripted: the source
-    length is the graph's (an ONNX Loop), not the trace's."""
-    batch, size = xw.shape[0], u[0].shape[0]
+# The encoder's loop over the source, scripted (the source length is the graph's: an ONNX
+# Loop), one function per number of cells in a stack. Generated, not a loop over a list
+# of weights: a list reaches ONNX as a sequence, whose items are no constants in the
+# loop's body, and ONNX Runtime multiplies one row by a non-constant matrix in another
+# order than several (1e-6 apart: a sentence's states would depend on its batch mates).
+_RECUR = """
+def recur(xw: Tensor, mask: Tensor, {weights}, lstm: bool, ln: bool) -> Tensor:
+    batch, size = xw.shape[0], u0.shape[0]
     h = torch.zeros(batch, size, dtype=xw.dtype)
     c = torch.zeros(batch, size, dtype=xw.dtype)
     outs: list[Tensor] = []
     for t in range(xw.shape[1]):
         m = mask[:, t]
-        for k in range(len(u)):
-            x = xw[:, t] if k == 0 else torch.zeros(batch, u[k].shape[1], dtype=xw.dtype)
-            h, c = _cell(x, h, c, m, u[k], b[k], gamma[k], lstm, ln, False)
+        x = xw[:, t]
+{cells}
         outs.append(h)
     return torch.stack(outs, dim=1)
+"""
+_RECUR_CELL = "        h, c = _cell({x}, h @ u{k}, h, c, m, b{k}, g{k}, lstm, ln, False)"
+_recurrences: dict[int, Any] = {}
+
+
+def _recurrence(cells: int):
+    """``recur(xw (B,S,G), mask (B,S,1), u0, b0, g0, ..., lstm, ln) -> (B,S,H)``: a stack
+    of ``cells`` encoder cells (the first reads ``xw``, the rest are transitions) run
+    over every position, forwards."""
+    if cells not in _recurrences:
+        weights = ", ".join(f"u{k}: Tensor, b{k}: Tensor, g{k}: Tensor" for k in range(cells))
+        zeros = "torch.zeros(batch, u{k}.shape[1], dtype=xw.dtype)"
+        body = "\n".join(
+            _RECUR_CELL.format(x="x" if k == 0 else zeros.format(k=k), k=k) for k in range(cells)
+        )
+        unit = torch.jit.CompilationUnit(_RECUR.format(weights=weights, cells=body))
+        _recurrences[cells] = unit.recur
+    return _recurrences[cells]
 
 
 class Cell(nn.Module):
@@ -146,7 +174,8 @@ class Cell(nn.Module):
 
     def forward(self, xw: Tensor, h: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
         ones = torch.ones(1, 1, dtype=h.dtype)
-        return _cell(xw, h, c, ones, self.U, self.b, self.gamma2, self.lstm, self.ln, self.final)
+        su = h @ self.U
+        return _cell(xw, su, h, c, ones, self.b, self.gamma2, self.lstm, self.ln, self.final)
 
 
 class Stack(nn.Module):
@@ -165,7 +194,7 @@ class Stack(nn.Module):
 
 
 class Recurrence(nn.Module):
-    """One encoder layer in one direction over a whole source (:func:`_recur`).
+    """One encoder layer in one direction over a whole source (:func:`_recurrence`).
     ``forward(x (B,S,In), mask (B,S,1)) -> (B,S,H)``; a reversed layer runs from the last
     position, its state held at zero over the padding (the mask), so a sentence's states
     do not depend on its batch mates."""
@@ -179,9 +208,8 @@ class Recurrence(nn.Module):
         xw = self.stack.first.project(x)
         if self.reverse:
             xw, mask = xw.flip([1]), mask.flip([1])
-        first = cells[0]
-        out = _recur(xw, mask, [k.U for k in cells], [k.b for k in cells],
-                     [k.gamma2 for k in cells], first.lstm, first.ln)  # fmt: skip
+        weights = [t for k in cells for t in (k.U, k.b, k.gamma2)]
+        out = _recurrence(len(cells))(xw, mask, *weights, cells[0].lstm, cells[0].ln)
         return out.flip([1]) if self.reverse else out
 
 
@@ -253,7 +281,7 @@ class MarianEncoder(nn.Module):
         )
         # the unidirectional layers above a bi-unidirectional encoder's first: no mask
         context = self._stack(self.uni_layers, context, torch.ones_like(mask))
-        mean = (context * mask).sum(dim=1) / mask.sum(dim=1)
+        mean = _weighted_sum(mask.squeeze(2), context) / mask.sum(dim=1)
         start = self.start(mean)  # (B,H)
         mapped = context @ self.att_W
         mapped = (
@@ -278,7 +306,7 @@ class MarianStep(nn.Module):
         zeros = torch.zeros(2, embed.shape[1])  # the bundle's pad and bos
         self.embed = nn.Parameter(torch.cat([embed, zeros]))
         self.base, self.high = nn.ModuleList(base), nn.ModuleList(high)
-        self.att_W, self.att_v = nn.Parameter(att["W"]), nn.Parameter(att["v"][:, 0])
+        self.att_W, self.att_v = nn.Parameter(att["W"]), nn.Parameter(att["v"])  # v: (D,1)
         self.att_gamma = None if att.get("gamma") is None else nn.Parameter(att["gamma"])
         self.deep = deep
         self.out_W = nn.Parameter(out_w)  # (V, dim-emb)
@@ -296,9 +324,9 @@ class MarianStep(nn.Module):
         query = h @ self.att_W
         if self.att_gamma is not None:
             query = _layer_norm(query, self.att_gamma, torch.zeros_like(self.att_gamma))
-        energy = torch.tanh(mapped + query.unsqueeze(1)) @ self.att_v  # (B,S)
+        energy = (torch.tanh(mapped + query.unsqueeze(1)) @ self.att_v).squeeze(2)  # (B,S)
         attention = torch.softmax(energy.masked_fill(~mask, float("-inf")), dim=1)
-        attended = (attention.unsqueeze(2) * context).sum(dim=1)
+        attended = _weighted_sum(attention, context)
         h, c = self.base[1](self.base[1].project(attended), h, c)
         for cell in self.base[2:]:
             h, c = cell(cell.no_input(h), h, c)

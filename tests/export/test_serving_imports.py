@@ -161,7 +161,7 @@ def test_corrupt_tokenizer_with_matching_hash(copy):
 @pytest.mark.parametrize(
     ("decoding", "message"),
     [
-        ({"search": "marian"}, "search must be one of"),
+        ({"search": "nematus"}, "search must be one of"),
         ({"beam": 5}, "cannot set 'beam'"),
         ({"beam_size": 5}, "cannot set 'beam_size'"),
         ({"max_length": 5.5}, "max_length must be int"),
