@@ -146,7 +146,7 @@ def write_bundle(
     the fp32 graphs (side by side).
     """
     from export.graphs import export_graphs
-    from export.parity import run_gate
+    from export.parity import ParityError, run_gate
     from service.bundle import sha256_file
     from service.runtime import OnnxModel
     from service.sessions import RuntimeConfig
@@ -171,14 +171,25 @@ def write_bundle(
             RuntimeConfig(providers=("cpu",)),
             exact_lengths=config.exact_lengths,
         )
-        report = run_gate(
-            model,
-            onnx_model,
-            sources,
-            beam_sentences=beam_sentences,
-            max_len=max_source_tokens,
-            reference_batch_size=reference_batch_size,
-        )
+        try:
+            report = run_gate(
+                model,
+                onnx_model,
+                sources,
+                beam_sentences=beam_sentences,
+                max_len=max_source_tokens,
+                reference_batch_size=reference_batch_size,
+            )
+        except Exception as exc:
+            if not type(exc).__module__.startswith("onnxruntime"):
+                raise
+            # torch ran the modules, ONNX Runtime cannot run what the trace wrote of them
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:400]
+            raise ParityError(
+                f"ONNX Runtime cannot run the exported graphs: {first} (the trace wrote "
+                "something other than the modules compute: a size it fixed, or an op the "
+                "ONNX exporter translated differently)"
+            ) from None
         variant = None
         if precision != "fp32":
             variant, tmp = _make_variant(

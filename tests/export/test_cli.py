@@ -212,6 +212,30 @@ def _failing_gate(*args, **kwargs):
     raise ParityError("log-probs differ by 1.00e-02 > 1e-04")
 
 
+def _onnx_runtime_fails(*args, **kwargs):
+    from onnxruntime.capi.onnxruntime_pybind11_state import Fail
+
+    raise Fail(
+        "[ONNXRuntimeError] : 1 : FAIL : Non-zero status code returned while running MatMul "
+        "node. Name:'MatMul_592' Status Message: matmul_helper.h:164 Compute MatMul "
+        "dimension mismatch\nmore lines"
+    )
+
+
+def test_graphs_onnx_runtime_cannot_run_fail_the_gate_in_one_line(
+    tmp_path, checkpoint, capsys, monkeypatch
+):
+    """torch ran the modules but ONNX Runtime cannot run the traced graphs (an exporter
+    quirk): one line saying so, not ONNX Runtime's traceback."""
+    monkeypatch.setattr(export.parity, "run_gate", _onnx_runtime_fails)
+    out = tmp_path / "repo" / "en-es" / "1"
+    assert main(cli_args(checkpoint, out)) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "gate failed, nothing written: ONNX Runtime cannot run" in err[0]
+    assert "MatMul dimension mismatch" in err[0] and "more lines" not in err[0]
+    assert not out.exists()
+
+
 def test_failing_parity_gate_writes_nothing(tmp_path, checkpoint, capsys, monkeypatch):
     monkeypatch.setattr(export.parity, "run_gate", _failing_gate)
     out = tmp_path / "repo" / "en-es" / "1"

@@ -1,0 +1,205 @@
+"""Marian's own CPU translator vs this project's decode loop on one Marian s2s model of
+Marian's default size, side by side in one run:
+
+    python -m loadtest.marianbench --out loadtest/results/marian-vs-bundle
+
+Needs pymarian (``$MARIAN_VENV``, default ``/root/marian-venv``: built by
+``tests/fixtures/marian/make_fixture.sh``); not part of CI.
+
+The model is Marian's ``--type s2s`` at its default sizes (``--dim-emb 512 --dim-rnn
+1024``: bidirectional GRU encoder, conditional GRU decoder) with a 16k-token vocabulary
+a side, trained by Marian for one batch: the weights are as good as random, and since the
+bundle decodes what Marian decodes (``tests/export/test_marian.py``) both do the same work,
+token for token; each translation runs to the length limit (``--max-length-factor 1``).
+Marian translates the 300 sources of ``tests/fixtures/fairseq/data/train.en`` in one call
+(``mini_batch`` 32, 2 CPU threads); the bundle decodes them in one call of the engine's
+decode loop (:func:`service.loop.decode`, ONNX Runtime with 2 intra-op threads), greedy and
+beam 5. Latency: each of the first 40 sources alone, one after another.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "tests" / "fixtures" / "fairseq" / "data"
+VOCAB = 16000
+DIMS = {"dim_emb": 512, "dim_rnn": 1024}
+THREADS = 2
+MINI_BATCH = 32
+ALONE = 40
+BEAMS = (1, 5)
+
+# run in pymarian's venv: train for one batch, then time the translator
+_MARIAN = r"""
+import json, sys, time
+from pymarian import Trainer, Translator
+job = json.loads(sys.argv[1])
+if job["train"]:
+    Trainer(type="s2s", model=job["model"], train_sets=job["train"], vocabs=job["vocabs"],
+            after_batches=1, mini_batch=8, cpu_threads=job["threads"], seed=1, quiet=True,
+            **job["dims"]).train()
+    sys.exit(0)
+lines = open(job["sources"], encoding="utf-8").read().splitlines()
+out = {}
+for beam in job["beams"]:
+    t = Translator(models=job["model"], vocabs=job["vocabs"], beam_size=beam,
+                   mini_batch=job["mini_batch"], maxi_batch=100, cpu_threads=job["threads"],
+                   max_length_factor=1, quiet=True)
+    t.translate(lines[:8])  # warm up
+    start = time.perf_counter()
+    texts = t.translate(lines)
+    seconds = time.perf_counter() - start
+    one = Translator(models=job["model"], vocabs=job["vocabs"], beam_size=beam, mini_batch=1,
+                     maxi_batch=1, cpu_threads=job["threads"], max_length_factor=1, quiet=True)
+    alone = []
+    for line in lines[: job["alone"]]:
+        start = time.perf_counter()
+        one.translate(line)
+        alone.append(time.perf_counter() - start)
+    out[str(beam)] = {"seconds": seconds, "texts": texts, "alone": alone}
+print(json.dumps(out))
+"""
+
+
+def _marian(venv: Path, job: dict) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS=str(THREADS))
+    done = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", _MARIAN, json.dumps(job)],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        sys.exit(f"marianbench: Marian failed: {done.stderr.strip().splitlines()[-1:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else {}
+
+
+def _vocabulary(path: Path, words: set[str]) -> None:
+    """A Marian .yml vocabulary of VOCAB tokens: the data's words, then fillers."""
+    tokens = ["</s>", "<unk>", *sorted(words)]
+    tokens += [f"w{i}" for i in range(VOCAB - len(tokens))]
+    path.write_text(
+        "".join(f"{json.dumps(t, ensure_ascii=False)}: {i}\n" for i, t in enumerate(tokens)),
+        encoding="utf-8",
+    )
+
+
+def _bundle_runs(bundle_dir: Path, lines: list[str]) -> dict:
+    from service.bundle import load_bundle
+    from service.loop import decode
+    from service.sessions import RuntimeConfig
+
+    bundle = load_bundle(bundle_dir, RuntimeConfig(providers=("cpu",), intra_op_threads=THREADS))
+    sources = [bundle.src_tokenizer.encode(line) for line in lines]
+    out = {}
+    for beam in BEAMS:
+        options = dataclasses.replace(bundle.decoding, beam_size=beam, n_best=1)
+        decode(bundle.model, sources[:8], options=options, special=bundle.special)  # warm up
+        start = time.perf_counter()
+        nbest = decode(bundle.model, sources, options=options, special=bundle.special)
+        seconds = time.perf_counter() - start
+        alone = []
+        for source in sources[:ALONE]:
+            start = time.perf_counter()
+            decode(bundle.model, [source], options=options, special=bundle.special)
+            alone.append(time.perf_counter() - start)
+        texts = [bundle.tgt_tokenizer.decode(h[0].tokens) for h in nbest]
+        out[str(beam)] = {"seconds": seconds, "texts": texts, "alone": alone}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="marianbench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True, help="result files' stem")
+    parser.add_argument(
+        "--marian-venv", type=Path, default=Path(os.environ.get("MARIAN_VENV", "/root/marian-venv"))
+    )
+    args = parser.parse_args(argv)
+    if not (args.marian_venv / "bin" / "python").exists():
+        print(f"marianbench: no pymarian venv at {args.marian_venv}", file=sys.stderr)
+        return 2
+    from export.convert import main as convert
+
+    lines = (DATA / "train.en").read_text(encoding="utf-8").splitlines()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        vocabs = [work / "vocab.en.yml", work / "vocab.es.yml"]
+        for path, side in zip(vocabs, ("en", "es"), strict=True):
+            text = (DATA / f"train.{side}").read_text(encoding="utf-8")
+            _vocabulary(path, set(text.split()))
+        job = {"model": str(work / "model.npz"), "vocabs": [str(v) for v in vocabs],
+               "train": [str(DATA / "train.en"), str(DATA / "train.es")], "dims": DIMS,
+               "threads": THREADS}  # fmt: skip
+        _marian(args.marian_venv, job)
+        bundle_dir = work / "bundle" / "1"
+        flags = ["--max-length-factor", "1", "--parity-src", str(DATA / "train.en"),
+                 "--parity-limit", "20", "--beam-sentences", "2"]  # fmt: skip
+        if convert(["marian", job["model"], "--out", str(bundle_dir), *flags]) != 0:
+            return 1
+        job |= {"train": None, "sources": str(DATA / "train.en"), "beams": list(BEAMS),
+                "mini_batch": MINI_BATCH, "alone": ALONE}  # fmt: skip
+        marian = _marian(args.marian_venv, job)
+        ours = _bundle_runs(bundle_dir, lines)
+    rows = []
+    for beam in BEAMS:
+        m, o = marian[str(beam)], ours[str(beam)]
+        rows.append({
+            "beam": beam,
+            "sentences": len(lines),
+            "same_translations": sum(a == b for a, b in zip(m["texts"], o["texts"], strict=True)),
+            "marian_sentences_per_s": len(lines) / m["seconds"],
+            "bundle_sentences_per_s": len(lines) / o["seconds"],
+            "bundle_over_marian": m["seconds"] / o["seconds"],
+            "marian_alone_p50_ms": 1000 * float(np.median(m["alone"])),
+            "bundle_alone_p50_ms": 1000 * float(np.median(o["alone"])),
+            "target_tokens": sum(len(t.split()) + 1 for t in o["texts"]),
+        })  # fmt: skip
+    meta = {"date": time.strftime("%Y-%m-%d"), "dims": DIMS, "vocab": VOCAB,
+            "threads": THREADS, "mini_batch": MINI_BATCH, "cpu": _cpu(),
+            "command": "python -m loadtest.marianbench"}  # fmt: skip
+    args.out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    table = [
+        "| beam | same translations | Marian sent/s | bundle sent/s | bundle / Marian | "
+        "Marian alone p50 ms | bundle alone p50 ms |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        table.append(
+            f"| {r['beam']} | {r['same_translations']}/{r['sentences']} | "
+            f"{r['marian_sentences_per_s']:.1f} | {r['bundle_sentences_per_s']:.1f} | "
+            f"{r['bundle_over_marian']:.2f}x | {r['marian_alone_p50_ms']:.1f} | "
+            f"{r['bundle_alone_p50_ms']:.1f} |"
+        )
+    text = (
+        f"# Marian's translator vs the bundle's decode loop ({meta['date']})\n\n"
+        f"`{meta['command']}` on {meta['cpu']}: Marian s2s, dim-emb 512, dim-rnn 1024, "
+        f"{VOCAB} tokens a side, one batch of training (the same work on both sides), "
+        f"300 sources, `--max-length-factor 1`, {THREADS} threads each; Marian mini-batch "
+        f"{MINI_BATCH}, the bundle one call of `service.loop.decode`.\n\n" + "\n".join(table) + "\n"
+    )
+    args.out.with_suffix(".md").write_text(text)
+    print(text)
+    return 0
+
+
+def _cpu() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return f"{os.cpu_count()} x {line.split(':', 1)[1].strip()}"
+    except OSError:
+        pass
+    return f"{os.cpu_count()} CPUs"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
