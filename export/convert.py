@@ -1,7 +1,8 @@
 """``nmt-convert eole MODEL_DIR --out model_repository/<name>/<version>``,
 ``nmt-convert opennmt-py model_step_N.pt --out ...``, ``nmt-convert joeynmt
-MODEL_DIR/config.yaml --out ...`` (:mod:`export.joeynmt`) and ``nmt-convert fairseq
-checkpoint_best.pt --out ...`` (:mod:`export.fairseq`).
+MODEL_DIR/config.yaml --out ...`` (:mod:`export.joeynmt`), ``nmt-convert fairseq
+checkpoint_best.pt --out ...`` (:mod:`export.fairseq`) and ``nmt-convert marian
+model.npz --out ...`` (:mod:`export.marian`).
 
 Converters in CTranslate2's shape: load the checkpoint, refuse (by name) every option
 the bundle cannot express, then write the bundle through the same gate as every other

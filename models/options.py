@@ -43,7 +43,8 @@ class DecodeOptions:
     # length; "opennmt-py-1"/"opennmt-py-2": OpenNMT-py 1.x's/2.x's, Eole's rules but
     # other ends (service.strategies.ONMT_PY1_BEAM, ONMT_PY2_BEAM); "joeynmt": Joey NMT
     # 2.x's (service.strategies.JOEY_BEAM), GNMT's length penalty with beam_size > 1;
-    # "fairseq": fairseq's SequenceGenerator (service.strategies.FAIRSEQ_BEAM).
+    # "fairseq": fairseq's SequenceGenerator (service.strategies.FAIRSEQ_BEAM); "marian":
+    # Marian's shrinking beam (service.strategies.MARIAN_BEAM), no EOS at the length limit.
     search: str = "standard"
     # GNMT coverage penalty β (models.scoring.ScoringRules.score); 0: none.
     coverage_penalty: float = 0.0
