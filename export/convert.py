@@ -316,6 +316,12 @@ def _marian_parser(sub) -> None:
         "--word-penalty", type=float, help=f"word penalty ({DECODER['word-penalty']:g} only)"
     )
     dec.add_argument("--allow-unk", action="store_true", default=None, help="let <unk> be produced")
+    dec.add_argument(
+        "--allow-special",
+        action="store_true",
+        default=None,
+        help="let the byte pieces of control characters (<0x00> ... <0x1F>) be produced",
+    )
     add_bundle_arguments(parser)
 
 
@@ -452,7 +458,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.framework == "joeynmt":
             return convert_joeynmt(args.config, args.out, checkpoint=args.checkpoint, **options)
         if args.framework == "marian":
-            names = ("normalize", "max_length_factor", "word_penalty", "allow_unk")
+            names = ("normalize", "max_length_factor", "word_penalty", "allow_unk",
+                     "allow_special")  # fmt: skip
             return convert_marian(
                 args.model,
                 args.out,

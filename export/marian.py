@@ -16,12 +16,12 @@ What Marian does that the bundle reproduces (``marian-decoder``, one sentence a 
   hypothesis that ends (``search="marian"``); a hypothesis's score is ``log_prob /
   length ** normalize`` (length counting EOS); after ``max-length-factor x source
   tokens`` (EOS counted) target tokens every live hypothesis ends without EOS; ``<unk>``
-  is never produced (``--allow-unk`` off).
+  is never produced (``--allow-unk`` off), nor are the byte pieces of control characters
+  (``--allow-special`` off).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import zipfile
 from dataclasses import dataclass
@@ -88,7 +88,7 @@ def _refuse(what: str, value: Any, supported: str) -> MarianError:
 
 
 def check_options(model: MarianModel) -> None:
-    """Refuse, by name, what the modules above do not compute."""
+    """Refuse, by name, what :mod:`export.marian_modules` does not compute."""
     o = model.options
     kind = o.get("type")
     if kind != "s2s":
@@ -112,11 +112,13 @@ def check_options(model: MarianModel) -> None:
         raise _refuse("inputs", len(o.get("dim-vocabs") or []), "one source and one target")
 
 
-def read_vocabulary(path: Path) -> tuple[list[str], bytes | None]:
+def read_vocabulary(path: Path, size: int) -> tuple[list[str], bytes | None]:
     """A Marian vocabulary as its tokens by id, and the SentencePiece model's bytes for an
-    ``.spm`` one (Marian's ids are SentencePiece's: ``</s>`` 0, ``<unk>`` 1). A ``.yml``
-    or ``.json`` one maps each token to its id (read as strings: ``yes`` and ``010`` are
-    tokens, not a boolean and eight)."""
+    ``.spm`` one (Marian's ids are SentencePiece's: ``</s>`` 0, ``<unk>`` 1). A ``.yml``,
+    ``.yaml`` or ``.json`` one maps each token to its id, read as Marian reads all three:
+    YAML, every scalar a string (``yes`` and ``010`` are tokens, not a boolean and eight);
+    any other file has one token a line. As Marian, only ids below ``size`` (the model's
+    ``dim-vocabs``) are kept."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -129,21 +131,32 @@ def read_vocabulary(path: Path) -> tuple[list[str], bytes | None]:
         return [sp.id_to_piece(i) for i in range(sp.get_piece_size())], raw
     try:
         text = raw.decode("utf-8")
-        entries = json.loads(text) if path.suffix == ".json" else yaml.load(text, yaml.BaseLoader)
-    except (UnicodeDecodeError, ValueError, yaml.YAMLError) as exc:
+        if path.suffix in (".yml", ".yaml", ".json"):
+            entries = yaml.load(text, yaml.BaseLoader)
+        else:
+            entries = {line: str(i) for i, line in enumerate(text.splitlines())}
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
         raise MarianError(f"vocabulary {path}: not a Marian vocabulary ({exc})") from None
     if not isinstance(entries, dict) or not entries:
         raise MarianError(f"vocabulary {path}: not a 'token: id' map (.yml, .json or .spm)")
-    tokens: list[str | None] = [None] * len(entries)
+    by_id: dict[int, str] = {}
     for token, value in entries.items():
         number = int(value) if str(value).isdigit() else -1
-        if not 0 <= number < len(tokens) or tokens[number] is not None:
+        if number < 0 or number in by_id:
             raise MarianError(
-                f"vocabulary {path}: {token!r} has id {value!r}; ids must be 0..{len(tokens) - 1}"
-                ", each once"
+                f"vocabulary {path}: {token!r} has id {value!r}; ids must be 0, 1, ..., each once"
             )
-        tokens[number] = str(token)
-    return tokens, None  # type: ignore[return-value]
+        if number < size:
+            by_id[number] = str(token)
+    if sorted(by_id) != list(range(len(by_id))):
+        missing = min(set(range(len(by_id))) - set(by_id))
+        raise MarianError(f"vocabulary {path}: no token has id {missing}")
+    return [by_id[i] for i in range(len(by_id))], None
+
+
+# what Marian never produces unless --allow-special: the byte pieces of control
+# characters (DefaultVocab / SentencePieceVocab::populateControlChars)
+CONTROL = tuple(f"<0x{i:02X}>" for i in range(32))
 
 
 def decoder_yml(model: MarianModel) -> dict[str, Any]:
@@ -226,11 +239,14 @@ def marian_user_model(
 
     ``vocabs``: the source and target vocabularies (``-v`` of marian-decoder; default:
     those the model was trained with); ``options``: ``normalize``, ``max-length-factor``,
-    ``word-penalty``, ``allow-unk`` when not the model's ``decoder.yml``'s or Marian's."""
+    ``word-penalty``, ``allow-unk``, ``allow-special`` (let the byte pieces of control
+    characters, ``<0x00>`` ... ``<0x1F>``, be produced) when not the model's
+    ``decoder.yml``'s or Marian's."""
     model = MarianModel.read(path)
     check_options(model)
-    vocab = [read_vocabulary(p) for p in _vocab_paths(model, vocabs)]
     sizes = [int(v) for v in model.options["dim-vocabs"]]
+    paths = _vocab_paths(model, vocabs)
+    vocab = [read_vocabulary(p, n) for p, n in zip(paths, sizes, strict=True)]
     try:
         encoder, step = build_modules(model.options, model.weights)
     except KeyError as exc:
@@ -261,8 +277,14 @@ def marian_user_model(
         token_shape="B",
         decoder_returns=("logits", "hidden", "attention"),
     )
-    origin = {"converter": "marian", "model": str(path),
-              "vocabs": [str(p) for p in _vocab_paths(model, vocabs)]}  # fmt: skip
+    allow_special = (options or {}).get("allow-special")
+    if allow_special is None:
+        allow_special = bool(decoder_yml(model).get("allow-special", False))
+    blocked = [] if allow_special else [i for i, t in enumerate(vocab[1][0]) if t in CONTROL]
+    if blocked:
+        step.block(blocked)
+    origin = {"converter": "marian", "model": str(path), "vocabs": [str(p) for p in paths],
+              "never_produced": [vocab[1][0][i] for i in blocked]}  # fmt: skip
     return UserModel(
         encoder, step, source, target, ids, signature, origin=origin,
         decoding=decoding(model, options or {}),

@@ -276,6 +276,17 @@ class MarianStep(nn.Module):
         self.out_W = nn.Parameter(out_w)  # (V, dim-emb)
         self.out_b = None if out_b is None else nn.Parameter(out_b)
         self.skip = skip
+        # added to the logits: -inf at the bundle's pad and bos, and at what :meth:`block`
+        # bans (Marian's suppressed control tokens)
+        blocked = torch.zeros(out_w.shape[0] + 2)
+        blocked[-2:] = float("-inf")
+        self.register_buffer("blocked", blocked)
+
+    def block(self, ids: list[int]) -> None:
+        """Never produce the tokens ``ids``: their logits -10000 (not -inf, which would
+        tie with pad's and bos's in the graph's top-k; exp(-10000) is 0 in float32, and
+        a hypothesis with one never ranks above one without)."""
+        self.blocked[ids] = -1e4
 
     def forward(self, token: Tensor, hidden, memory: Tensor, mask: Tensor):
         lstm = isinstance(hidden, (tuple, list))
@@ -303,7 +314,7 @@ class MarianStep(nn.Module):
         logits = self.deep(y, out, attended) @ self.out_W.t()
         if self.out_b is not None:
             logits = logits + self.out_b
-        logits = torch.cat([logits, torch.full_like(logits[:, :2], float("-inf"))], dim=1)
+        logits = torch.cat([logits, torch.zeros_like(logits[:, :2])], dim=1) + self.blocked
         hidden = (torch.stack(new_h), torch.stack(new_c)) if lstm else torch.stack(new_h)
         return logits, hidden, attention
 

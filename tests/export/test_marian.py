@@ -256,7 +256,7 @@ def _drop_weight(name: str):
         (lambda m: (m / "vocab.en.yml").write_text("</s>: 0\n<unk>: 1\n"), [],
          "the source vocabulary has 2 tokens, the model 1158"),
         (lambda m: (m / "vocab.en.yml").write_text("</s>: 0\n<unk>: 7\n"), [],
-         "'<unk>' has id '7'; ids must be 0..1"),
+         "vocab.en.yml: no token has id 1"),
         (lambda m: (m / "vocab.en.yml").write_text("- a\n"), [], "not a 'token: id' map"),
         (lambda m: None, ["--word-penalty", "0.5"], "--word-penalty: 0.5 is not supported"),
         (lambda m: None, ["--max-length-factor", "1.5"], "--max-length-factor 1.5: the bundle"),
@@ -298,3 +298,61 @@ def test_vocabularies_given_and_the_decoder_yml_read(tmp_path):
                  *argv[-4:]]) == 0  # fmt: skip
     manifest = json.loads((tmp_path / "p" / "1" / "manifest.json").read_text())
     assert manifest["decoding"]["length_penalty"] == 0.2
+
+
+def _rename_target_token(model: Path, old: str, new: str) -> None:
+    path = model / "vocab.es.yml"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    (i,) = [i for i, line in enumerate(lines) if line.startswith(f"{old}: ")]
+    lines[i] = lines[i].replace(old, f'"{new}"', 1)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_control_character_pieces_are_never_produced_unless_allowed(tmp_path):
+    """Marian never produces the byte pieces ``<0x00>`` ... ``<0x1F>`` (of SentencePiece
+    vocabularies with byte fallback) unless ``--allow-special``: the model's most
+    frequent target word, renamed ``<0x0A>``, vanishes from the bundle's translations;
+    allowed, they are the model's own."""
+    model = _model(tmp_path)
+    _rename_target_token(model, "de", "<0x0A>")
+    flags = ["--parity-limit", "10", "--beam-sentences", "2"]
+    banned, allowed = tmp_path / "banned" / "1", tmp_path / "allowed" / "1"
+    base = ["marian", str(model / "model.npz"), *flags, "--parity-src", str(MODELS["s2s_gru"])]
+    assert main([*base, "--out", str(banned)]) == 0
+    assert main([*base, "--out", str(allowed), "--allow-special"]) == 0
+    origin = json.loads((banned / "manifest.json").read_text())["source_model"]["origin"]
+    assert origin["never_produced"] == ["<0x0A>"]
+    with_it = [t for ((t, _),) in _decode(allowed, "s2s_gru", 1)]
+    without = [t for ((t, _),) in _decode(banned, "s2s_gru", 1)]
+    want = [w[0]["text"] for w in _marian("s2s_gru", "greedy")]
+    assert with_it == [t.replace(" de ", " <0x0A> ") for t in with_it]  # sanity: same texts
+    assert sum("<0x0A>" in t for t in with_it) > 50
+    assert not any("<0x0A>" in t for t in without)
+    assert [t.replace("<0x0A>", "de") for t in with_it] == want
+
+
+@pytest.mark.parametrize("kind", ["json", "text", "longer"])
+def test_vocabularies_marian_reads(tmp_path, kind):
+    """Marian reads a ``.json`` vocabulary as YAML (it writes YAML whatever the suffix),
+    any other file as one token a line, and keeps only the ids below the model's
+    ``dim-vocabs``: so does the converter (the same greedy translations)."""
+    model = _model(tmp_path)
+    tokens = yaml.load((model / "vocab.en.yml").read_text(encoding="utf-8"), yaml.BaseLoader)
+    ordered = sorted(tokens, key=lambda t: int(tokens[t]))
+    source = model / "vocab.en.yml"
+    if kind == "json":
+        source = model / "vocab.en.json"
+        shutil.copyfile(model / "vocab.en.yml", source)
+    elif kind == "text":
+        source = model / "vocab.en.txt"
+        source.write_text("".join(t + "\n" for t in ordered), encoding="utf-8")
+    else:
+        with source.open("a", encoding="utf-8") as f:
+            # Marian's .yml ends without a newline
+            f.write("".join(f"\nextra{i}: {len(ordered) + i}" for i in range(5)))
+    out = tmp_path / "o" / "1"
+    argv = ["marian", str(model / "model.npz"), "-v", str(source), str(model / "vocab.es.yml"),
+            "--out", str(out), "--parity-limit", "5", "--beam-sentences", "1"]  # fmt: skip
+    assert main(argv) == 0
+    got = [t for ((t, _),) in _decode(out, "s2s_gru", 1)]
+    assert got == [w[0]["text"] for w in _marian("s2s_gru", "greedy")]
