@@ -211,13 +211,9 @@ def convert_joeynmt(
     """Convert a Joey NMT 2.x RNN model (its ``config.yaml``; the checkpoint beside it, or
     ``checkpoint``) into a bundle in ``out``; returns the manifest. ``options``: those of
     :func:`export.user.export_modules`."""
-    from export.joeynmt import JoeyError, joey_user_model
-    from export.writer import ExportError
+    from export.joeynmt import joey_user_model
 
-    try:
-        user = joey_user_model(Path(config), Path(checkpoint) if checkpoint else None)
-    except JoeyError as exc:
-        raise ExportError(str(exc)) from None
+    user = joey_user_model(Path(config), Path(checkpoint) if checkpoint else None)
     return export_modules(user, out, **options)
 
 
@@ -236,21 +232,17 @@ def convert_fairseq(
     """Convert a fairseq LSTM checkpoint into a bundle in ``out``; returns the manifest.
     Arguments: those of :func:`export.fairseq.fairseq_user_model`; ``options``: those of
     :func:`export.user.export_modules`."""
-    from export.fairseq import FairseqError, fairseq_user_model
-    from export.writer import ExportError
+    from export.fairseq import fairseq_user_model
 
-    try:
-        user = fairseq_user_model(
-            Path(checkpoint),
-            data=Path(data) if data else None,
-            source_lang=source_lang,
-            target_lang=target_lang,
-            bpe=bpe,
-            bpe_model=Path(bpe_model) if bpe_model else None,
-            generation=generation,
-        )
-    except FairseqError as exc:
-        raise ExportError(str(exc)) from None
+    user = fairseq_user_model(
+        Path(checkpoint),
+        data=Path(data) if data else None,
+        source_lang=source_lang,
+        target_lang=target_lang,
+        bpe=bpe,
+        bpe_model=Path(bpe_model) if bpe_model else None,
+        generation=generation,
+    )
     return export_modules(user, out, **options)
 
 
@@ -265,15 +257,11 @@ def convert_marian(
     """Convert a Marian s2s ``model.npz`` into a bundle in ``out``; returns the manifest.
     Arguments: those of :func:`export.marian.marian_user_model`; ``options``: those of
     :func:`export.user.export_modules`."""
-    from export.marian import MarianError, marian_user_model
-    from export.writer import ExportError
+    from export.marian import marian_user_model
 
-    try:
-        user = marian_user_model(
-            Path(model), vocabs=[Path(v) for v in vocabs] if vocabs else None, options=decoder
-        )
-    except MarianError as exc:
-        raise ExportError(str(exc)) from None
+    user = marian_user_model(
+        Path(model), vocabs=[Path(v) for v in vocabs] if vocabs else None, options=decoder
+    )
     return export_modules(user, out, **options)
 
 

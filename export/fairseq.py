@@ -37,6 +37,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from export.modules import first_line, linear_from
 from export.signature import Signature
 from export.user import UserModel
+from export.writer import ExportError
 from models.bpe import BpeTokenizer
 from models.pieces import PieceTokenizer
 from models.tokenizer import TokenizerError
@@ -49,8 +50,9 @@ ARCHS = ("lstm", "lstm_wiseman_iwslt_de_en", "lstm_luong_wmt_en_de")
 GENERATION = {"lenpen": 1.0, "max_len_a": 0.0, "max_len_b": 200, "min_len": 1}
 
 
-class FairseqError(ValueError):
-    """A fairseq checkpoint that cannot be read or that uses an option the bundle lacks."""
+class FairseqError(ExportError, ValueError):
+    """A fairseq checkpoint that cannot be read or that uses an option the bundle lacks (an
+    :class:`~export.writer.ExportError`: ``nmt-convert`` prints it in one line)."""
 
 
 class FairseqEncoder(nn.Module):

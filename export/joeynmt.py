@@ -32,6 +32,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from export.modules import first_line, linear_from
 from export.signature import Signature
 from export.user import UserModel
+from export.writer import ExportError
 from models.bpe import BpeTokenizer
 from models.pieces import PieceTokenizer
 from models.tokenizer import TokenizerError
@@ -42,8 +43,9 @@ Hidden = Tensor | tuple[Tensor, Tensor]
 SPECIAL_IDS = {"unk": 0, "pad": 1, "bos": 2, "eos": 3}
 
 
-class JoeyError(ValueError):
-    """A Joey NMT model that cannot be read or that uses an option the bundle lacks."""
+class JoeyError(ExportError, ValueError):
+    """A Joey NMT model that cannot be read or that uses an option the bundle lacks (an
+    :class:`~export.writer.ExportError`: ``nmt-convert`` prints it in one line)."""
 
 
 class JoeyEncoder(nn.Module):

@@ -34,8 +34,10 @@ import yaml
 from torch import Tensor
 
 from export.marian_modules import build_modules
+from export.modules import first_line
 from export.signature import Signature
 from export.user import UserModel
+from export.writer import ExportError
 from models.pieces import PieceTokenizer
 from models.tokenizer import TokenizerError, sentencepiece_processor
 from models.words import WordTokenizer
@@ -49,17 +51,19 @@ DECODER = {"normalize": 0.0, "word-penalty": 0.0, "max-length-factor": 3.0}
 MAX_TARGET = 3001
 
 
-class MarianError(ValueError):
-    """A Marian model that cannot be read or that uses an option the bundle lacks."""
+class MarianError(ExportError, ValueError):
+    """A Marian model that cannot be read or that uses an option the bundle lacks (an
+    :class:`~export.writer.ExportError`: ``nmt-convert`` prints it in one line)."""
 
 
 @dataclass
 class MarianModel:
-    """What the converter reads of a ``model.npz``."""
+    """What the converter reads of a ``model.npz`` and the ``decoder.yml`` beside it."""
 
     path: Path
     options: dict[str, Any]  # special:model.yml
     weights: dict[str, Tensor]
+    decoder: dict[str, Any]  # model.npz.decoder.yml: vocabularies, decoding options
 
     @classmethod
     def read(cls, path: Path) -> MarianModel:
@@ -80,7 +84,8 @@ class MarianModel:
         except (UnicodeDecodeError, yaml.YAMLError) as exc:
             raise MarianError(f"{path}: its special:model.yml is not YAML ({exc})") from None
         weights = {k: torch.from_numpy(np.asarray(v, dtype=np.float32)) for k, v in arrays.items()}
-        return cls(path, options if isinstance(options, dict) else {}, weights)
+        options = options if isinstance(options, dict) else {}
+        return cls(path, options, weights, _decoder_yml(path))
 
 
 def _refuse(what: str, value: Any, supported: str) -> MarianError:
@@ -159,10 +164,10 @@ def read_vocabulary(path: Path, size: int) -> tuple[list[str], bytes | None]:
 CONTROL = tuple(f"<0x{i:02X}>" for i in range(32))
 
 
-def decoder_yml(model: MarianModel) -> dict[str, Any]:
-    """The ``model.npz.decoder.yml`` Marian's trainer writes beside the model ({} if none):
-    its vocabularies and decoding options."""
-    found = model.path.with_name(model.path.name + ".decoder.yml")
+def _decoder_yml(path: Path) -> dict[str, Any]:
+    """The ``model.npz.decoder.yml`` Marian's trainer writes beside the model ``path`` ({}
+    if none): its vocabularies and decoding options."""
+    found = path.with_name(path.name + ".decoder.yml")
     if not found.is_file():
         return {}
     try:
@@ -180,7 +185,7 @@ def _vocab_paths(model: MarianModel, given: list[Path] | None) -> list[Path]:
             raise MarianError(f"--vocabs takes a source and a target vocabulary, not {len(given)}")
         return given
     paths = []
-    recorded_vocabs = model.options.get("vocabs") or decoder_yml(model).get("vocabs") or []
+    recorded_vocabs = model.options.get("vocabs") or model.decoder.get("vocabs") or []
     for recorded in recorded_vocabs:
         path = Path(str(recorded))
         beside = model.path.parent / path.name
@@ -208,7 +213,7 @@ def _tokenizer(tokens: list[str], proto: bytes | None, side: str, extra: list[st
 def decoding(model: MarianModel, given: dict[str, Any]) -> dict[str, Any]:
     """Marian's decoding rules as the bundle's defaults: ``given`` (flags), else the
     model's ``decoder.yml``, else ``marian-decoder``'s defaults (module docstring)."""
-    loaded = decoder_yml(model)
+    loaded = model.decoder
     from_file = {k: loaded[k] for k in (*DECODER, "allow-unk") if k in loaded}
     o = DECODER | from_file | {k: v for k, v in given.items() if v is not None}
     factor, normalize = float(o["max-length-factor"]), float(o["normalize"])
@@ -252,8 +257,7 @@ def marian_user_model(
     except KeyError as exc:
         raise MarianError(f"{path}: weight {exc} missing: not a Marian s2s model") from None
     except (RuntimeError, ValueError, TypeError, IndexError) as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        raise MarianError(f"{path}: weights do not fit an s2s model: {first}") from None
+        raise MarianError(f"{path}: weights do not fit an s2s model: {first_line(exc)}") from None
     rows = (encoder.embed.shape[0], step.embed.shape[0] - 2)
     for side, (tokens, _), size, row in zip(("source", "target"), vocab, sizes, rows, strict=True):
         if len(tokens) != size or row != size:
@@ -279,7 +283,7 @@ def marian_user_model(
     )
     allow_special = (options or {}).get("allow-special")
     if allow_special is None:
-        allow_special = bool(decoder_yml(model).get("allow-special", False))
+        allow_special = bool(model.decoder.get("allow-special", False))
     blocked = [] if allow_special else [i for i, t in enumerate(vocab[1][0]) if t in CONTROL]
     if blocked:
         step.block(blocked)

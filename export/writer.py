@@ -146,6 +146,7 @@ def write_bundle(
     the fp32 graphs (side by side).
     """
     from export.graphs import export_graphs
+    from export.modules import first_line
     from export.parity import ParityError, run_gate
     from service.bundle import sha256_file
     from service.runtime import OnnxModel
@@ -184,11 +185,10 @@ def write_bundle(
             if not type(exc).__module__.startswith("onnxruntime"):
                 raise
             # torch ran the modules, ONNX Runtime cannot run what the trace wrote of them
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:400]
             raise ParityError(
-                f"ONNX Runtime cannot run the exported graphs: {first} (the trace wrote "
-                "something other than the modules compute: a size it fixed, or an op the "
-                "ONNX exporter translated differently)"
+                f"ONNX Runtime cannot run the exported graphs: {first_line(exc, 400)} (the "
+                "trace wrote something other than the modules compute: a size it fixed, or "
+                "an op the ONNX exporter translated differently)"
             ) from None
         variant = None
         if precision != "fp32":
