@@ -33,6 +33,7 @@ import torch
 import yaml
 from torch import Tensor
 
+from export import nematus
 from export.marian_modules import build_modules
 from export.modules import first_line
 from export.signature import Signature
@@ -42,7 +43,9 @@ from models.pieces import PieceTokenizer
 from models.tokenizer import TokenizerError, sentencepiece_processor
 from models.words import WordTokenizer
 
-CELLS = ("gru", "lstm")
+# the model types read and the cells each takes (amun and nematus: Nematus-format models,
+# export.nematus)
+TYPES = {"s2s": ("gru", "lstm"), "amun": ("gru",), "nematus": ("gru-nematus",)}
 ENC_TYPES = ("bidirectional", "bi-unidirectional")
 # marian-decoder's defaults (src/common/config_parser.cpp)
 DECODER = {"normalize": 0.0, "word-penalty": 0.0, "max-length-factor": 3.0}
@@ -77,14 +80,22 @@ class MarianModel:
         except (OSError, ValueError, zipfile.BadZipFile) as exc:
             raise MarianError(f"{path}: not a readable Marian .npz model ({exc})") from None
         spec = arrays.pop("special:model.yml", None)
-        if spec is None:
-            raise MarianError(f"{path} holds no special:model.yml: not a Marian model")
-        try:
-            options = yaml.safe_load(spec.tobytes().rstrip(b"\0").decode("utf-8"))
-        except (UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise MarianError(f"{path}: its special:model.yml is not YAML ({exc})") from None
+        if spec is not None:
+            try:
+                options = yaml.safe_load(spec.tobytes().rstrip(b"\0").decode("utf-8"))
+            except (UnicodeDecodeError, yaml.YAMLError) as exc:
+                raise MarianError(f"{path}: its special:model.yml is not YAML ({exc})") from None
+            options = options if isinstance(options, dict) else {}
+        elif nematus.MARKER in arrays:  # written by Nematus: Marian takes options as flags
+            options = nematus.infer_options(path, arrays)
+        else:
+            raise MarianError(
+                f"{path} holds no special:model.yml (nor Nematus's {nematus.MARKER}): "
+                "not a Marian or Nematus model"
+            )
+        if options.get("type") in ("amun", "nematus") and nematus.MARKER in arrays:
+            arrays = nematus.marian_names(arrays, options)  # as Marian renames on load
         weights = {k: torch.from_numpy(np.asarray(v, dtype=np.float32)) for k, v in arrays.items()}
-        options = options if isinstance(options, dict) else {}
         return cls(path, options, weights, _decoder_yml(path))
 
 
@@ -96,14 +107,21 @@ def check_options(model: MarianModel) -> None:
     """Refuse, by name, what :mod:`export.marian_modules` does not compute."""
     o = model.options
     kind = o.get("type")
-    if kind != "s2s":
+    if kind not in TYPES:
         hint = " (Transformers: CTranslate2 converts Marian's)" if kind == "transformer" else ""
-        raise _refuse("--type", kind, "s2s, Marian's RNN encoder-decoder" + hint)
-    if o.get("original-type") not in (None, "s2s"):
-        raise _refuse("original-type", o.get("original-type"), "s2s")
+        raise _refuse("--type", kind, ", ".join(TYPES) + ": Marian's RNN encoder-decoders" + hint)
+    if o.get("original-type") not in (None, kind):
+        raise _refuse("original-type", o.get("original-type"), kind)
+    cells = TYPES[kind]
     for flag in ("enc-cell", "dec-cell"):
-        if o.get(flag, "gru") not in CELLS:
-            raise _refuse(f"--{flag}", o.get(flag), ", ".join(CELLS))
+        if o.get(flag, cells[0]) not in cells:
+            raise _refuse(f"--{flag}", o.get(flag), f"{', '.join(cells)} (--type {kind})")
+    if kind == "nematus":  # what nematus.h's name map or GRUNematus cannot take
+        if o.get("tied-embeddings-src") or o.get("tied-embeddings-all"):
+            raise _refuse("--tied-embeddings-src/-all", True, "--tied-embeddings (--type nematus)")
+        if int(o.get("dec-cell-high-depth", 1)) > 1:
+            high = o.get("dec-cell-high-depth")
+            raise _refuse("--dec-cell-high-depth", high, "1 (--type nematus)")
     if o.get("enc-type", "bidirectional") not in ENC_TYPES:
         raise _refuse("--enc-type", o.get("enc-type"), ", ".join(ENC_TYPES))
     if int(o.get("dec-cell-base-depth", 2)) < 2:
@@ -198,11 +216,16 @@ def _vocab_paths(model: MarianModel, given: list[Path] | None) -> list[Path]:
     return paths
 
 
-def _tokenizer(tokens: list[str], proto: bytes | None, side: str, extra: list[str]):
-    if tokens[:2] != ["</s>", "<unk>"]:
+def _tokenizer(tokens: list[str], proto: bytes | None, side: str, extra: list[str], path: Path):
+    # a .json vocabulary may name them as Nematus does (Marian's DefaultVocab back-compat)
+    nematus_names = path.suffix == ".json" and tokens[:2] == ["eos", "UNK"]
+    if tokens[:2] != ["</s>", "<unk>"] and not nematus_names:
         raise MarianError(
             f"the {side} vocabulary starts {tokens[:2]}, not Marian's </s> (0), <unk> (1)"
+            + (" or Nematus's eos, UNK" if path.suffix == ".json" else "")
         )
+    if nematus_names:  # the bundle's vocabulary names its markers as markers
+        tokens = ["</s>", "<unk>", *tokens[2:]]
     end = ["</s>"] if side == "source" else []
     if proto is None:
         return WordTokenizer(tokens + extra, unk_id=1, lowercase=False,
@@ -270,8 +293,8 @@ def marian_user_model(
     names = ("<pad>", "<s>", "<marian:pad>", "<marian:bos>")
     extra = [n for n in names if n not in vocab[1][0]][:2]
     unused = [f"<marian:unused:{i}>" for i in range(sizes[0], sizes[1] + 1)]
-    source = _tokenizer(*vocab[0], "source", unused)
-    target = _tokenizer(*vocab[1], "target", extra)
+    source = _tokenizer(*vocab[0], "source", unused, paths[0])
+    target = _tokenizer(*vocab[1], "target", extra, paths[1])
     ids = {"eos": 0, "unk": 1, "pad": sizes[1], "bos": sizes[1] + 1}
     lstm = model.options.get("dec-cell", "gru") == "lstm"
     signature = Signature(

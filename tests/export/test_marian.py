@@ -26,8 +26,11 @@ from tests.service.server_helpers import proto_options, stub_for
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "marian"
 DATA = FIXTURE.parent / "fairseq" / "data"  # the 300 pairs the fixtures were trained on
 # each model's input: the word models read word tokens, the SentencePiece one raw text
+# (amun, nematus_deep: Nematus's format, export/nematus.py; amun and nematus_deep as
+# Nematus stores a model, amun_ln as Marian's trainer does)
 MODELS = {"s2s_gru": DATA / "train.en", "s2s_deep": DATA / "train.en",
-          "s2s_lstm_spm": DATA / "raw.en"}  # fmt: skip
+          "s2s_lstm_spm": DATA / "raw.en", "amun": DATA / "train.en",
+          "amun_ln": DATA / "train.en", "nematus_deep": DATA / "train.en"}  # fmt: skip
 # Marian prints 6 significant digits: -268.29 is within 0.005 of its float
 PRINTED = 6
 
@@ -243,7 +246,7 @@ def _drop_weight(name: str):
     ("edit", "extra", "message"),
     [
         (_set_option("type", "transformer"), [], "--type: 'transformer' is not supported"),
-        (_set_option("type", "amun"), [], "--type: 'amun' is not supported"),
+        (_set_option("type", "multi-s2s"), [], "--type: 'multi-s2s' is not supported"),
         (_set_option("enc-cell", "mgru"), [], "--enc-cell: 'mgru' is not supported"),
         (_set_option("enc-type", "alternating"), [], "--enc-type: 'alternating' is not supp"),
         (_set_option("right-left", True), [], "--right-left: True is not supported"),
@@ -262,7 +265,7 @@ def _drop_weight(name: str):
         (lambda m: None, ["--max-length-factor", "1.5"], "--max-length-factor 1.5: the bundle"),
         (lambda m: None, ["-n", "nan"], "--normalize nan: give a number >= 0"),
     ],
-    ids=["transformer", "amun", "mgru", "alternating", "right-left", "multi-source",
+    ids=["transformer", "multi-s2s", "mgru", "alternating", "right-left", "multi-source",
          "missing-weight", "not-npz", "no-model", "no-options", "no-vocab", "other-vocab",
          "bad-ids", "not-a-map", "word-penalty", "factor", "normalize-nan"],
 )  # fmt: skip
