@@ -175,7 +175,9 @@ def infer_options(path: Path, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
         "enc-cell-depth": enc_depth,
         "dec-cell-base-depth": dec_depth,
         "layer-normalization": ln,
-        "tied-embeddings": "ff_logit_W" not in names,
+        # an untied output layer: Nematus's ff_logit_W (dim_word, V), or Marian's
+        # transposed one (a --type amun model Marian wrote)
+        "tied-embeddings": not names & {"ff_logit_W", "decoder_ff_logit_l2_Wt"},
         "dim-vocabs": [int(arrays["Wemb"].shape[0]), int(arrays["Wemb_dec"].shape[0])],
     }
     config = read_config(path)

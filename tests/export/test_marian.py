@@ -143,15 +143,18 @@ def test_a_sentence_decodes_the_same_alone_and_batched(converted):
             assert [(h.tokens, h.score) for h in alone] == [(h.tokens, h.score) for h in together]
 
 
-def test_int8_passes_the_gate(tmp_path):
+@pytest.mark.parametrize("name", ["s2s_deep"])
+def test_int8_passes_the_gate(tmp_path, name):
     out = tmp_path / "int8" / "1"
     flags = ["--int8", "--parity-limit", "60", "--beam-sentences", "3"]
-    assert main(_argv("s2s_deep", out, *flags)) == 0
+    assert main(_argv(name, out, *flags)) == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["precision"] == "int8"
-    got, want = _decode(out, "s2s_deep", 1), _marian("s2s_deep", "greedy")
+    got, want = _decode(out, name, 1), _marian(name, "greedy")
     # int8 weights change a few of Marian's float32 translations: 15 of 300 on
-    # 2026-11-28 (BLEU 74.8 vs 74.5 for the fp32 bundle)
+    # 2026-11-28 for s2s_deep (BLEU 74.8 vs 74.5 for the fp32 bundle). (The gate refuses
+    # the int8 graphs of the tiny amun and nematus_deep fixtures: BLEU 1.6 and 3.8 below
+    # fp32 on 2026-11-29; their fp16 passes.)
     assert len(_differ(got, want)) < 40
 
 

@@ -1,0 +1,196 @@
+"""Nematus-format models (export/nematus.py) against Marian's outputs on them
+(tests/fixtures/marian: ``amun`` and ``nematus_deep`` stored as Nematus stores a model,
+decoded by Marian with their options as flags; ``amun_ln`` as Marian's trainer wrote it).
+Their greedy and beam-5 lists are checked with the other Marian models in
+test_marian.py; here: the options read off the weights, the same model with Marian's
+``special:model.yml``, and what is refused."""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from export.convert import main
+from export.nematus import infer_options
+from tests.export.test_marian import FIXTURE, MODELS, _decode, _marian, _set_option
+
+SOURCES = MODELS["nematus_deep"]
+
+
+def _model(tmp_path: Path, name: str = "nematus_deep") -> Path:
+    model = tmp_path / "model"
+    shutil.copytree(FIXTURE / name, model, ignore=shutil.ignore_patterns("greedy.json", "beam5*"))
+    return model
+
+
+def _arrays(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path) as npz:
+        return {k: npz[k] for k in npz.files}
+
+
+@pytest.mark.parametrize(
+    ("name", "want"),
+    [
+        ("amun", {"type": "amun", "enc-cell": "gru", "enc-cell-depth": 1,
+                  "dec-cell-base-depth": 2, "layer-normalization": False,
+                  "tied-embeddings": False}),
+        ("nematus_deep", {"type": "nematus", "enc-cell": "gru-nematus", "enc-cell-depth": 2,
+                          "dec-cell-base-depth": 3, "layer-normalization": True,
+                          "tied-embeddings": True}),
+    ],
+)  # fmt: skip
+def test_options_are_read_off_the_weights(name, want):
+    """What Marian was given as flags to decode the fixture (its greedy.json's command)
+    is what the converter reads off the weights and Nematus's config."""
+    path = FIXTURE / name / "model.npz"
+    options = infer_options(path, _arrays(path))
+    assert {k: options[k] for k in want} == want
+    dictionaries = json.loads((FIXTURE / name / "model.npz.json").read_text())["dictionaries"]
+    assert options["vocabs"] == dictionaries == ["vocab.en.json", "vocab.es.json"]
+    sizes = [len(json.loads((FIXTURE / name / v).read_text())) for v in dictionaries]
+    assert options["dim-vocabs"] == sizes
+    # the flags Marian was given (its defaults where none): the options read, where
+    # Marian's amun cells are its GRU
+    command = json.loads((FIXTURE / name / "greedy.json").read_text())["command"]
+    given = MARIAN_DEFAULTS | {
+        key: value for key in MARIAN_DEFAULTS
+        if (value := _flag(command, key.replace("-", "_"))) is not None
+    }  # fmt: skip
+    assert given == {k: options[k] for k in MARIAN_DEFAULTS}
+
+
+# Marian's defaults for the flags a Nematus-form model's decoding takes
+MARIAN_DEFAULTS = {"enc-cell": "gru", "enc-cell-depth": 1, "dec-cell-base-depth": 2,
+                   "layer-normalization": False, "tied-embeddings": False}  # fmt: skip
+
+
+def _flag(command: str, name: str):
+    """The value of ``name=...`` in a recorded ``pymarian.Translator(...)`` call."""
+    for part in command.split("(", 1)[1].rstrip(")").split(", "):
+        key, _, value = part.partition("=")
+        if key == name:
+            return ast.literal_eval(value)
+    return None
+
+
+def test_the_same_weights_with_marians_options_decode_the_same(tmp_path):
+    """``nematus_deep`` as Marian's trainer writes a ``--type nematus`` model (its options
+    in ``special:model.yml``): the converter takes them from there and gives Marian's
+    translations."""
+    model = _model(tmp_path)
+    (model / "model.npz.json").unlink()
+    path = model / "model.npz"
+    arrays = _arrays(path)
+    options = infer_options(FIXTURE / "nematus_deep" / "model.npz", arrays)
+    arrays["special:model.yml"] = np.frombuffer(yaml.safe_dump(options).encode(), np.int8)
+    np.savez(path, **arrays)
+    out = tmp_path / "o" / "1"
+    assert main(["marian", str(path), "--out", str(out), "--parity-src", str(SOURCES),
+                 "--parity-limit", "20", "--beam-sentences", "2"]) == 0  # fmt: skip
+    got = [t for ((t, _),) in _decode(out, "nematus_deep", 1)]
+    assert got == [w[0]["text"] for w in _marian("nematus_deep", "greedy")]
+
+
+def test_nematus_untransposed_output_layer(tmp_path):
+    """Nematus stores the output layer as ``ff_logit_W`` ``(dim_word, V)``, where Marian's
+    trainer writes ``decoder_ff_logit_l2_Wt`` ``(V, dim_word)`` (Marian reads the first
+    transposed, ``src/layers/output.cpp``): the same translations."""
+    model = _model(tmp_path, "amun")
+    path = model / "model.npz"
+    arrays = _arrays(path)
+    arrays["ff_logit_W"] = arrays.pop("decoder_ff_logit_l2_Wt").T.copy()
+    np.savez(path, **arrays)
+    out = tmp_path / "o" / "1"
+    assert main(["marian", str(path), "--out", str(out), "--parity-src", str(SOURCES),
+                 "--parity-limit", "20", "--beam-sentences", "2"]) == 0  # fmt: skip
+    got = [t for ((t, _),) in _decode(out, "amun", 1)]
+    assert got == [w[0]["text"] for w in _marian("amun", "greedy")]
+
+
+def _config(key: str, value):
+    def edit(model: Path) -> None:
+        path = model / "model.npz.json"
+        config = json.loads(path.read_text())
+        path.write_text(json.dumps(config | {key: value}))
+
+    return edit
+
+
+def _weights(drop: str | None = None, add: str | None = None):
+    def edit(model: Path) -> None:
+        arrays = _arrays(model / "model.npz")
+        arrays.pop(drop or "", None)
+        if add:
+            arrays[add] = np.ones((1, 40), np.float32)
+        np.savez(model / "model.npz", **arrays)
+
+    return edit
+
+
+def _tf_dictionary(model: Path) -> None:
+    """TensorFlow Nematus's build_dictionary.py: <EOS> 0, <GO> 1, <UNK> 2."""
+    path = model / "vocab.en.json"
+    words = [w for w in json.loads(path.read_text()) if w not in ("eos", "UNK")]
+    entries = {"<EOS>": 0, "<GO>": 1, "<UNK>": 2} | {w: i + 3 for i, w in enumerate(words[:-1])}
+    path.write_text(json.dumps(entries))
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (_config("model_type", "transformer"), "model_type 'transformer' is not supported"),
+        (_config("dec_deep_context", True), "dec_deep_context True is not supported"),
+        (_config("rnn_dec_deep_context", True), "rnn_dec_deep_context True is not supported"),
+        (_config("output_hidden_activation", "relu"), "output_hidden_activation 'relu' is not"),
+        (_config("factors", 2), "factors 2 is not supported"),
+        (_config("enc_depth", 2), "enc_depth 2 is not supported"),
+        (_config("softmax_mixture_size", 3), "softmax_mixture_size 3 is not supported"),
+        (_config("n_words", 999), "its config says n_words 999, its embeddings have 1186"),
+        (lambda m: (m / "model.npz.json").write_text("{"), "model.npz.json: not a Nematus config"),
+        (_weights(add="encoder_2_U"), "stacked Nematus layers (encoder_2_U"),
+        (_weights(drop="Wemb_dec"), "no Wemb_dec: tie_encoder_decoder_embeddings"),
+        (_weights(add="ff_state_gamma"), "ff_state_gamma is Marian's layer normalisation"),
+        (_weights(drop="decoder_c_tt"), "holds no special:model.yml (nor Nematus's decoder_c_tt)"),
+        (_weights(drop="decoder_U_nl_drt_1_lns"), "weight 'decoder_cell3_U_lns' missing"),
+        (_tf_dictionary, "starts ['<EOS>', '<GO>'], not Marian's </s> (0), <unk> (1) or Nematus's"),
+    ],
+    ids=["transformer", "deep-context", "deep-context-tf", "relu", "factors", "enc-depth",
+         "mixture", "n-words", "not-json", "stacked", "tied-enc-dec", "gamma", "no-marker",
+         "missing-weight", "tf-dictionary"],
+)  # fmt: skip
+def test_what_the_bundle_cannot_read_is_refused_in_one_line(tmp_path, capsys, edit, message):
+    model = _model(tmp_path)
+    edit(model)
+    out = tmp_path / "o" / "1"
+    assert main(["marian", str(model / "model.npz"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("tied-embeddings-all", True, "--tied-embeddings-src/-all: True is not supported"),
+        ("dec-cell-high-depth", 2, "--dec-cell-high-depth: 2 is not supported"),
+        ("enc-cell", "gru", "--enc-cell: 'gru' is not supported (supported: gru-nematus"),
+    ],
+)
+def test_marian_options_a_nematus_model_cannot_take(tmp_path, capsys, key, value, message):
+    """``--type nematus`` options Marian's name map or ``GRUNematus`` cannot take, in the
+    ``special:model.yml`` of a model Marian wrote."""
+    model = tmp_path / "model"
+    shutil.copytree(FIXTURE / "amun_ln", model)
+    _set_option("type", "nematus")(model)
+    _set_option("enc-cell", "gru-nematus")(model)
+    _set_option("dec-cell", "gru-nematus")(model)
+    _set_option(key, value)(model)
+    assert main(["marian", str(model / "model.npz"), "--out", str(tmp_path / "o" / "1")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
