@@ -2,7 +2,8 @@
 ``nmt-convert opennmt-py model_step_N.pt --out ...``, ``nmt-convert joeynmt
 MODEL_DIR/config.yaml --out ...`` (:mod:`export.joeynmt`), ``nmt-convert fairseq
 checkpoint_best.pt --out ...`` (:mod:`export.fairseq`) and ``nmt-convert marian
-model.npz --out ...`` (:mod:`export.marian`).
+model.npz --out ...`` (:mod:`export.marian`; Nematus-format models too, also as
+``nmt-convert nematus``: :mod:`export.nematus`).
 
 Converters in CTranslate2's shape: load the checkpoint, refuse (by name) every option
 the bundle cannot express, then write the bundle through the same gate as every other
@@ -270,15 +271,22 @@ def _marian_parser(sub) -> None:
 
     parser = sub.add_parser(
         "marian",
-        help="a Marian RNN model (--type s2s model.npz + its vocabularies)",
+        aliases=["nematus"],
+        help="a Marian RNN model (--type s2s, amun or nematus model.npz + its vocabularies) "
+        "or a Nematus one (its model.npz, model.npz.json and dictionaries)",
         description="Convert a Marian RNN model (--type s2s; read without Marian): "
         "bidirectional or bi-unidirectional GRU/LSTM encoder of any depth, the conditional "
         "decoder with additive attention, deep transition cells, skip connections, layer "
         "normalisation, tied embeddings; .yml/.json vocabularies (whitespace tokens) or "
-        ".spm (raw text). Decodes as marian-decoder does (its shrinking beam, length "
-        "normalisation and length limit). Other options are refused by name.",
+        ".spm (raw text). Nematus-format models as Marian reads them (--type amun, --type "
+        "nematus, and the model.npz Nematus writes: options read off its weights, "
+        "model.npz.json checked, its JSON dictionaries). Decodes as marian-decoder does "
+        "(its shrinking beam, length normalisation and length limit). Other options are "
+        "refused by name.",
     )
-    parser.add_argument("model", type=Path, help="the model.npz Marian's trainer wrote")
+    parser.add_argument(
+        "model", type=Path, help="the model.npz Marian's trainer (or Nematus) wrote"
+    )
     parser.add_argument(
         "-v",
         "--vocabs",
@@ -445,7 +453,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def export() -> dict:
         if args.framework == "joeynmt":
             return convert_joeynmt(args.config, args.out, checkpoint=args.checkpoint, **options)
-        if args.framework == "marian":
+        if args.framework in ("marian", "nematus"):
             names = ("normalize", "max_length_factor", "word_penalty", "allow_unk",
                      "allow_special")  # fmt: skip
             return convert_marian(

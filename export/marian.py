@@ -6,7 +6,9 @@ model's options; read with ``allow_pickle=False``) and its vocabularies (Marian'
 / ``.json`` token -> id maps, or its SentencePiece ``.spm``) become two modules that
 compute what Marian's ``EncoderS2S`` and one step of ``DecoderS2S`` compute at inference
 time (``src/models/s2s.h``, ``src/rnn/*``); every option they cannot express is refused
-by name.
+by name. Nematus-format models (``--type amun``/``nematus``, and those Nematus wrote,
+which hold no ``special:model.yml``) are renamed and their options read by
+:mod:`export.nematus`.
 
 What Marian does that the bundle reproduces (``marian-decoder``, one sentence a batch):
 

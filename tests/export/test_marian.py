@@ -183,10 +183,11 @@ def test_scoring_rules_end_marians_hypotheses_at_the_limit_without_eos():
     assert rules.score(-6.0, 2) == -2.0  # 2 tokens and EOS
 
 
-@pytest.mark.parametrize("name", ["s2s_lstm_spm"])
+@pytest.mark.parametrize("name", ["s2s_lstm_spm", "nematus_deep"])
 def test_served_as_text_with_attention(tmp_path_factory, name):
-    """The SentencePiece model through the real gRPC server: raw text in, Marian's
-    detokenised greedy text out, the attention's columns the source's pieces and ``</s>``."""
+    """The SentencePiece model (raw text in, Marian's detokenised text out) and the
+    Nematus one (its eos/UNK dictionaries) through the real gRPC server: Marian's greedy
+    text, the attention's columns the source's tokens and ``</s>``."""
     repo = tmp_path_factory.mktemp("marian-served")
     out = repo / "marian" / "1"
     assert main(_argv(name, out, "--parity-limit", "20", "--beam-sentences", "3")) == 0

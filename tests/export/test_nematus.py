@@ -107,7 +107,8 @@ def test_nematus_untransposed_output_layer(tmp_path):
     arrays["ff_logit_W"] = arrays.pop("decoder_ff_logit_l2_Wt").T.copy()
     np.savez(path, **arrays)
     out = tmp_path / "o" / "1"
-    assert main(["marian", str(path), "--out", str(out), "--parity-src", str(SOURCES),
+    # (nmt-convert nematus: the same converter)
+    assert main(["nematus", str(path), "--out", str(out), "--parity-src", str(SOURCES),
                  "--parity-limit", "20", "--beam-sentences", "2"]) == 0  # fmt: skip
     got = [t for ((t, _),) in _decode(out, "amun", 1)]
     assert got == [w[0]["text"] for w in _marian("amun", "greedy")]
