@@ -34,7 +34,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from export.modules import first_line, linear_from
+from export.modules import first_line, linear_from, weighted_sum
 from export.signature import Signature
 from export.user import UserModel
 from export.writer import ExportError
@@ -126,7 +126,7 @@ class FairseqStep(nn.Module):
         scores = (memory * query.unsqueeze(1)).sum(dim=2)  # (B,S)
         scores = scores.masked_fill(~mask, float("-inf"))
         attention = torch.softmax(scores, dim=1)
-        context = (attention.unsqueeze(2) * memory).sum(dim=1)
+        context = weighted_sum(attention, memory)  # the same whatever the batch
         out = torch.tanh(self.layers["output_proj"](torch.cat([context, x], dim=1)))
         feed = out
         if "additional_fc" in self.layers:

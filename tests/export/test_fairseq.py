@@ -123,6 +123,22 @@ def test_this_projects_beam_is_what_differs(converted):
     assert len(_same_lists(got, _fairseq(name, "beam5.json"))) > 30
 
 
+def test_a_sentence_decodes_the_same_alone_and_batched(converted):
+    """Bit for bit, scores too: the attention's sums over the source are batched
+    products of two rows (``export.modules.weighted_sum``), whose order neither the
+    batch size nor the padding changes."""
+    name, out = converted
+    bundle = load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
+    lines = MODELS[name][1].read_text(encoding="utf-8").splitlines()[:60]
+    sources = [bundle.src_tokenizer.encode(line) for line in lines]
+    for beam in (1, 3):
+        options = dataclasses.replace(bundle.decoding, beam_size=beam, n_best=beam)
+        batched = decode(bundle.model, sources, options=options, special=bundle.special)
+        for source, together in zip(sources, batched, strict=True):
+            (alone,) = decode(bundle.model, [source], options=options, special=bundle.special)
+            assert [(h.tokens, h.score) for h in alone] == [(h.tokens, h.score) for h in together]
+
+
 def test_generation_flags_as_fairseq_interactive_applies_them(tmp_path):
     """``--max-len-a 0.5 --max-len-b 2 --min-len 3 --lenpen 0.6`` (beam 4, 3-best), as
     fairseq-interactive was given them: its length limit (a x source tokens with the EOS,
