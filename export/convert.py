@@ -253,6 +253,7 @@ def convert_marian(
     *,
     vocabs: list[Path | str] | None = None,
     decoder: dict | None = None,
+    bpe: dict | None = None,
     **options,
 ) -> dict:
     """Convert a Marian s2s ``model.npz`` into a bundle in ``out``; returns the manifest.
@@ -261,7 +262,10 @@ def convert_marian(
     from export.marian import marian_user_model
 
     user = marian_user_model(
-        Path(model), vocabs=[Path(v) for v in vocabs] if vocabs else None, options=decoder
+        Path(model),
+        vocabs=[Path(v) for v in vocabs] if vocabs else None,
+        options=decoder,
+        **(bpe or {}),
     )
     return export_modules(user, out, **options)
 
@@ -295,6 +299,21 @@ def _marian_parser(sub) -> None:
         metavar=("SRC", "TGT"),
         help="the source and target vocabularies (default: those the model was trained "
         "with, as recorded or beside the model)",
+    )
+    text = parser.add_argument_group(
+        "text (default: tokens in, tokens out, as Marian takes them)",
+        "a model trained on subword-nmt BPE (Nematus's WMT systems): the bundle takes the "
+        "text before BPE and undoes '@@ ' on the way out",
+    )
+    text.add_argument("--bpe-codes", type=Path, metavar="FILE", help="subword-nmt codes")
+    text.add_argument(
+        "--bpe-vocabulary", type=Path, metavar="FILE", help="apply-bpe's --vocabulary"
+    )
+    text.add_argument(
+        "--bpe-vocabulary-threshold",
+        type=int,
+        metavar="N",
+        help="apply-bpe's --vocabulary-threshold",
     )
     dec = parser.add_argument_group(
         "decoding defaults the bundle serves with (marian-decoder's flags; default: the "
@@ -461,6 +480,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.out,
                 vocabs=args.vocabs,
                 decoder={n.replace("_", "-"): getattr(args, n) for n in names},
+                bpe={
+                    "bpe_codes": args.bpe_codes,
+                    "bpe_vocabulary": args.bpe_vocabulary,
+                    "bpe_threshold": args.bpe_vocabulary_threshold,
+                },  # fmt: skip
                 **options,
             )
         if args.framework == "fairseq":

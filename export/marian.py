@@ -41,6 +41,8 @@ from export.modules import first_line
 from export.signature import Signature
 from export.user import UserModel
 from export.writer import ExportError
+from models.bpe import BpeTokenizer
+from models.bpe import read_vocabulary as read_bpe_vocabulary
 from models.pieces import PieceTokenizer
 from models.tokenizer import TokenizerError, sentencepiece_processor
 from models.words import WordTokenizer
@@ -218,7 +220,8 @@ def _vocab_paths(model: MarianModel, given: list[Path] | None) -> list[Path]:
     return paths
 
 
-def _tokenizer(tokens: list[str], proto: bytes | None, side: str, extra: list[str], path: Path):
+def _tokenizer(tokens: list[str], proto: bytes | None, side: str, extra: list[str], path: Path,
+               bpe: tuple[Path, list[str] | None] | None = None):  # fmt: skip
     # a .json vocabulary may name them as Nematus does (Marian's DefaultVocab back-compat)
     nematus_names = path.suffix == ".json" and tokens[:2] == ["eos", "UNK"]
     if tokens[:2] != ["</s>", "<unk>"] and not nematus_names:
@@ -229,6 +232,15 @@ def _tokenizer(tokens: list[str], proto: bytes | None, side: str, extra: list[st
     if nematus_names:  # the bundle's vocabulary names its markers as markers
         tokens = ["</s>", "<unk>", *tokens[2:]]
     end = ["</s>"] if side == "source" else []
+    if bpe is not None:  # text segmented as subword-nmt's apply-bpe does, "@@ " undone
+        if proto is not None:
+            raise MarianError("--bpe-codes: the vocabularies are SentencePiece's (.spm)")
+        try:
+            return BpeTokenizer(tokens + extra, unk_id=1, codes_file=bpe[0],
+                                vocabulary=bpe[1] if side == "source" else None,
+                                end_tokens=end)  # fmt: skip
+        except TokenizerError as exc:
+            raise MarianError(f"--bpe-codes: {exc}") from None
     if proto is None:
         return WordTokenizer(tokens + extra, unk_id=1, lowercase=False,
                              split_punctuation=False, end_tokens=end)  # fmt: skip
@@ -262,8 +274,33 @@ def decoding(model: MarianModel, given: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _bpe(codes: Path | None, vocabulary: Path | None, threshold: int | None):
+    """``(codes, the pieces apply-bpe may output or None)``, or None without codes."""
+    if codes is None:
+        if vocabulary is not None or threshold is not None:
+            raise MarianError("--bpe-vocabulary / --bpe-vocabulary-threshold need --bpe-codes")
+        return None
+    if threshold is not None and vocabulary is None:
+        raise MarianError("--bpe-vocabulary-threshold needs --bpe-vocabulary")
+    if vocabulary is None:
+        return codes, None
+    try:
+        text = vocabulary.read_text(encoding="utf-8")
+        return codes, read_bpe_vocabulary(text, threshold)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MarianError(f"--bpe-vocabulary {vocabulary}: {exc}") from None
+    except TokenizerError as exc:
+        raise MarianError(f"--bpe-vocabulary {vocabulary}: {exc}") from None
+
+
 def marian_user_model(
-    path: Path, *, vocabs: list[Path] | None = None, options: dict[str, Any] | None = None
+    path: Path,
+    *,
+    vocabs: list[Path] | None = None,
+    options: dict[str, Any] | None = None,
+    bpe_codes: Path | None = None,
+    bpe_vocabulary: Path | None = None,
+    bpe_threshold: int | None = None,
 ) -> UserModel:
     """Load and validate a Marian s2s ``model.npz``; its modules with their declaration.
 
@@ -271,7 +308,11 @@ def marian_user_model(
     those the model was trained with); ``options``: ``normalize``, ``max-length-factor``,
     ``word-penalty``, ``allow-unk``, ``allow-special`` (let the byte pieces of control
     characters, ``<0x00>`` ... ``<0x1F>``, be produced) when not the model's
-    ``decoder.yml``'s or Marian's."""
+    ``decoder.yml``'s or Marian's; ``bpe_codes``: the subword-nmt codes the model's text
+    was segmented with (``bpe_vocabulary``, ``bpe_threshold``: apply-bpe's
+    ``--vocabulary``, ``--vocabulary-threshold``): the bundle then takes the text before
+    BPE and returns it with ``"@@ "`` undone (else: tokens in, tokens out, as Marian)."""
+    bpe = _bpe(bpe_codes, bpe_vocabulary, bpe_threshold)
     model = MarianModel.read(path)
     check_options(model)
     sizes = [int(v) for v in model.options["dim-vocabs"]]
@@ -295,8 +336,8 @@ def marian_user_model(
     names = ("<pad>", "<s>", "<marian:pad>", "<marian:bos>")
     extra = [n for n in names if n not in vocab[1][0]][:2]
     unused = [f"<marian:unused:{i}>" for i in range(sizes[0], sizes[1] + 1)]
-    source = _tokenizer(*vocab[0], "source", unused, paths[0])
-    target = _tokenizer(*vocab[1], "target", extra, paths[1])
+    source = _tokenizer(*vocab[0], "source", unused, paths[0], bpe)
+    target = _tokenizer(*vocab[1], "target", extra, paths[1], bpe)
     ids = {"eos": 0, "unk": 1, "pad": sizes[1], "bos": sizes[1] + 1}
     lstm = model.options.get("dec-cell", "gru") == "lstm"
     signature = Signature(
@@ -314,6 +355,8 @@ def marian_user_model(
         step.block(blocked)
     origin = {"converter": "marian", "model": str(path), "vocabs": [str(p) for p in paths],
               "never_produced": [vocab[1][0][i] for i in blocked]}  # fmt: skip
+    if bpe_codes is not None:
+        origin["bpe_codes"] = str(bpe_codes)
     return UserModel(
         encoder, step, source, target, ids, signature, origin=origin,
         decoding=decoding(model, options or {}),

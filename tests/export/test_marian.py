@@ -27,9 +27,9 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "marian"
 DATA = FIXTURE.parent / "fairseq" / "data"  # the 300 pairs the fixtures were trained on
 # each model's input: the word models read word tokens, the SentencePiece one raw text
 # (amun, nematus_deep: Nematus's format, export/nematus.py; amun and nematus_deep as
-# Nematus stores a model, amun_ln as Marian's trainer does)
+# Nematus stores a model, amun_ln as Marian's trainer does; amun reads subword-nmt BPE)
 MODELS = {"s2s_gru": DATA / "train.en", "s2s_deep": DATA / "train.en",
-          "s2s_lstm_spm": DATA / "raw.en", "amun": DATA / "train.en",
+          "s2s_lstm_spm": DATA / "raw.en", "amun": FIXTURE / "amun" / "train.bpe.en",
           "amun_ln": DATA / "train.en", "nematus_deep": DATA / "train.en"}  # fmt: skip
 # Marian prints 6 significant digits: -268.29 is within 0.005 of its float
 PRINTED = 6

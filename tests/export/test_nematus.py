@@ -8,7 +8,9 @@ test_marian.py; here: the options read off the weights, the same model with Mari
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -18,6 +20,9 @@ import yaml
 
 from export.convert import main
 from export.nematus import infer_options
+from service.bundle import load_bundle
+from service.loop import decode
+from service.sessions import RuntimeConfig
 from tests.export.test_marian import FIXTURE, MODELS, _decode, _marian, _set_option
 
 SOURCES = MODELS["nematus_deep"]
@@ -112,6 +117,48 @@ def test_nematus_untransposed_output_layer(tmp_path):
                  "--parity-limit", "20", "--beam-sentences", "2"]) == 0  # fmt: skip
     got = [t for ((t, _),) in _decode(out, "amun", 1)]
     assert got == [w[0]["text"] for w in _marian("amun", "greedy")]
+
+
+def test_bpe_codes_take_the_text_before_bpe(tmp_path):
+    """``--bpe-codes``: the bundle segments word-tokenised text as subword-nmt's apply-bpe
+    did for Marian (the fixture's train.bpe.en) and undoes ``"@@ "``: Marian's n-best
+    lists with their joins undone, the same scores."""
+    out = tmp_path / "o" / "1"
+    codes = FIXTURE.parent / "fairseq" / "data" / "bpe300.codes"
+    words = FIXTURE.parent / "fairseq" / "data" / "train.en"
+    assert main(["nematus", str(FIXTURE / "amun" / "model.npz"), "--bpe-codes", str(codes),
+                 "--out", str(out), "--parity-src", str(words), "--parity-limit", "20",
+                 "--beam-sentences", "2"]) == 0  # fmt: skip
+    bundle = load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
+    lines = words.read_text(encoding="utf-8").splitlines()
+    segmented = (FIXTURE / "amun" / "train.bpe.en").read_text(encoding="utf-8").splitlines()
+    assert [bundle.src_tokenizer.pieces(bundle.src_tokenizer.encode(x))[:-1] for x in lines] == [
+        x.split() for x in segmented
+    ]
+    options = dataclasses.replace(bundle.decoding, beam_size=5, n_best=5)
+    sources = [bundle.src_tokenizer.encode(x) for x in lines]
+    got = decode(bundle.model, sources, options=options, special=bundle.special)
+    want = _marian("amun", "beam5")
+    assert [[bundle.tgt_tokenizer.decode(h.tokens) for h in g] for g in got] == [
+        [re.sub(r"@@( |$)", "", h["text"]) for h in w] for w in want
+    ]
+    assert max(abs(h.score - m["score"]) for g, w in zip(got, want, strict=True)
+               for h, m in zip(g, w, strict=True)) < 1e-3  # fmt: skip
+    assert sum("@@" in h["text"] for w in want for h in w) > 1000  # joins were undone
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--bpe-vocabulary-threshold", "5"], "--bpe-vocabulary / --bpe-vocabulary-threshold need"),
+        (["--bpe-codes", "missing.codes"], "--bpe-codes: BPE codes missing.codes"),
+    ],
+)
+def test_bpe_flags_refused_in_one_line(tmp_path, capsys, extra, message):
+    argv = ["nematus", str(FIXTURE / "amun" / "model.npz"), "--out", str(tmp_path / "o"), *extra]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
 
 
 def _config(key: str, value):
