@@ -177,7 +177,8 @@ def build_modules(o: dict[str, Any], w: dict[str, Tensor]) -> tuple[MarianEncode
                  nematus=nematus) for i in range(1, base_depth + 1)]  # fmt: skip
     high = []
     for i in range(2, layers + 1):
-        cells = [Cell(w, f"decoder_l{i}_cell{j}", dec_cell, final=False, ln=ln, has_input=j == 1)
+        cells = [Cell(w, f"decoder_l{i}_cell{j}", dec_cell, final=False, ln=ln, has_input=j == 1,
+                      nematus=nematus)
                  for j in range(1, int(o.get("dec-cell-high-depth", 1)) + 1)]  # fmt: skip
         high.append(Stack(cells[0], cells[1:]))
     query = affine(w, "decoder_W_comb_att", None, norm, "decoder_att_gamma2",

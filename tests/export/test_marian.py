@@ -30,7 +30,8 @@ DATA = FIXTURE.parent / "fairseq" / "data"  # the 300 pairs the fixtures were tr
 # Nematus stores a model, amun_ln as Marian's trainer does; amun reads subword-nmt BPE)
 MODELS = {"s2s_gru": DATA / "train.en", "s2s_deep": DATA / "train.en",
           "s2s_lstm_spm": DATA / "raw.en", "amun": FIXTURE / "amun" / "train.bpe.en",
-          "amun_ln": DATA / "train.en", "nematus_deep": DATA / "train.en"}  # fmt: skip
+          "amun_ln": DATA / "train.en", "nematus_deep": DATA / "train.en",
+          "nematus_stack": DATA / "train.en"}  # fmt: skip
 # Marian prints 6 significant digits: -268.29 is within 0.005 of its float
 PRINTED = 6
 
