@@ -2,6 +2,12 @@
 Marian's default size, side by side in one run:
 
     python -m loadtest.marianbench --out loadtest/results/marian-vs-bundle
+    python -m loadtest.marianbench --shape wmt17 --out loadtest/results/nematus-vs-bundle
+
+``--shape wmt17``: the Edinburgh WMT17 systems' deep-transition Nematus shape at the same
+sizes instead (``--type nematus``, GRUNematus cells, encoder transition depth 4, decoder
+base depth 8, Nematus layer normalisation, tied target embeddings; about 20 minutes of
+training on 2 cores).
 
 Needs pymarian (``$MARIAN_VENV``, default ``/root/marian-venv``: built by
 ``tests/fixtures/marian/make_fixture.sh``); not part of CI.
@@ -37,6 +43,13 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "fixtures" / "fairseq" / "data"
 VOCAB = 16000
 DIMS = {"dim_emb": 512, "dim_rnn": 1024}
+# the model's Marian options besides its sizes
+SHAPES = {
+    "s2s": {"type": "s2s"},
+    "wmt17": {"type": "nematus", "enc_cell": "gru-nematus", "dec_cell": "gru-nematus",
+              "enc_cell_depth": 4, "dec_cell_base_depth": 8, "layer_normalization": True,
+              "tied_embeddings": True},
+}  # fmt: skip
 THREADS = 2
 MINI_BATCH = 32
 ALONE = 40
@@ -49,9 +62,10 @@ import json, sys, time
 from pymarian import Trainer, Translator
 job = json.loads(sys.argv[1])
 if job["train"]:
-    Trainer(type="s2s", model=job["model"], train_sets=job["train"], vocabs=job["vocabs"],
+    Trainer(model=job["model"], train_sets=job["train"], vocabs=job["vocabs"],
             after_epochs=job["epochs"], mini_batch=16, learn_rate=0.001,
-            cpu_threads=job["threads"], seed=1, quiet=True, **job["dims"]).train()
+            cpu_threads=job["threads"], seed=1, quiet=True, **job["dims"],
+            **job["shape"]).train()
     sys.exit(0)
 lines = open(job["sources"], encoding="utf-8").read().splitlines()
 out = {}
@@ -124,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="marianbench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="result files' stem")
     parser.add_argument(
+        "--shape", choices=sorted(SHAPES), default="s2s", help="the model's shape (s2s)"
+    )
+    parser.add_argument(
         "--marian-venv", type=Path, default=Path(os.environ.get("MARIAN_VENV", "/root/marian-venv"))
     )
     args = parser.parse_args(argv)
@@ -141,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
             _vocabulary(path, set(text.split()))
         job = {"model": str(work / "model.npz"), "vocabs": [str(v) for v in vocabs],
                "train": [str(DATA / "train.en"), str(DATA / "train.es")], "dims": DIMS,
-               "threads": THREADS, "epochs": EPOCHS}  # fmt: skip
+               "threads": THREADS, "epochs": EPOCHS,
+               "shape": SHAPES[args.shape]}  # fmt: skip
         _marian(args.marian_venv, job)
         bundle_dir = work / "bundle" / "1"
         flags = ["--parity-src", str(DATA / "train.en"), "--parity-limit", "20",
@@ -168,8 +186,10 @@ def main(argv: list[str] | None = None) -> int:
             "bundle_target_tokens": sum(len(t.split()) + 1 for t in o["texts"]),
         })  # fmt: skip
     meta = {"date": time.strftime("%Y-%m-%d"), "dims": DIMS, "vocab": VOCAB,
+            "shape": {"name": args.shape} | SHAPES[args.shape],
             "threads": THREADS, "mini_batch": MINI_BATCH, "cpu": _cpu(),
-            "command": "python -m loadtest.marianbench"}  # fmt: skip
+            "command": "python -m loadtest.marianbench"
+            + ("" if args.shape == "s2s" else f" --shape {args.shape}")}  # fmt: skip
     args.out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     table = [
         "| beam | same translations | target tokens Marian / bundle | Marian sent/s | "
@@ -186,7 +206,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     text = (
         f"# Marian's translator vs the bundle's decode loop ({meta['date']})\n\n"
-        f"`{meta['command']}` on {meta['cpu']}: Marian s2s, dim-emb 512, dim-rnn 1024, "
+        f"`{meta['command']}` on {meta['cpu']}: Marian "
+        + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in SHAPES[args.shape].items())
+        + ", dim-emb 512, dim-rnn 1024, "
         f"{VOCAB} tokens a side, {EPOCHS} epochs on the 300 pairs, their 300 sources, "
         f"{THREADS} threads each; Marian mini-batch "
         f"{MINI_BATCH}, the bundle one call of `service.loop.decode`.\n\n" + "\n".join(table) + "\n"
