@@ -150,6 +150,12 @@ def infer_options(path: Path, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
             f"{path}: stacked Nematus layers ({deep[0]}, ...: enc_depth/dec_depth > 1) are "
             "not supported (Marian cannot read them either)"
         )
+    factors = sorted(n for n in names if re.fullmatch(r"Wemb\d+", n))
+    if factors:
+        raise NematusError(
+            f"{path}: {factors[0]}: factored input (factors > 1) is not supported (Marian "
+            "cannot read it either)"
+        )
     if "Wemb_dec" not in names:
         raise NematusError(
             f"{path}: no Wemb_dec: tie_encoder_decoder_embeddings is not supported (Marian "

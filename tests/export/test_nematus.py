@@ -203,14 +203,15 @@ def _tf_dictionary(model: Path) -> None:
         (lambda m: (m / "model.npz.json").write_text("{"), "model.npz.json: not a Nematus config"),
         (_weights(add="encoder_2_U"), "stacked Nematus layers (encoder_2_U"),
         (_weights(drop="Wemb_dec"), "no Wemb_dec: tie_encoder_decoder_embeddings"),
+        (_weights(add="Wemb1"), "Wemb1: factored input (factors > 1) is not supported"),
         (_weights(add="ff_state_gamma"), "ff_state_gamma is Marian's layer normalisation"),
         (_weights(drop="decoder_c_tt"), "holds no special:model.yml (nor Nematus's decoder_c_tt)"),
         (_weights(drop="decoder_U_nl_drt_1_lns"), "weight 'decoder_cell3_U_lns' missing"),
         (_tf_dictionary, "starts ['<EOS>', '<GO>'], not Marian's </s> (0), <unk> (1) or Nematus's"),
     ],
     ids=["transformer", "deep-context", "deep-context-tf", "relu", "factors", "enc-depth",
-         "mixture", "n-words", "not-json", "stacked", "tied-enc-dec", "gamma", "no-marker",
-         "missing-weight", "tf-dictionary"],
+         "mixture", "n-words", "not-json", "stacked", "tied-enc-dec", "factored", "gamma",
+         "no-marker", "missing-weight", "tf-dictionary"],
 )  # fmt: skip
 def test_what_the_bundle_cannot_read_is_refused_in_one_line(tmp_path, capsys, edit, message):
     model = _model(tmp_path)
