@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from export.convert import EOLE_DECODING, main
+from export.convert import main
+from export.eole import EOLE_DECODING
 from export.parity import max_abs_diff
 from service.bundle import load_bundle
 from service.loop import decode
