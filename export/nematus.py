@@ -79,7 +79,9 @@ def _nematus_map(enc_cell_depth: int, dec_base_depth: int) -> dict[str, str]:
 
 def marian_names(arrays: dict[str, np.ndarray], options: dict[str, Any]) -> dict[str, np.ndarray]:
     """``arrays`` under the names Marian gives them when it loads a model of
-    ``options["type"]`` (``amun`` or ``nematus``), Nematus's bookkeeping dropped."""
+    ``options["type"]`` (``amun`` or ``nematus``), Nematus's bookkeeping dropped, and its
+    vectors (Nematus stores biases and normalisation parameters 1-D) made ``(1, N)`` rows
+    as Marian makes them."""
     if options["type"] == "amun":
         names = dict(_AMUN)
         if options.get("tied-embeddings-src") or options.get("tied-embeddings-all"):
@@ -88,7 +90,8 @@ def marian_names(arrays: dict[str, np.ndarray], options: dict[str, Any]) -> dict
         names = _nematus_map(
             int(options.get("enc-cell-depth", 1)), int(options.get("dec-cell-base-depth", 2))
         )
-    return {names.get(k, k): v for k, v in arrays.items() if k not in DROPPED}
+    return {names.get(k, k): v.reshape(1, -1) if v.ndim == 1 else v
+            for k, v in arrays.items() if k not in DROPPED}  # fmt: skip
 
 
 def _depth(names: set[str], pattern: str) -> int:

@@ -161,6 +161,26 @@ def test_bpe_flags_refused_in_one_line(tmp_path, capsys, extra, message):
     assert err.count("\n") == 1 and message in err, err
 
 
+@pytest.mark.parametrize("name", ["amun", "nematus_deep"])
+def test_nematus_stores_vectors_1d(tmp_path, name):
+    """Nematus (Theano, and TensorFlow's converted checkpoints) stores every bias and
+    normalisation parameter 1-D, its bookkeeping (``decoder_c_tt`` ``zeros(1)``,
+    ``uidx``, ``history_errs``) beside them; Marian makes the vectors ``(1, N)`` rows on
+    load: so does the converter (Marian's translations)."""
+    model = _model(tmp_path, name)
+    path = model / "model.npz"
+    arrays = {k: v.reshape(-1) if v.shape[0] == 1 else v for k, v in _arrays(path).items()}
+    arrays |= {"decoder_c_tt": np.zeros(1, np.float32), "uidx": np.array(1234),
+               "history_errs": np.zeros(0, np.float32)}  # fmt: skip
+    assert sum(v.ndim == 1 for v in arrays.values()) > 10
+    np.savez(path, **arrays)
+    out = tmp_path / "o" / "1"
+    assert main(["nematus", str(path), "--out", str(out), "--parity-src", str(MODELS[name]),
+                 "--parity-limit", "20", "--beam-sentences", "2"]) == 0  # fmt: skip
+    got = [t for ((t, _),) in _decode(out, name, 1)]
+    assert got == [w[0]["text"] for w in _marian(name, "greedy")]
+
+
 def _config(key: str, value):
     def edit(model: Path) -> None:
         path = model / "model.npz.json"
