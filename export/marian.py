@@ -175,12 +175,18 @@ def read_vocabulary(path: Path, size: int) -> tuple[list[str], bytes | None]:
             )
         if number < size:
             by_id[number] = str(token)
+    if path.suffix == ".json":  # Marian: a JSON vocabulary's unnamed 0 and 1 are EOS, UNK
+        for number, name in enumerate(NEMATUS_UNNAMED):
+            by_id.setdefault(number, name)
     if sorted(by_id) != list(range(len(by_id))):
         missing = min(set(range(len(by_id))) - set(by_id))
         raise MarianError(f"vocabulary {path}: no token has id {missing}")
     return [by_id[i] for i in range(len(by_id))], None
 
 
+# the names of a JSON vocabulary's ids 0 and 1 when it has none (Nematus's dictionary
+# builder overwrote its "eos" with a word "eos": Marian reads ids 0, 1 as EOS, UNK)
+NEMATUS_UNNAMED = ("<nematus:eos>", "<nematus:unk>")
 # what Marian never produces unless --allow-special: the byte pieces of control
 # characters (DefaultVocab / SentencePieceVocab::populateControlChars)
 CONTROL = tuple(f"<0x{i:02X}>" for i in range(32))
@@ -223,15 +229,19 @@ def _vocab_paths(model: MarianModel, given: list[Path] | None) -> list[Path]:
 def _tokenizer(tokens: list[str], proto: bytes | None, side: str, extra: list[str], path: Path,
                bpe: tuple[Path, list[str] | None] | None = None):  # fmt: skip
     # a .json vocabulary may name them as Nematus does (Marian's DefaultVocab back-compat)
-    nematus_names = path.suffix == ".json" and tokens[:2] == ["eos", "UNK"]
+    nematus_names = (
+        path.suffix == ".json"
+        and tokens[0] in ("eos", NEMATUS_UNNAMED[0])
+        and tokens[1] in ("UNK", NEMATUS_UNNAMED[1])
+    )
     if tokens[:2] != ["</s>", "<unk>"] and not nematus_names:
         raise MarianError(
             f"the {side} vocabulary starts {tokens[:2]}, not Marian's </s> (0), <unk> (1)"
             + (" or Nematus's eos, UNK" if path.suffix == ".json" else "")
         )
-    if nematus_names:  # the bundle's vocabulary names its markers as markers
-        tokens = ["</s>", "<unk>", *tokens[2:]]
-    end = ["</s>"] if side == "source" else []
+    if nematus_names and side == "target":  # the bundle names its markers as markers;
+        tokens = ["</s>", "<unk>", *tokens[2:]]  # the source keeps Marian's reading of text
+    end = tokens[:1] if side == "source" else []
     if bpe is not None:  # text segmented as subword-nmt's apply-bpe does, "@@ " undone
         if proto is not None:
             raise MarianError("--bpe-codes: the vocabularies are SentencePiece's (.spm)")

@@ -181,6 +181,33 @@ def test_nematus_stores_vectors_1d(tmp_path, name):
     assert got == [w[0]["text"] for w in _marian(name, "greedy")]
 
 
+def test_nematus_dictionaries_read_text_as_marian_does(tmp_path):
+    """Marian's reading of a Nematus dictionary (``DefaultVocab``, ``.json``): the word
+    ``eos`` is id 0, EOS, wherever it stands in a sentence, ``</s>`` is no word of it
+    (unknown), and unnamed ids 0 and 1 are EOS and UNK (Nematus's builder lets a corpus
+    word ``eos`` take id 0's name away); the target's markers are named ``</s>``,
+    ``<unk>`` in the bundle."""
+    model = _model(tmp_path)
+    vocab = model / "vocab.en.json"
+    entries = json.loads(vocab.read_text())
+    out = tmp_path / "o" / "1"
+    flags = ["--parity-limit", "3", "--beam-sentences", "1"]
+    assert main(["nematus", str(model / "model.npz"), "--out", str(out), *flags]) == 0
+    bundle = load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
+    src = bundle.src_tokenizer
+    assert src.encode("the eos </s>") == [entries["the"], 0, 1, 0]
+    assert bundle.tgt_tokenizer.pieces([0, 1]) == ["</s>", "<unk>"]
+    # the word "eos" took id 0's name: a word at id 30, id 0 unnamed
+    entries["eos"], moved = 30, next(w for w, i in entries.items() if i == 30)
+    del entries[moved]
+    vocab.write_text(json.dumps(entries))
+    again = tmp_path / "p" / "1"
+    assert main(["nematus", str(model / "model.npz"), "--out", str(again), *flags]) == 0
+    src = load_bundle(again, RuntimeConfig(providers=("cpu",), intra_op_threads=1)).src_tokenizer
+    assert src.encode("the eos") == [entries["the"], 30, 0]
+    assert src.encode(moved) == [1, 0]
+
+
 def _config(key: str, value):
     def edit(model: Path) -> None:
         path = model / "model.npz.json"
