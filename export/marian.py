@@ -163,7 +163,9 @@ def read_vocabulary(path: Path, size: int) -> tuple[list[str], bytes | None]:
         else:
             entries = {line: str(i) for i, line in enumerate(text.splitlines())}
     except (UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise MarianError(f"vocabulary {path}: not a Marian vocabulary ({exc})") from None
+        raise MarianError(
+            f"vocabulary {path}: not a Marian vocabulary ({first_line(exc)})"
+        ) from None
     if not isinstance(entries, dict) or not entries:
         raise MarianError(f"vocabulary {path}: not a 'token: id' map (.yml, .json or .spm)")
     by_id: dict[int, str] = {}

@@ -190,15 +190,34 @@ def infer_options(path: Path, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
         "dim-vocabs": [int(arrays["Wemb"].shape[0]), int(arrays["Wemb_dec"].shape[0])],
     }
     config = read_config(path)
-    given = {  # TensorFlow Nematus's names, else the Theano-era ones
-        "n_words_src": (config.get("source_vocab_sizes") or [config.get("n_words_src")])[0],
-        "n_words": config.get("target_vocab_size", config.get("n_words")),
-    }
-    for key, rows in zip(given, options["dim-vocabs"], strict=True):
-        if given[key] not in (None, rows):
-            raise NematusError(
-                f"{path}: its config says {key} {given[key]}, its embeddings have {rows} rows"
-            )
-    if config.get("dictionaries"):
-        options["vocabs"] = [str(d) for d in config["dictionaries"]]
+    found = path.with_name(path.name + ".json")
+    state = arrays.get("encoder_U")
+    facts = (  # Nematus's config keys (TensorFlow's, then the Theano-era ones), the weights'
+        (("source_vocab_sizes", "n_words_src"), options["dim-vocabs"][0]),
+        (("target_vocab_size", "n_words"), options["dim-vocabs"][1]),
+        (("embedding_size", "dim_word"), int(arrays["Wemb"].shape[-1])),
+        (("state_size", "dim"), None if state is None else int(state.shape[0])),
+        (("rnn_enc_transition_depth", "enc_recurrence_transition_depth"), enc_depth),
+        (("rnn_dec_base_transition_depth", "dec_base_recurrence_transition_depth"), dec_depth),
+        (("rnn_layer_normalization", "layer_normalisation", "use_layer_norm"), ln),
+        (("tie_decoder_embeddings",), options["tied-embeddings"]),
+    )
+    for keys, actual in facts:
+        for key in (k for k in keys if k in config and actual is not None):
+            value = config[key]
+            if key == "source_vocab_sizes" and isinstance(value, list) and value:
+                value = value[0]  # one size a factor
+            if type(value) is not type(actual):
+                kind = "true or false" if isinstance(actual, bool) else "a whole number"
+                raise NematusError(f"{found}: {key} {config[key]!r} is not {kind}")
+            if value != actual:
+                raise NematusError(
+                    f"{found}: {key} {value!r} disagrees with the model's weights ({actual!r}): "
+                    "is it this model's config?"
+                )
+    dictionaries = config.get("dictionaries")
+    if dictionaries is not None:
+        if not isinstance(dictionaries, list) or not all(isinstance(d, str) for d in dictionaries):
+            raise NematusError(f"{found}: dictionaries {dictionaries!r} is not a list of paths")
+        options["vocabs"] = dictionaries
     return options
