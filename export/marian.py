@@ -332,6 +332,9 @@ def marian_user_model(
     vocab = [read_vocabulary(p, n) for p, n in zip(paths, sizes, strict=True)]
     try:
         encoder, step = build_modules(model.options, model.weights)
+        with torch.no_grad():  # one sentence of two tokens, one step: shapes that do not fit
+            memory, hidden = encoder(torch.zeros(1, 2, dtype=torch.long), torch.tensor([2]))
+            step(torch.zeros(1, dtype=torch.long), hidden, memory, torch.ones(1, 2, dtype=bool))
     except KeyError as exc:
         raise MarianError(f"{path}: weight {exc} missing: not a Marian s2s model") from None
     except (RuntimeError, ValueError, TypeError, IndexError) as exc:

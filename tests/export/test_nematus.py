@@ -263,12 +263,13 @@ def _tf_dictionary(model: Path) -> None:
         (_weights(add="ff_state_gamma"), "ff_state_gamma is Marian's layer normalisation"),
         (_weights(drop="decoder_c_tt"), "holds no special:model.yml (nor Nematus's decoder_c_tt)"),
         (_weights(drop="decoder_U_nl_drt_1_lns"), "weight 'decoder_cell3_U_lns' missing"),
+        (_weights(add="decoder_U_att"), "weights do not fit an s2s model: mat1 and mat2 shapes"),
         (_tf_dictionary, "starts ['<EOS>', '<GO>'], not Marian's </s> (0), <unk> (1) or Nematus's"),
     ],
     ids=["transformer", "deep-context", "deep-context-tf", "relu", "factors", "enc-depth",
          "mixture", "n-words", "n-words-str", "tf-sizes", "dim", "depth", "ln", "tied",
          "dictionaries-str", "dictionary-not-json", "not-json", "stacked", "tied-enc-dec",
-         "factored", "gamma", "no-marker", "missing-weight", "tf-dictionary"],
+         "factored", "gamma", "no-marker", "missing-weight", "misshapen-weight", "tf-dictionary"],
 )  # fmt: skip
 def test_what_the_bundle_cannot_read_is_refused_in_one_line(tmp_path, capsys, edit, message):
     model = _model(tmp_path)
