@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -12,7 +13,10 @@ import torch
 
 from models.config import ModelConfig
 from models.seq2seq import Seq2Seq
+from service.bundle import load_bundle
+from service.loop import decode
 from service.pool import MemoryPool
+from service.sessions import RuntimeConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "models" / "sample"
@@ -181,3 +185,16 @@ def one_error_line(capsys) -> str:
     assert len(lines) == 1, err
     assert lines[0].startswith("nmt-export: error:"), err
     return lines[0]
+
+
+def assert_decodes_alone_as_batched(bundle_dir: Path, lines: list[str]) -> None:
+    """Each of ``lines`` decodes bit for bit alike (tokens and scores) alone and in one
+    batch with the others, greedy and beam 3, with the bundle's decoding defaults."""
+    bundle = load_bundle(bundle_dir, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
+    sources = [bundle.src_tokenizer.encode(line) for line in lines]
+    for beam in (1, 3):
+        options = dataclasses.replace(bundle.decoding, beam_size=beam, n_best=beam)
+        batched = decode(bundle.model, sources, options=options, special=bundle.special)
+        for source, together in zip(sources, batched, strict=True):
+            (alone,) = decode(bundle.model, [source], options=options, special=bundle.special)
+            assert [(h.tokens, h.score) for h in alone] == [(h.tokens, h.score) for h in together]

@@ -20,6 +20,7 @@ from export.convert import main
 from service.bundle import load_bundle
 from service.loop import decode
 from service.sessions import RuntimeConfig
+from tests.export.helpers import assert_decodes_alone_as_batched
 from tests.service.server_fixtures import ServerFactory
 from tests.service.server_helpers import proto_options, stub_for
 
@@ -128,15 +129,8 @@ def test_a_sentence_decodes_the_same_alone_and_batched(converted):
     products of two rows (``export.modules.weighted_sum``), whose order neither the
     batch size nor the padding changes."""
     name, out = converted
-    bundle = load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
     lines = MODELS[name][1].read_text(encoding="utf-8").splitlines()[:60]
-    sources = [bundle.src_tokenizer.encode(line) for line in lines]
-    for beam in (1, 3):
-        options = dataclasses.replace(bundle.decoding, beam_size=beam, n_best=beam)
-        batched = decode(bundle.model, sources, options=options, special=bundle.special)
-        for source, together in zip(sources, batched, strict=True):
-            (alone,) = decode(bundle.model, [source], options=options, special=bundle.special)
-            assert [(h.tokens, h.score) for h in alone] == [(h.tokens, h.score) for h in together]
+    assert_decodes_alone_as_batched(out, lines)
 
 
 def test_generation_flags_as_fairseq_interactive_applies_them(tmp_path):
