@@ -299,9 +299,7 @@ def _bpe(codes: Path | None, vocabulary: Path | None, threshold: int | None):
     try:
         text = vocabulary.read_text(encoding="utf-8")
         return codes, read_bpe_vocabulary(text, threshold)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MarianError(f"--bpe-vocabulary {vocabulary}: {exc}") from None
-    except TokenizerError as exc:
+    except (OSError, UnicodeDecodeError, TokenizerError) as exc:
         raise MarianError(f"--bpe-vocabulary {vocabulary}: {exc}") from None
 
 
