@@ -3,7 +3,8 @@
 MODEL_DIR/config.yaml --out ...`` (:mod:`export.joeynmt`), ``nmt-convert fairseq
 checkpoint_best.pt --out ...`` (:mod:`export.fairseq`) and ``nmt-convert marian
 model.npz --out ...`` (:mod:`export.marian`; Nematus-format models too, also as
-``nmt-convert nematus``: :mod:`export.nematus`).
+``nmt-convert nematus``: :mod:`export.nematus`); ``nmt-convert ensemble BUNDLE BUNDLE
+... --out ...`` composes bundles into one ensemble (:mod:`export.ensemble`).
 
 Converters in CTranslate2's shape: load the checkpoint, refuse (by name) every option
 the bundle cannot express, then write the bundle through the same gate as every other
@@ -239,6 +240,62 @@ def _fairseq_parser(sub) -> None:
     add_bundle_arguments(parser)
 
 
+def _ensemble_parser(sub) -> None:
+    from export.ensemble import COMBINE
+
+    parser = sub.add_parser(
+        "ensemble",
+        help="several bundles (e.g. converted Marian, Nematus, fairseq or OpenNMT-py models) "
+        "decoded as one ensemble",
+        description="Compose bundles that share their tokenizers, vocabularies and decoding "
+        "defaults into one bundle that decodes with all of them: each step ranks the "
+        "candidates by the members' combined log-probs (log-linear: sum of w_i log p_i, "
+        "as Marian --models/--weights, Nematus, OpenNMT-py -model a b with w = 1/n; "
+        "linear: log sum of w_i p_i, as fairseq --path a:b with w = 1/n). Gated against "
+        "the members' own sessions combined in numpy.",
+    )
+    parser.add_argument("bundles", type=Path, nargs="+", metavar="BUNDLE",
+                        help="member bundle directories (at least two)")  # fmt: skip
+    parser.add_argument(
+        "--combine",
+        choices=COMBINE,
+        default=COMBINE[0],
+        help="how the members' log-probs are combined (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--weights",
+        type=float,
+        nargs="+",
+        metavar="W",
+        help="one weight per bundle, used as given (default: 1 each for log-linear, "
+        "Marian's; 1/n each for linear, fairseq's; 1/n each log-linear is OpenNMT-py's)",
+    )
+    parser.add_argument(
+        "--out", type=Path, required=True, help="bundle directory, e.g. model_repository/en-es/9"
+    )
+    parser.add_argument("--force", action="store_true", help="replace a non-empty --out")
+    parser.add_argument(
+        "--parity-src",
+        type=Path,
+        help="source sentences for the gate (default: random token sequences)",
+    )
+    parser.add_argument(
+        "--parity-limit", type=int, help="use only the first N parity sentences for greedy"
+    )
+    parser.add_argument(
+        "--beam-sentences",
+        type=int,
+        default=200,
+        help="sentences the beam check decodes (>= 1; default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-source-tokens",
+        type=int,
+        help="longest source the server accepts (default and most: the members' least)",
+    )
+    parser.add_argument("--name", help="model name (default: parent dir of --out)")
+
+
 _SUPPORTED = (
     "rnn/brnn encoders, LSTM/GRU, any layer count, StdRNN and InputFeed decoders, "
     "dot/general/mlp attention, bridge; whitespace tokens or the sentencepiece / "
@@ -317,7 +374,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_bundle_arguments(joey)
     _fairseq_parser(sub)
     _marian_parser(sub)
+    _ensemble_parser(sub)
     args = show_defaults(parser).parse_args(argv)
+    if args.framework == "ensemble":
+        return _ensemble(args)
     problem = check_bundle_arguments(args)
     if problem:
         print(f"nmt-convert: error: {problem}", file=sys.stderr)
@@ -366,6 +426,33 @@ def main(argv: Sequence[str] | None = None) -> int:
             tgt_subword_model=args.tgt_subword_model,
             framework=args.framework,
             **options,
+        )
+
+    return run_export("nmt-convert", export, args.out)
+
+
+def _ensemble(args: argparse.Namespace) -> int:
+    from export.ensemble import write_ensemble
+
+    for flag, value in (("--beam-sentences", args.beam_sentences),
+                        ("--parity-limit", args.parity_limit),
+                        ("--max-source-tokens", args.max_source_tokens)):  # fmt: skip
+        if value is not None and value < 1:
+            print(f"nmt-convert: error: {flag} must be >= 1, got {value}", file=sys.stderr)
+            return 2
+
+    def export() -> dict:
+        return write_ensemble(
+            args.bundles,
+            args.out,
+            weights=args.weights,
+            combine=args.combine,
+            force=args.force,
+            parity_src=args.parity_src,
+            parity_limit=args.parity_limit,
+            beam_sentences=args.beam_sentences,
+            name=args.name,
+            max_source_tokens=args.max_source_tokens,
         )
 
     return run_export("nmt-convert", export, args.out)

@@ -32,7 +32,7 @@ class ExportError(RuntimeError):
 log = logging.getLogger(__name__)
 
 
-def _staging_dir(parent: Path) -> Path:
+def staging_dir(parent: Path) -> Path:
     """A fresh directory beside the bundle, renamed into place when the gate passes.
 
     ``mkdtemp`` makes it 0700, which a bundle must not keep: the server may run as another
@@ -157,7 +157,7 @@ def write_bundle(
     config = bundle_config(model)
     config.check_vocabularies(src_tokenizer.vocab_size, tgt_tokenizer.vocab_size)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _staging_dir(out.parent)
+    tmp = staging_dir(out.parent)
     try:
         started = time.monotonic()
         log.info("tracing the encoder and one decoder step to ONNX")
@@ -233,7 +233,7 @@ def write_bundle(
         }
         (tmp / spec.MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
         log.info("loading the bundle as nmt-serve will")
-        _loads_as_served(tmp)
+        loads_as_served(tmp)
         if out.is_dir():
             shutil.rmtree(out)
         elif out.exists():
@@ -245,7 +245,7 @@ def write_bundle(
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _loads_as_served(bundle_dir: Path) -> None:
+def loads_as_served(bundle_dir: Path) -> None:
     """The server's own loader must accept what was written (tokenizers with these special
     ids, decoding defaults, graph I/O); a bundle it would refuse is not written."""
     from service.bundle import BundleError, load_bundle
@@ -285,7 +285,7 @@ def _make_variant(
     references = references[:limit] if limit else references
     if len(references) != len(sources):
         raise ExportError(f"{len(references)} references for {len(sources)} parity sentences")
-    dst = _staging_dir(out.parent)
+    dst = staging_dir(out.parent)
     try:
         log.info("%s: writing the variant of the fp32 graphs", precision)
         write_variant(fp32_dir, dst)

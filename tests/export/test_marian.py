@@ -20,7 +20,7 @@ from models.scoring import ScoringRules
 from service.bundle import load_bundle
 from service.loop import decode
 from service.sessions import RuntimeConfig
-from tests.export.helpers import assert_decodes_alone_as_batched
+from tests.export.helpers import assert_decodes_alone_as_batched, printed_score_errors
 from tests.service.server_fixtures import ServerFactory
 from tests.service.server_helpers import proto_options, stub_for
 
@@ -34,8 +34,6 @@ MODELS = {"s2s_gru": DATA / "train.en", "s2s_deep": DATA / "train.en",
           "amun_ln": DATA / "train.en", "nematus_deep": DATA / "train.en",
           "nematus_stack": DATA / "train.en"}  # fmt: skip
 NEMATUS_DICTIONARIES = {"amun", "nematus_deep"}  # eos 0, UNK 1 (.json)
-# Marian prints 6 significant digits: -268.29 is within 0.005 of its float
-PRINTED = 6
 
 
 def _argv(name: str, out: Path, *extra: str) -> list[str]:
@@ -71,17 +69,6 @@ def _differ(got, want) -> list[int]:
             if [t for t, _ in g] != [h["text"] for h in w]]  # fmt: skip
 
 
-def _score_errors(got, want) -> np.ndarray:
-    """Each score's distance from Marian's beyond the rounding of its print (half its
-    last digit): what float32 arithmetic in another order leaves."""
-    out = []
-    for g, w in zip(got, want, strict=True):
-        for (_, score), h in zip(g, w, strict=True):
-            digit = 10.0 ** (np.floor(np.log10(abs(h["score"]))) + 1 - PRINTED)
-            out.append(max(abs(score - h["score"]) - digit / 2, 0.0))
-    return np.array(out)
-
-
 def test_manifest_records_marian_and_its_rules(converted):
     name, out = converted
     manifest = json.loads((out / "manifest.json").read_text())
@@ -113,7 +100,7 @@ def test_beam_is_marians_with_its_scores(converted):
     name, out = converted
     got, want = _decode(out, name, 5), _marian(name, "beam5")
     assert _differ(got, want) == []
-    errors = _score_errors(got, want)
+    errors = printed_score_errors(got, want)
     assert len(errors) == 1500 and np.all(np.isfinite(errors)) and errors.max() < 1e-4
     # some lists run into the length limit (3 x source tokens, EOS counted): those
     # hypotheses end without EOS, as Marian ends them
@@ -166,7 +153,7 @@ def test_decoder_flags_as_marian_applies_them(tmp_path):
     assert (decoding["length_penalty"], decoding["max_length_ratio"]) == (0.6, 1.0)
     got, want = _decode(out, "s2s_gru", 4), _marian("s2s_gru", "options")
     assert _differ(got, want) == []
-    assert _score_errors(got, want).max() < 1e-4
+    assert printed_score_errors(got, want).max() < 1e-4
     sources = [len(line.split()) + 1 for line in MODELS["s2s_gru"].read_text().splitlines()]
     assert all(len(h["text"].split()) <= n for w, n in zip(want, sources, strict=True) for h in w)
 

@@ -1,0 +1,370 @@
+"""``nmt-convert ensemble`` against Marian's own ensembles (tests/fixtures/marian/ensembles,
+decoded by Marian with ``--models a b ... --weights ...``; no Marian import here), its gate
+against wrong combinations and NaN, its refusals, and ensembles of this project's model
+variants (coverage, local-p, LSTM + GRU) served like any bundle."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from export import ensemble_graphs
+from export.convert import main
+from export.ensemble import EnsembleError, Member, validate
+from export.spec import BundleConfig
+from service.bundle import load_bundle, sha256_file
+from service.decoding import pad_batch
+from service.loop import decode
+from service.runtime import OnnxModel
+from service.sessions import RuntimeConfig
+from tests.export.helpers import (
+    SAMPLE,
+    assert_decodes_alone_as_batched,
+    cli_args,
+    printed_score_errors,
+    tiny_model,
+)
+from tests.service.server_fixtures import ServerFactory
+from tests.service.server_helpers import stub_for
+
+MARIAN = Path(__file__).resolve().parents[1] / "fixtures" / "marian"
+SOURCES = MARIAN.parent / "fairseq" / "data" / "train.en"  # word tokens, the members' input
+# as tests/fixtures/marian/make_outputs.py's ENSEMBLES: members and Marian's --weights
+ENSEMBLES = {
+    "gru_deep_stack": (["s2s_gru", "s2s_deep", "nematus_stack"], [1.0, 1.0, 1.0]),
+    "gru_amunln_weighted": (["s2s_gru", "amun_ln"], [1.0, 0.5]),
+}
+CPU = RuntimeConfig(providers=("cpu",), intra_op_threads=1)
+
+
+@pytest.fixture(scope="module")
+def members(tmp_path_factory) -> dict[str, Path]:
+    """The Marian fixtures the ensembles use, converted (small gates: their own tests
+    check them against Marian in full)."""
+    root = tmp_path_factory.mktemp("members")
+    out = {}
+    for name in sorted({m for names, _ in ENSEMBLES.values() for m in names}):
+        path = root / name / "1"
+        argv = ["marian", str(MARIAN / name / "model.npz"), "--out", str(path), "--parity-src",
+                str(SOURCES), "--parity-limit", "40", "--beam-sentences", "5"]  # fmt: skip
+        assert main(argv) == 0
+        out[name] = path
+    return out
+
+
+def _ensemble(members: dict[str, Path], out: Path, names, *extra: str) -> list[str]:
+    return ["ensemble", *(str(members[n]) for n in names), "--out", str(out),
+            "--parity-src", str(SOURCES), "--beam-sentences", "20", *extra]  # fmt: skip
+
+
+@pytest.fixture(scope="module", params=sorted(ENSEMBLES))
+def ensembled(request, members, tmp_path_factory):
+    names, weights = ENSEMBLES[request.param]
+    out = tmp_path_factory.mktemp("ensemble") / request.param / "1"
+    assert main(_ensemble(members, out, names, "--weights", *map(str, weights))) == 0
+    return request.param, out
+
+
+def _marian(name: str, run: str) -> list[list[dict]]:
+    data = json.loads((MARIAN / "ensembles" / name / f"{run}.json").read_text(encoding="utf-8"))
+    names, weights = ENSEMBLES[name]
+    # the fixture was decoded with the members and weights this test composes
+    assert f"weights={weights!r}" in data["command"]
+    assert all(f"'{n}/model.npz'" in data["command"] for n in names)
+    return data["outputs"]
+
+
+def _decode(out: Path, beam: int, lines: list[str]) -> list[list[tuple[str, float]]]:
+    bundle = load_bundle(out, CPU)
+    options = dataclasses.replace(bundle.decoding, beam_size=beam, n_best=beam)
+    sources = [bundle.src_tokenizer.encode(line) for line in lines]
+    nbest = decode(bundle.model, sources, options=options, special=bundle.special)
+    return [[(bundle.tgt_tokenizer.decode(h.tokens), h.score) for h in hyps] for hyps in nbest]
+
+
+@pytest.mark.parametrize(("run", "beam"), [("greedy", 1), ("beam5", 5)])
+def test_ensemble_is_marians_with_its_scores(ensembled, run, beam):
+    """Greedy and 5-best lists of all 300 sources as Marian's ensemble gives them (its
+    shrinking beam and length limit, from the members' decoding defaults), each score
+    Marian's weighted sum of the members' log-probs."""
+    name, out = ensembled
+    want = _marian(name, run)
+    got = _decode(out, beam, SOURCES.read_text(encoding="utf-8").splitlines())
+    differ = [i for i, (g, w) in enumerate(zip(got, want, strict=True))
+              if [t for t, _ in g] != [h["text"] for h in w]]  # fmt: skip
+    assert differ == [] and len(got) == 300
+    errors = printed_score_errors(got, want)
+    assert len(errors) == 300 * beam and np.all(np.isfinite(errors)) and errors.max() < 1e-4
+    # and the ensemble is not one of its members: Marian's members disagree on the best
+    members = [f"F{i}" for i in range(len(ENSEMBLES[name][0]))]
+    assert any(w[0]["score"] != w[0][members[0]] for w in want)
+
+
+def test_manifest_records_the_members(ensembled, members):
+    name, out = ensembled
+    names, weights = ENSEMBLES[name]
+    manifest = json.loads((out / "manifest.json").read_text())
+    source = manifest["source_model"]
+    assert source["framework"] == "ensemble" and source["weights"] == weights
+    assert source["combine"] == "log-linear"
+    assert [m["path"] for m in source["members"]] == [str(members[n]) for n in names]
+    own = [json.loads((members[n] / "manifest.json").read_text()) for n in names]
+    assert manifest["parameters"] == sum(m["parameters"] for m in own)
+    assert manifest["decoding"] == own[0]["decoding"]
+    assert manifest["max_source_tokens"] == min(m["max_source_tokens"] for m in own)
+    want = [f"m{i}_{s}" for i, m in enumerate(own) for s in m["state_names"]]
+    assert manifest["state_names"] == want
+    assert (
+        manifest["parity"]["greedy_mismatches"] == 0
+        and manifest["parity"]["greedy_sentences"] == 300
+    )
+    assert manifest["parity"]["reference"] == "members"
+    for f, digest in manifest["files"].items():
+        assert sha256_file(out / f) == digest
+    memory = manifest["graphs"]["encoder"]["outputs"][0]
+    widths = [m["graphs"]["encoder"]["outputs"][0]["shape"][-1] for m in own]
+    assert memory["name"] == "memory" and memory["shape"][-1] == sum(widths)
+
+
+def test_a_sentence_decodes_the_same_alone_and_batched(ensembled):
+    _, out = ensembled
+    assert_decodes_alone_as_batched(out, SOURCES.read_text(encoding="utf-8").splitlines()[:40])
+
+
+def test_served_through_the_grpc_server(members, tmp_path):
+    """The ensemble as nmt-serve loads it (greedy steps, lanes, the real gRPC server):
+    Marian's ensemble translations."""
+    names, weights = ENSEMBLES["gru_amunln_weighted"]
+    out = tmp_path / "repo" / "ens" / "1"
+    assert main(_ensemble(members, out, names, "--weights", *map(str, weights))) == 0
+    factory = ServerFactory(tmp_path / "repo")
+    try:
+        server = factory()
+        channel, stub = stub_for(server.port)
+        from nmt_api.nmt.v1 import translator_pb2 as pb
+
+        texts = SOURCES.read_text(encoding="utf-8").splitlines()[:12]
+        reply = stub.Translate(pb.TranslateRequest(texts=texts), timeout=60)
+        want = _marian("gru_amunln_weighted", "greedy")
+        assert [t.hypotheses[0].text for t in reply.translations] == [
+            w[0]["text"] for w in want[:12]
+        ]
+        channel.close()
+    finally:
+        factory.close()
+
+
+def _full_log_probs(model: OnnxModel, enc, rows, prev, config: BundleConfig) -> np.ndarray:
+    """``(rows, V)`` float64: the step's top-k over the whole vocabulary, EOS included."""
+    vocab = config.tgt_vocab_size
+    out = model.step(prev_tokens=prev, parent_rows=rows, row_sentence=rows, memory=enc.memory,
+                     keys=enc.keys, mask=enc.mask, states=enc.states, top_k=vocab)  # fmt: skip
+    full = np.full((len(rows), vocab), np.nan)
+    np.put_along_axis(full, out.topk_ids, out.topk_values, axis=1)
+    full[:, config.eos_id] = out.eos_values
+    return full
+
+
+def test_linear_is_the_mean_of_the_members_probabilities(members, tmp_path):
+    """``--combine linear`` (fairseq's rule): each log-prob is ``log mean_i p_i`` of the
+    members' own, computed here in float64 from the member bundles."""
+    names = ["s2s_gru", "s2s_deep"]
+    out = tmp_path / "linear" / "1"
+    assert main(_ensemble(members, out, names, "--combine", "linear")) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["source_model"]["weights"] == [0.5, 0.5]
+    ens = load_bundle(out, CPU)
+    parts = [load_bundle(members[n], CPU) for n in names]
+    lines = SOURCES.read_text(encoding="utf-8").splitlines()[:6]
+    src, lengths = pad_batch([ens.src_tokenizer.encode(x) for x in lines], ens.config.pad_id)
+    rows = np.arange(len(lines))
+    prev = np.full(len(lines), ens.config.bos_id)
+    cfg = ens.config
+    each = [_full_log_probs(p.model, p.model.encode(src, lengths), rows, prev, cfg) for p in parts]
+    want = np.log(np.mean(np.exp(np.stack(each)), axis=0))
+    got = _full_log_probs(ens.model, ens.model.encode(src, lengths), rows, prev, cfg)
+    finite = np.isfinite(want)
+    assert np.array_equal(finite, np.isfinite(got)) and finite.sum() > cfg.tgt_vocab_size
+    assert np.abs(got[finite] - want[finite]).max() < 1e-5
+    # a mean of probabilities is not a mean of log-probs
+    assert np.abs(np.mean(np.stack(each), axis=0)[finite] - want[finite]).max() > 1e-2
+
+
+def test_gate_fails_on_a_wrong_combination(members, tmp_path, capsys, monkeypatch):
+    compose = ensemble_graphs.compose_decoder
+
+    def wrong(members, weights, combine, path):
+        return compose(members, [w * 1.01 for w in weights], combine, path)
+
+    monkeypatch.setattr(ensemble_graphs, "compose_decoder", wrong)
+    out = tmp_path / "wrong" / "1"
+    assert main(_ensemble(members, out, ["s2s_gru", "s2s_deep"])) == 1
+    err = capsys.readouterr().err
+    assert "gate failed, nothing written: combined log-probs differ by" in err
+    assert not out.exists() and not [p for p in out.parent.iterdir()]
+
+
+def test_gate_fails_on_nan(members, tmp_path, capsys, monkeypatch):
+    """A NaN in the composed graph (here its second weight) fails the gate."""
+    compose = ensemble_graphs.compose_decoder
+
+    def poisoned(members, weights, combine, path):
+        compose(members, weights, combine, path)
+        model = onnx.load(str(path))
+        for w in model.graph.initializer:
+            if w.name == "ensemble/ranked_w1":
+                w.CopyFrom(onnx.numpy_helper.from_array(np.array(np.nan, np.float32), w.name))
+        onnx.save(model, str(path))
+
+    monkeypatch.setattr(ensemble_graphs, "compose_decoder", poisoned)
+    out = tmp_path / "nan" / "1"
+    assert main(_ensemble(members, out, ["s2s_gru", "s2s_deep"], "--weights", "1", "0.5")) == 1
+    assert "non-finite values in combined log-probs" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_an_empty_parity_file_is_an_error(members, tmp_path, capsys):
+    empty = tmp_path / "empty.en"
+    empty.write_text("\n  \n")
+    argv = _ensemble(members, tmp_path / "e" / "1", ["s2s_gru", "s2s_deep"])
+    argv[argv.index(str(SOURCES))] = str(empty)
+    assert main(argv) == 2
+    assert "no parity sentences" in capsys.readouterr().err
+
+
+def _edited(members, tmp_path: Path, edit) -> Path:
+    """A copy of the s2s_deep member with ``edit(manifest, directory)`` applied."""
+    copy = tmp_path / "edited" / "1"
+    shutil.copytree(members["s2s_deep"], copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    edit(manifest, copy)
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    return copy
+
+
+def _set(key, value):
+    return lambda manifest, _: manifest.__setitem__(key, value)
+
+
+def _other_vocabulary(manifest, directory):
+    target = manifest["tokenizers"]["target"]["file"]
+    (directory / target).write_bytes((directory / target).read_bytes() + b"\n")
+    manifest["files"][target] = sha256_file(directory / target)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (_set("precision", "fp16"), "differ in their precision"),
+        (_set("decoding", {"length_penalty": 0.6}), "differ in their decoding defaults"),
+        (_other_vocabulary, r"differ in their tokenizer files \(sha256\)"),
+        (lambda m, _: m["special_ids"].__setitem__("unk", 5), "differ in their special ids"),
+    ],
+)
+def test_members_that_differ_are_refused_by_name(members, tmp_path, capsys, edit, message):
+    other = _edited(members, tmp_path, edit)
+    argv = ["ensemble", str(members["s2s_gru"]), str(other), "--out", str(tmp_path / "o" / "1")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert re.search(f"^nmt-convert: error: member 2 .* and member 1 .* {message}", err)
+    assert "\n" not in err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--weights", "1"], "1 weights for 2 bundles; give one each"),
+        (["--weights", "1", "0"], "weights must be finite and above 0, got 0.0"),
+        (["--weights", "1", "nan"], "weights must be finite and above 0, got nan"),
+        (["--weights", "inf", "1"], "weights must be finite and above 0, got inf"),
+        (["--max-source-tokens", "100000"], "is above what the members were verified for"),
+        (["--beam-sentences", "0"], "--beam-sentences must be >= 1, got 0"),
+    ],
+)
+def test_bad_options_are_one_line_errors(members, tmp_path, capsys, extra, message):
+    argv = _ensemble(members, tmp_path / "o" / "1", ["s2s_gru", "s2s_deep"], *extra)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and err.startswith("nmt-convert: error: ") and "\n" not in err
+
+
+def test_what_is_not_an_ensemble_is_refused(members, tmp_path, capsys):
+    out = ["--out", str(tmp_path / "o" / "1")]
+    assert main(["ensemble", str(members["s2s_gru"]), *out]) == 2
+    assert "at least two bundles, got 1" in capsys.readouterr().err
+    assert main(["ensemble", str(members["s2s_gru"]), str(tmp_path / "nothing"), *out]) == 2
+    assert "member 2 (" in (err := capsys.readouterr().err) and "not a bundle directory" in err
+    (tmp_path / "empty").mkdir()
+    assert main(["ensemble", str(members["s2s_gru"]), str(tmp_path / "empty"), *out]) == 2
+    assert "has no manifest.json" in capsys.readouterr().err
+    taken = tmp_path / "taken" / "1"
+    taken.mkdir(parents=True)
+    (taken / "x").write_text("x")
+    argv = _ensemble(members, taken, ["s2s_gru", "s2s_deep"])
+    assert main(argv) == 2
+    assert "exists and is not empty; pass --force" in capsys.readouterr().err
+
+
+def test_two_coverage_members_are_refused():
+    def member(i: int, states: tuple[str, ...]) -> Member:
+        config = BundleConfig(10, 10, 0, 1, 2, 3, states)
+        manifest = {"special_ids": {}, "files": {}, "precision": "fp32"}
+        return Member(i, Path(f"m{i}"), manifest, config, 4, 4, states)
+
+    with pytest.raises(EnsembleError, match="members 1 and 2 both have coverage attention"):
+        validate([member(0, ("hidden", "coverage")), member(1, ("hidden", "coverage"))],
+                 [1.0, 1.0], "log-linear")  # fmt: skip
+    validate([member(0, ("hidden", "coverage")), member(1, ("hidden",))], [1.0, 1.0], "linear")
+
+
+VARIANTS = {
+    "gru_additive": dict(),
+    "lstm_luong_general": dict(rnn_type="lstm", placement="luong", attention="general"),
+    "coverage": dict(coverage=True),
+    "local_p": dict(placement="luong", attention="local-p"),
+}
+
+
+@pytest.fixture(scope="module")
+def variant_bundles(tmp_path_factory, tokenizers) -> dict[str, Path]:
+    """This project's model variants, exported with the same tokenizers."""
+    from export.cli import main as export_main
+    from models.checkpoint import save_checkpoint
+
+    src, tgt = tokenizers
+    root = tmp_path_factory.mktemp("variants")
+    out = {}
+    for seed, (name, overrides) in enumerate(sorted(VARIANTS.items())):
+        model = tiny_model(seed=seed, src_vocab_size=src.vocab_size,
+                           tgt_vocab_size=tgt.vocab_size, **overrides)  # fmt: skip
+        ckpt = root / name / "model.pt"
+        ckpt.parent.mkdir()
+        save_checkpoint(ckpt, model, src, tgt, meta={"step": 0})
+        assert export_main(cli_args(ckpt, root / name / "1")) == 0
+        out[name] = root / name / "1"
+    return out
+
+
+@pytest.mark.parametrize("combine", ["log-linear", "linear"])
+def test_every_variant_in_one_ensemble(variant_bundles, tmp_path, combine):
+    """GRU and LSTM, Bahdanau and Luong, coverage (its state keeps its name, which the
+    server's pool widens) and local-p in one ensemble: the gate passes, a sentence decodes
+    the same alone and batched (scores within the 1e-5 of its members: this project's fp32
+    bundles are not bit-exact there), and nmt-serve's loader takes it."""
+    out = tmp_path / "variants" / "1"
+    argv = ["ensemble", *(str(variant_bundles[n]) for n in sorted(VARIANTS)), "--out", str(out),
+            "--parity-src", str(SAMPLE / "sample.en"), "--parity-limit", "30",
+            "--beam-sentences", "10", "--combine", combine]  # fmt: skip
+    assert main(argv) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert "coverage" in manifest["state_names"]
+    assert manifest["parity"]["beam_mismatches"] == 0
+    lines = (SAMPLE / "sample.en").read_text(encoding="utf-8").splitlines()[:30]
+    assert_decodes_alone_as_batched(out, lines, score_atol=1e-5)
