@@ -23,7 +23,8 @@ chunk is a candidate.
 One limit: ``ReduceMax`` does not propagate NaN (a chunk whose first column is a number
 can report a number), so the rewrite applies only where a row is all NaN or free of
 NaN: ``topk`` of a float32 ``log_softmax(z)``, optionally plus a constant with neither
-NaN nor +inf (the exporter's ``blocked`` columns: 0 or -inf). ONNX Runtime's float32
+NaN nor +inf (the exporter's ``blocked`` columns: 0 or -inf), or an ensemble's sum of
+such terms, each optionally times a positive number (:mod:`export.ensemble`). ONNX Runtime's float32
 CPU ``LogSoftmax`` turns a row with a NaN or a +inf in ``z`` (or all -inf) into a NaN
 row, and an all-NaN row picks the first k columns either way; its float64 kernel does
 not, hence float32 only. A +inf in the constant would make NaN (-inf + inf) beside
@@ -155,35 +156,60 @@ def _the_topk(graph: pb.GraphProto) -> tuple[int, pb.NodeProto]:
 
 def _check_input(graph: pb.GraphProto, x: str, vocab_size: int) -> None:
     """Refuse a TopK input ``x`` other than a float32 ``log_softmax(z)`` over the last axis,
-    optionally plus one row of constants with neither NaN nor +inf (see the module)."""
+    optionally plus one row of constants with neither NaN nor +inf (see the module), or
+    an ensemble's log-linear combination of such inputs (:mod:`export.ensemble`: ``Sum``
+    of them, each optionally times a positive finite scalar), whose rows keep the
+    property: all NaN, or free of NaN and of +inf."""
     made = {o: n for n in graph.node for o in n.output}
     weights = {w.name: w for w in graph.initializer}
-    producer = made.get(x)
-    if producer is not None and producer.op_type == "Add":
+
+    def constant(name: str) -> np.ndarray | None:
+        weight = weights.get(name)
+        if weight is None:
+            return None
+        if weight.data_type != pb.TensorProto.FLOAT or not weight.raw_data:
+            raise TopKError(f"the constant {weight.name} before the TopK is not raw float32")
+        return np.frombuffer(weight.raw_data, dtype=np.float32)
+
+    def check(value: str, depth: int = 0) -> None:
+        producer = made.get(value)
+        op = producer.op_type if producer is not None else None
+        if depth > 8 or op is None:
+            raise TopKError("the TopK's input is not log_softmax over the vocabulary")
+        if op == "LogSoftmax" and _attrs(producer).get("axis", -1) in (-1, 1):
+            return
+        if op == "Sum":
+            for term in producer.input:
+                check(term, depth + 1)
+            return
+        if op not in ("Add", "Mul") or len(producer.input) != 2:
+            raise TopKError("the TopK's input is not log_softmax over the vocabulary")
         constants = [i for i in producer.input if i in weights]
         others = [i for i in producer.input if i not in weights]
         if len(constants) != 1 or len(others) != 1:
-            raise TopKError("the TopK's input adds something other than one constant")
+            raise TopKError(f"the TopK's input {op.lower()}s something other than one constant")
+        values = constant(constants[0])
         weight = weights[constants[0]]
-        if weight.data_type != pb.TensorProto.FLOAT or not weight.raw_data:
-            raise TopKError(f"the constant {weight.name} added before the TopK is not raw float32")
-        values = np.frombuffer(weight.raw_data, dtype=np.float32)
-        if not (values < np.inf).all():  # NaN, or +inf, which makes NaN of a -inf log-prob
-            raise TopKError(f"the constant {weight.name} added before the TopK holds NaN or +inf")
-        if len(weight.dims) > 2 or (len(weight.dims) == 2 and weight.dims[0] != 1):
-            raise TopKError(f"the constant {weight.name} added before the TopK is not one row")
-        if values.size not in (1, vocab_size):
-            raise TopKError(
-                f"the constant {weight.name} added before the TopK has {values.size} columns, "
-                f"the vocabulary {vocab_size}"
-            )
-        producer = made.get(others[0])
-    if (
-        producer is None
-        or producer.op_type != "LogSoftmax"
-        or _attrs(producer).get("axis", -1) not in (-1, 1)
-    ):
-        raise TopKError("the TopK's input is not log_softmax over the vocabulary")
+        if op == "Mul":  # an ensemble member's weight
+            if values.size != 1 or not (np.isfinite(values).all() and (values > 0).all()):
+                raise TopKError(
+                    f"the weight {weight.name} before the TopK is not one positive number"
+                )
+        else:
+            if not (values < np.inf).all():  # NaN, or +inf, which makes NaN of a -inf log-prob
+                raise TopKError(
+                    f"the constant {weight.name} added before the TopK holds NaN or +inf"
+                )
+            if len(weight.dims) > 2 or (len(weight.dims) == 2 and weight.dims[0] != 1):
+                raise TopKError(f"the constant {weight.name} added before the TopK is not one row")
+            if values.size not in (1, vocab_size):
+                raise TopKError(
+                    f"the constant {weight.name} added before the TopK has {values.size} "
+                    f"columns, the vocabulary {vocab_size}"
+                )
+        check(others[0], depth + 1)
+
+    check(x)
     out = {o.name: o.type.tensor_type for o in graph.output}.get(spec.TOPK_LOG_PROBS)
     if out is None or out.elem_type != pb.TensorProto.FLOAT:
         raise TopKError(f"{spec.TOPK_LOG_PROBS} is not float32")

@@ -1,5 +1,7 @@
 """``nmt-convert ensemble`` against Marian's own ensembles (tests/fixtures/marian/ensembles,
-decoded by Marian with ``--models a b ... --weights ...``; no Marian import here), its gate
+decoded by Marian with ``--models a b ... --weights ...``) and fairseq's
+(tests/fixtures/fairseq/ensembles, ``fairseq-interactive --path a:b``; neither imported
+here), its gate
 against wrong combinations and NaN, its refusals, and ensembles of this project's model
 variants (coverage, local-p, LSTM + GRU) served like any bundle."""
 
@@ -42,6 +44,7 @@ ENSEMBLES = {
     "gru_amunln_weighted": (["s2s_gru", "amun_ln"], [1.0, 0.5]),
 }
 CPU = RuntimeConfig(providers=("cpu",), intra_op_threads=1)
+FAIRSEQ = MARIAN.parent / "fairseq"
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +108,45 @@ def test_ensemble_is_marians_with_its_scores(ensembled, run, beam):
     # and the ensemble is not one of its members: Marian's members disagree on the best
     members = [f"F{i}" for i in range(len(ENSEMBLES[name][0]))]
     assert any(w[0]["score"] != w[0][members[0]] for w in want)
+
+
+def test_the_served_top_k_is_chunked(ensembled):
+    """A log-linear ensemble's top-k gets the server's exact two-level rewrite
+    (service.topk), as a single model's does."""
+    _, out = ensembled
+    on = dataclasses.replace(CPU, chunked_topk="on")
+    assert load_bundle(out, on).model.chunked_topk
+
+
+def test_fairseq_ensemble_is_fairseqs(tmp_path):
+    """``--combine linear`` over two converted fairseq models: fairseq-interactive's own
+    ensemble (``--path a:b``, the mean of the members' probabilities), greedy and 5-best
+    lists token for token on all 300 sources, with its length-normalised scores."""
+    bundles = []
+    for name in ("lstm_word", "lstm_word2"):
+        bundles.append(tmp_path / name / "1")
+        argv = ["fairseq", str(FAIRSEQ / name / "checkpoint_best.pt"), "-s", "en", "-t", "es",
+                "--out", str(bundles[-1]), "--parity-src", str(SOURCES), "--parity-limit", "40",
+                "--beam-sentences", "5"]  # fmt: skip
+        assert main(argv) == 0
+    out = tmp_path / "pair" / "1"
+    argv = ["ensemble", *map(str, bundles), "--combine", "linear", "--out", str(out),
+            "--parity-src", str(SOURCES), "--beam-sentences", "20"]  # fmt: skip
+    assert main(argv) == 0
+    bundle = load_bundle(out, CPU)
+    assert not bundle.model.chunked_topk  # its combination is no sum of log-probs
+    sources = [bundle.src_tokenizer.encode(x) for x in SOURCES.read_text().splitlines()]
+    for run, beam in (("greedy", 1), ("beam5", 5)):
+        data = json.loads((FAIRSEQ / "ensembles" / "word_pair" / f"{run}.json").read_text())
+        assert "--path tests/fixtures/fairseq/lstm_word/checkpoint_best.pt:" in data["command"]
+        want = [s["hypotheses"] for s in data["sentences"]]
+        options = dataclasses.replace(bundle.decoding, beam_size=beam, n_best=beam)
+        got = decode(bundle.model, sources, options=options, special=bundle.special)
+        tokens = [[bundle.tgt_tokenizer.pieces(h.tokens) for h in g] for g in got]
+        assert tokens == [[h["tokens"] for h in w] for w in want]
+        gaps = [abs(h.score - x["score"]) for g, w in zip(got, want, strict=True)
+                for h, x in zip(g, w, strict=True)]  # fmt: skip
+        assert len(gaps) == 300 * beam and np.all(np.isfinite(gaps)) and max(gaps) < 1e-5
 
 
 def test_manifest_records_the_members(ensembled, members):
@@ -188,7 +230,8 @@ def test_linear_is_the_mean_of_the_members_probabilities(members, tmp_path):
     prev = np.full(len(lines), ens.config.bos_id)
     cfg = ens.config
     each = [_full_log_probs(p.model, p.model.encode(src, lengths), rows, prev, cfg) for p in parts]
-    want = np.log(np.mean(np.exp(np.stack(each)), axis=0))
+    with np.errstate(divide="ignore"):  # log 0: pad and bos, which no member emits
+        want = np.log(np.mean(np.exp(np.stack(each)), axis=0))
     got = _full_log_probs(ens.model, ens.model.encode(src, lengths), rows, prev, cfg)
     finite = np.isfinite(want)
     assert np.array_equal(finite, np.isfinite(got)) and finite.sum() > cfg.tgt_vocab_size

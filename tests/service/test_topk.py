@@ -41,6 +41,17 @@ def graph(vocab: int, *, opset: int = 17, blocked=True, dtype=np.float32, **chan
         inits.append(numpy_helper.from_array(column, "blocked"))
         nodes.append(helper.make_node("Add", [x, "blocked"], ["ranked"]))
         x = "ranked"
+    if (
+        "ensemble" in changes
+    ):  # export.ensemble's log-linear sum: x + w * (log_softmax(-z) + blocked)
+        weight = np.asarray(changes["ensemble"], dtype=dtype)
+        inits.append(numpy_helper.from_array(weight, "weight"))
+        nodes.append(helper.make_node("Neg", ["z"], ["minus_z"]))
+        nodes.append(helper.make_node("LogSoftmax", ["minus_z"], ["ls2"], axis=-1))
+        nodes.append(helper.make_node("Add", ["ls2", "blocked"], ["ranked2"]))
+        nodes.append(helper.make_node("Mul", ["ranked2", "weight"], ["weighted2"]))
+        nodes.append(helper.make_node("Sum", [x, "weighted2"], ["combined"]))
+        x = "combined"
     attrs = {"axis": changes.get("axis", -1)}
     elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
     if "largest" in changes:
@@ -127,6 +138,15 @@ def compare_topks(one, two, vocab: int, *, rows: int, width: int = topk.WIDTH) -
     return checked
 
 
+@pytest.mark.parametrize("weight", [1.0, 0.5, 3.0])
+def test_an_ensembles_combination_is_rewritten_exactly(weight):
+    """An ensemble's log-linear sum of members' log-probs (export.ensemble): the same
+    values, ids and order as its TopK, on every kind of row."""
+    data = graph(100, ensemble=weight)
+    one, two = session(data), session(topk.chunked(data, 100, 32))
+    assert compare_topks(one, two, 100, rows=5, width=32) == len(KINDS) * len(ks_of(100, 32))
+
+
 def test_rewrite_replaces_the_topk():
     """One TopK over the vocabulary becomes three small ones and a ReduceMax."""
     from onnx import load_from_string
@@ -149,6 +169,9 @@ def test_rewrite_replaces_the_topk():
         (dict(largest=0), "largest-first"),
         (dict(axis=0), "axis 0"),
         (dict(opset=12), "opset is 12"),
+        (dict(ensemble=-0.5), "the weight weight before the TopK is not one positive number"),
+        (dict(ensemble=np.nan), "not one positive number"),
+        (dict(ensemble=[0.5, 0.5]), "not one positive number"),
     ],
 )
 def test_refused_by_name(changes, message):
