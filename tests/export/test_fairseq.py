@@ -30,12 +30,18 @@ DATA = FIXTURE / "data"
 # word-tokenised sources, the SentencePiece one the raw text)
 MODELS = {
     "lstm_word": ([], DATA / "train.en"),
+    "lstm_word2": ([], DATA / "train.en"),  # bidirectional, lstm_word's dictionaries
     "lstm_bi2_bpe": (["--bpe", "subword_nmt", "--bpe-codes", str(DATA / "bpe300.codes")],
                      DATA / "train.en"),
     "lstm_wiseman_spm": (["--bpe", "sentencepiece", "--sentencepiece-model",
                           str(DATA / "spm400.model")], DATA / "raw.en"),
 }  # fmt: skip
-KINDS = {"lstm_word": "words", "lstm_bi2_bpe": "bpe", "lstm_wiseman_spm": "pieces"}
+KINDS = {
+    "lstm_word": "words",
+    "lstm_word2": "words",
+    "lstm_bi2_bpe": "bpe",
+    "lstm_wiseman_spm": "pieces",
+}
 
 
 def _argv(name: str, out: Path, *extra: str) -> list[str]:
