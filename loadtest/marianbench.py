@@ -4,8 +4,12 @@ Marian's default size, side by side in one run:
     python -m loadtest.marianbench --out loadtest/results/marian-vs-bundle
     python -m loadtest.marianbench --shape wmt17 --out loadtest/results/nematus-vs-bundle
 
-``--shape wmt17``: the Edinburgh WMT17 systems' deep-transition Nematus shape at the same
-sizes instead (``--type nematus``, GRUNematus cells, encoder transition depth 4, decoder
+    python -m loadtest.marianbench --members 2 --out loadtest/results/marian-ensemble-vs-bundle
+
+``--members N``: an ensemble of N such models (trained alike but for their seeds, 1..N),
+Marian's (``--models``, weights 1 each) against the bundles composed by ``nmt-convert
+ensemble``. ``--shape wmt17``: the Edinburgh WMT17 systems' deep-transition Nematus shape
+at the same sizes instead (``--type nematus``, GRUNematus cells, encoder transition depth 4, decoder
 base depth 8, Nematus layer normalisation, tied target embeddings; about 20 minutes of
 training on 2 cores).
 
@@ -64,20 +68,20 @@ job = json.loads(sys.argv[1])
 if job["train"]:
     Trainer(model=job["model"], train_sets=job["train"], vocabs=job["vocabs"],
             after_epochs=job["epochs"], mini_batch=16, learn_rate=0.001,
-            cpu_threads=job["threads"], seed=1, quiet=True, **job["dims"],
+            cpu_threads=job["threads"], seed=job["seed"], quiet=True, **job["dims"],
             **job["shape"]).train()
     sys.exit(0)
 lines = open(job["sources"], encoding="utf-8").read().splitlines()
 out = {}
 for beam in job["beams"]:
-    t = Translator(models=job["model"], vocabs=job["vocabs"], beam_size=beam,
+    t = Translator(models=job["models"], vocabs=job["vocabs"], beam_size=beam,
                    mini_batch=job["mini_batch"], maxi_batch=100, cpu_threads=job["threads"],
                    quiet=True)
     t.translate(lines[:8])  # warm up
     start = time.perf_counter()
     texts = t.translate(lines)
     seconds = time.perf_counter() - start
-    one = Translator(models=job["model"], vocabs=job["vocabs"], beam_size=beam, mini_batch=1,
+    one = Translator(models=job["models"], vocabs=job["vocabs"], beam_size=beam, mini_batch=1,
                      maxi_batch=1, cpu_threads=job["threads"], quiet=True)
     alone = []
     for line in lines[: job["alone"]]:
@@ -141,9 +145,14 @@ def main(argv: list[str] | None = None) -> int:
         "--shape", choices=sorted(SHAPES), default="s2s", help="the model's shape (s2s)"
     )
     parser.add_argument(
+        "--members", type=int, default=1, help="models in the ensemble (1: one model)"
+    )
+    parser.add_argument(
         "--marian-venv", type=Path, default=Path(os.environ.get("MARIAN_VENV", "/root/marian-venv"))
     )
     args = parser.parse_args(argv)
+    if args.members < 1:
+        parser.error(f"--members must be >= 1, got {args.members}")
     if not (args.marian_venv / "bin" / "python").exists():
         print(f"marianbench: no pymarian venv at {args.marian_venv}", file=sys.stderr)
         return 2
@@ -156,18 +165,26 @@ def main(argv: list[str] | None = None) -> int:
         for path, side in zip(vocabs, ("en", "es"), strict=True):
             text = (DATA / f"train.{side}").read_text(encoding="utf-8")
             _vocabulary(path, set(text.split()))
-        job = {"model": str(work / "model.npz"), "vocabs": [str(v) for v in vocabs],
+        job = {"vocabs": [str(v) for v in vocabs],
                "train": [str(DATA / "train.en"), str(DATA / "train.es")], "dims": DIMS,
                "threads": THREADS, "epochs": EPOCHS,
                "shape": SHAPES[args.shape]}  # fmt: skip
-        _marian(args.marian_venv, job)
-        bundle_dir = work / "bundle" / "1"
         flags = ["--parity-src", str(DATA / "train.en"), "--parity-limit", "20",
                  "--beam-sentences", "2"]  # fmt: skip
-        if convert(["marian", job["model"], "--out", str(bundle_dir), *flags]) != 0:
-            return 1
-        job |= {"train": None, "sources": str(DATA / "train.en"), "beams": list(BEAMS),
-                "mini_batch": MINI_BATCH, "alone": ALONE}  # fmt: skip
+        models, bundles = [], []
+        for seed in range(1, args.members + 1):
+            models.append(str(work / f"model{seed}.npz"))
+            _marian(args.marian_venv, job | {"model": models[-1], "seed": seed})
+            bundles.append(work / f"bundle{seed}" / "1")
+            if convert(["marian", models[-1], "--out", str(bundles[-1]), *flags]) != 0:
+                return 1
+        bundle_dir = bundles[0]
+        if args.members > 1:
+            bundle_dir = work / "ensemble" / "1"
+            if convert(["ensemble", *map(str, bundles), "--out", str(bundle_dir), *flags]) != 0:
+                return 1
+        job |= {"train": None, "models": models, "sources": str(DATA / "train.en"),
+                "beams": list(BEAMS), "mini_batch": MINI_BATCH, "alone": ALONE}  # fmt: skip
         marian = _marian(args.marian_venv, job)
         ours = _bundle_runs(bundle_dir, lines)
     rows = []
@@ -186,10 +203,12 @@ def main(argv: list[str] | None = None) -> int:
             "bundle_target_tokens": sum(len(t.split()) + 1 for t in o["texts"]),
         })  # fmt: skip
     meta = {"date": time.strftime("%Y-%m-%d"), "dims": DIMS, "vocab": VOCAB,
+            "members": args.members,
             "shape": {"name": args.shape} | SHAPES[args.shape],
             "threads": THREADS, "mini_batch": MINI_BATCH, "cpu": _cpu(),
             "command": "python -m loadtest.marianbench"
-            + ("" if args.shape == "s2s" else f" --shape {args.shape}")}  # fmt: skip
+            + ("" if args.shape == "s2s" else f" --shape {args.shape}")
+            + ("" if args.members == 1 else f" --members {args.members}")}  # fmt: skip
     args.out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     table = [
         "| beam | same translations | target tokens Marian / bundle | Marian sent/s | "
@@ -204,9 +223,13 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['bundle_over_marian']:.2f}x | {r['marian_alone_p50_ms']:.1f} | "
             f"{r['bundle_alone_p50_ms']:.1f} |"
         )
+    what = "" if args.members == 1 else (
+        f"an ensemble of {args.members} models (seeds 1..{args.members}; Marian --models, "
+        "weights 1 each; the bundle nmt-convert ensemble), each "
+    )  # fmt: skip
     text = (
         f"# Marian's translator vs the bundle's decode loop ({meta['date']})\n\n"
-        f"`{meta['command']}` on {meta['cpu']}: Marian "
+        f"`{meta['command']}` on {meta['cpu']}: {what}Marian "
         + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in SHAPES[args.shape].items())
         + ", dim-emb 512, dim-rnn 1024, "
         f"{VOCAB} tokens a side, {EPOCHS} epochs on the 300 pairs, their 300 sources, "

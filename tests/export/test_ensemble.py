@@ -411,3 +411,25 @@ def test_every_variant_in_one_ensemble(variant_bundles, tmp_path, combine):
     assert manifest["parity"]["beam_mismatches"] == 0
     lines = (SAMPLE / "sample.en").read_text(encoding="utf-8").splitlines()[:30]
     assert_decodes_alone_as_batched(out, lines, score_atol=1e-5)
+
+
+def test_int8_members_make_an_int8_ensemble(variant_bundles, tmp_path):
+    """Members exported with --int8 (integer matrix products, per-row scales) compose
+    like fp32 ones: the ensemble is int8 and decodes alike alone and batched."""
+    from export.cli import main as export_main
+
+    members = []
+    for name in ("gru_additive", "lstm_luong_general"):
+        members.append(tmp_path / name / "1")
+        ckpt = variant_bundles[name].parent / "model.pt"
+        assert export_main(cli_args(ckpt, members[-1], "--int8")) == 0
+    out = tmp_path / "int8" / "1"
+    argv = ["ensemble", *map(str, members), "--out", str(out), "--parity-src",
+            str(SAMPLE / "sample.en"), "--parity-limit", "30", "--beam-sentences", "10"]  # fmt: skip
+    assert main(argv) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["precision"] == "int8"
+    ops = [n.op_type for n in onnx.load(str(out / "decoder.onnx")).graph.node]
+    assert ops.count("MatMulInteger") >= 2 and ops.count("TopK") == 1
+    lines = (SAMPLE / "sample.en").read_text(encoding="utf-8").splitlines()[:30]
+    assert_decodes_alone_as_batched(out, lines, score_atol=1e-5)
