@@ -138,9 +138,10 @@ def validate(members: Sequence[Member], weights: Sequence[float], combine: str) 
     if bad:
         raise EnsembleError(f"weights must be finite and above 0, got {bad[0]!r}")
     first = members[0]
-    want = _facts(first)
+    files = sorted({f for m in members for f in _tokenizer_files(m.manifest)})
+    want = _facts(first, files)
     for i, m in enumerate(members[1:], start=2):
-        for what, mine in _facts(m).items():
+        for what, mine in _facts(m, files).items():
             if mine != want[what]:
                 raise EnsembleError(
                     f"member {i} ({m.path}) and member 1 ({first.path}) differ in their "
@@ -160,16 +161,18 @@ def validate(members: Sequence[Member], weights: Sequence[float], combine: str) 
         )
 
 
-def _facts(m: Member) -> dict[str, Any]:
-    """What every member of an ensemble must share, by the name an error gives it."""
+def _facts(m: Member, files: Sequence[str]) -> dict[str, Any]:
+    """What every member of an ensemble must share, by the name an error gives it
+    (``files``: the tokenizer files of all members)."""
     mf = m.manifest
+    ours = _tokenizer_files(mf)
     return {
         "precision": mf.get("precision", "fp32"),
         "source vocabulary size": m.config.src_vocab_size,
         "target vocabulary size": m.config.tgt_vocab_size,
         "special ids": mf["special_ids"],
         "tokenizers": mf.get(spec.TOKENIZERS_KEY, spec.LEGACY_TOKENIZERS),
-        "tokenizer files (sha256)": _tokenizer_files(mf),
+        **{f"tokenizer file {f} (sha256)": ours.get(f, "missing")[:12] for f in files},
         "decoding defaults": mf.get("decoding", {}),
     }
 

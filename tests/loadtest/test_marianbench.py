@@ -24,3 +24,12 @@ def test_without_pymarian_it_says_so_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no pymarian venv at" in err
     assert not Path(tmp_path / "r.md").exists()
+
+
+def test_an_ensemble_needs_a_member(tmp_path, capsys):
+    import pytest
+
+    with pytest.raises(SystemExit) as exit_:
+        marianbench.main(["--out", str(tmp_path / "r"), "--members", "0"])
+    assert exit_.value.code == 2
+    assert "--members must be >= 1, got 0" in capsys.readouterr().err
