@@ -24,7 +24,7 @@ from export.parity import (
     ParityInputError,
     ParityReport,
     ParityThresholds,
-    _check_diff,
+    check_diff,
     max_abs_diff,
 )
 from export.spec import BundleConfig
@@ -66,7 +66,7 @@ class MemberEnsemble:
         self.weights = np.array(weights, dtype=np.float32)
         self.combine = combine
         self.vocab = config.tgt_vocab_size
-        self.blocked = [config.pad_id, config.bos_id, config.eos_id]
+        self.bos = config.bos_id
 
     def new_pool(self) -> MemoryPool:
         return MemoryPool()
@@ -145,9 +145,7 @@ def _compare_steps(
     rows = np.arange(batch, dtype=np.int64)
     states_r, states_g = enc_r.states, enc_g.states
     for step in range(steps):
-        prev = (
-            np.full(batch, ref.blocked[1]) if step == 0 else pool[rng.integers(0, len(pool), batch)]
-        )
+        prev = np.full(batch, ref.bos) if step == 0 else pool[rng.integers(0, len(pool), batch)]
         feeds = dict(prev_tokens=prev.astype(np.int64), parent_rows=rows, row_sentence=rows,
                      mask=mask)  # fmt: skip
         want, eos_r, att_r, states_r = ref.full_step(
@@ -222,13 +220,13 @@ def run_ensemble_gate(
     for at in range(0, min(len(sources), 64), 16):
         src, lengths = pad_batch(sources[at : at + 16], config.pad_id)
         _compare_steps(ref, got, src, lengths, 6, rng, tgt_pool, report, th.log_prob_rtol)
-    _check_diff(report, report.max_memory_diff, th.memory_atol, "encoder memory and keys", "differ")
-    _check_diff(
+    check_diff(report, report.max_memory_diff, th.memory_atol, "encoder memory and keys", "differ")
+    check_diff(
         report, report.max_log_prob_excess, th.log_prob_atol, "combined log-probs", "differ",
         over=f"combined log-probs differ by {report.max_log_prob_diff:.2e} (more than "
         f"{th.log_prob_atol:.0e} + {th.log_prob_rtol:.0e} x |log-prob|)",
     )  # fmt: skip
-    _check_diff(report, report.max_attention_diff, th.attention_atol, "attention", "differs")
+    check_diff(report, report.max_attention_diff, th.attention_atol, "attention", "differs")
     report.greedy_sentences = len(sources)
     log.info("ensemble gate: greedy on %s sentences", f"{len(sources):,}")
     report.greedy_mismatches = _compare_search(
@@ -249,7 +247,7 @@ def run_ensemble_gate(
         report.failures.append(
             f"beam {beam_size} n-best differs on {report.beam_mismatches}/{len(sample)} sentences"
         )
-    _check_diff(report, report.max_score_diff, th.log_prob_atol, "hypothesis scores",
+    check_diff(report, report.max_score_diff, th.log_prob_atol, "hypothesis scores",
                 f"differ (beyond {th.log_prob_rtol:.0e} x |score|)")  # fmt: skip
     report.seconds = time.monotonic() - start
     if report.failures:

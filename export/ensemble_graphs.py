@@ -19,8 +19,12 @@ from onnx import TensorProto, helper, numpy_helper
 from export import spec
 from export.ensemble import EnsembleError, Member
 
-# inputs of a member's decoder the ensemble feeds as they are
-_SHARED_DECODER_INPUTS = (spec.PREV_TOKENS, spec.PARENT_ROWS, spec.ROW_SENTENCE, spec.SRC_MASK)
+# inputs of a member's decoder the ensemble feeds as they are (top_k: only where a node
+# besides the member's TopK reads it)
+_SHARED_DECODER_INPUTS = (
+    spec.PREV_TOKENS, spec.PARENT_ROWS, spec.ROW_SENTENCE, spec.SRC_MASK, spec.TOP_K,
+)  # fmt: skip
+_INT64 = TensorProto.INT64
 _P = "ensemble/"  # names of the nodes and values this module adds
 
 
@@ -98,6 +102,18 @@ def _prefix(graph: onnx.GraphProto, prefix: str) -> None:
                 _prefix(body, prefix)
 
 
+def _reads(nodes) -> set[str]:
+    """Every value ``nodes`` read, inside their loop bodies too (a body may read the
+    outer graph's inputs)."""
+    out = set()
+    for node in nodes:
+        out.update(node.input)
+        for attr in node.attribute:
+            for body in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+                out |= _reads(body.node)
+    return out
+
+
 def _value(graph: onnx.GraphProto, name: str, new_name: str) -> onnx.ValueInfoProto:
     """A copy of ``graph``'s input or output ``name`` (its type and shape) as ``new_name``."""
     for v in (*graph.input, *graph.output):
@@ -138,7 +154,10 @@ def compose_encoder(members: Sequence[Member], path: Path) -> None:
                 g.node("Identity", [name], m.prefix + name)
         g.nodes.extend(graph.node)
     p0 = members[0].prefix
-    inputs = [_value(firsts[0], p0 + n, n) for n in spec.encoder_inputs()]
+    inputs = [
+        helper.make_tensor_value_info(spec.SRC_IDS, _INT64, ["batch", "src_len"]),
+        helper.make_tensor_value_info(spec.SRC_LENGTHS, _INT64, ["batch"]),
+    ]
     g.node("Concat", [m.prefix + spec.MEMORY for m in members], spec.MEMORY, axis=2)
     g.node("Concat", [m.prefix + spec.KEYS for m in members], spec.KEYS, axis=2)
     g.node("Identity", [p0 + spec.SRC_MASK], spec.SRC_MASK)
@@ -182,9 +201,11 @@ def compose_decoder(
         ranked.append(topk.input[0])
         eos.append(m.prefix + spec.EOS_LOG_PROBS)
         attention.append(m.prefix + spec.ATTENTION)
+        kept = [n for n in graph.node if n is not topk]
+        read = _reads(kept)
         names = _input_names(graph)
         for name in _SHARED_DECODER_INPUTS:
-            if m.prefix + name in names:
+            if m.prefix + name in names and m.prefix + name in read:
                 g.node("Identity", [name], m.prefix + name)
         for name, width in ((spec.MEMORY, m.memory_dim), (spec.KEYS, m.keys_dim)):
             start = offsets[name]
@@ -197,8 +218,7 @@ def compose_decoder(
                        m.prefix + name)  # fmt: skip
         for own, name in zip(m.config.state_names, m.states, strict=True):
             g.node("Identity", [name], m.prefix + own)
-        # the ensemble ranks the combination instead of the member's TopK
-        g.nodes.extend(n for n in graph.node if n is not topk)
+        g.nodes.extend(kept)  # the ensemble ranks the combination instead of its TopK
         for own, name in zip(m.config.state_names, m.states, strict=True):
             out = m.prefix + own + spec.STATE_OUT_SUFFIX
             g.node("Identity", [out], name + spec.STATE_OUT_SUFFIX)

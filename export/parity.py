@@ -219,7 +219,7 @@ def check_search(
     return mismatches
 
 
-def _check_diff(
+def check_diff(
     report: ParityReport, diff: float, atol: float, what: str, verb: str, over: str | None = None
 ) -> None:
     """Fail ``report`` when ``diff`` is not finite or above ``atol``; ``over``: the
@@ -262,8 +262,8 @@ def run_gate(
     check_steps(
         model, onnx, sources, max_len=max_len, report=report, log_prob_rtol=th.log_prob_rtol
     )
-    _check_diff(report, report.max_memory_diff, th.memory_atol, "encoder memory", "differs")
-    _check_diff(
+    check_diff(report, report.max_memory_diff, th.memory_atol, "encoder memory", "differs")
+    check_diff(
         report,
         report.max_log_prob_excess,
         th.log_prob_atol,
@@ -272,7 +272,7 @@ def run_gate(
         over=f"decoder log-probs differ by {report.max_log_prob_diff:.2e} (more than "
         f"{th.log_prob_atol:.0e} + {th.log_prob_rtol:.0e} x |log-prob|)",
     )
-    _check_diff(report, report.max_attention_diff, th.attention_atol, "attention", "differs")
+    check_diff(report, report.max_attention_diff, th.attention_atol, "attention", "differs")
     report.greedy_sentences = len(sources)
     log.info("parity gate: greedy on %s sentences, PyTorch vs ONNX Runtime", f"{len(sources):,}")
     report.greedy_mismatches = check_search(
@@ -303,7 +303,7 @@ def run_gate(
         report.failures.append(
             f"beam {beam_size} n-best differs on {report.beam_mismatches}/{len(sample)} sentences"
         )
-    _check_diff(
+    check_diff(
         report,
         report.max_score_diff,
         th.log_prob_atol,
