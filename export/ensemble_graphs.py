@@ -230,19 +230,19 @@ def compose_decoder(
     parts = [g.node("Mul", [a, s], f"{_P}attention_{i}") for i, (a, s) in
              enumerate(zip(attention, share, strict=True))]  # fmt: skip
     g.node("Sum", parts, spec.ATTENTION)
-    g0, p0 = graphs[0], members[0].prefix
     inputs = [
-        _value(g0, p0 + n, n) for n in (spec.PREV_TOKENS, spec.PARENT_ROWS, spec.ROW_SENTENCE)
+        helper.make_tensor_value_info(n, _INT64, ["rows"])
+        for n in (spec.PREV_TOKENS, spec.PARENT_ROWS, spec.ROW_SENTENCE)
     ]
     inputs += [
         _float(spec.MEMORY, ["sentences", "src_len", offsets[spec.MEMORY]]),
         _float(spec.KEYS, ["sentences", "src_len", offsets[spec.KEYS]]),
-        _value(g0, p0 + spec.SRC_MASK, spec.SRC_MASK),
-        helper.make_tensor_value_info(spec.TOP_K, TensorProto.INT64, [1]),
+        helper.make_tensor_value_info(spec.SRC_MASK, TensorProto.BOOL, ["sentences", "src_len"]),
+        helper.make_tensor_value_info(spec.TOP_K, _INT64, [1]),
     ]
     outputs = [
         _float(spec.TOPK_LOG_PROBS, ["rows", "k"]),
-        helper.make_tensor_value_info(spec.TOPK_IDS, TensorProto.INT64, ["rows", "k"]),
+        helper.make_tensor_value_info(spec.TOPK_IDS, _INT64, ["rows", "k"]),
         _float(spec.EOS_LOG_PROBS, ["rows"]),
         _float(spec.ATTENTION, ["rows", "src_len"]),
     ]
