@@ -437,3 +437,31 @@ def test_int8_members_make_an_int8_ensemble(variant_bundles, tmp_path):
     assert ops.count("MatMulInteger") >= 2 and ops.count("TopK") == 1
     lines = (SAMPLE / "sample.en").read_text(encoding="utf-8").splitlines()[:30]
     assert_decodes_alone_as_batched(out, lines, score_atol=1e-5)
+
+
+def test_an_encoder_without_lengths_and_copies_of_one_model(tmp_path):
+    """The PyTorch tutorial's modules (its encoder takes no lengths: encoded in groups of
+    equal length) ensembled with themselves at weights 1/2: the ensemble keeps the rule
+    and translates every sample sentence as the model alone does, scores included."""
+    import importlib
+
+    from export.user import export_modules
+
+    tutorial = importlib.import_module("tests.export.user_models.pytorch_tutorial")
+    member = tmp_path / "tutorial" / "1"
+    export_modules(tutorial.load(), member, parity_src=SAMPLE / "sample.en", parity_limit=30,
+                   beam_sentences=5)  # fmt: skip
+    out = tmp_path / "twice" / "1"
+    argv = ["ensemble", str(member), str(member), "--weights", "0.5", "0.5", "--out", str(out),
+            "--parity-src", str(SAMPLE / "sample.en"), "--beam-sentences", "10"]  # fmt: skip
+    assert main(argv) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["exact_lengths"] is True
+    lines = (SAMPLE / "sample.en").read_text(encoding="utf-8").splitlines()
+    for beam in (1, 5):
+        one = _decode(member, beam, lines)
+        both = _decode(out, beam, lines)
+        assert [[t for t, _ in g] for g in both] == [[t for t, _ in g] for g in one]
+        gaps = [abs(a - b) for g, h in zip(both, one, strict=True)
+                for (_, a), (_, b) in zip(g, h, strict=True)]  # fmt: skip
+        assert len(gaps) == 300 * beam and max(gaps) < 1e-5
