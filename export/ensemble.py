@@ -239,6 +239,12 @@ def write_ensemble(
                 f"verified for ({limit})"
             )
         limit = max_source_tokens
+    for m in members:  # --force would replace the member (or write inside it)
+        if out.resolve() == m.path.resolve() or m.path.resolve() in out.resolve().parents:
+            raise EnsembleError(
+                f"--out {out} is member {m.index + 1}'s directory or inside it; write the "
+                "ensemble elsewhere"
+            )
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
         raise EnsembleError(f"{out} exists and is not empty; pass --force to replace it")
     first = load_bundle(members[0].path, RuntimeConfig(providers=("cpu",), intra_op_threads=1))

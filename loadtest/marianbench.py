@@ -156,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.marian_venv / "bin" / "python").exists():
         print(f"marianbench: no pymarian venv at {args.marian_venv}", file=sys.stderr)
         return 2
+    # everything the run imports, imported now: a tree edited while models train (tens of
+    # minutes) must not give the run half old, half new modules
+    import export.ensemble_gate  # noqa: F401
+    import export.ensemble_graphs  # noqa: F401
     from export.convert import main as convert
 
     lines = (DATA / "train.en").read_text(encoding="utf-8").splitlines()

@@ -350,6 +350,12 @@ def test_what_is_not_an_ensemble_is_refused(members, tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["ensemble", str(members["s2s_gru"]), str(tmp_path / "empty"), *out]) == 2
     assert "has no manifest.json" in capsys.readouterr().err
+    for inside in ("", "sub/1"):  # --force must not replace (or write into) a member
+        out = members["s2s_deep"] / inside if inside else members["s2s_deep"]
+        argv = _ensemble(members, out, ["s2s_gru", "s2s_deep"], "--force")
+        assert main(argv) == 2
+        assert "is member 2's directory or inside it" in capsys.readouterr().err
+    assert (members["s2s_deep"] / "manifest.json").is_file()
     taken = tmp_path / "taken" / "1"
     taken.mkdir(parents=True)
     (taken / "x").write_text("x")
