@@ -250,9 +250,9 @@ def _ensemble_parser(sub) -> None:
         description="Compose bundles that share their tokenizers, vocabularies and decoding "
         "defaults into one bundle that decodes with all of them: each step ranks the "
         "candidates by the members' combined log-probs (log-linear: sum of w_i log p_i, "
-        "as Marian --models/--weights, Nematus, OpenNMT-py -model a b with w = 1/n; "
-        "linear: log sum of w_i p_i, as fairseq --path a:b with w = 1/n). Gated against "
-        "the members' own sessions combined in numpy.",
+        "as Marian --models/--weights and Nematus; with w = 1/n and --renormalize, as Eole "
+        "and OpenNMT-py -model a b; linear: log sum of w_i p_i, as fairseq --path a:b "
+        "with w = 1/n). Gated against the members' own sessions combined in numpy.",
     )
     parser.add_argument("bundles", type=Path, nargs="+", metavar="BUNDLE",
                         help="member bundle directories (at least two)")  # fmt: skip
@@ -268,7 +268,14 @@ def _ensemble_parser(sub) -> None:
         nargs="+",
         metavar="W",
         help="one weight per bundle, used as given (default: 1 each for log-linear, "
-        "Marian's; 1/n each for linear, fairseq's; 1/n each log-linear is OpenNMT-py's)",
+        "Marian's; 1/n each for linear, fairseq's)",
+    )
+    parser.add_argument(
+        "--renormalize",
+        action="store_true",
+        help="log_softmax of the combination at each step: with --weights 1/n each, the "
+        "ensembles of Eole and OpenNMT-py >= 3.0.3 (-model a b: the mean of the members' "
+        "logits, normalised); OpenNMT-py <= 3.0.2 averages log-probs (no --renormalize)",
     )
     parser.add_argument(
         "--out", type=Path, required=True, help="bundle directory, e.g. model_repository/en-es/9"
@@ -447,6 +454,7 @@ def _ensemble(args: argparse.Namespace) -> int:
             args.out,
             weights=args.weights,
             combine=args.combine,
+            renormalize=args.renormalize,
             force=args.force,
             parity_src=args.parity_src,
             parity_limit=args.parity_limit,

@@ -16,12 +16,15 @@ its batching, greedy steps and lanes serve it as they serve any model::
                   the members, EOS likewise, then one TopK:
                       log-linear  sum_i w_i x_i           Marian, Nematus (weights as
                                                           given; default 1 each), OpenNMT-py
-                                                          and Eole (1/n each)
+                                                          <= 3.0.2 (1/n each)
                       linear      log sum_i w_i exp(x_i)  fairseq (1/n each)
+                  or, ``renormalize``, ``log_softmax`` of the combination over the whole
+                  vocabulary: Eole and OpenNMT-py >= 3.0.3 (log-linear, 1/n each: the
+                  normalised mean of the members' logits)
                   attention: the members' mean, weighted by w_i / sum w
 
 Members must share the tokenizers (the same files), vocabularies, special ids, decoding
-defaults and precision; anything else is refused by name (:class:`EnsembleError`). A
+defaults and precision; what differs is refused by name (:class:`EnsembleError`). A
 member's ``coverage`` state keeps its name, which the server treats specially, so at most
 one member may have coverage attention. The gate (:mod:`export.ensemble_gate`) checks the
 composed graphs against the members' own sessions combined in numpy.
@@ -206,6 +209,7 @@ def write_ensemble(
     *,
     weights: Sequence[float] | None = None,
     combine: str = "log-linear",
+    renormalize: bool = False,
     force: bool = False,
     parity_src: Path | None = None,
     parity_limit: int | None = None,
@@ -215,7 +219,9 @@ def write_ensemble(
 ) -> dict:
     """Compose the bundles at ``paths`` into one ensemble bundle in ``out``, gated; returns
     the manifest. ``weights``: one per member (default 1 each for log-linear, as Marian,
-    1/n for linear, as fairseq); ``max_source_tokens``: at most the members' least."""
+    1/n for linear, as fairseq); ``renormalize``: ``log_softmax`` of the combination each
+    step (Eole's and OpenNMT-py 2-3's ensembles); ``max_source_tokens``: at most the
+    members' least."""
     from export.ensemble_gate import run_ensemble_gate
     from export.ensemble_graphs import compose_decoder, compose_encoder
     from export.user import parity_ids
@@ -255,13 +261,13 @@ def write_ensemble(
         started = time.monotonic()
         log.info("composing the members' encoders and decoder steps")
         compose_encoder(members, tmp / spec.ENCODER_FILE)
-        compose_decoder(members, weights, combine, tmp / spec.DECODER_FILE)
+        compose_decoder(members, weights, combine, tmp / spec.DECODER_FILE, renormalize)
         files = [spec.ENCODER_FILE, spec.DECODER_FILE]
         for f in _tokenizer_files(members[0].manifest):
             shutil.copy(members[0].path / f, tmp / f)
             files.append(f)
         report = run_ensemble_gate(
-            members, tmp, config, weights, combine, sources,
+            members, tmp, config, weights, combine, sources, renormalize=renormalize,
             beam_sentences=beam_sentences, max_len=limit or 128,
         )  # fmt: skip
         m0 = members[0].manifest
@@ -272,7 +278,7 @@ def write_ensemble(
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "precision": m0.get("precision", "fp32"),
             "model_config": {
-                "ensemble": {"combine": combine, "weights": weights},
+                "ensemble": {"combine": combine, "weights": weights, "renormalize": renormalize},
                 "members": [m.manifest.get("model_config", {}) for m in members],
             },
             "parameters": sum(int(m.manifest.get("parameters", 0)) for m in members),
@@ -290,6 +296,7 @@ def write_ensemble(
                 "framework": "ensemble",
                 "combine": combine,
                 "weights": weights,
+                "renormalize": renormalize,
                 "members": [_provenance(m) for m in members],
             },
             "parity": report.to_dict() | {"source": source_name, "reference": "members"},

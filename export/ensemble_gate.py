@@ -17,8 +17,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import onnx
+import onnxruntime as ort
 
+from export import spec
 from export.ensemble import Member
+from export.ensemble_graphs import combined_value
 from export.parity import (
     ParityError,
     ParityInputError,
@@ -44,13 +48,15 @@ _PLAIN = RuntimeConfig(providers=("cpu",), intra_op_threads=1, greedy_steps=1, c
 class MemberEnsemble:
     """A :class:`service.decoding.StepModel` over the member bundles, combined in numpy.
 
-    Its memory, keys and states are laid out as the composed graphs lay them out
-    (members' columns concatenated, states in member order), so both take the same
-    pool and the same loop."""
+    Each member's encoder runs as the server runs it alone; its decoder runs as written,
+    one more output exposing the log-probs the ensemble combines (see
+    :func:`export.ensemble_graphs.combined_value`). Memory, keys and states are laid out
+    as the composed graphs lay them out (members' columns concatenated, states in member
+    order), so both take the same pool and the same loop."""
 
     def __init__(
         self, members: Sequence[Member], config: BundleConfig, weights: Sequence[float],
-        combine: str,
+        combine: str, renormalize: bool = False,
     ) -> None:  # fmt: skip
         self.models = [
             OnnxModel(
@@ -62,11 +68,14 @@ class MemberEnsemble:
             )
             for m in members
         ]
+        self.steps = [_exposing(m, renormalize) for m in members]
         self.members = members
         self.weights = np.array(weights, dtype=np.float32)
         self.combine = combine
+        self.renormalize = renormalize
         self.vocab = config.tgt_vocab_size
-        self.bos = config.bos_id
+        self.bos, self.eos = config.bos_id, config.eos_id
+        self.blocked = [config.pad_id, config.bos_id, config.eos_id]
 
     def new_pool(self) -> MemoryPool:
         return MemoryPool()
@@ -95,32 +104,44 @@ class MemberEnsemble:
             total = sum(np.exp(x - shift) * wi for x, wi in zip(xs, w, strict=True))
             return (np.log(total) + shift).astype(np.float32)
 
-    def full_step(self, **feeds) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple]:
+    def full_step(
+        self, *, prev_tokens, parent_rows, row_sentence, mask, memory, keys, states
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple]:
         """One step of every member: the combined ``(rows, V)`` log-probs with pad, bos
         and eos at -inf, the combined ``(rows,)`` EOS log-probs, the weighted mean
         attention and the new states."""
-        memory, keys, states = feeds.pop("memory"), feeds.pop("keys"), feeds.pop("states")
         at_m = at_k = at_s = 0
-        ranked, eos, attention, new_states = [], [], [], []
-        for m, model in zip(self.members, self.models, strict=True):
+        values, eos, attention, new_states = [], [], [], []
+        for m, (session, outputs) in zip(self.members, self.steps, strict=True):
             n = len(m.states)
-            out = model.step(
-                **feeds,
-                memory=memory[:, :, at_m : at_m + m.memory_dim],
-                keys=keys[:, :, at_k : at_k + m.keys_dim],
-                states=states[at_s : at_s + n],
-                top_k=self.vocab,
-            )
+            feeds = {
+                spec.PREV_TOKENS: prev_tokens, spec.PARENT_ROWS: parent_rows,
+                spec.ROW_SENTENCE: row_sentence, spec.SRC_MASK: mask,
+                spec.MEMORY: np.ascontiguousarray(memory[:, :, at_m : at_m + m.memory_dim]),
+                spec.KEYS: np.ascontiguousarray(keys[:, :, at_k : at_k + m.keys_dim]),
+                spec.TOP_K: np.array([1], dtype=np.int64),
+                **dict(zip(m.config.state_names, states[at_s : at_s + n], strict=True)),
+            }  # fmt: skip
+            wanted = {i.name for i in session.get_inputs()}
+            value, e, a, *s = session.run(outputs, {k: v for k, v in feeds.items() if k in wanted})
             at_m, at_k, at_s = at_m + m.memory_dim, at_k + m.keys_dim, at_s + n
-            full = np.full((out.topk_ids.shape[0], self.vocab), np.nan, dtype=np.float32)
-            np.put_along_axis(full, out.topk_ids, out.topk_values, axis=1)
-            ranked.append(full)
-            eos.append(out.eos_values)
-            attention.append(out.attention)
-            new_states.extend(out.states)
+            values.append(value)
+            eos.append(e)
+            attention.append(a)
+            new_states.extend(s)
         share = self.weights / self.weights.sum()
         mean_attention = sum(a * s for a, s in zip(attention, share, strict=True))
-        return self.combined(ranked), self.combined(eos), mean_attention, tuple(new_states)
+        combined = self.combined(values)
+        if not self.renormalize:
+            return combined, self.combined(eos), mean_attention, tuple(new_states)
+        wide = combined.astype(np.float64)
+        top = wide.max(axis=1, keepdims=True)
+        with np.errstate(invalid="ignore"):  # an all -inf or NaN row: NaN, as the graph's
+            normal = wide - top - np.log(np.exp(wide - top).sum(axis=1, keepdims=True))
+        ranked = normal.astype(np.float32)
+        eos_values = ranked[:, self.eos].copy()
+        ranked[:, self.blocked] = -np.inf
+        return ranked, eos_values, mean_attention, tuple(new_states)
 
     def step(self, *, top_k: int, eos_mask=None, **feeds) -> StepOutput:
         ranked, eos, attention, states = self.full_step(**feeds)
@@ -128,6 +149,23 @@ class MemberEnsemble:
         order = np.argsort(-ranked, axis=1, kind="stable")[:, :top_k]
         values = np.take_along_axis(ranked, order, axis=1)
         return StepOutput(values, order.astype(np.int64), eos, attention, states)
+
+
+def _exposing(m: Member, renormalize: bool) -> tuple[ort.InferenceSession, list[str]]:
+    """Member ``m``'s decoder as written, plus an output: the value the ensemble combines
+    (:func:`~export.ensemble_graphs.combined_value`); and the outputs to fetch."""
+    model = onnx.load(str(m.path / spec.DECODER_FILE))
+    value, _ = combined_value(model.graph, "", renormalize, f"member {m.index + 1} ({m.path})")
+    model.graph.output.append(
+        onnx.helper.make_tensor_value_info(value, onnx.TensorProto.FLOAT, None)
+    )
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    names = [s + spec.STATE_OUT_SUFFIX for s in m.config.state_names]
+    return session, [value, spec.EOS_LOG_PROBS, spec.ATTENTION, *names]
 
 
 def _compare_steps(
@@ -186,8 +224,9 @@ def _compare_search(
 
 def run_ensemble_gate(
     members: Sequence[Member], bundle_dir: Path, config: BundleConfig, weights: Sequence[float],
-    combine: str, sources: Sequence[Sequence[int]], *, beam_sentences: int = 200,
-    beam_size: int = 5, max_len: int = 128, thresholds: ParityThresholds | None = None,
+    combine: str, sources: Sequence[Sequence[int]], *, renormalize: bool = False,
+    beam_sentences: int = 200, beam_size: int = 5, max_len: int = 128,
+    thresholds: ParityThresholds | None = None,
 ) -> ParityReport:  # fmt: skip
     """Check the composed graphs in ``bundle_dir`` against the members; raise
     :class:`ParityError` listing what failed, :class:`ParityInputError` when there is
@@ -199,7 +238,7 @@ def run_ensemble_gate(
         raise ParityInputError("no parity sentences: give --parity-src with a non-empty line")
     th = thresholds or ParityThresholds()
     start = time.monotonic()
-    ref = MemberEnsemble(members, config, weights, combine)
+    ref = MemberEnsemble(members, config, weights, combine, renormalize)
     got = OnnxModel(bundle_dir, config.state_names, _PLAIN, exact_lengths=config.exact_lengths,
                     pad_id=config.pad_id)  # fmt: skip
     special = SpecialIds(config.pad_id, config.bos_id, config.eos_id, config.unk_id)

@@ -175,30 +175,57 @@ def compose_encoder(members: Sequence[Member], path: Path) -> None:
     g.write(inputs, outputs, path, "ensemble_encoder")
 
 
-def _the_topk(graph: onnx.GraphProto, m: Member) -> onnx.NodeProto:
-    wanted = [m.prefix + spec.TOPK_LOG_PROBS, m.prefix + spec.TOPK_IDS]
+def the_topk(graph: onnx.GraphProto, prefix: str, where: str) -> onnx.NodeProto:
+    """The TopK that writes a member decoder's top-k outputs (names under ``prefix``)."""
+    wanted = [prefix + spec.TOPK_LOG_PROBS, prefix + spec.TOPK_IDS]
     found = [n for n in graph.node if list(n.output) == wanted and n.op_type == "TopK"]
     if len(found) != 1:
         raise EnsembleError(
-            f"member {m.index + 1} ({m.path}): no single TopK writes its top-k outputs; "
-            "re-export it with this version"
+            f"{where}: no single TopK writes its top-k outputs; re-export it with this version"
         )
     return found[0]
 
 
+def combined_value(
+    graph: onnx.GraphProto, prefix: str, renormalize: bool, where: str
+) -> tuple[str, str | None]:
+    """The value of a member's decoder that the ensemble combines, ``(rows, V)``: its
+    TopK's input (log-probs, pad/bos/eos at -inf), or to renormalize the log-probs of
+    every token before those columns were blocked, then the name of the blocking row."""
+    x = the_topk(graph, prefix, where).input[0]
+    if not renormalize:
+        return x, None
+    made = {o: n for n in graph.node for o in n.output}
+    weights = {w.name for w in graph.initializer}
+    add = made.get(x)
+    constants = [i for i in add.input if i in weights] if add is not None else []
+    if add is None or add.op_type != "Add" or len(constants) != 1 or len(add.input) != 2:
+        raise EnsembleError(
+            f"{where}: its decoder's top-k does not read log-probs plus one constant row "
+            "(pad, bos and eos blocked), which --renormalize needs"
+        )
+    return next(i for i in add.input if i != constants[0]), constants[0]
+
+
 def compose_decoder(
-    members: Sequence[Member], weights: Sequence[float], combine: str, path: Path
-) -> None:
+    members: Sequence[Member], weights: Sequence[float], combine: str, path: Path,
+    renormalize: bool = False,
+) -> None:  # fmt: skip
     """``decoder.onnx`` of the ensemble: the contract's one step (:mod:`export.spec`)
-    over the ensemble's states, candidates ranked by the combined log-probs."""
+    over the ensemble's states, candidates ranked by the combined log-probs (with
+    ``renormalize``, their ``log_softmax`` over the whole vocabulary, as Eole and
+    OpenNMT-py 2-3 normalise the mean of their members' logits)."""
     g = _Graph()
-    graphs, ranked, eos, attention = [], [], [], []
+    graphs, ranked, eos, attention, blocked = [], [], [], [], []
     offsets = {spec.MEMORY: 0, spec.KEYS: 0}
     for m in members:
         graph = g.member(m, _load(m, spec.DECODER_FILE))
         graphs.append(graph)
-        topk = _the_topk(graph, m)
-        ranked.append(topk.input[0])
+        where = f"member {m.index + 1} ({m.path})"
+        topk = the_topk(graph, m.prefix, where)
+        value, blocking = combined_value(graph, m.prefix, renormalize, where)
+        ranked.append(value)
+        blocked.append(blocking)
         eos.append(m.prefix + spec.EOS_LOG_PROBS)
         attention.append(m.prefix + spec.ATTENTION)
         kept = [n for n in graph.node if n is not topk]
@@ -224,8 +251,14 @@ def compose_decoder(
             g.node("Identity", [out], name + spec.STATE_OUT_SUFFIX)
     w = [np.array(x, dtype=np.float32) for x in weights]
     combined = _combine(g, ranked, w, combine, "ranked")
+    if renormalize:  # one distribution again; pad, bos and eos then blocked as a model's
+        normal = g.node("LogSoftmax", [combined], f"{_P}normalised", axis=-1)
+        combined = g.node("Add", [normal, blocked[0]], f"{_P}ranked_blocked")
+        eos_id = g.const("eos_id", np.array(members[0].config.eos_id, dtype=np.int64))
+        g.node("Gather", [normal, eos_id], spec.EOS_LOG_PROBS, axis=1)
+    else:
+        _combine(g, eos, w, combine, spec.EOS_LOG_PROBS, out=spec.EOS_LOG_PROBS)
     g.node("TopK", [combined, spec.TOP_K], [spec.TOPK_LOG_PROBS, spec.TOPK_IDS], axis=-1)
-    _combine(g, eos, w, combine, spec.EOS_LOG_PROBS, out=spec.EOS_LOG_PROBS)
     share = [g.const(f"attention_share_{i}", x / sum(w)) for i, x in enumerate(w)]
     parts = [g.node("Mul", [a, s], f"{_P}attention_{i}") for i, (a, s) in
              enumerate(zip(attention, share, strict=True))]  # fmt: skip

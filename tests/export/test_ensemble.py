@@ -45,6 +45,7 @@ ENSEMBLES = {
 }
 CPU = RuntimeConfig(providers=("cpu",), intra_op_threads=1)
 FAIRSEQ = MARIAN.parent / "fairseq"
+EOLE = MARIAN.parent / "eole"
 
 
 @pytest.fixture(scope="module")
@@ -149,6 +150,56 @@ def test_fairseq_ensemble_is_fairseqs(tmp_path):
         assert len(gaps) == 300 * beam and np.all(np.isfinite(gaps)) and max(gaps) < 1e-5
 
 
+@pytest.fixture(scope="module")
+def eole_members(tmp_path_factory) -> list[Path]:
+    root = tmp_path_factory.mktemp("eole")
+    out = []
+    for name in ("brnn_gru1_inputfeed_dot", "brnn_lstm2_inputfeed_general"):
+        out.append(root / name / "1")
+        argv = ["eole", str(EOLE / name), "--out", str(out[-1]), "--parity-src",
+                str(EOLE / "src.txt"), "--parity-limit", "40", "--beam-sentences", "5"]  # fmt: skip
+        assert main(argv) == 0
+    return out
+
+
+def _eole_lists(out: Path, beam: int) -> tuple[list, list]:
+    """The bundle's and Eole's ensemble's n-best lists of ``(text, score)``."""
+    lines = (EOLE / "src.txt").read_text(encoding="utf-8").splitlines()
+    got = _decode(out, beam, lines)
+    data = json.loads((EOLE / "ensembles" / "gru_dot_lstm_general" / f"beam{beam}.json"
+                       if beam > 1 else EOLE / "ensembles" / "gru_dot_lstm_general" /
+                       "greedy.json").read_text(encoding="utf-8"))  # fmt: skip
+    want = [[(h["tokens"], h["score"]) for h in (w["nbest"] if beam > 1 else [w])] for w in data]
+    return got, want
+
+
+def test_eole_ensemble_is_eoles_with_renormalize(eole_members, tmp_path):
+    """Eole's ensemble (``eole predict -model_path a b``) normalises the mean of its
+    members' logits: ``--weights 0.5 0.5 --renormalize`` gives its greedy translations and
+    its 5-best lists on all 300 sources, with its scores; without ``--renormalize`` the
+    greedy choices are the same (a constant per row) but most 5-best lists are not."""
+    out = tmp_path / "eole" / "1"
+    argv = ["ensemble", *map(str, eole_members), "--weights", "0.5", "0.5", "--renormalize",
+            "--out", str(out), "--parity-src", str(EOLE / "src.txt"),
+            "--beam-sentences", "20"]  # fmt: skip
+    assert main(argv) == 0
+    assert json.loads((out / "manifest.json").read_text())["source_model"]["renormalize"]
+    assert load_bundle(out, dataclasses.replace(CPU, chunked_topk="on")).model.chunked_topk
+    for beam in (1, 5):
+        got, want = _eole_lists(out, beam)
+        assert [[t for t, _ in g] for g in got] == [[t for t, _ in w] for w in want]
+        gaps = [abs(a - b) for g, w in zip(got, want, strict=True)
+                for (_, a), (_, b) in zip(g, w, strict=True)]  # fmt: skip
+        assert len(gaps) == 300 * beam and np.all(np.isfinite(gaps)) and max(gaps) < 1e-4
+    plain = tmp_path / "plain" / "1"
+    argv = [a for a in argv if a != "--renormalize"]
+    argv[argv.index(str(out))] = str(plain)
+    assert main(argv) == 0
+    got, want = _eole_lists(plain, 5)
+    assert [g[0][0] for g in _eole_lists(plain, 1)[0]] == [w[0][0] for w in _eole_lists(out, 1)[1]]
+    assert sum([t for t, _ in g] == [t for t, _ in w] for g, w in zip(got, want, strict=True)) < 150
+
+
 def test_manifest_records_the_members(ensembled, members):
     name, out = ensembled
     names, weights = ENSEMBLES[name]
@@ -243,8 +294,8 @@ def test_linear_is_the_mean_of_the_members_probabilities(members, tmp_path):
 def test_gate_fails_on_a_wrong_combination(members, tmp_path, capsys, monkeypatch):
     compose = ensemble_graphs.compose_decoder
 
-    def wrong(members, weights, combine, path):
-        return compose(members, [w * 1.01 for w in weights], combine, path)
+    def wrong(members, weights, combine, path, *rest):
+        return compose(members, [w * 1.01 for w in weights], combine, path, *rest)
 
     monkeypatch.setattr(ensemble_graphs, "compose_decoder", wrong)
     out = tmp_path / "wrong" / "1"
@@ -258,8 +309,8 @@ def test_gate_fails_on_nan(members, tmp_path, capsys, monkeypatch):
     """A NaN in the composed graph (here its second weight) fails the gate."""
     compose = ensemble_graphs.compose_decoder
 
-    def poisoned(members, weights, combine, path):
-        compose(members, weights, combine, path)
+    def poisoned(members, weights, combine, path, *rest):
+        compose(members, weights, combine, path, *rest)
         model = onnx.load(str(path))
         for w in model.graph.initializer:
             if w.name == "ensemble/ranked_w1":
@@ -471,3 +522,20 @@ def test_an_encoder_without_lengths_and_copies_of_one_model(tmp_path):
         gaps = [abs(a - b) for g, h in zip(both, one, strict=True)
                 for (_, a), (_, b) in zip(g, h, strict=True)]  # fmt: skip
         assert len(gaps) == 300 * beam and max(gaps) < 1e-5
+
+
+def test_an_ensemble_of_ensembles(members, tmp_path, capsys):
+    """An ensemble is a bundle, so it can be a member: its states get a second prefix and
+    the gate passes; --renormalize refuses it (its top-k reads a sum, not log-probs plus
+    the blocked row) unless it was itself renormalised."""
+    inner = tmp_path / "inner" / "1"
+    assert main(_ensemble(members, inner, ["s2s_gru", "s2s_deep"])) == 0
+    outer = tmp_path / "outer" / "1"
+    argv = ["ensemble", str(inner), str(members["amun_ln"]), "--out", str(outer),
+            "--parity-src", str(SOURCES), "--beam-sentences", "10"]  # fmt: skip
+    assert main(argv) == 0
+    names = json.loads((outer / "manifest.json").read_text())["state_names"]
+    assert names[0].startswith("m0_m0_") and names[-1].startswith("m1_")
+    assert main([*argv, "--renormalize", "--force"]) == 2
+    err = capsys.readouterr().err
+    assert "member 1 (" in err and "which --renormalize needs" in err
