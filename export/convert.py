@@ -267,8 +267,8 @@ def _ensemble_parser(sub) -> None:
         type=float,
         nargs="+",
         metavar="W",
-        help="one weight per bundle, used as given (default: 1 each for log-linear, "
-        "Marian's; 1/n each for linear, fairseq's)",
+        help="one weight per bundle, 1e-6 to 1e6: log-linear uses them as given (default: "
+        "1 each, Marian's), linear scales them to sum to 1 (default: 1/n each, fairseq's)",
     )
     parser.add_argument(
         "--renormalize",

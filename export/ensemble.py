@@ -50,7 +50,8 @@ from export.writer import ExportError, graph_io, loads_as_served, staging_dir
 log = logging.getLogger(__name__)
 
 COMBINE = ("log-linear", "linear")
-PRECISIONS = ("fp32", "int8")  # fp16 members: their TopK input is fp16 inside the graph
+PRECISIONS = ("fp32", "int8")
+MIN_WEIGHT, MAX_WEIGHT = 1e-6, 1e6  # fp16 members: their TopK input is fp16 inside the graph
 
 
 class EnsembleError(ExportError):
@@ -82,10 +83,15 @@ def state_name(index: int, name: str) -> str:
 
 
 def _last_dim(manifest: dict, graph: str, output: str, where: str) -> int:
-    values = manifest.get("graphs", {}).get(graph, {}).get("outputs", [])
-    found = [v for v in values if v.get("name") == output]
-    dim = found[0]["shape"][-1] if found and found[0].get("shape") else None
-    if not isinstance(dim, int) or isinstance(dim, bool):
+    """The last dimension of encoder output ``output`` as the manifest records it."""
+    dim = None
+    graphs = manifest.get("graphs")
+    values = graphs.get(graph, {}).get("outputs") if isinstance(graphs, dict) else None
+    if isinstance(values, list):
+        found = [v for v in values if isinstance(v, dict) and v.get("name") == output]
+        shape = found[0].get("shape") if found else None
+        dim = shape[-1] if isinstance(shape, list) and shape else None
+    if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
         raise EnsembleError(
             f"{where}: the manifest does not give the width of the encoder's {output!r} "
             f"(got {dim!r}); re-export the member with this version"
@@ -137,9 +143,12 @@ def validate(members: Sequence[Member], weights: Sequence[float], combine: str) 
         raise EnsembleError(f"--combine {combine!r} is not one of {', '.join(COMBINE)}")
     if len(weights) != len(members):
         raise EnsembleError(f"{len(weights)} weights for {len(members)} bundles; give one each")
-    bad = [w for w in weights if not (math.isfinite(w) and w > 0)]
+    # float32 is what the graph computes with: 1e-46 would be 0 there, 1e39 infinity
+    bad = [w for w in weights if not (math.isfinite(w) and MIN_WEIGHT <= w <= MAX_WEIGHT)]
     if bad:
-        raise EnsembleError(f"weights must be finite and above 0, got {bad[0]!r}")
+        raise EnsembleError(
+            f"weights must be numbers from {MIN_WEIGHT:g} to {MAX_WEIGHT:g}, got {bad[0]!r}"
+        )
     first = members[0]
     files = sorted({f for m in members for f in _tokenizer_files(m.manifest)})
     want = _facts(first, files)
@@ -219,9 +228,9 @@ def write_ensemble(
 ) -> dict:
     """Compose the bundles at ``paths`` into one ensemble bundle in ``out``, gated; returns
     the manifest. ``weights``: one per member (default 1 each for log-linear, as Marian,
-    1/n for linear, as fairseq); ``renormalize``: ``log_softmax`` of the combination each
-    step (Eole's and OpenNMT-py 2-3's ensembles); ``max_source_tokens``: at most the
-    members' least."""
+    1/n for linear, as fairseq; linear's are scaled to sum to 1); ``renormalize``:
+    ``log_softmax`` of the combination each step (Eole's and OpenNMT-py >= 3.0.3's
+    ensembles); ``max_source_tokens``: at most the members' least."""
     from export.ensemble_gate import run_ensemble_gate
     from export.ensemble_graphs import compose_decoder, compose_encoder
     from export.user import parity_ids
@@ -236,6 +245,8 @@ def write_ensemble(
         )
     weights = [float(w) for w in weights]
     validate(members, weights, combine)
+    if combine == "linear":  # a mixture of probabilities: its weights sum to 1
+        weights = [w / sum(weights) for w in weights]
     config = ensemble_config(members)
     limit = config.max_source_tokens
     if max_source_tokens is not None:
@@ -245,11 +256,12 @@ def write_ensemble(
                 f"verified for ({limit})"
             )
         limit = max_source_tokens
-    for m in members:  # --force would replace the member (or write inside it)
-        if out.resolve() == m.path.resolve() or m.path.resolve() in out.resolve().parents:
+    for m in members:  # --force replaces --out whole: never over (or in) a member
+        mine, target = m.path.resolve(), out.resolve()
+        if target == mine or mine in target.parents or target in mine.parents:
             raise EnsembleError(
-                f"--out {out} is member {m.index + 1}'s directory or inside it; write the "
-                "ensemble elsewhere"
+                f"--out {out} is member {m.index + 1}'s directory, inside it or holds it; "
+                "write the ensemble elsewhere"
             )
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
         raise EnsembleError(f"{out} exists and is not empty; pass --force to replace it")

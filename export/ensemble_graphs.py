@@ -293,7 +293,8 @@ def _combine(
 ) -> str:  # fmt: skip
     """The members' log-probs ``xs`` (each ``(rows, V)`` or ``(rows,)``) combined:
     ``sum w_i x_i`` (log-linear) or ``log sum w_i exp(x_i)`` (linear), the latter shifted
-    by the rows' maximum for range, 0 where that is -inf (a column every member bans)."""
+    by the members' maximum of each element for range, 0 where that is -inf (a column
+    every member bans)."""
     out = out or f"{_P}{name}"
     if combine == "log-linear":
         terms = [

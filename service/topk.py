@@ -171,7 +171,10 @@ def _check_input(graph: pb.GraphProto, x: str, vocab_size: int) -> None:
             raise TopKError(f"the constant {weight.name} before the TopK is not raw float32")
         return np.frombuffer(weight.raw_data, dtype=np.float32)
 
-    def check(value: str, depth: int = 0) -> None:
+    def check(value: str, depth: int = 0, summed: bool = False) -> None:
+        """``summed``: under an ensemble's Sum or Mul. There, and below the first Add, an
+        added constant must also be <= 0 (a row of 0/-inf): two large ones could
+        overflow one column to +inf, and +inf beside -inf makes one NaN column."""
         producer = made.get(value)
         op = producer.op_type if producer is not None else None
         if depth > 8 or op is None:
@@ -180,7 +183,7 @@ def _check_input(graph: pb.GraphProto, x: str, vocab_size: int) -> None:
             return
         if op == "Sum":
             for term in producer.input:
-                check(term, depth + 1)
+                check(term, depth + 1, summed=True)
             return
         if op not in ("Add", "Mul") or len(producer.input) != 2:
             raise TopKError("the TopK's input is not log_softmax over the vocabulary")
@@ -200,6 +203,8 @@ def _check_input(graph: pb.GraphProto, x: str, vocab_size: int) -> None:
                 raise TopKError(
                     f"the constant {weight.name} added before the TopK holds NaN or +inf"
                 )
+            if (summed or depth) and not (values <= 0).all():
+                raise TopKError(f"the constant {weight.name} added in an ensemble is not <= 0")
             if len(weight.dims) > 2 or (len(weight.dims) == 2 and weight.dims[0] != 1):
                 raise TopKError(f"the constant {weight.name} added before the TopK is not one row")
             if values.size not in (1, vocab_size):
@@ -207,7 +212,7 @@ def _check_input(graph: pb.GraphProto, x: str, vocab_size: int) -> None:
                     f"the constant {weight.name} added before the TopK has {values.size} "
                     f"columns, the vocabulary {vocab_size}"
                 )
-        check(others[0], depth + 1)
+        check(others[0], depth + 1, summed or op == "Mul")
 
     check(x)
     out = {o.name: o.type.tensor_type for o in graph.output}.get(spec.TOPK_LOG_PROBS)

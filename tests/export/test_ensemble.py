@@ -273,6 +273,15 @@ def test_linear_is_the_mean_of_the_members_probabilities(members, tmp_path):
     assert main(_ensemble(members, out, names, "--combine", "linear")) == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["source_model"]["weights"] == [0.5, 0.5]
+    # a mixture's weights are scaled to sum to 1
+    scaled = tmp_path / "scaled" / "1"
+    assert (
+        main(_ensemble(members, scaled, names, "--combine", "linear", "--weights", "3", "1")) == 0
+    )
+    assert json.loads((scaled / "manifest.json").read_text())["source_model"]["weights"] == [
+        0.75,
+        0.25,
+    ]
     ens = load_bundle(out, CPU)
     parts = [load_bundle(members[n], CPU) for n in names]
     lines = SOURCES.read_text(encoding="utf-8").splitlines()[:6]
@@ -343,6 +352,16 @@ def _edited(members, tmp_path: Path, edit) -> Path:
     return copy
 
 
+@pytest.mark.parametrize("graphs", [[], {"encoder": {"outputs": ["memory"]}}, None])
+def test_a_manifest_without_the_memorys_width_is_one_line(members, tmp_path, capsys, graphs):
+    other = _edited(members, tmp_path, _set("graphs", graphs))
+    argv = ["ensemble", str(members["s2s_gru"]), str(other), "--out", str(tmp_path / "o" / "1")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "the manifest does not give the width of the encoder's 'memory'" in err
+    assert "\n" not in err
+
+
 def _set(key, value):
     return lambda manifest, _: manifest.__setitem__(key, value)
 
@@ -378,9 +397,11 @@ def test_members_that_differ_are_refused_by_name(members, tmp_path, capsys, edit
     ("extra", "message"),
     [
         (["--weights", "1"], "1 weights for 2 bundles; give one each"),
-        (["--weights", "1", "0"], "weights must be finite and above 0, got 0.0"),
-        (["--weights", "1", "nan"], "weights must be finite and above 0, got nan"),
-        (["--weights", "inf", "1"], "weights must be finite and above 0, got inf"),
+        (["--weights", "1", "0"], "weights must be numbers from 1e-06 to 1e+06, got 0.0"),
+        (["--weights", "1", "nan"], "weights must be numbers from 1e-06 to 1e+06, got nan"),
+        (["--weights", "inf", "1"], "got inf"),
+        (["--weights", "1e-46", "1"], "got 1e-46"),  # 0 in float32
+        (["--weights", "1e39", "1"], "got 1e+39"),  # infinity in float32
         (["--max-source-tokens", "100000"], "is above what the members were verified for"),
         (["--beam-sentences", "0"], "--beam-sentences must be >= 1, got 0"),
     ],
@@ -401,11 +422,11 @@ def test_what_is_not_an_ensemble_is_refused(members, tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["ensemble", str(members["s2s_gru"]), str(tmp_path / "empty"), *out]) == 2
     assert "has no manifest.json" in capsys.readouterr().err
-    for inside in ("", "sub/1"):  # --force must not replace (or write into) a member
-        out = members["s2s_deep"] / inside if inside else members["s2s_deep"]
+    deep = members["s2s_deep"]
+    for out in (deep, deep / "sub" / "1", deep.parent):  # --force replaces --out whole
         argv = _ensemble(members, out, ["s2s_gru", "s2s_deep"], "--force")
         assert main(argv) == 2
-        assert "is member 2's directory or inside it" in capsys.readouterr().err
+        assert "is member 2's directory, inside it or holds it" in capsys.readouterr().err
     assert (members["s2s_deep"] / "manifest.json").is_file()
     taken = tmp_path / "taken" / "1"
     taken.mkdir(parents=True)

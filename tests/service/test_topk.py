@@ -172,6 +172,7 @@ def test_rewrite_replaces_the_topk():
         (dict(ensemble=-0.5), "the weight weight before the TopK is not one positive number"),
         (dict(ensemble=np.nan), "not one positive number"),
         (dict(ensemble=[0.5, 0.5]), "not one positive number"),
+        (dict(ensemble=0.5, blocked_value=3e38), "added in an ensemble is not <= 0"),
     ],
 )
 def test_refused_by_name(changes, message):
