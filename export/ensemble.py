@@ -50,8 +50,9 @@ from export.writer import ExportError, graph_io, loads_as_served, staging_dir
 log = logging.getLogger(__name__)
 
 COMBINE = ("log-linear", "linear")
-PRECISIONS = ("fp32", "int8")
-MIN_WEIGHT, MAX_WEIGHT = 1e-6, 1e6  # fp16 members: their TopK input is fp16 inside the graph
+PRECISIONS = ("fp32", "int8")  # fp16 members: their TopK input is fp16 inside the graph
+# weights the float32 graph computes with as given (1e-46 would be 0 there, 1e39 infinity)
+MIN_WEIGHT, MAX_WEIGHT = 1e-6, 1e6
 
 
 class EnsembleError(ExportError):
