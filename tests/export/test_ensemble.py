@@ -46,6 +46,7 @@ ENSEMBLES = {
 CPU = RuntimeConfig(providers=("cpu",), intra_op_threads=1)
 FAIRSEQ = MARIAN.parent / "fairseq"
 EOLE = MARIAN.parent / "eole"
+ONMT = MARIAN.parent / "onmt_py"
 
 
 @pytest.fixture(scope="module")
@@ -198,6 +199,36 @@ def test_eole_ensemble_is_eoles_with_renormalize(eole_members, tmp_path):
     got, want = _eole_lists(plain, 5)
     assert [g[0][0] for g in _eole_lists(plain, 1)[0]] == [w[0][0] for w in _eole_lists(out, 1)[1]]
     assert sum([t for t, _ in g] == [t for t, _ in w] for g, w in zip(got, want, strict=True)) < 150
+
+
+def test_opennmt_py_ensemble_is_onmt_translates_with_renormalize(tmp_path):
+    """OpenNMT-py 3.5.1's ensemble (``onmt_translate -model a.pt b.pt``: its generators
+    return logits, their mean is normalised) is ``--weights 0.5 0.5 --renormalize``:
+    greedy translations and 5-best lists on all 300 sources, with its scores (printed to
+    4 decimals by ``-verbose``)."""
+    members = []
+    for name in ("brnn_lstm2_inputfeed_general", "brnn_gru2_bridge"):
+        members.append(tmp_path / name / "1")
+        argv = ["opennmt-py", str(ONMT / name / "model.pt"), "--out", str(members[-1]),
+                "--parity-src", str(ONMT / "src.txt"), "--parity-limit", "40",
+                "--beam-sentences", "5"]  # fmt: skip
+        assert main(argv) == 0
+    out = tmp_path / "pair" / "1"
+    argv = ["ensemble", *map(str, members), "--weights", "0.5", "0.5", "--renormalize",
+            "--out", str(out), "--parity-src", str(ONMT / "src.txt"),
+            "--beam-sentences", "20"]  # fmt: skip
+    assert main(argv) == 0
+    lines = (ONMT / "src.txt").read_text(encoding="utf-8").splitlines()
+    fixture = ONMT / "ensembles" / "lstm2_general_gru2_bridge"
+    for run, beam in (("greedy", 1), ("beam5", 5)):
+        data = json.loads((fixture / f"{run}.json").read_text(encoding="utf-8"))
+        want = [[(h["tokens"], h["score"]) for h in (w["nbest"] if beam > 1 else [w])]
+                for w in data]  # fmt: skip
+        got = _decode(out, beam, lines)
+        assert [[t for t, _ in g] for g in got] == [[t for t, _ in w] for w in want]
+        gaps = [abs(a - b) for g, w in zip(got, want, strict=True)
+                for (_, a), (_, b) in zip(g, w, strict=True)]  # fmt: skip
+        assert len(gaps) == 300 * beam and np.all(np.isfinite(gaps)) and max(gaps) < 1e-4
 
 
 def test_manifest_records_the_members(ensembled, members):
