@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from export import spec
-from export.writer import ExportError, graph_io, loads_as_served, staging_dir
+from export.writer import ExportError, graph_io, install, staging_dir
 
 log = logging.getLogger(__name__)
 
@@ -235,8 +235,7 @@ def write_ensemble(
     from export.ensemble_gate import run_ensemble_gate
     from export.ensemble_graphs import compose_decoder, compose_encoder
     from export.user import parity_ids
-    from service.bundle import load_bundle, sha256_file
-    from service.sessions import RuntimeConfig
+    from service.bundle import load_host_bundle, sha256_file
 
     out = Path(out)
     members = read_members([Path(p) for p in paths])
@@ -266,7 +265,7 @@ def write_ensemble(
             )
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
         raise EnsembleError(f"{out} exists and is not empty; pass --force to replace it")
-    first = load_bundle(members[0].path, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
+    first = load_host_bundle(members[0].path, "cpu")  # its tokenizer; no sessions needed
     sources, source_name = parity_ids(first.src_tokenizer, config, parity_src, parity_limit)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = staging_dir(out.parent)
@@ -317,14 +316,7 @@ def write_ensemble(
             "export_seconds": round(time.monotonic() - started, 1),
             "files": {f: sha256_file(tmp / f) for f in files},
         }
-        (tmp / spec.MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
-        log.info("loading the bundle as nmt-serve will")
-        loads_as_served(tmp)
-        if out.is_dir():
-            shutil.rmtree(out)
-        elif out.exists():
-            out.unlink()
-        tmp.rename(out)
+        install(tmp, out, manifest)
         return manifest
     finally:
         if tmp.exists():

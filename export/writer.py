@@ -231,18 +231,24 @@ def write_bundle(
             "export_seconds": round(time.monotonic() - started, 1),
             "files": {f: sha256_file(tmp / f) for f in files},
         }
-        (tmp / spec.MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
-        log.info("loading the bundle as nmt-serve will")
-        loads_as_served(tmp)
-        if out.is_dir():
-            shutil.rmtree(out)
-        elif out.exists():
-            out.unlink()  # --force over a plain file
-        tmp.rename(out)
+        install(tmp, out, manifest)
         return manifest
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def install(tmp: Path, out: Path, manifest: dict[str, Any]) -> None:
+    """Write ``manifest`` into the staged bundle ``tmp``, check that nmt-serve loads it,
+    and move it to ``out`` (replacing whatever is there: ``--force`` was checked)."""
+    (tmp / spec.MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+    log.info("loading the bundle as nmt-serve will")
+    loads_as_served(tmp)
+    if out.is_dir():
+        shutil.rmtree(out)
+    elif out.exists():
+        out.unlink()  # --force over a plain file
+    tmp.rename(out)
 
 
 def loads_as_served(bundle_dir: Path) -> None:
