@@ -14,7 +14,6 @@ copies of one model cost, so the ratios say what an ensemble of n such models co
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import tempfile
@@ -24,36 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from loadtest.machine import ROOT, cpu_name, shown
+from loadtest.marianbench import BEAMS, THREADS, bundle_runs
 
-BEAMS = (1, 5)
-THREADS = 2
-ALONE = 20
-
-
-def _runs(bundle_dir: Path, lines: list[str]) -> dict:
-    """For each beam: seconds for all ``lines`` in one call, per-sentence seconds of the
-    first ``ALONE``, and the best hypotheses ``(tokens, score)``."""
-    from service.bundle import load_bundle
-    from service.loop import decode
-    from service.sessions import RuntimeConfig
-
-    bundle = load_bundle(bundle_dir, RuntimeConfig(providers=("cpu",), intra_op_threads=THREADS))
-    sources = [bundle.src_tokenizer.encode(line) for line in lines]
-    out = {}
-    for beam in BEAMS:
-        options = dataclasses.replace(bundle.decoding, beam_size=beam, n_best=1)
-        decode(bundle.model, sources[:8], options=options, special=bundle.special)  # warm up
-        start = time.perf_counter()
-        nbest = decode(bundle.model, sources, options=options, special=bundle.special)
-        seconds = time.perf_counter() - start
-        alone = []
-        for source in sources[:ALONE]:
-            start = time.perf_counter()
-            decode(bundle.model, [source], options=options, special=bundle.special)
-            alone.append(time.perf_counter() - start)
-        best = [(h[0].tokens, h[0].score) for h in nbest]
-        out[beam] = {"seconds": seconds, "alone": alone, "best": best}
-    return out
+ALONE = 20  # sentences decoded one at a time
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,21 +54,21 @@ def main(argv: list[str] | None = None) -> int:
         results: dict[int, list[dict]] = {n: [] for n in configs}
         for _ in range(args.rounds):  # interleaved: a slow spell of the machine hits all
             for n, path in configs.items():
-                results[n].append(_runs(path, lines))
+                results[n].append(bundle_runs(path, lines, alone=ALONE))
     rows = []
     for beam in BEAMS:
         single = results[1]
-        base = float(np.median([r[beam]["seconds"] for r in single]))
+        base = float(np.median([r[str(beam)]["seconds"] for r in single]))
         for n, runs in results.items():
-            seconds = float(np.median([r[beam]["seconds"] for r in runs]))
-            best, ref = runs[0][beam]["best"], single[0][beam]["best"]
+            seconds = float(np.median([r[str(beam)]["seconds"] for r in runs]))
+            best, ref = runs[0][str(beam)]["best"], single[0][str(beam)]["best"]
             rows.append({
                 "members": n,
                 "beam": beam,
                 "sentences_per_s": len(lines) / seconds,
                 "relative_to_one": base / seconds,
                 "alone_p50_ms": 1000 * float(np.median([t for r in runs
-                                                        for t in r[beam]["alone"]])),
+                                                        for t in r[str(beam)]["alone"]])),
                 "same_translations": sum(a[0] == b[0] for a, b in zip(best, ref, strict=True)),
                 "max_score_diff": max(abs(a[1] - b[1]) for a, b in zip(best, ref, strict=True)),
             })  # fmt: skip

@@ -114,7 +114,10 @@ def _vocabulary(path: Path, words: set[str]) -> None:
     )
 
 
-def _bundle_runs(bundle_dir: Path, lines: list[str]) -> dict:
+def bundle_runs(bundle_dir: Path, lines: list[str], alone: int = ALONE) -> dict:
+    """For each beam of ``BEAMS`` (keys ``"1"``, ``"5"``): seconds for all ``lines`` in one
+    call of the decode loop (``THREADS`` ORT threads), per-sentence seconds of the first
+    ``alone`` decoded one at a time, the best texts and the best ``(tokens, score)``."""
     from service.bundle import load_bundle
     from service.loop import decode
     from service.sessions import RuntimeConfig
@@ -128,13 +131,14 @@ def _bundle_runs(bundle_dir: Path, lines: list[str]) -> dict:
         start = time.perf_counter()
         nbest = decode(bundle.model, sources, options=options, special=bundle.special)
         seconds = time.perf_counter() - start
-        alone = []
-        for source in sources[:ALONE]:
+        times = []
+        for source in sources[:alone]:
             start = time.perf_counter()
             decode(bundle.model, [source], options=options, special=bundle.special)
-            alone.append(time.perf_counter() - start)
+            times.append(time.perf_counter() - start)
         texts = [bundle.tgt_tokenizer.decode(h[0].tokens) for h in nbest]
-        out[str(beam)] = {"seconds": seconds, "texts": texts, "alone": alone}
+        best = [(h[0].tokens, h[0].score) for h in nbest]
+        out[str(beam)] = {"seconds": seconds, "texts": texts, "alone": times, "best": best}
     return out
 
 
@@ -190,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         job |= {"train": None, "models": models, "sources": str(DATA / "train.en"),
                 "beams": list(BEAMS), "mini_batch": MINI_BATCH, "alone": ALONE}  # fmt: skip
         marian = _marian(args.marian_venv, job)
-        ours = _bundle_runs(bundle_dir, lines)
+        ours = bundle_runs(bundle_dir, lines)
     rows = []
     for beam in BEAMS:
         m, o = marian[str(beam)], ours[str(beam)]
