@@ -137,9 +137,12 @@ class Hypothesis:
 
     ``tokens`` exclude BOS and EOS. ``attention`` is ``(len(tokens) + 1, src_len)``:
     one row per generated token, the EOS step included, over real source positions.
+    ``token_log_probs``: for a scored (forced) translation, each token's log-prob, EOS's
+    last (``len(tokens) + 1``; they add up to ``log_prob``).
     """
 
     tokens: tuple[int, ...]
     score: float
     log_prob: float
     attention: np.ndarray | None = None
+    token_log_probs: tuple[float, ...] | None = None

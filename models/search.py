@@ -120,6 +120,12 @@ def greedy_search(
         log_probs, state, weights = _next_log_probs(
             model, prev, state, enc.keys, enc.memory, enc.mask
         )
+        # a forced prefix token adds its own log-prob, read before any ban
+        forced = {
+            b: (prefix[step], float(log_probs[b, prefix[step]]))
+            for b, prefix in enumerate(prefixes or ())
+            if step < len(prefix)
+        }
         apply_bans(log_probs, rules, tokens, cfg.unk_id)
         values, ids = step_candidates(log_probs, k=1, eos_id=cfg.eos_id)
         values = restrict_candidates(values, [rules.eos_rule(step, limit) for limit in limits])
@@ -127,10 +133,9 @@ def greedy_search(
         pick = values.argmax(-1, keepdim=True)
         best = ids.gather(1, pick).squeeze(1)
         best_log_prob = values.gather(1, pick).squeeze(1)
-        for b, prefix in enumerate(prefixes or ()):
-            if step < len(prefix):  # forced target prefix: the token, adding 0
-                best[b] = prefix[step]
-                best_log_prob[b] = 0.0
+        for b, (token, forced_log_prob) in forced.items():  # forced target prefix
+            best[b] = token
+            best_log_prob[b] = forced_log_prob
         for b in range(batch):
             if done[b]:
                 continue
@@ -214,7 +219,8 @@ def _beam_one(
         log_probs, state, weights = _next_log_probs(
             model, prev, state, enc.keys[rep], enc.memory[rep], enc.mask[rep]
         )
-        if step < len(prefix):  # forced target prefix: one row, the token adds 0
+        if step < len(prefix):  # forced target prefix: one row, the token adds its log-prob
+            live_scores = live_scores[:1] + log_probs[0, prefix[step]]
             live_tokens = [live_tokens[0] + [prefix[step]]]
             live_attn = [live_attn[0] + [weights[0]]]
             state = tuple(s[:1] for s in state)

@@ -13,6 +13,7 @@ from export import spec
 from export.spec import BundleConfig
 from models.options import DecodeOptions, DecodeOptionsError
 from models.tokenizer import TokenizerError, load_tokenizer, unk_id_of
+from service import forced
 from service.decoding import SpecialIds
 from service.runtime import OnnxModel
 from service.sessions import BundleRuntimeError, RuntimeConfig
@@ -160,7 +161,9 @@ def _check_graphs(graphs: dict | None, model: OnnxModel) -> None:
     ):
         for side, values in (("inputs", session.get_inputs()), ("outputs", session.get_outputs())):
             want = sorted(v["name"] for v in graphs[key][side])
-            if sorted(v.name for v in values) != want:
+            # the output the service adds at load time (service.forced)
+            have = sorted(v.name for v in values if v.name != forced.STEP_LOG_PROBS)
+            if have != want:
                 raise BundleError(
                     f"{file}'s {side} are not those the manifest records ({want}); "
                     "re-export the bundle"
@@ -209,8 +212,10 @@ class RemoteModel:
     """``bundle.model`` of a bundle whose sessions run in another process
     (:func:`load_host_bundle`): what ListModels and the logs read."""
 
-    def __init__(self, provider: str) -> None:
+    def __init__(self, provider: str, forcing_error: str | None = None) -> None:
         self.provider = provider
+        # as OnnxModel.forcing_error: why forced tokens cannot be scored, or None
+        self.forcing_error = forcing_error
 
 
 def load_host_bundle(bundle_dir: Path, provider: str) -> Bundle:
@@ -223,4 +228,5 @@ def load_host_bundle(bundle_dir: Path, provider: str) -> Bundle:
         decoding = _decoding(manifest.get("decoding", {}))
     except (KeyError, ValueError, TokenizerError) as exc:
         raise BundleError(f"{bundle_dir}: {exc}") from None
-    return Bundle(bundle_dir, manifest, config, RemoteModel(provider), src_tok, tgt_tok, decoding)
+    model = RemoteModel(provider, forced.unsupported(bundle_dir / spec.DECODER_FILE))
+    return Bundle(bundle_dir, manifest, config, model, src_tok, tgt_tok, decoding)

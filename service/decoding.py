@@ -94,18 +94,28 @@ class SentenceSearch:
         """``sentence``: its index in its request, which with ``options.seed`` fixes its
         random draws (:class:`~service.strategies.Sampling`)."""
         self.strategy = strategy
-        # Target tokens forced at the first steps (:class:`~service.strategies.Prefix`); no EOS.
+        # Target tokens forced at the first steps (:class:`~service.strategies.Prefix`);
+        # EOS only last, where it makes the prefix the whole translation (``Score``).
         self.prefix: tuple[int, ...] = tuple(prefix)
         self.options = options
         self.rules = ScoringRules.of(options)
         self.src_len = src_len
         self.eos = special.eos
         self.limit = self.rules.length_limit(src_len)
-        if len(self.prefix) >= self.limit:
+        whole = bool(self.prefix) and self.prefix[-1] == special.eos
+        if special.eos in self.prefix[:-1]:
+            raise ValueError("a target prefix holds EOS before its end")
+        if len(self.prefix) + (not whole) > self.limit:
+            room = "" if whole else ", leaving no room for EOS"
             raise ValueError(
-                f"target prefix of {len(self.prefix)} tokens leaves no room for EOS under "
-                f"the length limit of {self.limit}"
+                f"target prefix of {len(self.prefix) - whole} tokens{room} exceeds the length "
+                f"limit of {self.limit} (EOS counted)"
             )
+        # The log-prob of this step's forced token (set by the loop before each step's
+        # selection, from the step's whole row); each one's, in order, when the prefix is
+        # a whole translation (``Hypothesis.token_log_probs``).
+        self.forced_log_prob = 0.0
+        self._forced: list[float] | None = [] if whole else None
         # Candidates the strategy ranks per row; the decoder is asked for as many more as
         # a row of the step has banned tokens (:attr:`top_k`), so that banning them
         # leaves the strategy exactly its ``rank_k`` best allowed ones.
@@ -205,6 +215,11 @@ class SentenceSearch:
         such rows in its beam: :class:`~service.strategies.JoeyBeam`)."""
         return self.eos in self._live[row].tokens
 
+    @property
+    def forced_token(self) -> int | None:
+        """The token this step is forced to take (the prefix's next), or None."""
+        return self.prefix[self.step] if self.step < len(self.prefix) else None
+
     def eos_rule(self) -> Eos:
         """The EOS rule of the next step."""
         return self.rules.eos_rule(self.step, self.limit)
@@ -214,8 +229,12 @@ class SentenceSearch:
         the attention of this sentence's rows of the step."""
         keep_attn = self._keep_attn
         self._draw = None
+        if self._forced is not None and self.step < len(self.prefix):
+            self._forced.append(self.forced_log_prob)
         if selection.finished:
-            scored = self.rules.eos_scored(self.eos_rule() is Eos.FORCED)
+            # a scored translation's EOS always counts, at the length limit too
+            forced_eos = self.eos_rule() is Eos.FORCED and self._forced is None
+            scored = self.rules.eos_scored(forced_eos)
             for row, log_prob in selection.finished:
                 hyp = self._live[row]
                 attn = hyp.attention + [attention[row, : self.src_len]] if keep_attn else None
@@ -284,6 +303,7 @@ class SentenceSearch:
                 score=self.rules.score(log_prob, len(tokens), eos=scored, coverage=coverage),
                 log_prob=log_prob,
                 attention=attention,
+                token_log_probs=None if self._forced is None else tuple(self._forced),
             )
         )
 
@@ -349,6 +369,9 @@ class StepOutput:
     # Host arrays, or device-resident states (anything with ``shape`` and ``__array__``)
     # when the runtime keeps them on its device between steps.
     states: tuple[Any, ...]
+    # (rows, V): every token's log-prob as the top-k ranks it, EOS blocked; only when the
+    # step was asked for it (forced tokens: service.forced)
+    log_probs: np.ndarray | None = None
 
 
 @dataclass

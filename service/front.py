@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 from models.options import DecodeOptions, Hypothesis
 from service.bundle import Bundle
-from service.errors import DeadlineExpired
+from service.errors import DeadlineExpired, InvalidRequest
 from service.jobs import Job, PrefixCallback, TranslationResult
-from service.limits import EngineConfig, validate_prefixes, validate_request
+from service.limits import EngineConfig, validate_prefixes, validate_request, validate_targets
 
 DEADLINE_MESSAGE = (
     "the deadline passed before the translation finished: allow a longer deadline, "
@@ -95,13 +95,42 @@ class EngineFront(abc.ABC):
         """Validate and queue a request; raises if it cannot be queued. ``prefixes``:
         each text's forced target start (target-language text, "" for none)."""
         sources = self.validate(texts, options)
-        forced = validate_prefixes(prefixes, sources, options, self.bundle.tgt_tokenizer)
+        if any(prefixes):
+            self._check_forcing()
+        eos = self.bundle.special.eos
+        forced = validate_prefixes(prefixes, sources, options, self.bundle.tgt_tokenizer, eos)
         surface = None
         if options.replace_unk:  # before queueing: a tokenizer error must not leave a job
             surface = [self.bundle.src_tokenizer.surface(t) for t in texts]
         job = self.enqueue(sources, options, timeout, on_prefix, forced)
         job.surface = surface
         return job
+
+    def score(
+        self,
+        texts: Sequence[str],
+        targets: Sequence[str],
+        options: DecodeOptions,
+        *,
+        timeout: float | None = None,
+    ) -> Job:
+        """Validate and queue a ``Score`` request: each text's target forced whole, EOS
+        included (:func:`service.limits.validate_targets`), under ``options``
+        (:func:`service.messages.to_score_options`). Its results: one hypothesis per text,
+        with ``token_log_probs``."""
+        sources = self.validate(texts, options)
+        self._check_forcing()
+        tokenizer, eos = self.bundle.tgt_tokenizer, self.bundle.special.eos
+        forced = validate_targets(targets, sources, options, tokenizer, eos)
+        return self.enqueue(sources, options, timeout, None, forced)
+
+    def _check_forcing(self) -> None:
+        error = getattr(self.bundle.model, "forcing_error", None)
+        if error is not None:
+            raise InvalidRequest(
+                f"this model cannot score forced tokens ({error}): it serves neither Score "
+                "nor target_prefix; re-export it with this version's exporter"
+            )
 
     def wait(self, job: Job, timeout: float | None = None) -> list[list[Hypothesis]]:
         """Block until ``job`` is done; translate timeouts into :class:`DeadlineExpired`."""

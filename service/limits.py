@@ -208,9 +208,11 @@ def validate_prefixes(
     sources: Sequence[Sequence[int]],
     options: DecodeOptions,
     tokenizer: Tokenizer,
+    eos: int | None = None,
 ) -> list[tuple[int, ...]]:
-    """Each sentence's forced target prefix as target token ids (no EOS), ``()`` for
-    none; raise :class:`InvalidRequest` saying how to fix an impossible one.
+    """Each sentence's forced target prefix as target token ids (no EOS: ``eos``, the
+    target's EOS id, is refused in one), ``()`` for none; raise :class:`InvalidRequest`
+    saying how to fix an impossible one.
 
     ``prefixes`` align with ``sources`` (the validated source ids); fewer prefixes than
     sentences leave the rest without one, an empty string is none. ``tokenizer`` is the
@@ -235,6 +237,11 @@ def validate_prefixes(
                 f"target_prefix[{i}] has no tokens after tokenisation: send text in the "
                 "target language, or an empty string for no prefix"
             )
+        if eos is not None and eos in ids:
+            raise InvalidRequest(
+                f"target_prefix[{i}] tokenises to the end-of-sentence token: remove the "
+                "end-of-sentence marker from it (to score a whole translation, use Score)"
+            )
         limit = rules.length_limit(len(src))
         if len(ids) >= limit:
             raise InvalidRequest(
@@ -243,4 +250,44 @@ def validate_prefixes(
                 "or raise the length limit"
             )
         out.append(ids)
+    return out
+
+
+def validate_targets(
+    targets: Sequence[str],
+    sources: Sequence[Sequence[int]],
+    options: DecodeOptions,
+    tokenizer: Tokenizer,
+    eos: int,
+) -> list[tuple[int, ...]]:
+    """The ``Score`` RPC's targets as whole forced translations: each one's target token
+    ids followed by ``eos`` (:class:`service.strategies.Prefix`); raise
+    :class:`InvalidRequest` saying how to fix an impossible one. One target per source
+    (the validated ``sources``); ``""`` scores EOS alone. ``tokenizer`` is the *target*
+    tokenizer; a target may hold at most ``options.max_length`` tokens, EOS counted."""
+    if len(targets) != len(sources):
+        raise InvalidRequest(
+            f"{len(targets)} targets for {len(sources)} texts: send exactly one target per "
+            "text, the translation to score"
+        )
+    limit = options.max_length
+    out: list[tuple[int, ...]] = []
+    for i, text in enumerate(targets):
+        if len(text) > limit * MAX_CHARS_PER_TOKEN:
+            raise InvalidRequest(
+                f"targets[{i}] has {len(text)} characters; the limit is "
+                f"{limit * MAX_CHARS_PER_TOKEN} ({limit} target tokens): split the pair"
+            )
+        ids = tuple(tokenizer.encode(text)) if text.strip() else ()
+        if eos in ids:
+            raise InvalidRequest(
+                f"targets[{i}] tokenises to the end-of-sentence token inside the text: "
+                "remove the end-of-sentence marker from it"
+            )
+        if len(ids) + 1 > limit:
+            raise InvalidRequest(
+                f"targets[{i}] has {len(ids)} target tokens; at most {limit - 1} before EOS "
+                f"(the server's --max-target-length {limit}): split the pair"
+            )
+        out.append((*ids, eos))
     return out

@@ -312,9 +312,13 @@ class DecodeLoop:
         top_k = max((b.top_k for b, n in zip(blocks, block_rows, strict=True) if n), default=0)
         ban_rows: list[int] = []
         ban_tokens: list[int] = []
+        forced: list[tuple[SentenceSearch, int, int]] = []  # (search, row, token)
         for i, a in enumerate(general):
             s = a.search
             n = s.rows
+            token = s.forced_token
+            if token is not None:
+                forced.append((s, first + len(prev), token))
             if s.bans is not None:
                 for r, banned in enumerate(s.bans, start=first + len(prev)):
                     ban_rows.extend([r] * len(banned))
@@ -364,7 +368,12 @@ class DecodeLoop:
             mask=self.pool.mask,
             states=self._states,
             top_k=top_k,
+            **({"log_probs": True} if forced else {}),
         )
+        eos_id = self.special.eos
+        for s, row, token in forced:  # before the selections, which add them
+            every = out.eos_values if token == eos_id else out.log_probs[:, token]
+            s.forced_log_prob = float(every[row])
         values, ids = candidates(out.topk_values, out.topk_ids, out.eos_values, self.special)
         if codes is not None:  # some sentence's EOS is banned or forced this step
             restrict(values, codes)

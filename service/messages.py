@@ -74,6 +74,37 @@ def to_options(
     )
 
 
+def to_score_options(
+    msg: pb.ScoreOptions, *, max_length: int, defaults: DecodeOptions | None = None
+) -> DecodeOptions:
+    """A ``Score`` request's options: one row per sentence, nothing banned or sampled,
+    the model's length penalty and coverage penalty unless the request sets them (its
+    score is then Translate's for the same tokens), and a length limit of ``max_length``
+    target tokens (EOS counted) whatever the source's length."""
+    defaults = defaults or DecodeOptions()
+    return decode_options(
+        defaults,
+        beam_size=1,
+        n_best=1,
+        max_length=max_length,
+        max_length_ratio=0.0,
+        max_length_offset=max_length,
+        min_length=0,
+        return_attention=msg.return_attention or msg.return_diagnostics,
+        ban_unk=False,
+        block_ngram_repeat=0,
+        ignore_when_blocking=(),
+        replace_unk=False,
+        sampling_topk=0,
+        length_penalty=(
+            msg.length_penalty if msg.HasField("length_penalty") else defaults.length_penalty
+        ),
+        coverage_penalty=(
+            msg.coverage_penalty if msg.HasField("coverage_penalty") else defaults.coverage_penalty
+        ),
+    )
+
+
 def _fresh_seed(msg: pb.DecodeOptions) -> int:
     """A sampling request without a seed gets a fresh one, so that two such requests draw
     differently; 0 when nothing is drawn (the options stay a plain value)."""
@@ -131,6 +162,8 @@ def to_translation(
         h = out.hypotheses.add(text=text, tokens=pieces)
         if scores:
             h.score, h.log_prob = hyp.score, hyp.log_prob
+            if hyp.token_log_probs is not None:
+                h.token_log_probs.extend(hyp.token_log_probs)
         if diagnostics is not None:
             h.diagnostics.CopyFrom(to_diagnostics(diagnostics[i]))
         if attention and hyp.attention is not None:

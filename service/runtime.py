@@ -13,7 +13,7 @@ import numpy as np
 import onnxruntime as ort
 
 from export import spec
-from service import greedysteps, topk
+from service import forced, greedysteps, topk
 from service.cudagraphs import DEVICE_LOCK, GraphSteps, static_state_dims
 from service.decoding import Encoded, GreedyStepsOutput, SpecialIds, StepOutput
 from service.devicepool import DeviceGraphs, DevicePool, DeviceState, bind_input
@@ -64,9 +64,10 @@ class OnnxModel:
             (p, {"use_tf32": "0"}) if p == "CUDAExecutionProvider" else p for p in providers
         ]
         self.encoder = open_session(enc_path, opts, providers)
-        # the decoder as served: its file, or that graph rewritten (bytes)
-        dec_graph = self._decoder_graph(config, dec_path, providers, target)
-        self.decoder = open_session(dec_graph, opts, providers, dec_path)
+        # the decoder as served: its file, or that graph rewritten (bytes); ``dec_graph``
+        # without the forced tokens' output, which the composed graphs do without
+        dec_graph, served = self._decoder_graphs(config, dec_path, providers, target)
+        self.decoder = open_session(served, opts, providers, dec_path)
         # Single-threaded twins for small batches (CPU only; see RuntimeConfig).
         self.parallel_rows = 0
         self._encoder_1, self._decoder_1 = self.encoder, self.decoder
@@ -78,14 +79,15 @@ class OnnxModel:
         ):
             single = config.session_options(threads=1)
             self._encoder_1 = open_session(enc_path, single, providers)
-            self._decoder_1 = open_session(dec_graph, single, providers, dec_path)
+            self._decoder_1 = open_session(served, single, providers, dec_path)
             self.parallel_rows = config.parallel_rows
         check_io(self.encoder, enc_path, spec.encoder_inputs(), spec.encoder_outputs(state_names))
+        forced_out = [] if self.forcing_error else [forced.STEP_LOG_PROBS]
         check_io(
             self.decoder,
             dec_path,
             spec.decoder_inputs(state_names),
-            spec.decoder_outputs(state_names),
+            spec.decoder_outputs(state_names) + forced_out,
         )
         self.provider = self.decoder.get_providers()[0]
         if config.require_gpu and self.provider != "CUDAExecutionProvider":
@@ -135,27 +137,38 @@ class OnnxModel:
         self._dec_out = spec.decoder_outputs(state_names)
         self._top_k: dict[int, np.ndarray] = {}
 
-    def _decoder_graph(
+    def _decoder_graphs(
         self,
         config: RuntimeConfig,
         path: Path,
         providers: list,
         target: tuple[SpecialIds, int] | None,
-    ) -> Path | bytes:
-        """The decoder as served: ``path`` itself, or its graph with the top-k in two
-        levels (serialized; ``config.chunked_topk``, :mod:`service.topk`)."""
+    ) -> tuple[Path | bytes, Path | bytes]:
+        """The decoder's graph as the composed graphs start from, and as served: each
+        ``path`` itself, or its graph rewritten (serialized): the top-k in two levels
+        (``config.chunked_topk``, :mod:`service.topk`), and in the served one the forced
+        tokens' output (:mod:`service.forced`; :attr:`forcing_error` says why not)."""
+        data = path.read_bytes()
+        try:
+            forcing: bytes | None = forced.exposed(data)
+            self.forcing_error: str | None = None
+        except forced.ForcedError as exc:
+            forcing, self.forcing_error = None, str(exc)
+            log.warning("forced tokens unscored: %s (target prefixes and Score refused)", exc)
         self.chunked_topk = False
         mode = config.chunked_topk
         first = providers[0] if isinstance(providers[0], str) else providers[0][0]
         if target is None or mode == "off" or (mode == "auto" and first != "CPUExecutionProvider"):
-            return path
+            return path, path if forcing is None else forcing
         try:
-            data = topk.chunked(path.read_bytes(), target[1])
+            chunked = topk.chunked(data, target[1])
+            if forcing is not None:
+                forcing = topk.chunked(forcing, target[1])
         except topk.TopKError as exc:  # exact or not at all: the bundle's own TopK serves
             log.log(logging.WARNING if mode == "on" else logging.INFO, "top-k: one TopK (%s)", exc)
-            return path
+            return path, path if forcing is None else forcing
         self.chunked_topk = True
-        return data
+        return chunked, chunked if forcing is None else forcing
 
     def _graph_steps(
         self,
@@ -351,10 +364,13 @@ class OnnxModel:
         states: tuple[np.ndarray, ...],
         top_k: int,
         eos_mask: np.ndarray | None = None,
+        log_probs: bool = False,
     ) -> StepOutput | GreedyStepsOutput:
         """One decoder step; shapes as in :mod:`export.spec`. With ``eos_mask`` ``(rows,
         greedy_steps, K + 1)`` bool: :attr:`greedy_steps` greedy steps in one call
-        (:mod:`service.greedysteps`; ``top_k`` is then Greedy.K)."""
+        (:mod:`service.greedysteps`; ``top_k`` is then Greedy.K). ``log_probs``: also
+        every row's log-probs (:attr:`StepOutput.log_probs`; forced tokens need them:
+        :mod:`service.forced`)."""
         feeds = {
             spec.PREV_TOKENS: prev_tokens,
             spec.PARENT_ROWS: parent_rows,
@@ -385,14 +401,23 @@ class OnnxModel:
             top = self._top_k[top_k] = np.array([top_k], dtype=np.int64)
         feeds[spec.TOP_K] = top
         session = self.decoder if rows >= self.parallel_rows else self._decoder_1
+        names = self._dec_out
+        if log_probs:
+            if self.forcing_error is not None:  # requests are refused before (EngineFront)
+                raise BundleRuntimeError(f"this model cannot force tokens: {self.forcing_error}")
+            # host outputs first, then the states (_run_bound's order)
+            names = names[:4] + [forced.STEP_LOG_PROBS] + names[4:]
         if self.io_binding:
-            graphed = self.graph_steps.run(feeds) if self.graph_steps is not None else None
-            out = graphed or self._run_bound(session, feeds, self._dec_out)
-            values, ids, eos, attention, *new_states = out
+            graphed = None
+            if self.graph_steps is not None and not log_probs:
+                graphed = self.graph_steps.run(feeds)
+            out = graphed or self._run_bound(session, feeds, names)
         else:
-            values, ids, eos, attention, *new_states = session.run(self._dec_out, feeds)
+            out = session.run(names, feeds)
+        values, ids, eos, attention, *new_states = out
+        every = new_states.pop(0) if log_probs else None
         self._count(start, rows, 1, mask.shape[1])
-        return StepOutput(values, ids, eos, attention, tuple(new_states))
+        return StepOutput(values, ids, eos, attention, tuple(new_states), every)
 
     def _count(self, start: float, rows: int, steps: int, width: int) -> None:
         """A decoder call begun at ``start`` of ``steps`` steps over ``rows`` rows, each

@@ -39,7 +39,13 @@ from service.errors import (
 )
 from service.front import DEADLINE_MESSAGE, EngineFront
 from service.logs import REQUEST_ID_HEADER, RateLimitedLog
-from service.messages import model_info, strategy_label, to_options, to_timing
+from service.messages import (
+    model_info,
+    strategy_label,
+    to_options,
+    to_score_options,
+    to_timing,
+)
 from service.metrics import Metrics
 from service.replies import Replies
 
@@ -95,6 +101,7 @@ class TranslatorServicer:
             {
                 "Translate": unary(self._unary_call("Translate", pb.TranslateRequest)),
                 "TranslateStream": stream(self._stream_call),
+                "Score": unary(self._unary_call("Score", pb.ScoreRequest)),
                 "ListModels": unary(self._unary_call("ListModels", pb.ListModelsRequest)),
             },
         )
@@ -104,6 +111,7 @@ class TranslatorServicer:
     def _unary_call(self, method: str, request_type: type[Message]):
         handle: Callable[[Message, grpc.aio.ServicerContext, Call], Awaitable[bytes]] = {
             "Translate": self.translate,
+            "Score": self.score,
             "ListModels": self.list_models,
         }[method]
 
@@ -285,6 +293,48 @@ class TranslatorServicer:
                 return pb.TranslateResponse(
                     translations=[
                         self.replies.translation(engine, request.model, r, request.options)
+                        for r in engine.render(job, nbest)
+                    ],
+                    model=engine.bundle.manifest.get("name", ""),
+                    model_version=str(engine.bundle.manifest.get("version", "")),
+                    timing=to_timing(job),
+                )
+
+            attention = request.options.return_attention
+            return await self.replies.off_loop(
+                lambda: self.replies.build(reply, nbest, attention), nbest, attention
+            )
+        finally:
+            if job is not None and not job.future.done():
+                job.cancel()  # the client left, or the deadline passed: free its rows
+            self._leave()
+
+    async def score(self, request: pb.ScoreRequest, context, record: Call):
+        self._enter()
+        job = None
+        try:
+            record.sentences = len(request.texts)
+            engine = self._engine(request.model)
+            record.options = to_score_options(
+                request.options,
+                max_length=engine.config.max_target_length,
+                defaults=engine.bundle.decoding,
+            )
+            timeout = self._timeout(context)
+            job = engine.score(
+                list(request.texts), list(request.targets), record.options, timeout=timeout
+            )
+            nbest = await job_result(job, timeout)
+            shown = pb.DecodeOptions(
+                return_scores=True,
+                return_attention=request.options.return_attention,
+                return_diagnostics=request.options.return_diagnostics,
+            )
+
+            def reply() -> pb.ScoreResponse:
+                return pb.ScoreResponse(
+                    translations=[
+                        self.replies.translation(engine, request.model, r, shown)
                         for r in engine.render(job, nbest)
                     ],
                     model=engine.bundle.manifest.get("name", ""),

@@ -407,15 +407,13 @@ class Prefix:
     """Forced decoding of a target prefix, around any ``inner`` strategy.
 
     While a sentence's step is below ``len(search.prefix)`` its single row takes the
-    next prefix token (never EOS, whatever the EOS rules say); from then on ``inner``
+    next prefix token, whatever the EOS rules and bans say; from then on ``inner``
     chooses. The prefix tokens are part of every hypothesis's ``tokens`` and count in
-    its length.
-
-    Scores: the decoder graph returns only its top-k log-probs and EOS's, so a forced
-    token's own log-prob is not available when it is outside the top-k. Rather than mix
-    real and missing values, a forced token adds **0** to the cumulative log-prob:
-    ``log_prob`` and ``score`` cover the continuation only (the reference,
-    :mod:`models.search`, does the same, so both rank the same way).
+    its length, and each adds its own log-prob (:attr:`SentenceSearch.forced_log_prob`,
+    which the loop reads from the step's whole row: :mod:`service.forced`), so scores
+    cover the whole translation, as in Eole and OpenNMT-py. A prefix that ends with EOS
+    is a whole translation (the ``Score`` RPC): the EOS ends the search, nothing is
+    searched.
     """
 
     def __init__(self, inner: Strategy) -> None:
@@ -430,7 +428,12 @@ class Prefix:
         for i, s in enumerate(searches):
             if s.step < len(s.prefix):
                 # one row during the prefix: it continues with the forced token
-                chosen[i] = Selection([0], [s.prefix[s.step]], [s.scores[0]], [], False)
+                token = s.prefix[s.step]
+                total = s.scores[0] + s.forced_log_prob
+                if token == s.eos:
+                    chosen[i] = Selection([], [], [], [(0, total)], True)
+                else:
+                    chosen[i] = Selection([0], [token], [total], [], False)
             else:
                 rest.append(i)
         if rest:

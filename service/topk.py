@@ -84,7 +84,7 @@ def chunked(decoder: bytes, vocab_size: int, width: int = WIDTH) -> bytes:
     opset = default_opset(model)
     if opset < 13:
         raise TopKError(f"the decoder's opset is {opset}; the rewrite needs 13 or later")
-    at, topk = _the_topk(graph)
+    at, topk = the_topk(graph)
     x, k = topk.input
     _check_input(graph, x, vocab_size)
     chunks = -(-vocab_size // width)
@@ -135,7 +135,7 @@ def _attrs(node: pb.NodeProto) -> dict[str, int]:
     return {a.name: a.i for a in node.attribute if a.type == pb.AttributeProto.INT}
 
 
-def _the_topk(graph: pb.GraphProto) -> tuple[int, pb.NodeProto]:
+def the_topk(graph: pb.GraphProto) -> tuple[int, pb.NodeProto]:
     """The index and node of the TopK that writes the contract's top-k outputs."""
     wanted = [spec.TOPK_LOG_PROBS, spec.TOPK_IDS]
     found = [(i, n) for i, n in enumerate(graph.node) if list(n.output) == wanted]

@@ -106,6 +106,7 @@ class FakeStepModel:
         mask: np.ndarray,
         states: tuple[np.ndarray, ...],
         top_k: int,
+        log_probs: bool = False,
     ) -> StepOutput:
         (hist,) = states
         rows = prev_tokens.shape[0]
@@ -120,6 +121,8 @@ class FakeStepModel:
         eos = np.empty(rows, dtype=np.float32)
         attention = np.zeros((rows, mask.shape[1]), dtype=np.float32)
         new = np.empty((rows, 1, 1), dtype=np.float32)
+        # what the graph's TopK ranks: every log-prob, the specials blocked
+        every = np.full((rows, VOCAB), NEG_INF, dtype=np.float32)
         for r in range(rows):
             uid, prefix = self.histories[int(hist[parent_rows[r], 0, 0])]
             src = self.sources[uid]
@@ -143,9 +146,10 @@ class FakeStepModel:
             values[r, : len(best)], ids[r, : len(best)] = lp[best], best
             values[r, len(best) :], ids[r, len(best) :] = NEG_INF, blocked
             eos[r] = lp[EOS]
+            every[r, allowed] = lp[allowed]
             attention[r, : len(src)] = 1.0 / len(src)
             new[r, 0, 0] = self._history(uid, prefix)
-        return StepOutput(values, ids, eos, attention, (new,))
+        return StepOutput(values, ids, eos, attention, (new,), every if log_probs else None)
 
 
 def scripted(script: dict[Prefix, dict[int, float]]) -> Table:

@@ -23,6 +23,7 @@ from tests.service.test_decoding import (
     random_sources,
     random_table,
     run,
+    vector,
 )
 
 OPTIONS = [
@@ -63,14 +64,46 @@ def test_every_hypothesis_starts_with_the_prefix(options):
             assert [h.tokens for h in hyps] == [h.tokens for h in free]
 
 
-def test_forced_tokens_add_nothing_to_the_score():
-    # copy_table gives every copied token -0.1 and EOS -0.1 at the end; tokens outside
-    # the script get far lower log-probs, which forcing them must not add
-    (got,) = run(copy_table, [(4, 5, 6)], DecodeOptions(), prefixes=[(9, 8)])
-    assert got[0].tokens[:2] == (9, 8)
+@pytest.mark.parametrize("options", OPTIONS[:2], ids=["greedy", "beam3-n3"])
+def test_forced_tokens_add_their_own_log_probs(options):
+    # copy_table gives every copied token -0.1 and EOS -0.1 at the end; the forced tokens
+    # 9 and 8 are outside its script, far down the distribution (and outside the top-k)
+    (got,) = run(copy_table, [(4, 5, 6)], options, prefixes=[(9, 8)])
     # after the prefix the fake continues its copy from position 2: token 6, then EOS
     assert got[0].tokens == (9, 8, 6)
-    assert got[0].log_prob == pytest.approx(-0.2)
+    forced = float(vector(copy_table((4, 5, 6), ()))[9])
+    forced += float(vector(copy_table((4, 5, 6), (9,)))[8])
+    assert forced < -10
+    assert got[0].log_prob == pytest.approx(forced - 0.2)
+    assert got[0].token_log_probs is None  # a prefix, not a whole translation
+
+
+def test_a_prefix_ending_with_eos_is_scored_not_searched():
+    src = (4, 5, 6)
+    (got,) = run(copy_table, [src], DecodeOptions(), prefixes=[(9, 8, EOS)])
+    assert len(got) == 1 and got[0].tokens == (9, 8)
+    want = [
+        float(vector(copy_table(src, ()))[9]),
+        float(vector(copy_table(src, (9,)))[8]),
+        float(vector(copy_table(src, (9, 8)))[EOS]),
+    ]
+    assert got[0].token_log_probs == pytest.approx(want)
+    assert got[0].log_prob == sum(got[0].token_log_probs)
+    # the model's own translation scores as the search found it
+    (free,) = run(copy_table, [src], DecodeOptions())
+    (again,) = run(copy_table, [src], DecodeOptions(), prefixes=[(*free[0].tokens, EOS)])
+    assert again[0].tokens == free[0].tokens
+    assert again[0].log_prob == pytest.approx(free[0].log_prob)
+    assert again[0].score == pytest.approx(free[0].score)
+
+
+def test_eos_inside_a_prefix_or_past_the_limit_is_refused():
+    with pytest.raises(ValueError, match="holds EOS before its end"):
+        make_search(4, DecodeOptions(), SPECIAL, prefix=[5, EOS, 6])
+    options = DecodeOptions(max_length=3)
+    make_search(10, options, SPECIAL, prefix=[4, 5, EOS])  # three tokens, EOS counted
+    with pytest.raises(ValueError, match="target prefix of 3 tokens exceeds the length limit"):
+        make_search(10, options, SPECIAL, prefix=[4, 5, 6, EOS])
 
 
 def test_prefixed_and_plain_sentences_share_steps():

@@ -70,6 +70,42 @@ class TranslateRequest(_message.Message):
     target_prefix: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, texts: _Optional[_Iterable[str]] = ..., model: _Optional[str] = ..., options: _Optional[_Union[DecodeOptions, _Mapping]] = ..., target_prefix: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class ScoreOptions(_message.Message):
+    __slots__ = ("length_penalty", "coverage_penalty", "return_attention", "return_diagnostics")
+    LENGTH_PENALTY_FIELD_NUMBER: _ClassVar[int]
+    COVERAGE_PENALTY_FIELD_NUMBER: _ClassVar[int]
+    RETURN_ATTENTION_FIELD_NUMBER: _ClassVar[int]
+    RETURN_DIAGNOSTICS_FIELD_NUMBER: _ClassVar[int]
+    length_penalty: float
+    coverage_penalty: float
+    return_attention: bool
+    return_diagnostics: bool
+    def __init__(self, length_penalty: _Optional[float] = ..., coverage_penalty: _Optional[float] = ..., return_attention: _Optional[bool] = ..., return_diagnostics: _Optional[bool] = ...) -> None: ...
+
+class ScoreRequest(_message.Message):
+    __slots__ = ("texts", "targets", "model", "options")
+    TEXTS_FIELD_NUMBER: _ClassVar[int]
+    TARGETS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    texts: _containers.RepeatedScalarFieldContainer[str]
+    targets: _containers.RepeatedScalarFieldContainer[str]
+    model: str
+    options: ScoreOptions
+    def __init__(self, texts: _Optional[_Iterable[str]] = ..., targets: _Optional[_Iterable[str]] = ..., model: _Optional[str] = ..., options: _Optional[_Union[ScoreOptions, _Mapping]] = ...) -> None: ...
+
+class ScoreResponse(_message.Message):
+    __slots__ = ("translations", "model", "model_version", "timing")
+    TRANSLATIONS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TIMING_FIELD_NUMBER: _ClassVar[int]
+    translations: _containers.RepeatedCompositeFieldContainer[Translation]
+    model: str
+    model_version: str
+    timing: Timing
+    def __init__(self, translations: _Optional[_Iterable[_Union[Translation, _Mapping]]] = ..., model: _Optional[str] = ..., model_version: _Optional[str] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ...) -> None: ...
+
 class AttentionMatrix(_message.Message):
     __slots__ = ("rows", "cols", "values", "source_tokens", "target_tokens")
     ROWS_FIELD_NUMBER: _ClassVar[int]
@@ -85,20 +121,22 @@ class AttentionMatrix(_message.Message):
     def __init__(self, rows: _Optional[int] = ..., cols: _Optional[int] = ..., values: _Optional[_Iterable[float]] = ..., source_tokens: _Optional[_Iterable[str]] = ..., target_tokens: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Hypothesis(_message.Message):
-    __slots__ = ("text", "tokens", "score", "log_prob", "attention", "diagnostics")
+    __slots__ = ("text", "tokens", "score", "log_prob", "attention", "diagnostics", "token_log_probs")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TOKENS_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     LOG_PROB_FIELD_NUMBER: _ClassVar[int]
     ATTENTION_FIELD_NUMBER: _ClassVar[int]
     DIAGNOSTICS_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_LOG_PROBS_FIELD_NUMBER: _ClassVar[int]
     text: str
     tokens: _containers.RepeatedScalarFieldContainer[str]
     score: float
     log_prob: float
     attention: AttentionMatrix
     diagnostics: AttentionDiagnostics
-    def __init__(self, text: _Optional[str] = ..., tokens: _Optional[_Iterable[str]] = ..., score: _Optional[float] = ..., log_prob: _Optional[float] = ..., attention: _Optional[_Union[AttentionMatrix, _Mapping]] = ..., diagnostics: _Optional[_Union[AttentionDiagnostics, _Mapping]] = ...) -> None: ...
+    token_log_probs: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, text: _Optional[str] = ..., tokens: _Optional[_Iterable[str]] = ..., score: _Optional[float] = ..., log_prob: _Optional[float] = ..., attention: _Optional[_Union[AttentionMatrix, _Mapping]] = ..., diagnostics: _Optional[_Union[AttentionDiagnostics, _Mapping]] = ..., token_log_probs: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class AttentionDiagnostics(_message.Message):
     __slots__ = ("entropy_mean", "entropy_max", "coverage_deficit", "over_attention", "unk_share")

@@ -44,6 +44,11 @@ class TranslatorStub:
                 request_serializer=nmt__api_dot_nmt_dot_v1_dot_translator__pb2.TranslateStreamRequest.SerializeToString,
                 response_deserializer=nmt__api_dot_nmt_dot_v1_dot_translator__pb2.TranslateStreamResponse.FromString,
                 _registered_method=True)
+        self.Score = channel.unary_unary(
+                '/nmt.v1.Translator/Score',
+                request_serializer=nmt__api_dot_nmt_dot_v1_dot_translator__pb2.ScoreRequest.SerializeToString,
+                response_deserializer=nmt__api_dot_nmt_dot_v1_dot_translator__pb2.ScoreResponse.FromString,
+                _registered_method=True)
         self.ListModels = channel.unary_unary(
                 '/nmt.v1.Translator/ListModels',
                 request_serializer=nmt__api_dot_nmt_dot_v1_dot_translator__pb2.ListModelsRequest.SerializeToString,
@@ -69,6 +74,15 @@ class TranslatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Score(self, request, context):
+        """Forced decoding: the log-probability the model gives each of the given target
+        sentences (translations written elsewhere), token by token, EOS included; nothing
+        is searched. As marian-scorer, fairseq --score-reference, CTranslate2 score_batch.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListModels(self, request, context):
         """The models this server has loaded.
         """
@@ -88,6 +102,11 @@ def add_TranslatorServicer_to_server(servicer, server):
                     servicer.TranslateStream,
                     request_deserializer=nmt__api_dot_nmt_dot_v1_dot_translator__pb2.TranslateStreamRequest.FromString,
                     response_serializer=nmt__api_dot_nmt_dot_v1_dot_translator__pb2.TranslateStreamResponse.SerializeToString,
+            ),
+            'Score': grpc.unary_unary_rpc_method_handler(
+                    servicer.Score,
+                    request_deserializer=nmt__api_dot_nmt_dot_v1_dot_translator__pb2.ScoreRequest.FromString,
+                    response_serializer=nmt__api_dot_nmt_dot_v1_dot_translator__pb2.ScoreResponse.SerializeToString,
             ),
             'ListModels': grpc.unary_unary_rpc_method_handler(
                     servicer.ListModels,
@@ -149,6 +168,33 @@ class Translator:
             '/nmt.v1.Translator/TranslateStream',
             nmt__api_dot_nmt_dot_v1_dot_translator__pb2.TranslateStreamRequest.SerializeToString,
             nmt__api_dot_nmt_dot_v1_dot_translator__pb2.TranslateStreamResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Score(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nmt.v1.Translator/Score',
+            nmt__api_dot_nmt_dot_v1_dot_translator__pb2.ScoreRequest.SerializeToString,
+            nmt__api_dot_nmt_dot_v1_dot_translator__pb2.ScoreResponse.FromString,
             options,
             channel_credentials,
             insecure,
