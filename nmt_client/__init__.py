@@ -20,7 +20,7 @@ from nmt_client.errors import (
     ServerUnavailable,
     TranslatorError,
 )
-from nmt_client.options import DecodeOptions, stream_request, translate_request
+from nmt_client.options import DecodeOptions, score_request, stream_request, translate_request
 from nmt_client.results import (
     Attention,
     Diagnostics,
@@ -48,6 +48,7 @@ __all__ = [
     "Timing",
     "Translator",
     "TranslatorError",
+    "score_request",
     "stream_request",
     "translate_request",
 ]

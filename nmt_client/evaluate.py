@@ -89,8 +89,9 @@ class Progress:
         enabled: bool | None = None,
         interval: float = 0.2,
         clock: Callable[[], float] = time.monotonic,
+        prog: str = PROG,
     ) -> None:
-        self.total, self.done = total, 0
+        self.total, self.done, self.prog = total, 0, prog
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = self.stream.isatty() if enabled is None else enabled
         self.interval, self.clock = interval, clock
@@ -105,7 +106,7 @@ class Progress:
             rate = self.done / max(now - self.start, 1e-9)
             left = (self.total - self.done) / rate if rate > 0 else 0.0
             self.stream.write(
-                f"\r{PROG}: {self.done:,}/{self.total:,} sentences "
+                f"\r{self.prog}: {self.done:,}/{self.total:,} sentences "
                 f"({100 * self.done // max(self.total, 1)}%), {rate:.1f} sentences/s, "
                 f"about {left:.0f} s left\x1b[K"
             )

@@ -202,3 +202,28 @@ def stream_request(
         options=(options or DecodeOptions()).to_proto(),
         target_prefix=target_prefix,
     )
+
+
+def score_request(
+    texts: Sequence[str],
+    targets: Sequence[str],
+    *,
+    length_penalty: float | None = None,
+    coverage_penalty: float | None = None,
+    return_attention: bool = False,
+    return_diagnostics: bool = False,
+    model: str | None = None,
+) -> pb.ScoreRequest:
+    """The ``nmt.v1.ScoreRequest`` of ``targets`` (one per text: the translation to
+    score); the penalties default to the model's."""
+    sources, scored = check_texts(texts), check_texts(targets)
+    if len(scored) != len(sources):
+        raise ValueError(f"{len(scored)} targets for {len(sources)} texts: give one per text")
+    options = pb.ScoreOptions(
+        return_attention=return_attention, return_diagnostics=return_diagnostics
+    )
+    if length_penalty is not None:
+        options.length_penalty = length_penalty
+    if coverage_penalty is not None:
+        options.coverage_penalty = coverage_penalty
+    return pb.ScoreRequest(texts=sources, targets=scored, model=model or "", options=options)

@@ -92,7 +92,8 @@ class Hypothesis:
     """One translation of a sentence: ``text``, its target pieces (``tokens``, no
     ``</s>``), ``score`` (log-prob / length**length_penalty) and ``log_prob`` (``None``
     unless scores were asked for), ``attention`` and ``diagnostics`` (``None`` unless
-    asked for)."""
+    asked for); ``token_log_probs``: from :meth:`Translator.score` only, each token's
+    log-prob, then ``</s>``'s (``len(tokens) + 1``, adding up to ``log_prob``)."""
 
     text: str
     tokens: tuple[str, ...]
@@ -100,6 +101,7 @@ class Hypothesis:
     log_prob: float | None = None
     attention: Attention | None = None
     diagnostics: Diagnostics | None = None
+    token_log_probs: tuple[float, ...] | None = None
 
     @classmethod
     def from_proto(cls, msg: pb.Hypothesis, *, scores: bool) -> Hypothesis:
@@ -110,6 +112,7 @@ class Hypothesis:
             msg.log_prob if scores else None,
             Attention.from_proto(msg.attention) if msg.HasField("attention") else None,
             Diagnostics.from_proto(msg.diagnostics) if msg.HasField("diagnostics") else None,
+            tuple(msg.token_log_probs) if msg.token_log_probs else None,
         )
 
 
@@ -206,12 +209,12 @@ def _json(text: str) -> dict[str, Any]:
 
 def results_from_proto(
     sources: list[str],
-    reply: pb.TranslateResponse,
+    reply: pb.TranslateResponse | pb.ScoreResponse,
     *,
     scores: bool,
     request_id: str | None = None,
 ) -> list[Result]:
-    """One :class:`Result` per sentence of a ``TranslateResponse``."""
+    """One :class:`Result` per sentence of a ``TranslateResponse`` (or ``ScoreResponse``)."""
     timing = Timing.from_proto(reply.timing)
     return [
         result_from_proto(

@@ -29,6 +29,7 @@ from nmt_client.options import (
     DecodeOptions,
     Strategy,
     check_texts,
+    score_request,
     stream_request,
     translate_request,
 )
@@ -210,6 +211,61 @@ class Translator:
 
         return self._retrying(attempt, timeout, request_id)
 
+    def score(
+        self,
+        texts: Sequence[str],
+        targets: Sequence[str],
+        *,
+        length_penalty: float | None = None,
+        coverage_penalty: float | None = None,
+        return_attention: bool = False,
+        return_diagnostics: bool = False,
+        model: str | None = None,
+        timeout: float | None = None,
+        request_id: str | None = None,
+    ) -> list[Result]:
+        """Score ``targets`` (one per text: a translation written elsewhere) under the
+        model: one :class:`Result` per text, its one hypothesis the target as the model
+        reads it, with ``log_prob``, ``score`` (``length_penalty`` and
+        ``coverage_penalty``: the model's unless given) and ``token_log_probs``. Nothing
+        is searched (forced decoding). Raises :class:`TranslatorError`."""
+        request = score_request(
+            texts,
+            targets,
+            length_penalty=length_penalty,
+            coverage_penalty=coverage_penalty,
+            return_attention=return_attention,
+            return_diagnostics=return_diagnostics,
+            model=self._model(model),
+        )
+        sources = list(request.texts)
+        if not sources:
+            return []
+
+        def attempt(remaining: float, metadata) -> list[Result]:
+            reply, call = self._stub.Score.with_call(request, timeout=remaining, metadata=metadata)
+            rid = _request_id(call.trailing_metadata())
+            return results_from_proto(sources, reply, scores=True, request_id=rid)
+
+        return self._retrying(attempt, timeout, request_id)
+
+    def score_many(
+        self,
+        pairs: Iterable[tuple[str, str]],
+        *,
+        batch_size: int = 32,
+        concurrency: int = 4,
+        **kwargs: Any,
+    ) -> Iterator[Result]:
+        """:meth:`score` of any number of ``(text, target)`` pairs, as
+        :meth:`translate_many` does it: ``batch_size`` a request, ``concurrency`` in
+        flight, results in input order."""
+
+        def call(batch: list[tuple[str, str]]) -> list[Result]:
+            return self.score([s for s, _ in batch], [t for _, t in batch], **kwargs)
+
+        return _in_batches(call, pairs, batch_size, concurrency)
+
     def translate_one(self, text: str, **kwargs: Any) -> Result:
         """:meth:`translate` of one sentence."""
         return self.translate([text], **kwargs)[0]
@@ -226,24 +282,9 @@ class Translator:
         ``concurrency`` requests in flight; results come in input order, as soon as
         they are ready, and ``texts`` is read only as far as needed (a stream such as
         stdin works). ``kwargs``: those of :meth:`translate`."""
-        if batch_size < 1 or concurrency < 1:
-            raise ValueError("batch_size and concurrency must be >= 1")
-        source = iter(texts)
-        pending: deque[Future[list[Result]]] = deque()
-        with ThreadPoolExecutor(concurrency, thread_name_prefix="nmt-client") as pool:
-            try:
-                while True:
-                    while len(pending) < concurrency:
-                        batch = [t for _, t in zip(range(batch_size), source, strict=False)]
-                        if not batch:
-                            break
-                        pending.append(pool.submit(self.translate, batch, **kwargs))
-                    if not pending:
-                        return
-                    yield from pending.popleft().result()
-            finally:
-                for future in pending:
-                    future.cancel()
+        return _in_batches(
+            lambda batch: self.translate(batch, **kwargs), texts, batch_size, concurrency
+        )
 
     def stream(
         self,
@@ -376,6 +417,32 @@ class Translator:
             if time.monotonic() + delay >= deadline:
                 raise error  # no time for another attempt: the last answer stands
             time.sleep(delay)
+
+
+def _in_batches(
+    call: Callable[[list[T]], list[Result]], items: Iterable[T], batch_size: int, concurrency: int
+) -> Iterator[Result]:
+    """``call`` on ``batch_size`` items at a time, ``concurrency`` calls in flight, the
+    results in input order as soon as they are ready; ``items`` read only as far as
+    needed (a stream such as stdin works)."""
+    if batch_size < 1 or concurrency < 1:
+        raise ValueError("batch_size and concurrency must be >= 1")
+    source = iter(items)
+    pending: deque[Future[list[Result]]] = deque()
+    with ThreadPoolExecutor(concurrency, thread_name_prefix="nmt-client") as pool:
+        try:
+            while True:
+                while len(pending) < concurrency:
+                    batch = [t for _, t in zip(range(batch_size), source, strict=False)]
+                    if not batch:
+                        break
+                    pending.append(pool.submit(call, batch))
+                if not pending:
+                    return
+                yield from pending.popleft().result()
+        finally:
+            for future in pending:
+                future.cancel()
 
 
 def _request_id(pairs) -> str | None:

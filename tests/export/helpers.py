@@ -217,3 +217,33 @@ def printed_score_errors(got, want, printed: int = 6) -> np.ndarray:
             digit = 10.0 ** (np.floor(np.log10(abs(h["score"]))) + 1 - printed)
             out.append(max(abs(score - h["score"]) - digit / 2, 0.0))
     return np.array(out)
+
+
+def forced_score_errors(bundle_dir: Path, fixture: Path) -> tuple[np.ndarray, np.ndarray]:
+    """A toolkit's own forced-decoding scores (``fixture``: a ``score.json`` of
+    ``{"pairs": [{"source", "target", "target_tokens", "token_log_probs", "log_prob"}]}``,
+    made by the toolkit) against the bundle's ``Score`` path (each target forced whole,
+    EOS included, under the bundle's decoding defaults): the differences of every token's
+    log-prob (where the toolkit gives them) and of every total, each divided by the larger
+    of 1 and the toolkit's magnitude (float32 in another order: relative where large).
+    The bundle's target tokenizer must split each target into the toolkit's tokens."""
+    from nmt_api.nmt.v1 import translator_pb2 as pb
+    from service.messages import to_score_options
+
+    pairs = json.loads(fixture.read_text(encoding="utf-8"))["pairs"]
+    bundle = load_bundle(bundle_dir, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
+    tgt, eos = bundle.tgt_tokenizer, bundle.special.eos
+    sources = [bundle.src_tokenizer.encode(p["source"]) for p in pairs]
+    targets = [tuple(tgt.encode(p["target"])) for p in pairs]
+    assert [tgt.pieces(t) for t in targets] == [p["target_tokens"] for p in pairs]
+    options = to_score_options(pb.ScoreOptions(), max_length=512, defaults=bundle.decoding)
+    forced = [(*t, eos) for t in targets]
+    got = decode(bundle.model, sources, options=options, special=bundle.special, prefixes=forced)
+    tokens, totals = [], []
+    for (h,), p in zip(got, pairs, strict=True):
+        assert h.tokens == tuple(forced[len(totals)][:-1])
+        if p["token_log_probs"] is not None:
+            pairs_of = zip(h.token_log_probs, p["token_log_probs"], strict=True)
+            tokens += [abs(g - w) / max(1.0, abs(w)) for g, w in pairs_of]
+        totals.append(abs(h.log_prob - p["log_prob"]) / max(1.0, abs(p["log_prob"])))
+    return np.array(tokens), np.array(totals)

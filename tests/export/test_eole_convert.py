@@ -20,6 +20,7 @@ from export.parity import max_abs_diff
 from service.bundle import load_bundle
 from service.loop import decode
 from service.sessions import RuntimeConfig
+from tests.export.helpers import forced_score_errors
 from tests.service.server_fixtures import ServerFactory
 from tests.service.server_helpers import proto_options, stub_for
 
@@ -127,6 +128,20 @@ def test_beam_is_eoles(converted):
         if t == h["tokens"]
     ]
     assert max(diffs) < 1e-4
+
+
+SCORED = ("brnn_gru1_inputfeed_dot", "rnn_gru1_subword_nmt")  # with a score.json
+
+
+@pytest.mark.parametrize("converted", SCORED, indirect=True)
+def test_scores_of_given_targets_are_eoles(converted):
+    """``Score`` (forced decoding) against Eole 0.6.4's own gold scores (``eole predict
+    --tgt``; each token's term read from its ``_score_target``): the model's own greedy
+    outputs and the data's references."""
+    name, out = converted
+    tokens, totals = forced_score_errors(out, FIXTURE / name / "score.json")
+    assert len(totals) == 40 and len(tokens) > 300
+    assert tokens.max() < 1e-4 and totals.max() < 1e-4
 
 
 def test_this_projects_beam_is_what_differs(converted):

@@ -20,7 +20,7 @@ from export.convert import main
 from service.bundle import load_bundle
 from service.loop import decode
 from service.sessions import RuntimeConfig
-from tests.export.helpers import assert_decodes_alone_as_batched
+from tests.export.helpers import assert_decodes_alone_as_batched, forced_score_errors
 from tests.service.server_fixtures import ServerFactory
 from tests.service.server_helpers import proto_options, stub_for
 
@@ -119,6 +119,20 @@ def test_beam_is_fairseqs(converted):
     assert [[t for _, t, _ in g] for g in got] == [[h["text"] for h in w] for w in want]
     diffs = _score_diffs(got, want)
     assert len(diffs) == 1500 and diffs.max() < 1e-5
+
+
+SCORED = ("lstm_word", "lstm_bi2_bpe", "lstm_wiseman_spm")  # with a score.json
+
+
+@pytest.mark.parametrize("converted", SCORED, indirect=True)
+def test_scores_of_given_targets_are_fairseqs(converted):
+    """``Score`` (forced decoding) against ``fairseq-generate --score-reference`` (its
+    SequenceScorer's positional scores, full precision): the model's own greedy outputs
+    and the data's references, many of whose tokens are far outside the top-k."""
+    name, out = converted
+    tokens, totals = forced_score_errors(out, FIXTURE / name / "score.json")
+    assert len(totals) == 40 and len(tokens) > 300
+    assert tokens.max() < 1e-4 and totals.max() < 1e-4
 
 
 def test_this_projects_beam_is_what_differs(converted):

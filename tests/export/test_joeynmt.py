@@ -19,6 +19,7 @@ from export.convert import main
 from service.bundle import load_bundle
 from service.loop import decode
 from service.sessions import RuntimeConfig
+from tests.export.helpers import forced_score_errors
 from tests.service.server_fixtures import ServerFactory
 from tests.service.server_helpers import proto_options, stub_for
 
@@ -68,6 +69,20 @@ def _decode(out: Path, beam: int, **changes):
     nbest = decode(bundle.model, sources, options=options, special=bundle.special)
     tgt = bundle.tgt_tokenizer
     return [[(tgt.pieces(h.tokens), tgt.decode(h.tokens), h.score) for h in hyps] for hyps in nbest]
+
+
+SCORED = ("gru_bahdanau_bridge", "gru_bahdanau_spm", "gru_luong_zero_bpe")  # with a score.json
+
+
+@pytest.mark.parametrize("converted", SCORED, indirect=True)
+def test_scores_of_given_targets_are_joeys(converted):
+    """``Score`` (forced decoding) against Joey NMT's own ``return_prob: ref`` (its
+    per-token log-probs of the reference, ``joeynmt test --save-scores``): the model's
+    own greedy outputs and the data's references."""
+    name, out = converted
+    tokens, totals = forced_score_errors(out, FIXTURE / name / "score.json")
+    assert len(totals) == 40 and len(tokens) > 300
+    assert tokens.max() < 1e-4 and totals.max() < 1e-4
 
 
 def test_manifest_records_joey_and_its_rules(converted):

@@ -20,7 +20,11 @@ from models.scoring import ScoringRules
 from service.bundle import load_bundle
 from service.loop import decode
 from service.sessions import RuntimeConfig
-from tests.export.helpers import assert_decodes_alone_as_batched, printed_score_errors
+from tests.export.helpers import (
+    assert_decodes_alone_as_batched,
+    forced_score_errors,
+    printed_score_errors,
+)
 from tests.service.server_fixtures import ServerFactory
 from tests.service.server_helpers import proto_options, stub_for
 
@@ -67,6 +71,17 @@ def _differ(got, want) -> list[int]:
     """Indices of sentences whose n-best texts differ."""
     return [i for i, (g, w) in enumerate(zip(got, want, strict=True))
             if [t for t, _ in g] != [h["text"] for h in w]]  # fmt: skip
+
+
+@pytest.mark.parametrize("converted", ["s2s_gru"], indirect=True)
+def test_scores_of_given_targets_are_marians(converted):
+    """``Score`` (forced decoding) against Marian's own scorer (``pymarian score
+    --word-scores``, marian-scorer: 5 decimals a token, 6 a sentence): the model's own
+    greedy outputs and the data's references."""
+    name, out = converted
+    tokens, totals = forced_score_errors(out, FIXTURE / name / "score.json")
+    assert len(totals) == 40 and len(tokens) > 300
+    assert tokens.max() < 1e-4 and totals.max() < 1e-4
 
 
 def test_manifest_records_marian_and_its_rules(converted):

@@ -18,6 +18,7 @@ from export.onmt_py import ONMT_DECODING, load_onmt_py
 from service.bundle import load_bundle
 from service.loop import decode
 from service.sessions import RuntimeConfig
+from tests.export.helpers import forced_score_errors
 from tests.export.onmt_fixtures import convert, lines, sources, translate
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "onmt_py"
@@ -64,6 +65,20 @@ def test_beam_is_opennmt_pys(converted):
     assert sum(g[0] == w[0] for g, w in zip(got, lists, strict=True)) == 300
     same = sum(g == w for g, w in zip(got, lists, strict=True))
     assert same == 300 - KNOWN_NBEST_DIFFERENCES.get(name, 0)
+
+
+SCORED = ("brnn_gru1_subword_nmt", "brnn_lstm2_inputfeed_general")  # with a score.json
+
+
+@pytest.mark.parametrize("converted", SCORED, indirect=True)
+def test_scores_of_given_targets_are_opennmt_pys(converted):
+    """``Score`` (forced decoding) against OpenNMT-py 3.5.1's own gold scores
+    (``onmt_translate -tgt``; each token's term read from its ``_score_target``): the
+    model's own greedy outputs, re-split by its bpe, and the data's references."""
+    name, bundle = converted
+    tokens, totals = forced_score_errors(bundle.path, FIXTURE / name / "score.json")
+    assert len(totals) == 40 and len(tokens) > 300
+    assert tokens.max() < 1e-4 and totals.max() < 1e-4
 
 
 def test_decoder_positions_stay_at_zero():

@@ -16,7 +16,6 @@ from tests.service.server_helpers import (
     TIMEOUT,
     mixed_requests,
     one_torch_thread,
-    proto_options,
     rpc_error,
     stub_for,
 )

@@ -1,0 +1,230 @@
+"""``nmt-score``: score given translations with a running ``nmt-serve`` (forced decoding).
+
+Reads pairs (``--src`` and ``--tgt``, line by line; or tab-separated ``source<TAB>target``
+lines from stdin) and prints one line per pair: the target's log-probability under the
+model (natural log, end of sentence included), or with ``--normalize`` its score (the
+log-prob divided by length ** length_penalty, as Translate scores its hypotheses). A
+blank source prints a blank line. The summary (pairs, tokens, perplexity) goes to stderr.
+What it is for: filtering parallel data by the model's likelihood (dual conditional
+cross-entropy), reranking n-best lists, checking a reference's fluency under the model.
+As marian-scorer, fairseq-generate --score-reference, CTranslate2's score_batch."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from nmt_client.cli import (
+    InputError,
+    add_connection_args,
+    check_connection_args,
+    explain_batch_error,
+    translator_from_args,
+)
+from nmt_client.errors import TranslatorError
+from nmt_client.evaluate import Progress, read_lines
+from nmt_client.results import Result
+from nmt_client.translator import DEFAULT_TARGET
+
+PROG = "nmt-score"
+
+
+def parser() -> argparse.ArgumentParser:
+    intro, rest = __doc__.split("\n\n", 1)
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description=intro.replace("\n", " ").replace("``", ""),
+        epilog=rest.replace("\n", " ").replace("``", ""),
+    )
+    i = p.add_argument_group("input and output")
+    i.add_argument("--src", type=Path, default=None, help="source sentences, one a line")
+    i.add_argument("--tgt", type=Path, default=None, help="their translations to score, one a line")
+    i.add_argument("--out", type=Path, default=None, help="write the lines here (default: stdout)")
+    i.add_argument(
+        "--normalize",
+        action="store_true",
+        help="print the length-normalised score instead of the log-prob",
+    )
+    i.add_argument(
+        "--tokens",
+        action="store_true",
+        help="append each target token and its log-prob (token=log-prob ... </s>=log-prob)",
+    )
+    i.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object a line: log_prob, score, tokens, token_log_probs",
+    )
+    s = p.add_argument_group("scoring")
+    s.add_argument(
+        "--length-penalty",
+        metavar="LP",
+        type=float,
+        default=None,
+        help="score = log_prob / length ** LP (default: the model's)",
+    )
+    s.add_argument(
+        "--coverage-penalty",
+        metavar="BETA",
+        type=float,
+        default=None,
+        help="GNMT coverage penalty in the score (default: the model's)",
+    )
+    s.add_argument(
+        "--batch-size", metavar="N", type=int, default=32, help="pairs a request (default: 32)"
+    )
+    s.add_argument(
+        "--concurrency",
+        metavar="N",
+        type=int,
+        default=4,
+        help="requests in flight (default: 4)",
+    )
+    add_connection_args(p, server_default=DEFAULT_TARGET)
+    return p
+
+
+def read_pairs(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """The pairs to score; raises :class:`InputError` (one line) for input it cannot use."""
+    if (args.src is None) != (args.tgt is None):
+        raise InputError("--src and --tgt go together: give both, or neither (pairs on stdin)")
+    if args.src is not None:
+        try:
+            src, tgt = read_lines(args.src, "--src"), read_lines(args.tgt, "--tgt")
+        except OSError as exc:
+            raise InputError(f"cannot read {exc.filename}: {exc.strerror}") from None
+        except ValueError as exc:  # not UTF-8
+            raise InputError(str(exc)) from None
+        if len(src) != len(tgt):
+            raise InputError(f"{len(src)} source lines but {len(tgt)} target lines")
+        return list(zip(src, tgt, strict=True))
+    pairs = []
+    for number, raw in enumerate(sys.stdin.buffer.read().split(b"\n"), 1):
+        try:
+            line = raw.decode("utf-8").rstrip("\r")
+        except UnicodeDecodeError:
+            raise InputError(f"stdin line {number} is not valid UTF-8") from None
+        if not line:
+            continue
+        source, tab, target = line.partition("\t")
+        if not tab:
+            raise InputError(
+                f"stdin line {number} has no tab: send source<TAB>target, or use --src/--tgt"
+            )
+        pairs.append((source, target))
+    return pairs
+
+
+def render(result: Result | None, args: argparse.Namespace) -> str:
+    """One output line (without its newline); ``None``: a blank source."""
+    if result is None:
+        return ""
+    h = result.best
+    if args.json:
+        return json.dumps(
+            {
+                "log_prob": h.log_prob,
+                "score": h.score,
+                "tokens": list(h.tokens),
+                "token_log_probs": list(h.token_log_probs or ()),
+            },
+            ensure_ascii=False,
+        )
+    line = f"{h.score if args.normalize else h.log_prob:.6f}"
+    if args.tokens:
+        named = zip((*h.tokens, "</s>"), h.token_log_probs or (), strict=True)
+        line += "\t" + " ".join(f"{t}={lp:.4f}" for t, lp in named)
+    return line
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    problem = check_connection_args(args) or (
+        "--batch-size and --concurrency must be >= 1"
+        if args.batch_size < 1 or args.concurrency < 1
+        else None
+    )
+    if problem:
+        print(f"{PROG}: error: {problem}", file=sys.stderr)
+        return 2
+    try:
+        pairs = read_pairs(args)
+    except InputError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    if not pairs:
+        print(f"{PROG}: error: no pairs to score", file=sys.stderr)
+        return 2
+    kept = [i for i, (source, _) in enumerate(pairs) if source.strip()]
+    progress = Progress(len(kept), prog=PROG)
+    start = time.monotonic()
+    results: list[Result | None] = [None] * len(pairs)
+    try:
+        with translator_from_args(args, args.server) as translator:
+            scored = translator.score_many(
+                (pairs[i] for i in kept),
+                batch_size=args.batch_size,
+                concurrency=args.concurrency,
+                length_penalty=args.length_penalty,
+                coverage_penalty=args.coverage_penalty,
+            )
+            for n, result in enumerate(_counted(scored, progress)):
+                results[kept[n]] = result
+    except TranslatorError as exc:
+        progress.close()
+        # texts[i] of a request: the input line it came from (requests go in order)
+        done = sum(r is not None for r in results)
+        where = _line_of(kept, done, args.batch_size)
+        print(f"{PROG}: error: {explain_batch_error(exc, where=where)}", file=sys.stderr)
+        return 1
+    progress.close()
+    out = "".join(render(r, args) + "\n" for r in results)
+    if args.out is not None:
+        try:
+            args.out.write_text(out, encoding="utf-8")
+        except OSError as exc:
+            print(f"{PROG}: error: cannot write --out {args.out}: {exc.strerror}", file=sys.stderr)
+            return 1
+    else:
+        sys.stdout.write(out)
+    _summary([r for r in results if r is not None], time.monotonic() - start)
+    return 0
+
+
+def _counted(results: Iterator[Result], progress: Progress) -> Iterator[Result]:
+    for result in results:
+        progress.advance()
+        yield result
+
+
+def _line_of(kept: list[int], done: int, batch: int):
+    """``texts[i]`` of the first request not answered -> its input line, 1-based."""
+    first = done - done % batch
+
+    def where(i: int) -> str:
+        at = first + i
+        return f"line {kept[at] + 1}: the pair" if at < len(kept) else f"texts[{i}]"
+
+    return where
+
+
+def _summary(results: list[Result], seconds: float) -> None:
+    """Pairs, target tokens (EOS included), their mean log-prob and perplexity."""
+    tokens = sum(len(r.best.tokens) + 1 for r in results)
+    total = sum(r.best.log_prob or 0.0 for r in results)
+    ppl = math.exp(-total / tokens) if tokens else float("nan")
+    print(
+        f"{PROG}: {len(results)} pairs, {tokens} target tokens (</s> counted), "
+        f"log-prob {total:.4f} ({total / max(tokens, 1):.4f} a token, perplexity {ppl:.3f}), "
+        f"{seconds:.1f} s",
+        file=sys.stderr,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
