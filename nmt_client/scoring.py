@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ from nmt_client.cli import (
     explain_batch_error,
     translator_from_args,
 )
-from nmt_client.errors import TranslatorError
+from nmt_client.errors import InvalidRequest, TranslatorError
 from nmt_client.evaluate import Progress, read_lines
 from nmt_client.results import Result
 from nmt_client.translator import DEFAULT_TARGET
@@ -177,10 +178,8 @@ def main(argv: list[str] | None = None) -> int:
                 results[kept[n]] = result
     except TranslatorError as exc:
         progress.close()
-        # texts[i] of a request: the input line it came from (requests go in order)
         done = sum(r is not None for r in results)
-        where = _line_of(kept, done, args.batch_size)
-        print(f"{PROG}: error: {explain_batch_error(exc, where=where)}", file=sys.stderr)
+        print(f"{PROG}: error: {_explained(exc, kept, done, args.batch_size)}", file=sys.stderr)
         return 1
     progress.close()
     out = "".join(render(r, args) + "\n" for r in results)
@@ -202,15 +201,19 @@ def _counted(results: Iterator[Result], progress: Progress) -> Iterator[Result]:
         yield result
 
 
-def _line_of(kept: list[int], done: int, batch: int):
-    """``texts[i]`` of the first request not answered -> its input line, 1-based."""
-    first = done - done % batch
+_PAIR_INDEX = re.compile(r"^(texts|targets)\[(\d+)\]")
 
-    def where(i: int) -> str:
-        at = first + i
-        return f"line {kept[at] + 1}: the pair" if at < len(kept) else f"texts[{i}]"
 
-    return where
+def _explained(exc: TranslatorError, kept: list[int], done: int, batch: int) -> TranslatorError:
+    """``exc`` in the CLI's terms: ``texts[i]``/``targets[i]`` of the first request not
+    answered (requests are answered in order) becomes the input line it came from."""
+    named = _PAIR_INDEX.match(exc.details) if isinstance(exc, InvalidRequest) else None
+    at = done - done % batch + int(named.group(2)) if named else len(kept)
+    if named is None or at >= len(kept):
+        return explain_batch_error(exc)
+    side = "source" if named.group(1) == "texts" else "target"
+    details = f"line {kept[at] + 1}: the {side}{exc.details[named.end() :]}"
+    return type(exc)(exc.code, details, request_id=exc.request_id, attempts=exc.attempts)
 
 
 def _summary(results: list[Result], seconds: float) -> None:

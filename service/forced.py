@@ -10,8 +10,9 @@ very tensor its ``TopK`` ranks (``log_softmax`` of the logits plus the exporter'
 token's log-prob is the number the search would have ranked it by. EOS is ``blocked``
 there (it has an output of its own, ``eos_log_probs``); a forced EOS takes that.
 
-The output costs nothing on the steps that do not fetch it: ONNX Runtime computes the
-tensor anyway (the ``TopK`` reads it) and copies out only the outputs a call names.
+The output costs nothing on the steps that do not fetch it: it is the tensor the
+``TopK`` reads, renamed and declared an output (no node is added), which ONNX Runtime
+computes anyway and copies out only when a call names it.
 :class:`service.runtime.OnnxModel` names it only on steps where some row is forced.
 A decoder whose top-k this cannot find (no ``TopK`` writing the contract's outputs) is
 served as it is and cannot force tokens (:class:`ForcedError` says why, and requests
@@ -23,7 +24,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from service import onnx_graph_pb2 as pb
-from service.graphedit import make_node
 from service.topk import TopKError, the_topk
 
 STEP_LOG_PROBS = "forced_step_log_probs"
@@ -54,7 +54,21 @@ def exposed(decoder: bytes) -> bytes:
         _, topk = the_topk(graph)
     except TopKError as exc:
         raise ForcedError(str(exc)) from None
-    graph.node.append(make_node("Identity", [topk.input[0]], [STEP_LOG_PROBS]))
+    # the tensor itself becomes the output (renamed), not a copy of it: a step that does
+    # not fetch it costs nothing more
+    x = topk.input[0]
+    if x in {v.name for v in (*graph.input, *graph.output, *graph.initializer)}:
+        raise ForcedError(f"the TopK ranks {x}, a graph input, output or constant")
+    if any(_reads(a.g, x) for node in graph.node for a in node.attribute if a.HasField("g")):
+        raise ForcedError(f"a subgraph reads the TopK's input {x}")
+    for node in graph.node:
+        for values in (node.input, node.output):
+            for i, name in enumerate(values):
+                if name == x:
+                    values[i] = STEP_LOG_PROBS
+    for info in graph.value_info:
+        if info.name == x:
+            info.name = STEP_LOG_PROBS
     out = graph.output.add()
     out.name = STEP_LOG_PROBS
     tensor = out.type.tensor_type
@@ -74,3 +88,13 @@ def unsupported(decoder: Path) -> str | None:
     except ForcedError as exc:
         return str(exc)
     return None
+
+
+def _reads(graph: pb.GraphProto, name: str) -> bool:
+    """Whether ``graph`` (a Loop or If body) or a graph inside it reads ``name``."""
+    for node in graph.node:
+        if name in node.input:
+            return True
+        if any(_reads(a.g, name) for a in node.attribute if a.HasField("g")):
+            return True
+    return False
