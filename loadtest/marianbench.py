@@ -5,6 +5,12 @@ Marian's default size, side by side in one run:
     python -m loadtest.marianbench --shape wmt17 --out loadtest/results/nematus-vs-bundle
 
     python -m loadtest.marianbench --members 2 --out loadtest/results/marian-ensemble-vs-bundle
+    python -m loadtest.marianbench --score --out loadtest/results/marian-score-vs-bundle
+
+``--score``: Marian's scorer (``marian score``, marian-scorer) against the bundle's
+``Score`` path (forced decoding, :func:`score_runs`) instead of translating: the 300
+reference pairs ten times over (3,000 pairs), the same flags; Marian's time includes
+loading the model once (well under a second of the run).
 
 ``--members N``: an ensemble of N such models (trained alike but for their seeds, 1..N),
 Marian's (``--models``, weights 1 each) against the bundles composed by ``nmt-convert
@@ -70,6 +76,19 @@ if job["train"]:
             after_epochs=job["epochs"], mini_batch=16, learn_rate=0.001,
             cpu_threads=job["threads"], seed=job["seed"], quiet=True, **job["dims"],
             **job["shape"]).train()
+    sys.exit(0)
+if job.get("score"):
+    import _pymarian
+    out_file = job["score"]["out"]
+    start = time.perf_counter()
+    code = _pymarian.main(["score", "-m", *job["models"], "-v", *job["vocabs"], "-t",
+                           job["score"]["src"], job["score"]["tgt"], "--mini-batch",
+                           str(job["mini_batch"]), "--maxi-batch", "100", "--cpu-threads",
+                           str(job["threads"]), "--quiet", "-o", out_file])
+    seconds = time.perf_counter() - start
+    assert code == 0, code
+    scores = [float(x) for x in open(out_file).read().split()]
+    print(json.dumps({"seconds": seconds, "scores": scores}))
     sys.exit(0)
 lines = open(job["sources"], encoding="utf-8").read().splitlines()
 out = {}
@@ -142,6 +161,66 @@ def bundle_runs(bundle_dir: Path, lines: list[str], alone: int = ALONE) -> dict:
     return out
 
 
+def score_runs(bundle_dir: Path, sources: list[str], targets: list[str]) -> dict:
+    """Seconds to score all ``(sources[i], targets[i])`` in one call of the decode loop
+    (``THREADS`` ORT threads; the ``Score`` RPC's options and forced targets), and each
+    pair's log-prob."""
+    from nmt_api.nmt.v1 import translator_pb2 as pb
+    from service.bundle import load_bundle
+    from service.loop import decode
+    from service.messages import to_score_options
+    from service.sessions import RuntimeConfig
+
+    bundle = load_bundle(bundle_dir, RuntimeConfig(providers=("cpu",), intra_op_threads=THREADS))
+    options = to_score_options(pb.ScoreOptions(), max_length=512, defaults=bundle.decoding)
+    eos = bundle.special.eos
+    ids = [bundle.src_tokenizer.encode(line) for line in sources]
+    forced = [(*bundle.tgt_tokenizer.encode(line), eos) for line in targets]
+    special = bundle.special
+    decode(bundle.model, ids[:8], options=options, special=special, prefixes=forced[:8])
+    start = time.perf_counter()
+    scored = decode(bundle.model, ids, options=options, special=special, prefixes=forced)
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "scores": [h[0].log_prob for h in scored]}
+
+
+def _score_report(args, marian: dict, ours: dict, pairs: int, tokens: int) -> int:
+    """The ``--score`` rows and result files."""
+    gaps = np.abs(np.array(marian["scores"]) - np.array(ours["scores"]))
+    row = {
+        "pairs": pairs,
+        "target_tokens": tokens,
+        "max_abs_log_prob_gap": float(gaps.max()),
+        "mean_abs_log_prob_gap": float(gaps.mean()),
+        "marian_pairs_per_s": pairs / marian["seconds"],
+        "bundle_pairs_per_s": pairs / ours["seconds"],
+        "bundle_over_marian": marian["seconds"] / ours["seconds"],
+    }
+    meta = {"date": time.strftime("%Y-%m-%d"), "dims": DIMS, "vocab": VOCAB,
+            "shape": {"name": args.shape} | SHAPES[args.shape], "threads": THREADS,
+            "mini_batch": MINI_BATCH, "cpu": _cpu(),
+            "command": "python -m loadtest.marianbench --score"
+            + ("" if args.shape == "s2s" else f" --shape {args.shape}")}  # fmt: skip
+    args.out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": [row]}, indent=1))
+    text = (
+        f"# Marian's scorer vs the bundle's Score path ({meta['date']})\n\n"
+        f"`{meta['command']}` on {meta['cpu']}: Marian "
+        + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in SHAPES[args.shape].items())
+        + f", dim-emb 512, dim-rnn 1024, {VOCAB} tokens a side, {EPOCHS} epochs on the 300 "
+        f"pairs; scoring those 300 pairs ten times over, {THREADS} threads each; Marian "
+        f"`marian score --mini-batch {MINI_BATCH}` (its time includes loading the model), "
+        "the bundle one call of `service.loop.decode` with the Score RPC's forced targets."
+        "\n\n| pairs | target tokens | max / mean abs log-prob gap | Marian pairs/s | "
+        "bundle pairs/s | bundle / Marian |\n|---|---|---|---|---|---|\n"
+        f"| {pairs} | {tokens} | {row['max_abs_log_prob_gap']:.2e} / "
+        f"{row['mean_abs_log_prob_gap']:.2e} | {row['marian_pairs_per_s']:.1f} | "
+        f"{row['bundle_pairs_per_s']:.1f} | {row['bundle_over_marian']:.2f}x |\n"
+    )
+    args.out.with_suffix(".md").write_text(text)
+    print(text)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="marianbench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="result files' stem")
@@ -152,11 +231,16 @@ def main(argv: list[str] | None = None) -> int:
         "--members", type=int, default=1, help="models in the ensemble (1: one model)"
     )
     parser.add_argument(
+        "--score", action="store_true", help="Marian's scorer vs the Score path (one model)"
+    )
+    parser.add_argument(
         "--marian-venv", type=Path, default=Path(os.environ.get("MARIAN_VENV", "/root/marian-venv"))
     )
     args = parser.parse_args(argv)
     if args.members < 1:
         parser.error(f"--members must be >= 1, got {args.members}")
+    if args.score and args.members != 1:
+        parser.error("--score scores with one model: leave --members at 1")
     if not (args.marian_venv / "bin" / "python").exists():
         print(f"marianbench: no pymarian venv at {args.marian_venv}", file=sys.stderr)
         return 2
@@ -164,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     # minutes) must not give the run half old, half new modules
     import export.ensemble_gate  # noqa: F401
     import export.ensemble_graphs  # noqa: F401
+    import service.messages  # noqa: F401
     from export.convert import main as convert
 
     lines = (DATA / "train.en").read_text(encoding="utf-8").splitlines()
@@ -193,6 +278,17 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
         job |= {"train": None, "models": models, "sources": str(DATA / "train.en"),
                 "beams": list(BEAMS), "mini_batch": MINI_BATCH, "alone": ALONE}  # fmt: skip
+        if args.score:
+            targets = (DATA / "train.es").read_text(encoding="utf-8").splitlines()
+            src, tgt = lines * 10, targets * 10
+            for path, text in ((work / "score.en", src), (work / "score.es", tgt)):
+                path.write_text("".join(t + "\n" for t in text), encoding="utf-8")
+            job["score"] = {"src": str(work / "score.en"), "tgt": str(work / "score.es"),
+                            "out": str(work / "scores.txt")}  # fmt: skip
+            marian = _marian(args.marian_venv, job)
+            ours = score_runs(bundle_dir, src, tgt)
+            tokens = sum(len(t.split()) + 1 for t in tgt)
+            return _score_report(args, marian, ours, len(src), tokens)
         marian = _marian(args.marian_venv, job)
         ours = bundle_runs(bundle_dir, lines)
     rows = []
