@@ -262,6 +262,36 @@ def test_a_sentence_decodes_the_same_alone_and_batched(ensembled):
     assert_decodes_alone_as_batched(out, SOURCES.read_text(encoding="utf-8").splitlines()[:40])
 
 
+def test_an_ensembles_forced_scores_are_its_combination(ensembled, members):
+    """``Score`` through an ensemble (log-linear, Marian's rule): each forced token's
+    log-prob is the weighted sum of the members' own (each member forced alone), on
+    Marian's scorer's pairs for s2s_gru (tests/fixtures/marian/s2s_gru/score.json)."""
+    from nmt_api.nmt.v1 import translator_pb2 as pb
+    from service.messages import to_score_options
+
+    name, out = ensembled
+    names, weights = ENSEMBLES[name]
+    pairs = json.loads((MARIAN / "s2s_gru" / "score.json").read_text(encoding="utf-8"))["pairs"]
+
+    def forced(bundle_dir: Path) -> list[tuple[float, ...]]:
+        bundle = load_bundle(bundle_dir, CPU)
+        options = to_score_options(pb.ScoreOptions(), max_length=256, defaults=bundle.decoding)
+        eos = bundle.special.eos
+        ids = [bundle.src_tokenizer.encode(p["source"]) for p in pairs]
+        targets = [(*bundle.tgt_tokenizer.encode(p["target"]), eos) for p in pairs]
+        got = decode(bundle.model, ids, options=options, special=bundle.special, prefixes=targets)
+        return [h[0].token_log_probs for h in got]
+
+    ensemble = forced(out)
+    each = [forced(members[n]) for n in names]
+    gaps = [
+        abs(e - sum(w * m[i][j] for w, m in zip(weights, each, strict=True)))
+        for i, tokens in enumerate(ensemble)
+        for j, e in enumerate(tokens)
+    ]
+    assert len(gaps) > 300 and max(gaps) < 1e-4
+
+
 def test_served_through_the_grpc_server(members, tmp_path):
     """The ensemble as nmt-serve loads it (greedy steps, lanes, the real gRPC server):
     Marian's ensemble translations."""

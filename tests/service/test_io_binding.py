@@ -133,6 +133,26 @@ def test_decode_loop_with_io_binding_equals_without(tiny_bundle):
     assert bound.model.stats.decoder_calls == plain.model.stats.decoder_calls > len(src) // 5
 
 
+@pytest.mark.parametrize("cuda_graphs", ["off", "on"])
+def test_forced_tokens_under_io_binding_equal_the_host_path(tiny_bundle, cuda_graphs):
+    """Steps that force tokens fetch every row's log-probs (service.forced), bound to the
+    host beside the top-k, past the fixed buffers of the graph steps: prefixes (greedy
+    and beam) and whole forced targets (Score) beside free sentences, as on host arrays."""
+    plain = load(tiny_bundle, greedy_steps=1)
+    bound = load(tiny_bundle, io_binding="on", cuda_graphs=cuda_graphs)
+    src = sources(plain, tiny_bundle)
+    free = decode(plain.model, src, options=DecodeOptions(max_length=12), special=plain.special)
+    eos = plain.special.eos
+    prefixes = [(h[0].tokens[:2], (*h[0].tokens[::-1], eos), ())[i % 3] for i, h in enumerate(free)]
+    options = [OPTIONS[i % 2] if i % 3 != 1 else DecodeOptions() for i in range(len(src))]
+    kwargs = {"options": options, "prefixes": prefixes, "batch_size": 5}
+    want = decode(plain.model, src, special=plain.special, **kwargs)
+    got = decode(bound.model, src, special=bound.special, **kwargs)
+    assert got == want
+    scored = [hyps[0] for i, hyps in enumerate(got) if i % 3 == 1]
+    assert scored and all(h.token_log_probs is not None for h in scored)
+
+
 @pytest.mark.parametrize("batch_size", [3, 8])
 def test_greedy_steps_with_io_binding_equal_them_on_host_arrays(tiny_bundle, batch_size):
     """Several greedy steps a call, bound: states stay on the device between calls (and
