@@ -210,7 +210,8 @@ class TranslatorServicer:
             return
         record.counted = True
         seconds = time.monotonic() - record.start
-        strategy = strategy_label(record.options)
+        # a Score call searches nothing: its own label, not its options' "greedy"
+        strategy = "forced" if record.method == "Score" else strategy_label(record.options)
         self.metrics.requests.labels(record.method, code.name).inc()
         self.metrics.request_latency.labels(record.method, strategy, code.name).observe(seconds)
         if self.access_log:

@@ -91,6 +91,24 @@ def test_scores_match_pytorch_teacher_forcing(stub, pairs, tiny_checkpoint):
     assert response.model == "tiny" and response.timing.total_ms > 0
 
 
+def test_counted_as_score_calls(server, stub, pairs):
+    texts, targets = pairs
+    reg = server.registry
+
+    def count(name: str, labels: dict) -> float:
+        return reg.get_sample_value(name, labels) or 0.0
+
+    ok = {"method": "Score", "code": "OK"}
+    latency = ok | {"strategy": "forced"}
+    before = count("nmt_requests_total", ok), count("nmt_request_duration_seconds_count", latency)
+    score(stub, texts[:2], targets[:2])
+    rpc_error(lambda: stub.Score(pb.ScoreRequest(texts=["a"], targets=[]), timeout=TIMEOUT))
+    assert count("nmt_requests_total", ok) == before[0] + 1
+    assert count("nmt_request_duration_seconds_count", latency) == before[1] + 1
+    bad = {"method": "Score", "code": "INVALID_ARGUMENT"}
+    assert count("nmt_requests_total", bad) >= 1
+
+
 @pytest.mark.parametrize("bundle", [EN_ES_FP32, EN_ES_INT8], ids=["fp32", "int8"])
 @pytest.mark.parametrize("search", ["standard", "eole"])
 def test_a_translation_scores_as_it_was_found(bundle, search):
