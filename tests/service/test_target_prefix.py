@@ -209,6 +209,15 @@ class WordTokenizer:
         return [4 + len(w) for w in text.split() if w != "·"]
 
 
+def test_a_prefix_holding_eos_is_invalid():
+    # "a" tokenises to 5, here the EOS id: a prefix is never a whole translation (Score)
+    with pytest.raises(
+        InvalidRequest, match=r"target_prefix\[0\] tokenises to the end-of-sentence"
+    ):
+        validate_prefixes(["a"], [[4, 5]], DecodeOptions(), WordTokenizer(), eos=5)
+    assert validate_prefixes(["a"], [[4, 5]], DecodeOptions(), WordTokenizer(), eos=3) == [(5,)]
+
+
 def test_validate_prefixes_aligns_with_the_texts():
     got = validate_prefixes(["a bb", ""], [[4, 5], [6]], DecodeOptions(), WordTokenizer())
     assert got == [(5, 6), ()]
