@@ -143,12 +143,13 @@ class MemberEnsemble:
         ranked[:, self.blocked] = -np.inf
         return ranked, eos_values, mean_attention, tuple(new_states)
 
-    def step(self, *, top_k: int, eos_mask=None, **feeds) -> StepOutput:
+    def step(self, *, top_k: int, eos_mask=None, log_probs: bool = False, **feeds) -> StepOutput:
         ranked, eos, attention, states = self.full_step(**feeds)
         # ONNX TopK's order: by value, ties to the lower index
         order = np.argsort(-ranked, axis=1, kind="stable")[:, :top_k]
         values = np.take_along_axis(ranked, order, axis=1)
-        return StepOutput(values, order.astype(np.int64), eos, attention, states)
+        every = ranked if log_probs else None  # what the composed graph's forced output is
+        return StepOutput(values, order.astype(np.int64), eos, attention, states, every)
 
 
 def _exposing(m: Member, renormalize: bool) -> tuple[ort.InferenceSession, list[str]]:

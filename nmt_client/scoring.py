@@ -2,9 +2,10 @@
 
 Reads pairs (``--src`` and ``--tgt``, line by line; or tab-separated ``source<TAB>target``
 lines from stdin) and prints one line per pair: the target's log-probability under the
-model (natural log, end of sentence included), or with ``--normalize`` its score (the
-log-prob divided by length ** length_penalty, as Translate scores its hypotheses). A
-blank source prints a blank line. The summary (pairs, tokens, perplexity) goes to stderr.
+model (natural log, end of sentence included), or with ``--normalize`` its score (as
+Translate scores a hypothesis under the model's rules: by default the log-prob divided
+by length ** length_penalty). A blank line or source prints a blank line. The summary
+(pairs, tokens, perplexity) goes to stderr.
 What it is for: filtering parallel data by the model's likelihood (dual conditional
 cross-entropy), reranking n-best lists, checking a reference's fluency under the model.
 As marian-scorer, fairseq-generate --score-reference, CTranslate2's score_batch."""
@@ -104,13 +105,17 @@ def read_pairs(args: argparse.Namespace) -> list[tuple[str, str]]:
         if len(src) != len(tgt):
             raise InputError(f"{len(src)} source lines but {len(tgt)} target lines")
         return list(zip(src, tgt, strict=True))
-    pairs = []
-    for number, raw in enumerate(sys.stdin.buffer.read().split(b"\n"), 1):
+    pairs: list[tuple[str, str]] = []
+    lines = sys.stdin.buffer.read().split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()  # the newline that ends the last line
+    for number, raw in enumerate(lines, 1):
         try:
             line = raw.decode("utf-8").rstrip("\r")
         except UnicodeDecodeError:
             raise InputError(f"stdin line {number} is not valid UTF-8") from None
-        if not line:
+        if not line.strip():  # a blank line: a blank output line, as a blank source
+            pairs.append(("", ""))
             continue
         source, tab, target = line.partition("\t")
         if not tab:
@@ -122,25 +127,28 @@ def read_pairs(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def render(result: Result | None, args: argparse.Namespace) -> str:
-    """One output line (without its newline); ``None``: a blank source."""
+    """One output line (without its newline); ``None``: a blank source (``null`` in
+    ``--json``, whose lines stay JSON values; so does a non-finite number)."""
     if result is None:
-        return ""
+        return "null" if args.json else ""
     h = result.best
     if args.json:
-        return json.dumps(
-            {
-                "log_prob": h.log_prob,
-                "score": h.score,
-                "tokens": list(h.tokens),
-                "token_log_probs": list(h.token_log_probs or ()),
-            },
-            ensure_ascii=False,
-        )
+        record = {
+            "log_prob": _finite(h.log_prob),
+            "score": _finite(h.score),
+            "tokens": list(h.tokens),
+            "token_log_probs": [_finite(x) for x in h.token_log_probs or ()],
+        }
+        return json.dumps(record, ensure_ascii=False, allow_nan=False)
     line = f"{h.score if args.normalize else h.log_prob:.6f}"
     if args.tokens:
         named = zip((*h.tokens, "</s>"), h.token_log_probs or (), strict=True)
         line += "\t" + " ".join(f"{t}={lp:.4f}" for t, lp in named)
     return line
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -220,7 +228,8 @@ def _summary(results: list[Result], seconds: float) -> None:
     """Pairs, target tokens (EOS included), their mean log-prob and perplexity."""
     tokens = sum(len(r.best.tokens) + 1 for r in results)
     total = sum(r.best.log_prob or 0.0 for r in results)
-    ppl = math.exp(-total / tokens) if tokens else float("nan")
+    mean = -total / tokens if tokens else math.nan
+    ppl = math.exp(mean) if mean < 700 else math.inf  # exp overflows past ~709.8
     print(
         f"{PROG}: {len(results)} pairs, {tokens} target tokens (</s> counted), "
         f"log-prob {total:.4f} ({total / max(tokens, 1):.4f} a token, perplexity {ppl:.3f}), "

@@ -389,7 +389,9 @@ class StepModel(Protocol):
 
     A model may also run several plain greedy steps in one call: its ``greedy_steps``
     says how many (a model without the attribute, or with 1, runs one step a call), and
-    :meth:`step` with ``eos_mask`` runs them (see :meth:`service.runtime.OnnxModel.step`)."""
+    :meth:`step` with ``eos_mask`` runs them (see :meth:`service.runtime.OnnxModel.step`).
+    The loop passes ``log_probs=True`` only on steps that force a token (a target prefix,
+    ``Score``): the step then returns every row's log-probs, :attr:`StepOutput.log_probs`."""
 
     def new_pool(self) -> Any:
         """An empty memory pool for a decode loop over this model: a
@@ -411,6 +413,7 @@ class StepModel(Protocol):
         states: tuple[np.ndarray, ...],
         top_k: int,
         eos_mask: np.ndarray | None = None,
+        log_probs: bool = False,
     ) -> StepOutput | GreedyStepsOutput: ...
 
 

@@ -38,29 +38,12 @@ def exposed(decoder: bytes) -> bytes:
     ``TopK`` also written to the graph output :data:`STEP_LOG_PROBS` ``(rows, V)``
     (float32, or the top-k values' type). Raises :class:`ForcedError` when it has no
     such ``TopK``."""
-    model = pb.ModelProto()
-    try:
-        model.ParseFromString(decoder)
-    except Exception:  # protobuf's DecodeError; ONNX Runtime then says what is wrong
-        raise ForcedError("the decoder is not a readable ONNX model") from None
+    model = _parse(decoder)
     graph = model.graph
-    external = [w.name for w in graph.initializer if w.data_location == pb.TensorProto.EXTERNAL]
-    if external:  # the rewritten bytes could not find them
-        raise ForcedError(f"the decoder keeps weights in external data ({external[0]}, ...)")
-    names = {o for node in graph.node for o in node.output} | {o.name for o in graph.output}
-    if STEP_LOG_PROBS in names:
-        raise ForcedError(f"the decoder already has a value named {STEP_LOG_PROBS}")
-    try:
-        _, topk = the_topk(graph)
-    except TopKError as exc:
-        raise ForcedError(str(exc)) from None
+    topk = _checked(graph)
     # the tensor itself becomes the output (renamed), not a copy of it: a step that does
     # not fetch it costs nothing more
     x = topk.input[0]
-    if x in {v.name for v in (*graph.input, *graph.output, *graph.initializer)}:
-        raise ForcedError(f"the TopK ranks {x}, a graph input, output or constant")
-    if any(_reads(a.g, x) for node in graph.node for a in node.attribute if a.HasField("g")):
-        raise ForcedError(f"a subgraph reads the TopK's input {x}")
     for node in graph.node:
         for values in (node.input, node.output):
             for i, name in enumerate(values):
@@ -82,12 +65,43 @@ def exposed(decoder: bytes) -> bytes:
 
 def unsupported(decoder: Path) -> str | None:
     """Why the decoder file ``decoder`` cannot report forced tokens' log-probs, or None
-    (what a process without its ONNX Runtime sessions, a front end, needs to know)."""
+    (what a process without its ONNX Runtime sessions, a front end, needs to know: the
+    checks of :func:`exposed`, without rewriting anything)."""
     try:
-        exposed(decoder.read_bytes())
+        _checked(_parse(decoder.read_bytes()).graph)
     except ForcedError as exc:
         return str(exc)
     return None
+
+
+def _parse(decoder: bytes) -> pb.ModelProto:
+    model = pb.ModelProto()
+    try:
+        model.ParseFromString(decoder)
+    except Exception:  # protobuf's DecodeError; ONNX Runtime then says what is wrong
+        raise ForcedError("the decoder is not a readable ONNX model") from None
+    return model
+
+
+def _checked(graph: pb.GraphProto) -> pb.NodeProto:
+    """The contract TopK of ``graph``, whose input :func:`exposed` can make an output;
+    raises :class:`ForcedError` saying why not."""
+    external = [w.name for w in graph.initializer if w.data_location == pb.TensorProto.EXTERNAL]
+    if external:  # the rewritten bytes could not find them
+        raise ForcedError(f"the decoder keeps weights in external data ({external[0]}, ...)")
+    names = {o for node in graph.node for o in node.output} | {o.name for o in graph.output}
+    if STEP_LOG_PROBS in names:
+        raise ForcedError(f"the decoder already has a value named {STEP_LOG_PROBS}")
+    try:
+        _, topk = the_topk(graph)
+    except TopKError as exc:
+        raise ForcedError(str(exc)) from None
+    x = topk.input[0]
+    if x in {v.name for v in (*graph.input, *graph.output, *graph.initializer)}:
+        raise ForcedError(f"the TopK ranks {x}, a graph input, output or constant")
+    if any(_reads(a.g, x) for node in graph.node for a in node.attribute if a.HasField("g")):
+        raise ForcedError(f"a subgraph reads the TopK's input {x}")
+    return topk
 
 
 def _reads(graph: pb.GraphProto, name: str) -> bool:

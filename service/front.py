@@ -97,8 +97,8 @@ class EngineFront(abc.ABC):
         sources = self.validate(texts, options)
         if any(prefixes):
             self._check_forcing()
-        eos = self.bundle.special.eos
-        forced = validate_prefixes(prefixes, sources, options, self.bundle.tgt_tokenizer, eos)
+        special = self.bundle.special
+        forced = validate_prefixes(prefixes, sources, options, self.bundle.tgt_tokenizer, special)
         surface = None
         if options.replace_unk:  # before queueing: a tokenizer error must not leave a job
             surface = [self.bundle.src_tokenizer.surface(t) for t in texts]
@@ -120,8 +120,8 @@ class EngineFront(abc.ABC):
         with ``token_log_probs``."""
         sources = self.validate(texts, options)
         self._check_forcing()
-        tokenizer, eos = self.bundle.tgt_tokenizer, self.bundle.special.eos
-        forced = validate_targets(targets, sources, options, tokenizer, eos)
+        tokenizer, special = self.bundle.tgt_tokenizer, self.bundle.special
+        forced = validate_targets(targets, sources, options, tokenizer, special)
         return self.enqueue(sources, options, timeout, None, forced)
 
     def _check_forcing(self) -> None:

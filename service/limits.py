@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from models.options import DecodeOptions
 from models.scoring import ScoringRules
 from models.tokenizer import Tokenizer
+from service.decoding import SpecialIds
 from service.errors import InvalidRequest
 
 # A source text longer than this many characters per allowed token cannot fit.
@@ -208,11 +209,11 @@ def validate_prefixes(
     sources: Sequence[Sequence[int]],
     options: DecodeOptions,
     tokenizer: Tokenizer,
-    eos: int | None = None,
+    special: SpecialIds | None = None,
 ) -> list[tuple[int, ...]]:
-    """Each sentence's forced target prefix as target token ids (no EOS: ``eos``, the
-    target's EOS id, is refused in one), ``()`` for none; raise :class:`InvalidRequest`
-    saying how to fix an impossible one.
+    """Each sentence's forced target prefix as target token ids, ``()`` for none; raise
+    :class:`InvalidRequest` saying how to fix an impossible one (a prefix holding one of
+    the ``special`` tokens a model never produces, EOS among them, too).
 
     ``prefixes`` align with ``sources`` (the validated source ids); fewer prefixes than
     sentences leave the rest without one, an empty string is none. ``tokenizer`` is the
@@ -237,11 +238,8 @@ def validate_prefixes(
                 f"target_prefix[{i}] has no tokens after tokenisation: send text in the "
                 "target language, or an empty string for no prefix"
             )
-        if eos is not None and eos in ids:
-            raise InvalidRequest(
-                f"target_prefix[{i}] tokenises to the end-of-sentence token: remove the "
-                "end-of-sentence marker from it (to score a whole translation, use Score)"
-            )
+        if special is not None:
+            _refuse_specials(f"target_prefix[{i}]", ids, special)
         limit = rules.length_limit(len(src))
         if len(ids) >= limit:
             raise InvalidRequest(
@@ -258,13 +256,14 @@ def validate_targets(
     sources: Sequence[Sequence[int]],
     options: DecodeOptions,
     tokenizer: Tokenizer,
-    eos: int,
+    special: SpecialIds,
 ) -> list[tuple[int, ...]]:
     """The ``Score`` RPC's targets as whole forced translations: each one's target token
-    ids followed by ``eos`` (:class:`service.strategies.Prefix`); raise
+    ids followed by EOS (:class:`service.strategies.Prefix`); raise
     :class:`InvalidRequest` saying how to fix an impossible one. One target per source
     (the validated ``sources``); ``""`` scores EOS alone. ``tokenizer`` is the *target*
-    tokenizer; a target may hold at most ``options.max_length`` tokens, EOS counted."""
+    tokenizer; a target may hold at most ``options.max_length`` tokens, EOS counted, and
+    none of the ``special`` tokens a model never produces (EOS, BOS, padding)."""
     if len(targets) != len(sources):
         raise InvalidRequest(
             f"{len(targets)} targets for {len(sources)} texts: send exactly one target per "
@@ -279,15 +278,23 @@ def validate_targets(
                 f"{limit * MAX_CHARS_PER_TOKEN} ({limit} target tokens): split the pair"
             )
         ids = tuple(tokenizer.encode(text)) if text.strip() else ()
-        if eos in ids:
-            raise InvalidRequest(
-                f"targets[{i}] tokenises to the end-of-sentence token inside the text: "
-                "remove the end-of-sentence marker from it"
-            )
+        _refuse_specials(f"targets[{i}]", ids, special)
         if len(ids) + 1 > limit:
             raise InvalidRequest(
                 f"targets[{i}] has {len(ids)} target tokens; at most {limit - 1} before EOS "
                 f"(the server's --max-target-length {limit}): split the pair"
             )
-        out.append((*ids, eos))
+        out.append((*ids, special.eos))
     return out
+
+
+def _refuse_specials(what: str, ids: Sequence[int], special: SpecialIds) -> None:
+    """Refuse ``ids`` holding EOS, BOS or padding: tokens no decoder step produces (the
+    graph ranks them at -inf), which a text can spell in a word vocabulary (``</s>``)."""
+    names = {special.eos: "end-of-sentence", special.bos: "start", special.pad: "padding"}
+    found = next((names[t] for t in ids if t in names), None)
+    if found is not None:
+        raise InvalidRequest(
+            f"{what} tokenises to the {found} token, which the model never produces: "
+            "remove that marker from the text"
+        )

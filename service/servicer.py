@@ -406,7 +406,8 @@ class TranslatorServicer:
 
                 def final() -> pb.TranslateStreamResponse:
                     result = engine.render(job, nbest)[0]
-                    best = result.hypotheses[0][0]
+                    # a search can end without a hypothesis (every beam at -inf)
+                    best = result.hypotheses[0][0] if result.hypotheses else ""
                     return pb.TranslateStreamResponse(
                         text=best,
                         delta=best[len(text) :] if best.startswith(text) else best,

@@ -135,6 +135,24 @@ def test_scores_of_given_targets_are_fairseqs(converted):
     assert tokens.max() < 1e-4 and totals.max() < 1e-4
 
 
+@pytest.mark.parametrize("converted", ["lstm_word"], indirect=True)
+@pytest.mark.parametrize(
+    ("text", "name"), [("<pad>", "padding"), ("<s>", "start"), ("</s>", "end-of-sentence")]
+)
+def test_a_word_vocabularys_special_tokens_are_refused_in_targets(converted, text, name):
+    """A word vocabulary spells its specials as words: a target or prefix holding one is
+    refused by name (the decoder ranks them at -inf: forced, they would end every beam)."""
+    from service.errors import InvalidRequest
+    from service.limits import validate_prefixes, validate_targets
+
+    bundle = load_bundle(converted[1], RuntimeConfig(providers=("cpu",), intra_op_threads=1))
+    tgt, special, options = bundle.tgt_tokenizer, bundle.special, bundle.decoding
+    with pytest.raises(InvalidRequest, match=rf"targets\[0\] tokenises to the {name} token"):
+        validate_targets([f"una {text} casa"], [[4, 5]], options, tgt, special)
+    with pytest.raises(InvalidRequest, match=rf"target_prefix\[0\] tokenises to the {name}"):
+        validate_prefixes([text], [[4, 5]], options, tgt, special)
+
+
 def test_this_projects_beam_is_what_differs(converted):
     """The standard beam keeps every EOS of a step's first ``beam`` continuations, where
     fairseq's stops at ``beam`` finished: a quarter of the lists differ without the

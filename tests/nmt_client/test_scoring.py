@@ -143,6 +143,35 @@ def test_bad_input_is_one_line(address, tmp_path, capsys, setup, argv, message):
     assert out == "" and len(err.splitlines()) == 1 and message in err, err
 
 
+def test_blank_stdin_lines_stay_and_errors_name_the_stdin_line(address, pairs):
+    lines = [f"{pairs[0][0]}\t{pairs[0][1]}", "", "  ", f"{pairs[1][0]}\t{pairs[1][1]}"]
+    done = subprocess.run(
+        [sys.executable, "-m", "nmt_client.scoring", "--server", address, "--json"],
+        input="".join(line + "\n" for line in lines),
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    assert len(out) == 4 and out[1:3] == ["null", "null"]
+    assert all(json.loads(x)["log_prob"] < 0 for x in (out[0], out[3]))
+    bad = [*lines, f"{pairs[2][0]}\t{'casa ' * 300}"]
+    done = subprocess.run(
+        [sys.executable, "-m", "nmt_client.scoring", "--server", address],
+        input="".join(line + "\n" for line in bad),
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith("nmt-score: error: INVALID_ARGUMENT: line 5: the target has ")
+
+
+def test_the_summary_survives_a_huge_perplexity(capsys):
+    from nmt_client.results import Hypothesis, Result
+
+    result = Result("a", (Hypothesis("b", ("b",), -2e4, -2e4, token_log_probs=(-1e4, -1e4)),))
+    cli._summary([result], 0.1)
+    assert "perplexity inf" in capsys.readouterr().err
+
+
 def test_stdin_without_a_tab_is_one_line(address):
     done = subprocess.run(
         [sys.executable, "-m", "nmt_client.scoring", "--server", address],

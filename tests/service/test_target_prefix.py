@@ -209,13 +209,19 @@ class WordTokenizer:
         return [4 + len(w) for w in text.split() if w != "·"]
 
 
-def test_a_prefix_holding_eos_is_invalid():
-    # "a" tokenises to 5, here the EOS id: a prefix is never a whole translation (Score)
-    with pytest.raises(
-        InvalidRequest, match=r"target_prefix\[0\] tokenises to the end-of-sentence"
-    ):
-        validate_prefixes(["a"], [[4, 5]], DecodeOptions(), WordTokenizer(), eos=5)
-    assert validate_prefixes(["a"], [[4, 5]], DecodeOptions(), WordTokenizer(), eos=3) == [(5,)]
+@pytest.mark.parametrize(
+    ("text", "name"), [("a", "padding"), ("bb", "start"), ("ccc", "end-of-sentence")]
+)
+def test_a_prefix_holding_a_special_token_is_invalid(text, name):
+    """Tokens no step produces (the graph ranks them at -inf; a word vocabulary spells
+    them "<pad>", "<s>", "</s>"): a prefix with one is refused, never forced."""
+    from service.decoding import SpecialIds
+
+    special = SpecialIds(pad=5, bos=6, eos=7, unk=3)  # "a", "bb", "ccc" in WordTokenizer
+    with pytest.raises(InvalidRequest, match=rf"target_prefix\[0\] tokenises to the {name} token"):
+        validate_prefixes([f"dddd {text}"], [[4, 5]], DecodeOptions(), WordTokenizer(), special)
+    fine = validate_prefixes(["dddd"], [[4, 5]], DecodeOptions(), WordTokenizer(), special)
+    assert fine == [(8,)]
 
 
 def test_validate_prefixes_aligns_with_the_texts():
