@@ -13,6 +13,8 @@ As marian-scorer, fairseq-generate --score-reference, CTranslate2's score_batch.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import json
 import math
 import re
@@ -30,7 +32,8 @@ from nmt_client.cli import (
 )
 from nmt_client.errors import InvalidRequest, TranslatorError
 from nmt_client.evaluate import Progress, read_lines
-from nmt_client.results import Result
+from nmt_client.options import score_request
+from nmt_client.results import Hypothesis, Result
 from nmt_client.translator import DEFAULT_TARGET
 
 PROG = "nmt-score"
@@ -86,6 +89,14 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         default=4,
         help="requests in flight (default: 4)",
+    )
+    s.add_argument(
+        "--bundle",
+        metavar="DIR",
+        type=Path,
+        default=None,
+        help="score with this bundle in this process instead of a server (needs the "
+        "serving package: ONNX Runtime and the tokenizers)",
     )
     add_connection_args(p, server_default=DEFAULT_TARGET)
     return p
@@ -174,20 +185,36 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     results: list[Result | None] = [None] * len(pairs)
     try:
-        with translator_from_args(args, args.server) as translator:
-            scored = translator.score_many(
-                (pairs[i] for i in kept),
-                batch_size=args.batch_size,
-                concurrency=args.concurrency,
-                length_penalty=args.length_penalty,
-                coverage_penalty=args.coverage_penalty,
-            )
+        with contextlib.ExitStack() as stack:
+            if args.bundle is not None:
+                scored = _with_bundle(args, [pairs[i] for i in kept])
+            else:
+                translator = stack.enter_context(translator_from_args(args, args.server))
+                scored = translator.score_many(
+                    (pairs[i] for i in kept),
+                    batch_size=args.batch_size,
+                    concurrency=args.concurrency,
+                    length_penalty=args.length_penalty,
+                    coverage_penalty=args.coverage_penalty,
+                )
             for n, result in enumerate(_counted(scored, progress)):
                 results[kept[n]] = result
     except TranslatorError as exc:
         progress.close()
         done = sum(r is not None for r in results)
         print(f"{PROG}: error: {_explained(exc, kept, done, args.batch_size)}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # noqa: BLE001 - --bundle: a CLI reports one line, not a traceback
+        progress.close()
+        named = _PAIR_INDEX.match(str(exc))
+        if named is not None:  # refused as the server would: texts[i] of the kept pairs
+            side = "source" if named.group(1) == "texts" else "target"
+            line = kept[int(named.group(2))] + 1
+            print(
+                f"{PROG}: error: line {line}: the {side}{str(exc)[named.end() :]}", file=sys.stderr
+            )
+            return 1
+        print(f"{PROG}: error: {type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1
     progress.close()
     out = "".join(render(r, args) + "\n" for r in results)
@@ -201,6 +228,21 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(out)
     _summary([r for r in results if r is not None], time.monotonic() - start)
     return 0
+
+
+def _with_bundle(args: argparse.Namespace, pairs: list[tuple[str, str]]) -> Iterator[Result]:
+    """The pairs scored in this process (``--bundle``), as the server would score them.
+    The one part that needs the serving package (ONNX Runtime and all): imported by name,
+    only here, so that the client library never depends on the server (as ``nmt-eval
+    --bundle``; tests/nmt_client/test_imports.py)."""
+    offline = importlib.import_module("service.offline")
+    options = score_request(
+        [], [], length_penalty=args.length_penalty, coverage_penalty=args.coverage_penalty
+    ).options
+    for pieces, h in offline.score_with_bundle(args.bundle, pairs, options, batch=args.batch_size):
+        # text stays empty: the output lines print log-probs and tokens, never the text
+        hyp = Hypothesis("", tuple(pieces), h.score, h.log_prob, None, None, h.token_log_probs)
+        yield Result(source="", hypotheses=(hyp,))
 
 
 def _counted(results: Iterator[Result], progress: Progress) -> Iterator[Result]:

@@ -257,13 +257,16 @@ def validate_targets(
     options: DecodeOptions,
     tokenizer: Tokenizer,
     special: SpecialIds,
+    *,
+    first_index: int = 0,
 ) -> list[tuple[int, ...]]:
     """The ``Score`` RPC's targets as whole forced translations: each one's target token
     ids followed by EOS (:class:`service.strategies.Prefix`); raise
     :class:`InvalidRequest` saying how to fix an impossible one. One target per source
     (the validated ``sources``); ``""`` scores EOS alone. ``tokenizer`` is the *target*
     tokenizer; a target may hold at most ``options.max_length`` tokens, EOS counted, and
-    none of the ``special`` tokens a model never produces (EOS, BOS, padding)."""
+    none of the ``special`` tokens a model never produces (EOS, BOS, padding).
+    ``first_index``: what the messages call ``targets[0]``, as in :func:`validate_request`."""
     if len(targets) != len(sources):
         raise InvalidRequest(
             f"{len(targets)} targets for {len(sources)} texts: send exactly one target per "
@@ -271,7 +274,7 @@ def validate_targets(
         )
     limit = options.max_length
     out: list[tuple[int, ...]] = []
-    for i, text in enumerate(targets):
+    for i, text in enumerate(targets, start=first_index):
         if len(text) > limit * MAX_CHARS_PER_TOKEN:
             raise InvalidRequest(
                 f"targets[{i}] has {len(text)} characters; the limit is "

@@ -1,6 +1,7 @@
-"""Translate with a bundle in this process, without a server (``nmt-eval --bundle``):
-the serving decoder on ONNX Runtime's CPU provider, a request's options applied as the
-server applies them (over the bundle's own decoding defaults)."""
+"""Translate or score with a bundle in this process, without a server (``nmt-eval
+--bundle``, ``nmt-score --bundle``): the serving decoder on ONNX Runtime's CPU provider,
+a request's options applied as the server applies them (over the bundle's own decoding
+defaults)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
+from models.options import Hypothesis
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.bundle import load_bundle
 from service.front import replace_unknowns
-from service.limits import EngineConfig, validate_request
+from service.limits import EngineConfig, validate_request, validate_targets
 from service.loop import decode
-from service.messages import to_options
+from service.messages import to_options, to_score_options
 from service.sessions import RuntimeConfig
 
 
@@ -75,4 +77,40 @@ def translate_with_bundle(
             )
         else:
             out.append(tgt_tok.decode(best.tokens))
+    return out
+
+
+def score_with_bundle(
+    bundle_dir: Path,
+    pairs: list[tuple[str, str]],
+    request: pb.ScoreOptions | None = None,
+    *,
+    batch: int = 32,
+    on_done: Callable[[int], None] | None = None,
+) -> list[tuple[list[str], Hypothesis]]:
+    """Each ``(source, target)`` pair scored as the ``Score`` RPC scores it (the options of
+    ``request``, the model's defaults under them), ``batch`` pairs a request: the target's
+    pieces and its :class:`~models.options.Hypothesis` (``token_log_probs`` set).
+    ``on_done(n)`` after every ``n`` pairs. Raises
+    :class:`service.errors.InvalidRequest` for what a server with the default limits
+    would refuse, in its words (``texts[i]``/``targets[i]``: ``pairs[i]``)."""
+    bundle = load_bundle(Path(bundle_dir), RuntimeConfig(providers=("cpu",)))
+    limits = EngineConfig().for_device(gpu=False)  # a default server's on the CPU
+    options = to_score_options(
+        request or pb.ScoreOptions(), max_length=limits.max_target_length, defaults=bundle.decoding
+    )
+    src_tok, tgt_tok, special = bundle.src_tokenizer, bundle.tgt_tokenizer, bundle.special
+    out: list[tuple[list[str], Hypothesis]] = []
+    for first in range(0, len(pairs), batch):
+        chunk = pairs[first : first + batch]
+        texts, targets = [s for s, _ in chunk], [t for _, t in chunk]
+        sources = validate_request(
+            texts, options, limits, src_tok, max_source_tokens=bundle.max_source_tokens,
+            first_index=first,
+        )  # fmt: skip
+        forced = validate_targets(targets, sources, options, tgt_tok, special, first_index=first)
+        scored = decode(bundle.model, sources, options=options, special=special, prefixes=forced)
+        out += [(tgt_tok.pieces(hyps[0].tokens), hyps[0]) for hyps in scored]
+        if on_done is not None:
+            on_done(len(chunk))
     return out

@@ -195,3 +195,31 @@ def test_a_refused_pair_names_its_line(address, pairs, tmp_path, capsys):
     assert out == ""
     assert err.startswith("nmt-score: error: INVALID_ARGUMENT: line 4: the target has ")
     assert len(err.splitlines()) == 1
+
+
+def test_a_bundle_in_this_process_scores_as_the_server(
+    address, tiny_bundle, pairs, tmp_path, capsys
+):
+    """``--bundle``: no server, the same numbers and the same refusals (named by line)."""
+    src, tgt = _write(tmp_path, [*pairs[:2], ("", ""), *pairs[2:]])
+    files = ["--src", str(src), "--tgt", str(tgt), "--tokens", "--batch-size", "3"]
+    assert cli.main(["--server", address, *files]) == 0
+    served = capsys.readouterr().out.splitlines()
+    assert cli.main(["--bundle", str(tiny_bundle.bundle_dir), *files]) == 0
+    local = capsys.readouterr().out.splitlines()
+    assert len(local) == len(served) == len(pairs) + 1 and local[2] == served[2] == ""
+    for a, b in zip(local, served, strict=True):
+        if a:
+            assert float(a.split("\t")[0]) == pytest.approx(float(b.split("\t")[0]), abs=1e-4)
+            assert [t.rsplit("=", 1)[0] for t in a.split("\t")[1].split()] == [
+                t.rsplit("=", 1)[0] for t in b.split("\t")[1].split()
+            ]
+    src, tgt = _write(tmp_path, [*pairs[:4], (pairs[4][0], "casa " * 300)])
+    files = ["--src", str(src), "--tgt", str(tgt), "--batch-size", "2"]
+    assert cli.main(["--bundle", str(tiny_bundle.bundle_dir), *files]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("nmt-score: error: line 5: the target has ")
+    assert cli.main(["--bundle", str(tmp_path / "nowhere"), *files]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("nmt-score: error: BundleError: bundle directory not found")
+    assert len(err.splitlines()) == 1
