@@ -71,6 +71,9 @@ class DecodeOptions:
     # the most likely ones whose probabilities first add up to ``sampling_topp``; 1.0: all.
     sampling_topp: float = 1.0
     seed: int = 0
+    # Each hypothesis's token log-probs (Hypothesis.token_log_probs); the loop then keeps
+    # them per live hypothesis, as it keeps attention for return_attention.
+    return_token_scores: bool = False
 
     def __post_init__(self) -> None:
         if self.beam_size < 1:
@@ -137,8 +140,10 @@ class Hypothesis:
 
     ``tokens`` exclude BOS and EOS. ``attention`` is ``(len(tokens) + 1, src_len)``:
     one row per generated token, the EOS step included, over real source positions.
-    ``token_log_probs``: for a scored (forced) translation, each token's log-prob, EOS's
-    last (``len(tokens) + 1``; they add up to ``log_prob``).
+    ``token_log_probs``: for a scored (forced) translation or with
+    ``return_token_scores``, each token's log-prob, EOS's last (``len(tokens) + 1``, or
+    ``len(tokens)`` for a hypothesis a search stopped at its length limit without
+    scoring an EOS: Eole's, Joey's, Marian's); they add up to ``log_prob``.
     """
 
     tokens: tuple[int, ...]

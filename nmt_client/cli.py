@@ -18,7 +18,7 @@ from nmt_client.decoding_args import add_decoding_args, check_decoding_args, opt
 from nmt_client.errors import InvalidRequest, TranslatorError
 from nmt_client.heatmap import MATPLOTLIB_HINT, have_matplotlib, plot_attention
 from nmt_client.options import DecodeOptions
-from nmt_client.results import Diagnostics, Result
+from nmt_client.results import Diagnostics, Hypothesis, Result
 from nmt_client.translator import DEFAULT_RETRIES, DEFAULT_TARGET, DEFAULT_TIMEOUT, Translator
 
 PROG = "nmt-translate"
@@ -186,6 +186,12 @@ def parser() -> argparse.ArgumentParser:
     o = p.add_argument_group("output")
     o.add_argument("--scores", action="store_true", help="print each hypothesis's score")
     o.add_argument(
+        "--token-scores",
+        action="store_true",
+        help="print each hypothesis's tokens with their log-probs (token=log-prob ... "
+        "</s>=log-prob), as nmt-score --tokens prints them",
+    )
+    o.add_argument(
         "--diagnostics",
         action="store_true",
         help="print each hypothesis's attention diagnostics: mean entropy (nats), coverage "
@@ -323,6 +329,8 @@ def _stream(
     suffix = f"\t{best.score:.4f}" if scores and best is not None and best.score is not None else ""
     if diagnostics and best is not None and best.diagnostics is not None:
         suffix += "\t" + _diagnostics_text(best.diagnostics)
+    if best is not None and best.token_log_probs is not None:  # asked for: --token-scores
+        suffix += "\t" + token_scores_text(best)
     print(suffix)
     return result
 
@@ -336,7 +344,18 @@ def _print_result(result: Result | None, args: argparse.Namespace) -> None:
         suffix = f"\t{hyp.score:.4f}" if args.scores and hyp.score is not None else ""
         if args.diagnostics and hyp.diagnostics is not None:
             suffix += "\t" + _diagnostics_text(hyp.diagnostics)
+        if args.token_scores and hyp.token_log_probs is not None:
+            suffix += "\t" + token_scores_text(hyp)
         print(f"{prefix}{hyp.text}{suffix}")
+
+
+def token_scores_text(hyp: Hypothesis) -> str:
+    """``token=log-prob ...`` of a hypothesis's tokens, then ``</s>``'s when it has one
+    (a hypothesis stopped at its length limit may not)."""
+    tokens = (*hyp.tokens, "</s>")[: len(hyp.token_log_probs or ())]
+    return " ".join(
+        f"{t}={lp:.4f}" for t, lp in zip(tokens, hyp.token_log_probs or (), strict=True)
+    )
 
 
 def _diagnostics_text(d: Diagnostics) -> str:
@@ -361,6 +380,7 @@ def run(args: argparse.Namespace) -> int:
         return_attention=args.attention_png is not None,
         return_scores=args.scores,
         return_diagnostics=args.diagnostics,
+        return_token_scores=args.token_scores,
     )
     first: Result | None = None
     with translator_from_args(args, args.server) as translator:

@@ -65,6 +65,8 @@ class DecodeOptions:
     # nucleus: of those, the most likely whose probabilities add up to this (default 1.0)
     sampling_topp: float | None = None
     seed: int | None = None
+    # Each hypothesis's token log-probs (Hypothesis.token_log_probs), then </s>'s
+    return_token_scores: bool = False
 
     def __post_init__(self) -> None:
         if self.strategy is not None and self.strategy not in _STRATEGIES:
@@ -135,6 +137,7 @@ class DecodeOptions:
         msg.ignore_when_blocking.extend(self.ignore_when_blocking)
         msg.replace_unk = self.replace_unk
         msg.sampling_topk = self.sampling_topk or 0
+        msg.return_token_scores = self.return_token_scores
         return msg
 
     @classmethod
@@ -152,6 +155,7 @@ class DecodeOptions:
             ignore_when_blocking=tuple(msg.ignore_when_blocking),
             replace_unk=msg.replace_unk,
             sampling_topk=msg.sampling_topk or None,
+            return_token_scores=msg.return_token_scores,
             **{name: getattr(msg, name) if msg.HasField(name) else None for name in _OPTIONAL},
         )
 

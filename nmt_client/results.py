@@ -92,8 +92,10 @@ class Hypothesis:
     """One translation of a sentence: ``text``, its target pieces (``tokens``, no
     ``</s>``), ``score`` (log-prob / length**length_penalty) and ``log_prob`` (``None``
     unless scores were asked for), ``attention`` and ``diagnostics`` (``None`` unless
-    asked for); ``token_log_probs``: from :meth:`Translator.score` only, each token's
-    log-prob, then ``</s>``'s (``len(tokens) + 1``, adding up to ``log_prob``)."""
+    asked for); ``token_log_probs``: from :meth:`Translator.score`, or with
+    ``return_token_scores``, each token's log-prob, then ``</s>``'s (``len(tokens) + 1``;
+    ``len(tokens)`` for a hypothesis a search stopped at its length limit without
+    scoring one), adding up to ``log_prob``."""
 
     text: str
     tokens: tuple[str, ...]

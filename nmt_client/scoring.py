@@ -28,6 +28,7 @@ from nmt_client.cli import (
     add_connection_args,
     check_connection_args,
     explain_batch_error,
+    token_scores_text,
     translator_from_args,
 )
 from nmt_client.errors import InvalidRequest, TranslatorError
@@ -153,8 +154,7 @@ def render(result: Result | None, args: argparse.Namespace) -> str:
         return json.dumps(record, ensure_ascii=False, allow_nan=False)
     line = f"{h.score if args.normalize else h.log_prob:.6f}"
     if args.tokens:
-        named = zip((*h.tokens, "</s>"), h.token_log_probs or (), strict=True)
-        line += "\t" + " ".join(f"{t}={lp:.4f}" for t, lp in named)
+        line += "\t" + token_scores_text(h)
     return line
 
 

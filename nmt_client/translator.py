@@ -180,6 +180,7 @@ class Translator:
         sampling_temperature: float | None = None,
         sampling_topp: float | None = None,
         seed: int | None = None,
+        return_token_scores: bool | None = None,
         options: DecodeOptions | None = None,
         model: str | None = None,
         timeout: float | None = None,

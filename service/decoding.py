@@ -63,19 +63,22 @@ def candidates(
 
 class _Partial:
     """A live hypothesis: its tokens, and with ``return_attention`` / ``replace_unk`` its
-    attention rows, with a coverage penalty its attention sums ``(src_len,)`` float64."""
+    attention rows, with a coverage penalty its attention sums ``(src_len,)`` float64,
+    with ``return_token_scores`` its tokens' log-probs."""
 
-    __slots__ = ("tokens", "attention", "coverage")
+    __slots__ = ("tokens", "attention", "coverage", "log_probs")
 
     def __init__(
         self,
         tokens: list[int],
         attention: list[np.ndarray] | None = None,
         coverage: np.ndarray | None = None,
+        log_probs: list[float] | None = None,
     ) -> None:
         self.tokens = tokens
         self.attention = attention
         self.coverage = coverage
+        self.log_probs = log_probs
 
 
 class SentenceSearch:
@@ -143,9 +146,14 @@ class SentenceSearch:
         # attention summed over each live row's steps (``(src_len,)``), for the coverage
         # penalty only
         self._track_cov = self.rules.needs_coverage
+        # each token's log-prob (return_token_scores; a whole forced target has _forced)
+        self._keep_lps = options.return_token_scores and self._forced is None
         self._live = [
             _Partial(
-                [], [] if self._keep_attn else None, np.zeros(src_len) if self._track_cov else None
+                [],
+                [] if self._keep_attn else None,
+                np.zeros(src_len) if self._track_cov else None,
+                [] if self._keep_lps else None,
             )
         ]
         self._finished: list[Hypothesis] = []
@@ -171,12 +179,13 @@ class SentenceSearch:
     @property
     def plain(self) -> bool:
         """Nothing per step but tokens and log-probs: no bans, no attention kept, no
-        coverage, no forced prefix."""
+        coverage, no forced prefix, no token log-probs kept."""
         return (
             not self.rules.bans_tokens
             and not self._keep_attn
             and not self._track_cov
             and not self.prefix
+            and not self._keep_lps
         )
 
     @property
@@ -227,7 +236,7 @@ class SentenceSearch:
     def take(self, selection: Selection, attention: np.ndarray) -> None:
         """Record this step's ``selection``; ``attention`` ``(rows, src_len_padded)`` is
         the attention of this sentence's rows of the step."""
-        keep_attn = self._keep_attn
+        keep_attn, keep_lps = self._keep_attn, self._keep_lps
         self._draw = None
         if self._forced is not None and self.step < len(self.prefix):
             self._forced.append(self.forced_log_prob)
@@ -243,9 +252,12 @@ class SentenceSearch:
                     # an unscored EOS (Eole at the length limit) is no step: its
                     # attention is not the hypothesis's either
                     cov = hyp.coverage + attention[row, : self.src_len] if scored else hyp.coverage
+                lps = None
+                if keep_lps:  # an unscored EOS adds no entry (nor its log-prob)
+                    lps = hyp.log_probs + [log_prob - self.scores[row]] if scored else hyp.log_probs
                 self.add_finished(
                     hyp.tokens, log_prob, self.scores[row], scored,
-                    np.stack(attn) if keep_attn else None, cov,
+                    np.stack(attn) if keep_attn else None, cov, lps,
                 )  # fmt: skip
         self.step += 1
         self.top_finished = self.top_finished or selection.top_finished
@@ -260,21 +272,26 @@ class SentenceSearch:
                 hyp.attention.append(attention[0, : self.src_len])
             if self._track_cov:
                 hyp.coverage = hyp.coverage + attention[0, : self.src_len]
-        elif not keep_attn and not self._track_cov:  # tokens only (the common case)
+            if keep_lps:
+                hyp.log_probs.append(selection.scores[0] - self.scores[selection.parents[0]])
+        elif not keep_attn and not self._track_cov and not keep_lps:  # tokens only (common)
             tokens = [h.tokens for h in live]
             self._live = [
                 _Partial(tokens[p] + [t])
                 for p, t in zip(selection.parents, selection.tokens, strict=True)
             ]
         else:
-            track = self._track_cov
+            track, scores = self._track_cov, self.scores
             self._live = [
                 _Partial(
                     live[p].tokens + [t],
                     live[p].attention + [attention[p, : self.src_len]] if keep_attn else None,
                     live[p].coverage + attention[p, : self.src_len] if track else None,
+                    live[p].log_probs + [score - scores[p]] if keep_lps else None,
                 )
-                for p, t in zip(selection.parents, selection.tokens, strict=True)
+                for p, t, score in zip(
+                    selection.parents, selection.tokens, selection.scores, strict=True
+                )
             ]
         self.rows = len(selection.tokens)
         self.prev_tokens = selection.tokens
@@ -290,11 +307,15 @@ class SentenceSearch:
         scored: bool,
         attention: np.ndarray | None = None,
         coverage: np.ndarray | None = None,
+        token_log_probs: Sequence[float] | None = None,
     ) -> None:
         """Record a hypothesis ``tokens`` (no EOS) that ends at this step: ``log_prob``
         with its EOS, ``row_log_prob`` before it (what counts when the EOS is not
         ``scored``: :meth:`ScoringRules.eos_scored`); ``attention`` ``(len, src_len)``
-        when kept, ``coverage`` its summed attention when the score needs it."""
+        when kept, ``coverage`` its summed attention when the score needs it,
+        ``token_log_probs`` when kept (``return_token_scores``)."""
+        if self._forced is not None:  # a whole forced target: its own exact values
+            token_log_probs = self._forced
         if not scored:  # ended without EOS: its log-prob is the row's so far
             log_prob = row_log_prob
         self._finished.append(
@@ -303,7 +324,7 @@ class SentenceSearch:
                 score=self.rules.score(log_prob, len(tokens), eos=scored, coverage=coverage),
                 log_prob=log_prob,
                 attention=attention,
-                token_log_probs=None if self._forced is None else tuple(self._forced),
+                token_log_probs=None if token_log_probs is None else tuple(token_log_probs),
             )
         )
 

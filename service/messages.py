@@ -65,6 +65,7 @@ def to_options(
         return_attention=msg.return_attention or msg.return_diagnostics or msg.replace_unk,
         ignore_when_blocking=_token_ids(msg.ignore_when_blocking, target_index),
         replace_unk=msg.replace_unk,
+        return_token_scores=msg.return_token_scores,
         sampling_topk=msg.sampling_topk,
         seed=msg.seed if msg.HasField("seed") else _fresh_seed(msg),
         **{
@@ -162,8 +163,8 @@ def to_translation(
         h = out.hypotheses.add(text=text, tokens=pieces)
         if scores:
             h.score, h.log_prob = hyp.score, hyp.log_prob
-            if hyp.token_log_probs is not None:
-                h.token_log_probs.extend(hyp.token_log_probs)
+        if hyp.token_log_probs is not None:  # Score, or return_token_scores
+            h.token_log_probs.extend(hyp.token_log_probs)
         if diagnostics is not None:
             h.diagnostics.CopyFrom(to_diagnostics(diagnostics[i]))
         if attention and hyp.attention is not None:

@@ -74,6 +74,38 @@ def _decode(out: Path, beam: int, **changes):
 SCORED = ("gru_bahdanau_bridge", "gru_bahdanau_spm", "gru_luong_zero_bpe")  # with a score.json
 
 
+@pytest.mark.parametrize("converted", ["gru_bahdanau_bridge"], indirect=True)
+def test_token_scores_of_joeys_beam_add_up(converted):
+    """``return_token_scores`` under Joey's beam search (which keeps finished rows in its
+    beam, fed EOS): the same n-best lists and scores, each hypothesis's token log-probs
+    adding up to its log-prob, and equal to what Score gives its tokens."""
+    from nmt_api.nmt.v1 import translator_pb2 as pb
+    from service.messages import to_score_options
+
+    name, out = converted
+    bundle = load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
+    sources = [bundle.src_tokenizer.encode(line) for line in _sources(name)[:40]]
+    options = dataclasses.replace(bundle.decoding, beam_size=5, n_best=3)
+    plain = decode(bundle.model, sources, options=options, special=bundle.special)
+    kept_options = dataclasses.replace(options, return_token_scores=True)
+    kept = decode(bundle.model, sources, options=kept_options, special=bundle.special)
+    best = []
+    for p, k in zip(plain, kept, strict=True):
+        assert [(h.tokens, h.score) for h in p] == [(h.tokens, h.score) for h in k]
+        for h in k:
+            assert sum(h.token_log_probs) == pytest.approx(h.log_prob, abs=1e-6)
+        best.append(k[0])
+    scoring = to_score_options(pb.ScoreOptions(), max_length=256, defaults=bundle.decoding)
+    eos = bundle.special.eos
+    forced = [(*h.tokens, eos) for h in best]
+    scored = decode(bundle.model, sources, options=scoring, special=bundle.special, prefixes=forced)
+    ended = [(h, s[0]) for h, s in zip(best, scored, strict=True)
+             if len(h.token_log_probs) == len(h.tokens) + 1]  # fmt: skip
+    assert len(ended) > 30
+    for h, s in ended:
+        assert h.token_log_probs == pytest.approx(s.token_log_probs, abs=1e-5)
+
+
 @pytest.mark.parametrize("converted", SCORED, indirect=True)
 def test_scores_of_given_targets_are_joeys(converted):
     """``Score`` (forced decoding) against Joey NMT's own ``return_prob: ref`` (its

@@ -330,3 +330,19 @@ def test_sampling_flags_reach_the_server(address, tiny_bundle, capsys):
     argv = ["--server", address, text, "--sampling-topk", "40", "--seed", "9"]
     assert cli.main(argv) == 0 and cli.main(argv) == 0
     assert capsys.readouterr().out == f"{want}\n{want}\n"
+
+
+def test_token_scores(translator, address, capsys):
+    text = "The visiting team swept the series"
+    assert cli.main(["--server", address, "--token-scores", "--scores", "--beam", "2", text]) == 0
+    line = capsys.readouterr().out.splitlines()[0]
+    translation, score, tokens = line.split("\t")
+    best = translator.translate_one(text, beam_size=2, return_token_scores=True).best
+    assert translation == best.text and float(score) == pytest.approx(best.score, abs=1e-4)
+    named = [t.rsplit("=", 1) for t in tokens.split(" ")]
+    assert [t for t, _ in named] == [*best.tokens, "</s>"][: len(best.token_log_probs)]
+    assert sum(float(v) for _, v in named) == pytest.approx(best.log_prob, abs=1e-3)
+    assert cli.main(["--server", address, "--token-scores", "--stream", text]) == 0
+    streamed = capsys.readouterr().out.strip().split("\t")
+    greedy = translator.translate_one(text, return_token_scores=True).best
+    assert streamed[-1] == cli.token_scores_text(greedy)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from models.options import DecodeOptions, Hypothesis
+from models.options import SEARCHES, DecodeOptions, Hypothesis
 from models.scoring import FORCED_EOS_FLOOR, ScoringRules, restrict
 from service.decoding import (
     NEG_INF,
@@ -1190,3 +1190,51 @@ def test_every_search_an_option_names_has_a_strategy():
     assert set(BEAMS) == set(SEARCHES)
     for name in SEARCHES:
         assert strategy_for(DecodeOptions(beam_size=4, search=name)) is BEAMS[name]
+
+
+# -- per-token log-probs (return_token_scores) ---------------------------------------------
+
+TOKEN_SCORE_OPTIONS = {
+    "greedy": DecodeOptions(max_length=9),
+    "beam": DecodeOptions(beam_size=3, n_best=3, max_length=9),
+    "sampling": DecodeOptions(sampling_topk=5, seed=3, max_length=9),
+    **{
+        f"{search}-beam": DecodeOptions(beam_size=3, n_best=3, search=search, max_length=9)
+        for search in SEARCHES
+        if search not in ("standard", "joeynmt")  # Joey's feeds EOS on: tests/export
+    },
+    "eole-greedy-limit": DecodeOptions(search="eole", max_length=4, min_length=3),
+    "prefix-ban-coverage": DecodeOptions(
+        beam_size=2, n_best=2, max_length=9, ban_unk=True, coverage_penalty=0.2
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TOKEN_SCORE_OPTIONS))
+def test_token_scores_add_up_and_change_nothing_else(name):
+    """Every search, with each hypothesis's token log-probs kept: the same hypotheses and
+    scores as without, and the log-probs add up to the hypothesis's (one a token, then
+    EOS's when the search scored one: not at Eole's, Joey's or Marian's length limit)."""
+    options = TOKEN_SCORE_OPTIONS[name]
+    sources = random_sources(20, 12)
+    prefixes = [(5, 6) if i % 3 == 0 and name.startswith("prefix") else () for i in range(20)]
+    plain = run(random_table(7), sources, options, prefixes=prefixes)
+    kept = run(
+        random_table(7),
+        sources,
+        dataclasses.replace(options, return_token_scores=True),
+        prefixes=prefixes,
+    )
+    lengths = set()
+    for p, k in zip(plain, kept, strict=True):
+        assert [(h.tokens, h.score, h.log_prob) for h in p] == [
+            (h.tokens, h.score, h.log_prob) for h in k
+        ]
+        for h in k:
+            assert h.token_log_probs is not None and all(x <= 0 for x in h.token_log_probs)
+            assert sum(h.token_log_probs) == pytest.approx(h.log_prob, abs=1e-9)
+            assert len(h.token_log_probs) - len(h.tokens) in (0, 1)
+            lengths.add(len(h.token_log_probs) - len(h.tokens))
+        assert all(h.token_log_probs is None for h in p)
+    # Eole's search stops there without an EOS: no EOS entry
+    assert lengths == {0} if name == "eole-greedy-limit" else 1 in lengths

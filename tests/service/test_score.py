@@ -113,7 +113,8 @@ def test_counted_as_score_calls(server, stub, pairs):
 @pytest.mark.parametrize("search", ["standard", "eole"])
 def test_a_translation_scores_as_it_was_found(bundle, search):
     """On the committed demo model: each greedy and beam translation, forced whole, gets
-    the very log-prob and score its search gave it (a sum of the same numbers)."""
+    the very log-prob and score its search gave it (a sum of the same numbers), and each
+    token the log-prob the search kept for it (``return_token_scores``)."""
     from models.options import DecodeOptions
     from service.bundle import load_bundle
     from service.loop import decode
@@ -127,8 +128,8 @@ def test_a_translation_scores_as_it_was_found(bundle, search):
         pb.ScoreOptions(), max_length=256, defaults=DecodeOptions(search=search)
     )
     for options in (
-        DecodeOptions(search=search),
-        DecodeOptions(beam_size=4, n_best=2, search=search),
+        DecodeOptions(search=search, return_token_scores=True),
+        DecodeOptions(beam_size=4, n_best=2, search=search, return_token_scores=True),
     ):
         found = decode(model.model, sources, options=options, special=model.special)
         for rank in range(options.n_best):
@@ -141,6 +142,9 @@ def test_a_translation_scores_as_it_was_found(bundle, search):
                 assert got.tokens == want.tokens
                 assert got.log_prob == pytest.approx(want.log_prob, abs=1e-5)
                 assert got.score == pytest.approx(want.score, abs=1e-5)
+                # the search's own token log-probs (return_token_scores) are Score's
+                if len(want.token_log_probs) == len(want.tokens) + 1:
+                    assert want.token_log_probs == pytest.approx(got.token_log_probs, abs=1e-5)
 
 
 def test_attention_and_diagnostics_on_request(stub, pairs):
@@ -231,3 +235,40 @@ def test_unknown_model_and_bad_penalty_are_invalid(stub):
     error = rpc_error(lambda: stub.Score(request))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "length_penalty must be in [0, 5]" in error.details()
+
+
+def test_translate_token_scores_are_what_score_gives(stub, pairs):
+    """``return_token_scores``: each hypothesis's token log-probs (greedy and beam n-best),
+    adding up to its log-prob, equal to what Score gives the same tokens."""
+    texts, _ = pairs
+    for beam in (1, 3):
+        options = pb.DecodeOptions(
+            beam_size=beam, n_best=beam, max_length=30, return_token_scores=True, return_scores=True
+        )
+        reply = stub.Translate(pb.TranslateRequest(texts=texts, options=options), timeout=TIMEOUT)
+        plain = stub.Translate(
+            pb.TranslateRequest(
+                texts=texts, options=pb.DecodeOptions(beam_size=beam, n_best=beam, max_length=30)
+            ),
+            timeout=TIMEOUT,
+        )
+        for t, p in zip(reply.translations, plain.translations, strict=True):
+            assert [h.tokens for h in t.hypotheses] == [h.tokens for h in p.hypotheses]
+            assert not any(h.token_log_probs for h in p.hypotheses)
+            for h in t.hypotheses:
+                assert sum(h.token_log_probs) == pytest.approx(h.log_prob, abs=1e-4)
+    # the best greedy hypotheses that ended with EOS, scored as Score scores them
+    options = pb.DecodeOptions(max_length=30, return_token_scores=True)
+    reply = stub.Translate(pb.TranslateRequest(texts=texts, options=options), timeout=TIMEOUT)
+    ended = [
+        (text, h) for text, t in zip(texts, reply.translations, strict=True)
+        for h in t.hypotheses[:1] if len(h.token_log_probs) == len(h.tokens) + 1
+    ]  # fmt: skip
+    assert ended
+    for text, h in ended:
+        # the translation's own tokens, forced (its text could split otherwise)
+        (got,) = score(stub, [text], [h.text]).translations
+        if list(got.hypotheses[0].tokens) == list(h.tokens):
+            assert list(got.hypotheses[0].token_log_probs) == pytest.approx(
+                list(h.token_log_probs), abs=1e-5
+            )
