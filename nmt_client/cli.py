@@ -330,7 +330,7 @@ def _stream(
     if diagnostics and best is not None and best.diagnostics is not None:
         suffix += "\t" + _diagnostics_text(best.diagnostics)
     if best is not None and best.token_log_probs is not None:  # asked for: --token-scores
-        suffix += "\t" + token_scores_text(best)
+        suffix += "\t" + token_scores_text(best)  # () on a hypothesis of none: ""
     print(suffix)
     return result
 
@@ -344,7 +344,7 @@ def _print_result(result: Result | None, args: argparse.Namespace) -> None:
         suffix = f"\t{hyp.score:.4f}" if args.scores and hyp.score is not None else ""
         if args.diagnostics and hyp.diagnostics is not None:
             suffix += "\t" + _diagnostics_text(hyp.diagnostics)
-        if args.token_scores and hyp.token_log_probs is not None:
+        if args.token_scores:  # a column on every line, empty when a hypothesis has none
             suffix += "\t" + token_scores_text(hyp)
         print(f"{prefix}{hyp.text}{suffix}")
 

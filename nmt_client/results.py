@@ -106,7 +106,11 @@ class Hypothesis:
     token_log_probs: tuple[float, ...] | None = None
 
     @classmethod
-    def from_proto(cls, msg: pb.Hypothesis, *, scores: bool) -> Hypothesis:
+    def from_proto(
+        cls, msg: pb.Hypothesis, *, scores: bool, token_scores: bool = False
+    ) -> Hypothesis:
+        """``token_scores``: they were asked for (an empty list is then ``()``: a
+        hypothesis of no tokens stopped at a length limit without an EOS)."""
         return cls(
             msg.text,
             tuple(msg.tokens),
@@ -114,7 +118,7 @@ class Hypothesis:
             msg.log_prob if scores else None,
             Attention.from_proto(msg.attention) if msg.HasField("attention") else None,
             Diagnostics.from_proto(msg.diagnostics) if msg.HasField("diagnostics") else None,
-            tuple(msg.token_log_probs) if msg.token_log_probs else None,
+            tuple(msg.token_log_probs) if token_scores or msg.token_log_probs else None,
         )
 
 
@@ -214,6 +218,7 @@ def results_from_proto(
     reply: pb.TranslateResponse | pb.ScoreResponse,
     *,
     scores: bool,
+    token_scores: bool = False,
     request_id: str | None = None,
 ) -> list[Result]:
     """One :class:`Result` per sentence of a ``TranslateResponse`` (or ``ScoreResponse``)."""
@@ -223,6 +228,7 @@ def results_from_proto(
             source,
             t,
             scores=scores,
+            token_scores=token_scores,
             model=reply.model,
             version=reply.model_version,
             timing=timing,
@@ -237,6 +243,7 @@ def result_from_proto(
     msg: pb.Translation,
     *,
     scores: bool,
+    token_scores: bool = False,
     model: str = "",
     version: str = "",
     timing: Timing | None = None,
@@ -244,7 +251,10 @@ def result_from_proto(
 ) -> Result:
     return Result(
         source=source,
-        hypotheses=tuple(Hypothesis.from_proto(h, scores=scores) for h in msg.hypotheses),
+        hypotheses=tuple(
+            Hypothesis.from_proto(h, scores=scores, token_scores=token_scores)
+            for h in msg.hypotheses
+        ),
         source_tokens=msg.source_tokens,
         model=model,
         model_version=version,

@@ -208,7 +208,13 @@ class Translator:
                 request, timeout=remaining, metadata=metadata
             )
             rid = _request_id(call.trailing_metadata())
-            return results_from_proto(sources, reply, scores=opts.return_scores, request_id=rid)
+            return results_from_proto(
+                sources,
+                reply,
+                scores=opts.return_scores,
+                token_scores=opts.return_token_scores,
+                request_id=rid,
+            )
 
         return self._retrying(attempt, timeout, request_id)
 
@@ -246,7 +252,9 @@ class Translator:
         def attempt(remaining: float, metadata) -> list[Result]:
             reply, call = self._stub.Score.with_call(request, timeout=remaining, metadata=metadata)
             rid = _request_id(call.trailing_metadata())
-            return results_from_proto(sources, reply, scores=True, request_id=rid)
+            return results_from_proto(
+                sources, reply, scores=True, token_scores=True, request_id=rid
+            )
 
         return self._retrying(attempt, timeout, request_id)
 
@@ -325,6 +333,7 @@ class Translator:
                         text,
                         message.translation,
                         scores=opts.return_scores,
+                        token_scores=opts.return_token_scores,
                         timing=_Timing.from_proto(message.timing),
                         request_id=_request_id(call.trailing_metadata()),
                     )

@@ -233,10 +233,18 @@ class SentenceSearch:
         """The EOS rule of the next step."""
         return self.rules.eos_rule(self.step, self.limit)
 
-    def take(self, selection: Selection, attention: np.ndarray) -> None:
+    def take(
+        self,
+        selection: Selection,
+        attention: np.ndarray,
+        candidates: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> None:
         """Record this step's ``selection``; ``attention`` ``(rows, src_len_padded)`` is
-        the attention of this sentence's rows of the step."""
+        the attention of this sentence's rows of the step; ``candidates``: their values and
+        ids ``(rows, k + 1)``, where a kept token log-prob (``return_token_scores``) is
+        read (else it is the difference of the cumulative scores, rounded as they are)."""
         keep_attn, keep_lps = self._keep_attn, self._keep_lps
+        own = self._own_log_prob(candidates) if keep_lps else None
         self._draw = None
         if self._forced is not None and self.step < len(self.prefix):
             self._forced.append(self.forced_log_prob)
@@ -254,7 +262,8 @@ class SentenceSearch:
                     cov = hyp.coverage + attention[row, : self.src_len] if scored else hyp.coverage
                 lps = None
                 if keep_lps:  # an unscored EOS adds no entry (nor its log-prob)
-                    lps = hyp.log_probs + [log_prob - self.scores[row]] if scored else hyp.log_probs
+                    eos_lp = own(row, self.eos, log_prob - self.scores[row])
+                    lps = hyp.log_probs + [eos_lp] if scored else hyp.log_probs
                 self.add_finished(
                     hyp.tokens, log_prob, self.scores[row], scored,
                     np.stack(attn) if keep_attn else None, cov, lps,
@@ -273,7 +282,8 @@ class SentenceSearch:
             if self._track_cov:
                 hyp.coverage = hyp.coverage + attention[0, : self.src_len]
             if keep_lps:
-                hyp.log_probs.append(selection.scores[0] - self.scores[selection.parents[0]])
+                token, total = selection.tokens[0], selection.scores[0]
+                hyp.log_probs.append(own(0, token, total - self.scores[selection.parents[0]]))
         elif not keep_attn and not self._track_cov and not keep_lps:  # tokens only (common)
             tokens = [h.tokens for h in live]
             self._live = [
@@ -287,7 +297,7 @@ class SentenceSearch:
                     live[p].tokens + [t],
                     live[p].attention + [attention[p, : self.src_len]] if keep_attn else None,
                     live[p].coverage + attention[p, : self.src_len] if track else None,
-                    live[p].log_probs + [score - scores[p]] if keep_lps else None,
+                    live[p].log_probs + [own(p, t, score - scores[p])] if keep_lps else None,
                 )
                 for p, t, score in zip(
                     selection.parents, selection.tokens, selection.scores, strict=True
@@ -298,6 +308,27 @@ class SentenceSearch:
         self.parents = selection.parents
         self.scores = selection.scores
         self._update_bans()
+
+    def _own_log_prob(
+        self, candidates: tuple[np.ndarray, np.ndarray] | None
+    ) -> Callable[[int, int, float], float]:
+        """``own(row, token, fallback)``: the log-prob this step's candidates give ``token``
+        on ``row``, exactly as the model returned it (a beam's cumulative scores are
+        float32 totals, whose differences round it), or ``fallback``: for a forced token
+        (outside the top-k, :attr:`forced_log_prob`), a sampled one drawn from the whole
+        vocabulary, or without ``candidates``."""
+        forced = self.step < len(self.prefix)
+
+        def own(row: int, token: int, fallback: float) -> float:
+            if forced:
+                return self.forced_log_prob
+            if candidates is None:
+                return fallback
+            values, ids = candidates
+            where = np.flatnonzero(ids[row] == token)
+            return float(values[row, where[0]]) if where.size else fallback
+
+        return own
 
     def add_finished(
         self,

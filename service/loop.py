@@ -201,7 +201,7 @@ class DecodeLoop:
             )
             return self._commit(ended, [(a.handle, exc) for a, exc in failures], failed)
         self.last_tokens = self._live_rows
-        out, counts, selections, choices = self._run(self.active)
+        out, counts, selections, choices, candidates_of = self._run(self.active)
         self._states = out.states
         finished, still, errors = [], [], []
         offset = 0
@@ -212,10 +212,13 @@ class DecodeLoop:
                 finished += ended
                 errors += [(a.handle, exc) for a, exc in failures]
             offset += n
+        values, ids = candidates_of
         for a, n, selection in zip(self._general, counts, selections, strict=True):
             s = a.search
             try:
-                s.take(selection, out.attention[offset : offset + n])
+                # the step's own candidates, for the token log-probs a search keeps
+                own = (values[offset : offset + n], ids[offset : offset + n])
+                s.take(selection, out.attention[offset : offset + n], own)
             except Exception as exc:  # noqa: BLE001 - this sentence's own failure
                 errors.append((a.handle, exc))
                 offset += n
@@ -391,7 +394,7 @@ class DecodeLoop:
             chosen = strategy.select(searches, firsts, values, ids)
             for i, selection in zip(members, chosen, strict=True):
                 selections[i] = selection
-        return out, counts, selections, choices
+        return out, counts, selections, choices, (values, ids)
 
     def drop(self, handles: set) -> None:
         """Stop decoding the given sentences now (cancelled or past their deadline); their

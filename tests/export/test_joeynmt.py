@@ -93,7 +93,7 @@ def test_token_scores_of_joeys_beam_add_up(converted):
     for p, k in zip(plain, kept, strict=True):
         assert [(h.tokens, h.score) for h in p] == [(h.tokens, h.score) for h in k]
         for h in k:
-            assert sum(h.token_log_probs) == pytest.approx(h.log_prob, abs=1e-6)
+            assert sum(h.token_log_probs) == pytest.approx(h.log_prob, abs=1e-4)  # float32 sums
         best.append(k[0])
     scoring = to_score_options(pb.ScoreOptions(), max_length=256, defaults=bundle.decoding)
     eos = bundle.special.eos

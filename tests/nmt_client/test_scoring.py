@@ -223,3 +223,22 @@ def test_a_bundle_in_this_process_scores_as_the_server(
     err = capsys.readouterr().err
     assert err.startswith("nmt-score: error: BundleError: bundle directory not found")
     assert len(err.splitlines()) == 1
+
+
+def test_asked_for_token_scores_stay_a_tuple_when_empty():
+    """A hypothesis of no tokens stopped at a length limit without an EOS has none: ()
+    when they were asked for (a column in nmt-translate's lines), None when not."""
+    from nmt_api.nmt.v1 import translator_pb2 as pb
+    from nmt_client.cli import token_scores_text
+    from nmt_client.results import Hypothesis
+
+    msg = pb.Hypothesis(text="")
+    asked = Hypothesis.from_proto(msg, scores=True, token_scores=True)
+    assert asked.token_log_probs == () and token_scores_text(asked) == ""
+    assert Hypothesis.from_proto(msg, scores=True).token_log_probs is None
+    some = Hypothesis.from_proto(
+        pb.Hypothesis(tokens=["a"], token_log_probs=[-1.0, -0.5]), scores=True
+    )
+    assert (
+        some.token_log_probs == (-1.0, -0.5) and token_scores_text(some) == "a=-1.0000 </s>=-0.5000"
+    )

@@ -1216,23 +1216,26 @@ def test_token_scores_add_up_and_change_nothing_else(name):
     scores as without, and the log-probs add up to the hypothesis's (one a token, then
     EOS's when the search scored one: not at Eole's, Joey's or Marian's length limit)."""
     options = TOKEN_SCORE_OPTIONS[name]
-    sources = random_sources(20, 12)
-    prefixes = [(5, 6) if i % 3 == 0 and name.startswith("prefix") else () for i in range(20)]
-    plain = run(random_table(7), sources, options, prefixes=prefixes)
+    sources = random_sources(20, 40)  # 40: beyond ARRAY_MIN_SENTENCES (the plain run's arrays)
+    prefixes = [(5, 6) if i % 3 == 0 and name.startswith("prefix") else () for i in range(40)]
+    table = random_table(7)
+    plain = run(table, sources, options, prefixes=prefixes)
     kept = run(
-        random_table(7),
-        sources,
-        dataclasses.replace(options, return_token_scores=True),
-        prefixes=prefixes,
+        table, sources, dataclasses.replace(options, return_token_scores=True), prefixes=prefixes
     )
     lengths = set()
-    for p, k in zip(plain, kept, strict=True):
+    for src, p, k in zip(sources, plain, kept, strict=True):
         assert [(h.tokens, h.score, h.log_prob) for h in p] == [
             (h.tokens, h.score, h.log_prob) for h in k
         ]
         for h in k:
-            assert h.token_log_probs is not None and all(x <= 0 for x in h.token_log_probs)
-            assert sum(h.token_log_probs) == pytest.approx(h.log_prob, abs=1e-9)
+            # each the model's own value for that token after that prefix, exactly
+            # (not a difference of the beam's float32 running totals), EOS's last
+            steps = [*h.tokens, EOS][: len(h.token_log_probs)]
+            want = [float(vector(table(src, h.tokens[:j]))[t]) for j, t in enumerate(steps)]
+            assert list(h.token_log_probs) == want
+            # which add up to its log-prob, up to the float32 sums of a beam's scores
+            assert sum(h.token_log_probs) == pytest.approx(h.log_prob, abs=1e-4)
             assert len(h.token_log_probs) - len(h.tokens) in (0, 1)
             lengths.add(len(h.token_log_probs) - len(h.tokens))
         assert all(h.token_log_probs is None for h in p)
