@@ -120,9 +120,12 @@ def greedy_search(
         log_probs, state, weights = _next_log_probs(
             model, prev, state, enc.keys, enc.memory, enc.mask
         )
-        # a forced prefix token adds its own log-prob, read before any ban
+        # a forced prefix token adds its own log-prob (read before any ban), unless the
+        # rules drop a prefix's (ScoringRules.prefix_scored; a whole target always counts)
         forced = {
             b: (prefix[step], float(log_probs[b, prefix[step]]))
+            if rules.prefix_scored or prefix[-1] == cfg.eos_id
+            else (prefix[step], 0.0)
             for b, prefix in enumerate(prefixes or ())
             if step < len(prefix)
         }
@@ -220,7 +223,8 @@ def _beam_one(
             model, prev, state, enc.keys[rep], enc.memory[rep], enc.mask[rep]
         )
         if step < len(prefix):  # forced target prefix: one row, the token adds its log-prob
-            live_scores = live_scores[:1] + log_probs[0, prefix[step]]
+            if rules.prefix_scored:  # (unless the rules drop a prefix's: Eole's)
+                live_scores = live_scores[:1] + log_probs[0, prefix[step]]
             live_tokens = [live_tokens[0] + [prefix[step]]]
             live_attn = [live_attn[0] + [weights[0]]]
             state = tuple(s[:1] for s in state)

@@ -119,6 +119,8 @@ class SentenceSearch:
         # a whole translation (``Hypothesis.token_log_probs``).
         self.forced_log_prob = 0.0
         self._forced: list[float] | None = [] if whole else None
+        # whether the forced tokens' log-probs add to the hypothesis's (ScoringRules)
+        self.prefix_scored = whole or self.rules.prefix_scored
         # Candidates the strategy ranks per row; the decoder is asked for as many more as
         # a row of the step has banned tokens (:attr:`top_k`), so that banning them
         # leaves the strategy exactly its ``rank_k`` best allowed ones.

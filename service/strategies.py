@@ -411,9 +411,10 @@ class Prefix:
     chooses. The prefix tokens are part of every hypothesis's ``tokens`` and count in
     its length, and each adds its own log-prob (:attr:`SentenceSearch.forced_log_prob`,
     which the loop reads from the step's whole row: :mod:`service.forced`), so scores
-    cover the whole translation, as in Eole and OpenNMT-py. A prefix that ends with EOS
-    is a whole translation (the ``Score`` RPC): the EOS ends the search, nothing is
-    searched.
+    cover the whole translation, unless the search's rules drop them
+    (:attr:`models.scoring.ScoringRules.prefix_scored`: Eole's and OpenNMT-py's reset
+    the log-prob after the prefix). A prefix that ends with EOS is a whole translation
+    (the ``Score`` RPC): the EOS ends the search, nothing is searched, every token counts.
     """
 
     def __init__(self, inner: Strategy) -> None:
@@ -429,7 +430,7 @@ class Prefix:
             if s.step < len(s.prefix):
                 # one row during the prefix: it continues with the forced token
                 token = s.prefix[s.step]
-                total = s.scores[0] + s.forced_log_prob
+                total = s.scores[0] + (s.forced_log_prob if s.prefix_scored else 0.0)
                 if token == s.eos:
                     chosen[i] = Selection([], [], [], [(0, total)], True)
                 else:

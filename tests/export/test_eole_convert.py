@@ -17,6 +17,7 @@ import pytest
 from export.convert import main
 from export.eole import EOLE_DECODING
 from export.parity import max_abs_diff
+from models.scoring import ScoringRules
 from service.bundle import load_bundle
 from service.loop import decode
 from service.sessions import RuntimeConfig
@@ -128,6 +129,45 @@ def test_beam_is_eoles(converted):
         if t == h["tokens"]
     ]
     assert max(diffs) < 1e-4
+
+
+@pytest.mark.parametrize("converted", ["brnn_gru1_inputfeed_dot"], indirect=True)
+def test_target_prefixes_are_eoles(converted, monkeypatch):
+    """``target_prefix`` against ``eole predict --tgt_file_prefix`` (prefix.json: 40
+    sources, each forced to start with 1-3 words of another source's reference): greedy
+    and 5-best lists token for token, with Eole's scores, which drop the prefix's
+    log-prob (its search resets it after the prefix) but count its tokens in the length
+    (ScoringRules.prefix_scored). Source 26 ends right after its prefix, as in Eole."""
+    name, out = converted
+    data = json.loads((FIXTURE / name / "prefix.json").read_text(encoding="utf-8"))
+    bundle = load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
+    sentences = data["sentences"]
+    sources = [bundle.src_tokenizer.encode(s["source"]) for s in sentences]
+    prefixes = [tuple(bundle.tgt_tokenizer.encode(s["prefix"])) for s in sentences]
+    for run, beam in (("greedy", 1), ("beam5", 5)):
+        options = dataclasses.replace(bundle.decoding, beam_size=beam, n_best=beam)
+        got = decode(
+            bundle.model, sources, options=options, special=bundle.special, prefixes=prefixes
+        )
+        for g, s in zip(got, sentences, strict=True):
+            want = s[run]
+            assert [bundle.tgt_tokenizer.pieces(h.tokens) for h in g] == [w["tokens"] for w in want]
+            assert [h.score for h in g] == pytest.approx([w["score"] for w in want], abs=1e-4)
+    assert sentences[26]["greedy"][0]["tokens"] == sentences[26]["prefix"].split()
+    # counting the prefix's log-prob (the standard rule) ranks other 5-best lists
+    standard = ScoringRules.of
+
+    def counted(options):
+        return dataclasses.replace(standard(options), prefix_scored=True)
+
+    monkeypatch.setattr(ScoringRules, "of", counted)
+    options = dataclasses.replace(bundle.decoding, beam_size=5, n_best=5)
+    got = decode(bundle.model, sources, options=options, special=bundle.special, prefixes=prefixes)
+    same = sum(
+        [bundle.tgt_tokenizer.pieces(h.tokens) for h in g] == [w["tokens"] for w in s["beam5"]]
+        for g, s in zip(got, sentences, strict=True)
+    )
+    assert same < 20, same  # 4 of 40 on 2026-11-29
 
 
 SCORED = ("brnn_gru1_inputfeed_dot", "rnn_gru1_subword_nmt")  # with a score.json
