@@ -35,6 +35,8 @@ EOLE_DECODING = {
     "min_length": 0,
     "length_penalty": 1.0,
     "search": "eole",
+    # its search resets the log-prob after a target prefix (ScoringRules.prefix_scored)
+    "prefix_scored": False,
 }
 
 

@@ -74,6 +74,10 @@ class DecodeOptions:
     # Each hypothesis's token log-probs (Hypothesis.token_log_probs); the loop then keeps
     # them per live hypothesis, as it keeps attention for return_attention.
     return_token_scores: bool = False
+    # A target prefix's log-prob counts in the hypotheses that continue it; False: Eole's
+    # search, which resets the log-prob once the prefix is decoded (a model's decoding
+    # default, export.eole.EOLE_DECODING; not a request option).
+    prefix_scored: bool = True
 
     def __post_init__(self) -> None:
         if self.beam_size < 1:

@@ -56,10 +56,11 @@ class ScoringRules:
       Eole's search (``False``) stops it without one: neither EOS's log-prob nor its
       length count (:meth:`eos_scored`).
     * ``prefix_scored``: a forced target prefix's tokens add their log-probs to the
-      hypotheses that continue it. Eole's and OpenNMT-py's searches (``False``) reset the
-      log-prob to 0 once the prefix is decoded (``beam_search.py``: ``topk_log_probs[:, 0]
-      = 0.0`` at ``step == prefix_len``), while its tokens still count in the length. A
-      whole forced target (``Score``) always counts every token.
+      hypotheses that continue it. Eole's search (``False``, the decoding default of a
+      converted Eole model) resets the log-prob to 0 once the prefix is decoded (Eole
+      0.6.4 ``predict/beam_search.py``: ``topk_log_probs[:, 0] = 0.0`` at ``step ==
+      prefix_len``), while its tokens still count in the length; OpenNMT-py's (1.x-3.x)
+      has no such reset. A whole forced target (``Score``) always counts every token.
 
     * Coverage penalty (GNMT, Wu et al. 2016; OpenNMT-py/Eole ``coverage_penalty="wu"``,
       CTranslate2 ``coverage_penalty``): with ``coverage_penalty`` β > 0 the score of a
@@ -111,7 +112,7 @@ class ScoringRules:
             wu_length=joey,
             # Eole, Joey and Marian stop a hypothesis at the limit without an EOS
             eos_at_limit=not (eole or joey or marian),
-            prefix_scored=not eole,
+            prefix_scored=options.prefix_scored,
             coverage_penalty=options.coverage_penalty,
             coverage_floor=0.0 if eole else COVERAGE_FLOOR,
             ban_unk=options.ban_unk,

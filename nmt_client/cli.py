@@ -181,8 +181,8 @@ def parser() -> argparse.ArgumentParser:
         metavar="TEXT",
         default="",
         help="force every translation to start with this target-language text (its "
-        "tokens add their log-probs to the scores, but under Eole's rules); sentences on the "
-        "command line only",
+        "tokens add their log-probs to the scores, but for a converted Eole model); sentences "
+        "on the command line only",
     )
     o = p.add_argument_group("output")
     o.add_argument("--scores", action="store_true", help="print each hypothesis's score")

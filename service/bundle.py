@@ -126,6 +126,7 @@ DECODING_DEFAULTS = {
     "search": str,
     "ban_unk": bool,
     "block_ngram_repeat": int,
+    "prefix_scored": bool,
 }
 
 
