@@ -38,6 +38,7 @@ from service.errors import (
     TooLarge,
 )
 from service.front import DEADLINE_MESSAGE, EngineFront
+from service.jobs import Job
 from service.logs import REQUEST_ID_HEADER, RateLimitedLog
 from service.messages import (
     model_info,
@@ -270,72 +271,72 @@ class TranslatorServicer:
     # -- methods ---------------------------------------------------------------------------
 
     async def translate(self, request: pb.TranslateRequest, context, record: Call):
-        self._enter()
-        job = None
-        try:
-            record.sentences = len(request.texts)
-            engine = self._engine(request.model)
+        def submit(engine: EngineFront, timeout: float) -> Job:
             record.options = to_options(
                 request.options,
                 default_max_length=min(256, engine.config.max_target_length),
                 defaults=engine.bundle.decoding,
                 target_index=engine.bundle.target_index,
             )
-            timeout = self._timeout(context)
-            job = engine.submit(
+            return engine.submit(
                 list(request.texts),
                 record.options,
                 timeout=timeout,
                 prefixes=list(request.target_prefix),
             )
-            nbest = await job_result(job, timeout)
 
-            def reply() -> pb.TranslateResponse:
-                return pb.TranslateResponse(
-                    translations=[
-                        self.replies.translation(engine, request.model, r, request.options)
-                        for r in engine.render(job, nbest)
-                    ],
-                    model=engine.bundle.manifest.get("name", ""),
-                    model_version=str(engine.bundle.manifest.get("version", "")),
-                    timing=to_timing(job),
-                )
-
-            attention = request.options.return_attention
-            return await self.replies.off_loop(
-                lambda: self.replies.build(reply, nbest, attention), nbest, attention
-            )
-        finally:
-            if job is not None and not job.future.done():
-                job.cancel()  # the client left, or the deadline passed: free its rows
-            self._leave()
+        return await self._answer(
+            request.model, len(request.texts), context, record, submit,
+            pb.TranslateResponse, request.options,
+        )  # fmt: skip
 
     async def score(self, request: pb.ScoreRequest, context, record: Call):
-        self._enter()
-        job = None
-        try:
-            record.sentences = len(request.texts)
-            engine = self._engine(request.model)
+        def submit(engine: EngineFront, timeout: float) -> Job:
             record.options = to_score_options(
                 request.options,
                 max_length=engine.config.max_target_length,
                 defaults=engine.bundle.decoding,
             )
-            timeout = self._timeout(context)
-            job = engine.score(
-                list(request.texts), list(request.targets), record.options, timeout=timeout
-            )
-            nbest = await job_result(job, timeout)
-            shown = pb.DecodeOptions(
-                return_scores=True,
-                return_attention=request.options.return_attention,
-                return_diagnostics=request.options.return_diagnostics,
-            )
+            texts, targets = list(request.texts), list(request.targets)
+            return engine.score(texts, targets, record.options, timeout=timeout)
 
-            def reply() -> pb.ScoreResponse:
-                return pb.ScoreResponse(
+        # what each sentence's message carries: its scores always
+        shown = pb.DecodeOptions(
+            return_scores=True,
+            return_attention=request.options.return_attention,
+            return_diagnostics=request.options.return_diagnostics,
+        )
+        return await self._answer(
+            request.model, len(request.texts), context, record, submit, pb.ScoreResponse, shown
+        )
+
+    async def _answer(
+        self,
+        model: str,
+        sentences: int,
+        context,
+        record: Call,
+        submit: Callable[[EngineFront, float], Job],
+        response: type[pb.TranslateResponse] | type[pb.ScoreResponse],
+        shown: pb.DecodeOptions,
+    ) -> bytes:
+        """What Translate and Score share: ``submit(engine, timeout)`` a job on the model's
+        engine, wait for it, and reply (``response``, each sentence's message as ``shown``
+        asks; built off the event loop when large); a job the call leaves behind (the
+        client left, the deadline passed) is cancelled, freeing its rows."""
+        self._enter()
+        job = None
+        try:
+            record.sentences = sentences
+            engine = self._engine(model)
+            timeout = self._timeout(context)
+            job = submit(engine, timeout)
+            nbest = await job_result(job, timeout)
+
+            def reply() -> pb.TranslateResponse | pb.ScoreResponse:
+                return response(
                     translations=[
-                        self.replies.translation(engine, request.model, r, shown)
+                        self.replies.translation(engine, model, r, shown)
                         for r in engine.render(job, nbest)
                     ],
                     model=engine.bundle.manifest.get("name", ""),
@@ -343,7 +344,7 @@ class TranslatorServicer:
                     timing=to_timing(job),
                 )
 
-            attention = request.options.return_attention
+            attention = shown.return_attention
             return await self.replies.off_loop(
                 lambda: self.replies.build(reply, nbest, attention), nbest, attention
             )
