@@ -149,13 +149,14 @@ class SentenceSearch:
         # penalty only
         self._track_cov = self.rules.needs_coverage
         # each token's log-prob (return_token_scores; a whole forced target has _forced)
-        self._keep_lps = options.return_token_scores and self._forced is None
+        # (read by the loop, which hands such a search its step's candidates)
+        self.keeps_lps = options.return_token_scores and self._forced is None
         self._live = [
             _Partial(
                 [],
                 [] if self._keep_attn else None,
                 np.zeros(src_len) if self._track_cov else None,
-                [] if self._keep_lps else None,
+                [] if self.keeps_lps else None,
             )
         ]
         self._finished: list[Hypothesis] = []
@@ -187,7 +188,7 @@ class SentenceSearch:
             and not self._keep_attn
             and not self._track_cov
             and not self.prefix
-            and not self._keep_lps
+            and not self.keeps_lps
         )
 
     @property
@@ -245,7 +246,7 @@ class SentenceSearch:
         the attention of this sentence's rows of the step; ``candidates``: their values and
         ids ``(rows, k + 1)``, where a kept token log-prob (``return_token_scores``) is
         read (else it is the difference of the cumulative scores, rounded as they are)."""
-        keep_attn, keep_lps = self._keep_attn, self._keep_lps
+        keep_attn, keep_lps = self._keep_attn, self.keeps_lps
         own = self._own_log_prob(candidates) if keep_lps else None
         self._draw = None
         if self._forced is not None and self.step < len(self.prefix):

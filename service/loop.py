@@ -216,8 +216,10 @@ class DecodeLoop:
         for a, n, selection in zip(self._general, counts, selections, strict=True):
             s = a.search
             try:
-                # the step's own candidates, for the token log-probs a search keeps
-                own = (values[offset : offset + n], ids[offset : offset + n])
+                # the step's own candidates, only for a search that keeps token log-probs
+                own = (
+                    (values[offset : offset + n], ids[offset : offset + n]) if s.keeps_lps else None
+                )
                 s.take(selection, out.attention[offset : offset + n], own)
             except Exception as exc:  # noqa: BLE001 - this sentence's own failure
                 errors.append((a.handle, exc))
