@@ -3,7 +3,9 @@
 MODEL_DIR/config.yaml --out ...`` (:mod:`export.joeynmt`), ``nmt-convert fairseq
 checkpoint_best.pt --out ...`` (:mod:`export.fairseq`) and ``nmt-convert marian
 model.npz --out ...`` (:mod:`export.marian`; Nematus-format models too, also as
-``nmt-convert nematus``: :mod:`export.nematus`); ``nmt-convert ensemble BUNDLE BUNDLE
+``nmt-convert nematus``: :mod:`export.nematus`), ``nmt-convert keras CHECKPOINT_DIR
+--source-tokenizer inp.json --target-tokenizer targ.json ...`` (TensorFlow's tutorial
+models: :mod:`export.keras`); ``nmt-convert ensemble BUNDLE BUNDLE
 ... --out ...`` composes bundles into one ensemble (:mod:`export.ensemble`).
 
 Converters in CTranslate2's shape: load the checkpoint, refuse (by name) every option
@@ -124,6 +126,71 @@ def convert_marian(
         **(bpe or {}),
     )
     return export_modules(user, out, **options)
+
+
+def convert_keras(
+    checkpoint: Path | str,
+    out: Path | str,
+    *,
+    source_tokenizer: Path | str,
+    target_tokenizer: Path | str,
+    max_source_length: int,
+    max_target_length: int,
+    **options,
+) -> dict:
+    """Convert a model TensorFlow's attention tutorial trained (its ``tf.train.Checkpoint``
+    and the two ``Tokenizer.to_json()`` files) into a bundle in ``out``; returns the
+    manifest. ``options``: those of :func:`export.user.export_modules`."""
+    from export.keras import keras_user_model
+
+    user = keras_user_model(
+        Path(checkpoint),
+        Path(source_tokenizer),
+        Path(target_tokenizer),
+        max_source_length=max_source_length,
+        max_target_length=max_target_length,
+    )
+    return export_modules(user, out, **options)
+
+
+def _keras_parser(sub) -> None:
+    parser = sub.add_parser(
+        "keras",
+        aliases=["tensorflow-tutorial"],
+        help="a model TensorFlow's 'Neural machine translation with attention' tutorial "
+        "trained (tf.train.Checkpoint + Tokenizer.to_json() files)",
+        description="Convert a model trained with TensorFlow's tutorial 'Neural machine "
+        "translation with attention' (TF 2.x: Keras Encoder, BahdanauAttention, Decoder; "
+        "read without TensorFlow): its preprocess_sentence, Keras Tokenizers, source "
+        "padding and greedy evaluate() as the tutorial runs them. Other models are refused "
+        "by name.",
+    )
+    parser.add_argument(
+        "checkpoint",
+        type=Path,
+        help="the checkpoint directory (its 'checkpoint' file names the latest save), a "
+        "checkpoint prefix such as training_checkpoints/ckpt-10",
+    )
+    parser.add_argument("--source-tokenizer", type=Path, required=True, metavar="JSON",
+                        help="the source side's Tokenizer.to_json() (inp_lang)")  # fmt: skip
+    parser.add_argument("--target-tokenizer", type=Path, required=True, metavar="JSON",
+                        help="the target side's Tokenizer.to_json() (targ_lang)")  # fmt: skip
+    parser.add_argument(
+        "--max-source-length",
+        type=int,
+        required=True,
+        metavar="N",
+        help="the tutorial's max_length_inp: the width sources were padded to in training "
+        "(0: the model was trained without padding)",
+    )
+    parser.add_argument(
+        "--max-target-length",
+        type=int,
+        required=True,
+        metavar="N",
+        help="the tutorial's max_length_targ: evaluate() decodes at most this many tokens",
+    )
+    add_bundle_arguments(parser)
 
 
 def _marian_parser(sub) -> None:
@@ -381,6 +448,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_bundle_arguments(joey)
     _fairseq_parser(sub)
     _marian_parser(sub)
+    _keras_parser(sub)
     _ensemble_parser(sub)
     args = show_defaults(parser).parse_args(argv)
     if args.framework == "ensemble":
@@ -407,6 +475,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "bpe_vocabulary": args.bpe_vocabulary,
                     "bpe_threshold": args.bpe_vocabulary_threshold,
                 },  # fmt: skip
+                **options,
+            )
+        if args.framework in ("keras", "tensorflow-tutorial"):
+            return convert_keras(
+                args.checkpoint,
+                args.out,
+                source_tokenizer=args.source_tokenizer,
+                target_tokenizer=args.target_tokenizer,
+                max_source_length=args.max_source_length,
+                max_target_length=args.max_target_length,
                 **options,
             )
         if args.framework == "fairseq":

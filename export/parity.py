@@ -63,10 +63,14 @@ def max_abs_diff(got, want, rtol: float = 0.0) -> float:
 class ParityThresholds:
     """Log-probs pass when ``|onnx - torch| <= log_prob_atol + log_prob_rtol * |torch|``
     (``numpy.isclose``'s form and default rtol): a float32 log-prob of -17 is as exact
-    as its last bits, and two kernels that sum in another order differ there by ~1e-4."""
+    as its last bits, and two kernels that sum in another order differ there by ~1e-4.
+    Attention weights are held to the memory's tolerance, from which they are computed: a
+    model whose recurrence amplifies rounding (TensorFlow's tutorial model, its encoder run
+    over 27 positions of padding, memory 3e-5 apart) puts 1e-5 between two softmaxes over
+    the gate's random steps; a wrong mask or window is off by far more."""
 
     log_prob_atol: float = 1e-4
-    attention_atol: float = 1e-5
+    attention_atol: float = 1e-4
     memory_atol: float = 1e-4
     log_prob_rtol: float = 1e-5
 

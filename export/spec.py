@@ -132,9 +132,16 @@ class BundleConfig:
                 f"special ids {specials} must lie in the target vocabulary "
                 f"(0..{self.tgt_vocab_size - 1})"
             )
-        if max(self.pad_id, self.unk_id) >= self.src_vocab_size:
+        if self.pad_id >= self.src_vocab_size:
             raise ContractError(
-                f"pad/unk ids must lie in the source vocabulary (0..{self.src_vocab_size - 1})"
+                f"the pad id must lie in the source vocabulary (0..{self.src_vocab_size - 1})"
+            )
+        # the target's unk (a source tokenizer with a vocabulary of its own maps unknown
+        # words to its own unk: service.bundle.Bundle.source_unk_id)
+        if self.unk_id >= max(self.src_vocab_size, self.tgt_vocab_size):
+            raise ContractError(
+                f"the unk id {self.unk_id} lies outside both vocabularies "
+                f"({self.src_vocab_size} and {self.tgt_vocab_size} tokens)"
             )
         if not self.state_names or len(set(self.state_names)) != len(self.state_names):
             raise ContractError(f"state names must be distinct and non-empty: {self.state_names}")

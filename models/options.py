@@ -78,6 +78,11 @@ class DecodeOptions:
     # search, which resets the log-prob once the prefix is decoded (a model's decoding
     # default, export.eole.EOLE_DECODING; not a request option).
     prefix_scored: bool = True
+    # False: a hypothesis at the length limit stops without an EOS (its last position
+    # takes any token), as TensorFlow's tutorial ``evaluate`` loop stops (a model's
+    # decoding default, export.keras; Eole's, Joey's and Marian's searches stop so
+    # anyway). See ScoringRules.eos_at_limit.
+    eos_at_limit: bool = True
 
     def __post_init__(self) -> None:
         if self.beam_size < 1:

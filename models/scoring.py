@@ -111,7 +111,7 @@ class ScoringRules:
             bos_in_length=eole,
             wu_length=joey,
             # Eole, Joey and Marian stop a hypothesis at the limit without an EOS
-            eos_at_limit=not (eole or joey or marian),
+            eos_at_limit=options.eos_at_limit and not (eole or joey or marian),
             prefix_scored=options.prefix_scored,
             coverage_penalty=options.coverage_penalty,
             coverage_floor=0.0 if eole else COVERAGE_FLOOR,

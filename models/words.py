@@ -60,6 +60,11 @@ def read_vocabulary(path: Path | str) -> list[str]:
     return text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
 
 
+def _padded(items: list, width: int, pad: object) -> list:
+    """``items`` with ``pad`` appended up to ``width`` entries (a longer list as it is)."""
+    return items + [pad] * (width - len(items))
+
+
 class WordTokenizer:
     """Text <-> ids over a word vocabulary; same interface as :class:`Tokenizer`."""
 
@@ -76,6 +81,11 @@ class WordTokenizer:
         end_tokens: Sequence[str] = (),
         start_tokens: Sequence[str] = (),
         space_before: str = "",
+        split_off: str = "",
+        keep: str = "",
+        unknown: str = "unk",
+        pad_to: int = 0,
+        pad_token: str = "",
     ) -> None:
         """``end_tokens``: appended to every encoded sentence, e.g. ``["EOS"]`` for a model
         trained on sources that end in EOS (the PyTorch tutorial's ``tensorFromSentence``);
@@ -83,7 +93,16 @@ class WordTokenizer:
         wraps every source in ``<sos>`` ... ``<eos>``). ``space_before``: instead of
         ``split_punctuation``, only these characters are split off, by a space put before
         each that follows a non-space (d2l's ``MTFraEng._preprocess`` with ``",.!?"``:
-        ``"he's calm."`` -> ``he's``, ``calm``, ``.``)."""
+        ``"he's calm."`` -> ``he's``, ``calm``, ``.``).
+
+        TensorFlow's tutorial (``preprocess_sentence`` + a Keras ``Tokenizer``):
+        ``split_off``: characters made tokens of their own (a space either side; glued
+        back on output); ``keep``: the characters kept, every run of others becomes a
+        space (``"a-z"`` is not a range here: list each character); ``unknown="drop"``:
+        words not in the vocabulary are left out, as ``texts_to_sequences`` does without
+        an ``oov_token``; ``pad_to``: each sentence is padded with ``pad_token`` to that
+        many tokens (a model trained on sources padded to a fixed width, whose encoder
+        and attention read the padding)."""
         self.tokens = list(tokens)
         self.ids = index_vocabulary(
             self.tokens, unk_id, is_token=_is_word, bad="is empty or has spaces"
@@ -107,6 +126,23 @@ class WordTokenizer:
         chars = "[" + re.escape(space_before) + "]"
         self._space_before = re.compile(rf"(?<=\S)({chars})") if space_before else None
         self._glue = re.compile(rf" ({chars})") if space_before else None
+        if split_off and split_punctuation:
+            raise TokenizerError("split_off names the characters to split off: set "
+                                 "split_punctuation=False with it")  # fmt: skip
+        for name, value in (("split_off", split_off), ("keep", keep)):
+            if not isinstance(value, str) or any(c.isspace() for c in value):
+                raise TokenizerError(f"{name} takes characters, got {value!r}")
+        self.split_off, self.keep = split_off, keep
+        self._split_off = re.compile(f"([{re.escape(split_off)}])") if split_off else None
+        self._drop = re.compile(f"[^{re.escape(keep)}]+") if keep else None
+        if unknown not in ("unk", "drop"):
+            raise TokenizerError(f"unknown must be 'unk' or 'drop', got {unknown!r}")
+        self.unknown = unknown
+        if not isinstance(pad_to, int) or isinstance(pad_to, bool) or pad_to < 0:
+            raise TokenizerError(f"pad_to must be a number of tokens >= 0, got {pad_to!r}")
+        if pad_to and pad_token not in self.ids:
+            raise TokenizerError(f"pad_to needs a pad_token in the vocabulary, got {pad_token!r}")
+        self.pad_to, self.pad_token = pad_to, pad_token
 
     @classmethod
     def from_file(cls, path: Path | str, **options) -> WordTokenizer:
@@ -124,13 +160,22 @@ class WordTokenizer:
             text = fold_accents(text)
         if self._space_before is not None:
             text = self._space_before.sub(r" \1", text)
-        return _WORDS.findall(text) if self.split_punctuation else text.split()
+        if self._split_off is not None:
+            text = self._split_off.sub(r" \1 ", text)
+        if self._drop is not None:
+            text = self._drop.sub(" ", text)
+        words = _WORDS.findall(text) if self.split_punctuation else text.split()
+        return [w for w in words if w in self.ids] if self.unknown == "drop" else words
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` between the start and end tokens (none by default);
         unknown words are ``unk``."""
         ids = [self.ids.get(w, self.unk_id) for w in self.words(text)]
-        return self._start_ids + ids + self._end_ids if ids else ids
+        if not ids:
+            return ids
+        return _padded(
+            self._start_ids + ids + self._end_ids, self.pad_to, self.ids.get(self.pad_token)
+        )
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         return [self.encode(t) for t in texts]
@@ -141,7 +186,9 @@ class WordTokenizer:
     def surface(self, text: str) -> list[str]:
         """``text``'s words as normalised (not looked up), one per id of :meth:`encode`."""
         words = self.words(text)
-        return [*self.start_tokens, *words, *self.end_tokens] if words else words
+        if not words:
+            return words
+        return _padded([*self.start_tokens, *words, *self.end_tokens], self.pad_to, self.pad_token)
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.detokenize(self.pieces(ids))
@@ -149,7 +196,7 @@ class WordTokenizer:
     def detokenize(self, pieces: Sequence[str]) -> str:
         """The text of words, some perhaps copied from a source (``replace_unk``)."""
         text = " ".join(pieces)
-        if self.split_punctuation:
+        if self.split_punctuation or self.split_off:
             text = _OPEN.sub(r"\1", _CLOSE.sub(r"\1", text))
         elif self._glue is not None:
             text = self._glue.sub(r"\1", text)
@@ -166,6 +213,10 @@ class WordTokenizer:
             # only when set: a manifest without it still loads in servers older than it
             **({"start_tokens": list(self.start_tokens)} if self.start_tokens else {}),
             **({"space_before": self.space_before} if self.space_before else {}),
+            **({"split_off": self.split_off} if self.split_off else {}),
+            **({"keep": self.keep} if self.keep else {}),
+            **({"unknown": self.unknown} if self.unknown != "unk" else {}),
+            **({"pad_to": self.pad_to, "pad_token": self.pad_token} if self.pad_to else {}),
         }
 
     def save(self, path: Path) -> None:

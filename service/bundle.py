@@ -127,6 +127,7 @@ DECODING_DEFAULTS = {
     "ban_unk": bool,
     "block_ngram_repeat": int,
     "prefix_scored": bool,
+    "eos_at_limit": bool,
 }
 
 

@@ -124,6 +124,19 @@ def test_special_ids_outside_the_vocabulary(copy):
         load_bundle(copy, CPU)
 
 
+def test_a_pad_or_unk_id_outside_the_vocabularies(copy):
+    """The pad id must be a source id; the unk id (the target's: a source vocabulary maps
+    unknown words to its own) must lie in one of the vocabularies."""
+    manifest = json.loads((copy / spec.MANIFEST_FILE).read_text())
+    n_src, n_tgt = manifest["src_vocab_size"], manifest["tgt_vocab_size"]
+    edit_manifest(copy, special_ids={"pad": 0, "unk": max(n_src, n_tgt), "bos": 2, "eos": 3})
+    with pytest.raises(BundleError, match="unk id .* lies outside both vocabularies"):
+        load_bundle(copy, CPU)
+    edit_manifest(copy, src_vocab_size=4, special_ids={"pad": 5, "unk": 1, "bos": 2, "eos": 3})
+    with pytest.raises(BundleError, match="pad id must lie in the source vocabulary"):
+        load_bundle(copy, CPU)
+
+
 def test_graphs_that_do_not_match_the_state_names(copy):
     """A manifest claiming one state tensor for LSTM/Luong graphs (hidden, cell, feed)."""
     edit_manifest(copy, state_names=["hidden"])

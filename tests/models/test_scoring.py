@@ -305,3 +305,11 @@ def test_length_limit_adds_the_offset_before_flooring_as_fairseq_and_eole():
         ScoringRules(max_length=20, max_length_ratio=2.0, max_length_offset=10).length_limit(9)
         == 20
     )
+
+
+@pytest.mark.parametrize("search", ["standard", "fairseq", "eole", "joeynmt", "marian"])
+def test_eos_at_limit_off_stops_any_search_without_a_scored_eos(search):
+    """A model's decoding default (TensorFlow's tutorial loop stops so): the forced EOS
+    at the limit is not scored whatever the search; other EOS are."""
+    rules = ScoringRules.of(DecodeOptions(search=search, eos_at_limit=False))
+    assert not rules.eos_at_limit and rules.eos_scored(False) and not rules.eos_scored(True)

@@ -140,3 +140,75 @@ def test_bad_vocabularies(tmp_path):
         match="unknown tokenizer kind 'wordpiece'; known: sentencepiece, words, pieces, onmt, bpe",
     ):
         load_tokenizer({"kind": "wordpiece", "file": "x"}, tmp_path, (0, 1, 2, 3))
+
+
+def _tensorflow_tutorial_preprocess(w: str) -> str:
+    """TensorFlow's tutorial ``preprocess_sentence`` (its ``unicode_to_ascii`` inlined),
+    the reference the Keras converter's source tokenizer reproduces."""
+    import re
+    import unicodedata
+
+    w = w.lower().strip()
+    w = "".join(c for c in unicodedata.normalize("NFD", w) if unicodedata.category(c) != "Mn")
+    w = re.sub(r"([?.!,¿])", r" \1 ", w)
+    w = re.sub(r'[" "]+', " ", w)
+    w = re.sub(r"[^a-zA-Z?.!,¿]+", " ", w)
+    return "<start> " + w.strip() + " <end>"
+
+
+KERAS_TEXTS = [
+    "¿Dónde está el tren?", "He's calm, isn't he?!", '"Quoted"  text\twith\ttabs',
+    "Numbers 42 and 3.14 vanish", "Straße ñandú façade", "Ellipsis... and ¡exclamation!",
+    "a-b_c (d) [e] {f}", "   ", "Ωμέγα only",
+]  # fmt: skip
+
+
+def test_split_off_and_keep_split_as_tensorflows_tutorial_preprocesses():
+    from pathlib import Path
+
+    from export.keras import LETTERS, SPLIT_OFF
+
+    sample = Path(__file__).resolve().parents[2] / "models" / "sample"
+    texts = KERAS_TEXTS + (sample / "sample.en").read_text().splitlines()
+    words = sorted({w for t in texts for w in _tensorflow_tutorial_preprocess(t).split()})
+    t = WordTokenizer(
+        ["<pad>", *words, "<unk>"], unk_id=len(words) + 1, fold_accents=True,
+        split_punctuation=False, split_off=SPLIT_OFF, keep=LETTERS + SPLIT_OFF,
+        start_tokens=["<start>"], end_tokens=["<end>"],
+    )  # fmt: skip
+    for text in texts:
+        want = _tensorflow_tutorial_preprocess(text).split()
+        got = t.surface(text)
+        assert got == (want if len(want) > 2 else []), text  # nothing to translate: nothing
+        assert t.pieces(t.encode(text)) == got
+    assert t.detokenize(["¿", "donde", "esta", "el", "tren", "?"]) == "¿donde esta el tren?"
+
+
+def test_unknown_words_dropped_and_sources_padded_travel_in_the_options(tmp_path):
+    t = tok(unknown="drop", pad_to=6, pad_token="<pad>", end_tokens=["</s>"])
+    assert t.encode("The dog sat") == [4, 6, 3, 0, 0, 0]  # "dog" left out, then padded
+    assert t.surface("The dog sat") == ["the", "sat", "</s>", "<pad>", "<pad>", "<pad>"]
+    assert t.encode("the cat sat . the cat sat .") == [4, 5, 6, 7, 4, 5, 6, 7, 3]  # not cut
+    assert t.encode("dog") == [] and t.encode("") == []  # nothing known: nothing
+    assert "pad_to" not in tok().options() and "unknown" not in tok().options()
+    t.save(tmp_path / "v.json")
+    again = load_tokenizer({"kind": "words", "file": "v.json"} | t.options(), tmp_path, (0, 1, 2, 3))
+    assert again.encode("The dog sat") == t.encode("The dog sat")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"split_off": "?", "split_punctuation": True}, "set split_punctuation=False with it"),
+        ({"split_off": "? ", "split_punctuation": False}, "split_off takes characters"),
+        ({"keep": "a b", "split_punctuation": False}, "keep takes characters"),
+        ({"unknown": "skip"}, "unknown must be 'unk' or 'drop'"),
+        ({"pad_to": -1}, "pad_to must be a number of tokens >= 0"),
+        ({"pad_to": True, "pad_token": "<pad>"}, "pad_to must be a number of tokens"),
+        ({"pad_to": 8}, "pad_to needs a pad_token in the vocabulary"),
+        ({"pad_to": 8, "pad_token": "PAD"}, "pad_to needs a pad_token in the vocabulary"),
+    ],
+)
+def test_bad_keras_options_are_refused(options, message):
+    with pytest.raises(TokenizerError, match=message):
+        tok(**options)

@@ -1,0 +1,267 @@
+"""TensorFlow checkpoints read without TensorFlow: ``read_checkpoint(prefix) -> {name: array}``.
+
+``tf.train.Checkpoint.save`` writes a *tensor bundle*: ``PREFIX.index``, a LevelDB-format
+table mapping each variable's name to where its bytes lie, and
+``PREFIX.data-0000N-of-0000M``, the raw little-endian tensors. This module reads the
+table (blocks of prefix-compressed keys, the 48-byte footer with its magic number),
+decodes the ``BundleEntryProto`` values by their protobuf wire format, and maps the
+numeric tensors out of the data files. String tensors (the object graph TensorFlow keeps
+beside the variables) are listed by name but not read: a converter needs none.
+
+Names are the object paths TensorFlow wrote, e.g.
+``encoder/gru/cell/kernel/.ATTRIBUTES/VARIABLE_VALUE``;
+:func:`variable_values` drops the optimizer's slots and the ``/.ATTRIBUTES/VARIABLE_VALUE``
+tail.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+_MAGIC = 0xDB4775248B80FB57  # LevelDB's table magic number, as TensorFlow's tables end
+_FOOTER = 48
+_TRAILER = 5  # a block's compression byte and masked crc32c
+# TensorFlow DataType enum -> numpy dtype (the numeric types a model's weights use)
+_DTYPES = {
+    1: np.float32,
+    2: np.float64,
+    3: np.int32,
+    4: np.uint8,
+    5: np.int16,
+    6: np.int8,
+    9: np.int64,
+    10: np.bool_,
+    14: "bfloat16",
+    17: np.uint16,
+    19: np.float16,
+    22: np.uint32,
+    23: np.uint64,
+}
+_STRING = 7
+VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+class CheckpointError(ValueError):
+    """A file that is not a TensorFlow checkpoint this reader understands; the message
+    names the file and what is wrong."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """Where one tensor lies: ``shape``, numpy ``dtype`` (None for strings), the data
+    shard and the byte range in it."""
+
+    dtype: object
+    shape: tuple[int, ...]
+    shard: int
+    offset: int
+    size: int
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(buf):
+            raise CheckpointError("truncated varint")
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+        if shift > 63:
+            raise CheckpointError("varint longer than 64 bits")
+
+
+def _fields(buf: bytes) -> list[tuple[int, int | bytes]]:
+    """A protobuf message's ``(field number, value)`` pairs: varints as ints, fixed32/64
+    as ints, length-delimited fields as bytes."""
+    out: list[tuple[int, int | bytes]] = []
+    pos = 0
+    while pos < len(buf):
+        key, pos = _varint(buf, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _varint(buf, pos)
+        elif wire == 1:
+            value, pos = struct.unpack_from("<Q", buf, pos)[0], pos + 8
+        elif wire == 2:
+            n, pos = _varint(buf, pos)
+            value, pos = buf[pos : pos + n], pos + n
+        elif wire == 5:
+            value, pos = struct.unpack_from("<I", buf, pos)[0], pos + 4
+        else:
+            raise CheckpointError(f"protobuf wire type {wire} is not used by tensor bundles")
+        out.append((number, value))
+    return out
+
+
+def _entry(name: str, value: bytes) -> Entry:
+    """A ``BundleEntryProto``: dtype 1, shape 2 (dims 2, each size 1), shard_id 3, offset
+    4, size 5, slices 7."""
+    dtype, shape, shard, offset, size = 0, (), 0, 0, 0
+    for number, v in _fields(value):
+        if number == 1:
+            dtype = v
+        elif number == 2:
+            dims = []
+            for n, dim in _fields(v):
+                if n == 3 and dim:
+                    raise CheckpointError(f"{name}: a tensor of unknown rank")
+                if n == 2:
+                    size_field = [s for k, s in _fields(dim) if k == 1]
+                    dims.append(size_field[0] if size_field else 0)
+            shape = tuple(dims)
+        elif number == 3:
+            shard = v
+        elif number == 4:
+            offset = v
+        elif number == 5:
+            size = v
+        elif number == 7:
+            raise CheckpointError(f"{name}: a partitioned (sliced) variable; save it whole")
+    if dtype == _STRING:
+        return Entry(None, shape, shard, offset, size)
+    if dtype not in _DTYPES:
+        raise CheckpointError(f"{name}: TensorFlow dtype {dtype} is not supported")
+    return Entry(_DTYPES[dtype], shape, shard, offset, size)
+
+
+def _block(data: bytes, offset: int, size: int, path: Path) -> list[tuple[bytes, bytes]]:
+    """The key/value pairs of the table block at ``offset`` (``size`` bytes + trailer)."""
+    if offset + size + _TRAILER > len(data):
+        raise CheckpointError(f"{path}: a block runs past the end of the file")
+    kind = data[offset + size]
+    if kind != 0:
+        raise CheckpointError(
+            f"{path}: block compression {kind} (snappy?) is not supported; TensorFlow writes "
+            "checkpoint indexes uncompressed"
+        )
+    block = data[offset : offset + size]
+    if len(block) < 4:
+        raise CheckpointError(f"{path}: a block too short to hold its restart count")
+    restarts = struct.unpack_from("<I", block, len(block) - 4)[0]
+    end = len(block) - 4 - 4 * restarts
+    if end < 0:
+        raise CheckpointError(f"{path}: a block's restart array is larger than the block")
+    pairs, pos, key = [], 0, b""
+    while pos < end:
+        shared, pos = _varint(block, pos)
+        unshared, pos = _varint(block, pos)
+        length, pos = _varint(block, pos)
+        key = key[:shared] + block[pos : pos + unshared]
+        pos += unshared
+        pairs.append((key, block[pos : pos + length]))
+        pos += length
+    return pairs
+
+
+def _handle(buf: bytes, pos: int = 0) -> tuple[int, int, int]:
+    offset, pos = _varint(buf, pos)
+    size, pos = _varint(buf, pos)
+    return offset, size, pos
+
+
+def _prefix(path: Path | str) -> Path:
+    """The checkpoint prefix of ``path``: the prefix itself, its ``.index`` or a data
+    shard, or a directory holding TensorFlow's ``checkpoint`` file (its latest save) or
+    a single ``*.index``."""
+    path = Path(path)
+    named = path.suffix == ".index" or ".data-" in path.name
+    if not path.exists() and not path.with_name(path.name + ".index").exists() and not named:
+        raise CheckpointError(f"{path}: not found (a TensorFlow checkpoint or its directory)")
+    if path.is_dir():
+        state = path / "checkpoint"
+        if state.is_file():
+            for line in state.read_text(encoding="utf-8").splitlines():
+                if line.startswith("model_checkpoint_path:"):
+                    name = line.split(":", 1)[1].strip().strip('"')
+                    return path / name if not Path(name).is_absolute() else Path(name)
+        indexes = sorted(path.glob("*.index"))
+        if len(indexes) == 1:
+            return indexes[0].with_suffix("")
+        raise CheckpointError(
+            f"{path}: no TensorFlow checkpoint here (no 'checkpoint' file, no single "
+            f"*.index: found {len(indexes)}); give the checkpoint prefix, e.g. {path}/ckpt-1"
+        )
+    if path.suffix == ".index":
+        return path.with_suffix("")
+    if ".data-" in path.name:
+        return path.with_name(path.name.split(".data-")[0])
+    return path
+
+
+def read_index(prefix: Path | str) -> tuple[Path, dict[str, Entry], int]:
+    """``(prefix, {name: Entry}, number of data shards)`` of a checkpoint."""
+    prefix = _prefix(prefix)
+    index = prefix.with_name(prefix.name + ".index")
+    try:
+        data = index.read_bytes()
+    except FileNotFoundError:
+        raise CheckpointError(f"{index}: not found (a TensorFlow checkpoint's index)") from None
+    if len(data) < _FOOTER or struct.unpack_from("<Q", data, len(data) - 8)[0] != _MAGIC:
+        raise CheckpointError(f"{index}: not a TensorFlow checkpoint index (no table magic)")
+    footer = data[-_FOOTER:]
+    _, _, pos = _handle(footer)  # the metaindex: empty in a bundle
+    offset, size, _ = _handle(footer, pos)
+    entries: dict[str, Entry] = {}
+    shards = 1
+    for _, handle in _block(data, offset, size, index):
+        b_offset, b_size, _ = _handle(handle)
+        for key, value in _block(data, b_offset, b_size, index):
+            if key == b"":  # the BundleHeaderProto: num_shards 1, endianness 2
+                for number, v in _fields(value):
+                    if number == 1:
+                        shards = int(v)
+                    elif number == 2 and v != 0:
+                        raise CheckpointError(f"{index}: a big-endian checkpoint")
+                continue
+            name = key.decode("utf-8")
+            entries[name] = _entry(name, value)
+    return prefix, entries, shards
+
+
+def read_checkpoint(path: Path | str) -> dict[str, np.ndarray]:
+    """Every numeric tensor of the checkpoint at ``path`` (see :func:`_prefix`), by name."""
+    prefix, entries, shards = read_index(path)
+    files: dict[int, bytes] = {}
+    out: dict[str, np.ndarray] = {}
+    for name, e in entries.items():
+        if e.dtype is None:
+            continue
+        if e.dtype == "bfloat16":
+            raise CheckpointError(f"{name}: bfloat16 weights are not supported; save float32")
+        if e.shard not in files:
+            shard = prefix.with_name(f"{prefix.name}.data-{e.shard:05d}-of-{shards:05d}")
+            try:
+                files[e.shard] = shard.read_bytes()
+            except FileNotFoundError:
+                raise CheckpointError(f"{shard}: not found (a data shard of {prefix})") from None
+        dtype = np.dtype(e.dtype).newbyteorder("<")
+        count = int(np.prod(e.shape, dtype=np.int64))
+        if count * dtype.itemsize != e.size or e.offset + e.size > len(files[e.shard]):
+            raise CheckpointError(
+                f"{name}: {e.size} bytes at {e.offset} do not hold a {dtype} tensor of shape "
+                f"{e.shape} in its shard: a truncated or mismatched checkpoint"
+            )
+        buf = files[e.shard]
+        array = np.frombuffer(buf, dtype=dtype, count=count, offset=e.offset)
+        out[name] = array.reshape(e.shape).astype(dtype.newbyteorder("="))
+    return out
+
+
+def variable_values(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The variables a ``tf.train.Checkpoint`` saved for its objects, by object path
+    (``encoder/gru/cell/kernel``): the optimizer and its slots, the save counter and
+    anything else without the ``VARIABLE_VALUE`` tail are left out."""
+    return {
+        name[: -len(VALUE_SUFFIX)]: value
+        for name, value in tensors.items()
+        if name.endswith(VALUE_SUFFIX)
+        and "/.OPTIMIZER_SLOT/" not in name
+        and not name.startswith(("optimizer/", "save_counter"))
+    }

@@ -1,0 +1,274 @@
+"""TensorFlow's tutorial models (``tests/fixtures/keras``: trained, saved and decoded by
+TensorFlow 2.15 itself; no tensorflow import here): checkpoint -> bundle -> the service's
+decode loop and its gRPC server, against the tutorial's own ``evaluate`` and its own
+teacher-forced log-probs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from export.convert import main
+from export.tf_checkpoint import CheckpointError, read_checkpoint, read_index, variable_values
+from service.bundle import load_bundle
+from service.loop import decode
+from service.sessions import RuntimeConfig
+from tests.export.helpers import forced_score_errors
+from tests.service.server_fixtures import ServerFactory
+from tests.service.server_helpers import proto_options, stub_for
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "keras"
+MODELS = ("tutorial", "oov")
+
+
+def _hparams(name: str) -> dict:
+    return json.loads((FIXTURE / name / "hparams.json").read_text())
+
+
+def _lines(name: str, kind: str) -> list[dict]:
+    text = (FIXTURE / name / f"{kind}.json").read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def _argv(model: Path, out: Path, name: str, *extra: str) -> list[str]:
+    hp = _hparams(name)
+    return ["keras", str(model / "training_checkpoints"),
+            "--source-tokenizer", str(model / "source_tokenizer.json"),
+            "--target-tokenizer", str(model / "target_tokenizer.json"),
+            "--max-source-length", str(hp["max_length_inp"]),
+            "--max-target-length", str(hp["max_length_targ"]),
+            "--out", str(out), *extra]  # fmt: skip
+
+
+@pytest.fixture(scope="module", params=MODELS)
+def converted(request, tmp_path_factory):
+    name = request.param
+    out = tmp_path_factory.mktemp("keras") / name / "1"
+    src = FIXTURE.parents[1] / ".." / "models" / "sample" / "sample.en"
+    assert main(_argv(FIXTURE / name, out, name, "--parity-src", str(src.resolve()),
+                      "--beam-sentences", "20")) == 0  # fmt: skip
+    return name, out
+
+
+def _bundle(out: Path):
+    return load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
+
+
+# -- the checkpoint reader, against TensorFlow's own list and values ---------------------
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_the_reader_lists_and_reads_what_tensorflow_does(name):
+    ckpt = FIXTURE / name / "training_checkpoints"
+    _, entries, shards = read_index(ckpt)
+    truth = json.loads((FIXTURE / name / "variables.json").read_text())
+    assert shards == 1 and len(truth) > 30  # the model's, Adam's slots, the object graph
+    assert {n: list(e.shape) for n, e in entries.items()} == {v["name"]: v["shape"] for v in truth}
+    dtypes = {
+        n: "string" if e.dtype is None else np.dtype(e.dtype).name for n, e in entries.items()
+    }
+    assert dtypes == {v["name"]: v["dtype"] for v in truth}
+    values = variable_values(read_checkpoint(ckpt))
+    want = np.load(FIXTURE / name / "variable_values.npz")
+    assert len(values) == len(want.files) == 16
+    for key in want.files:
+        name_ = key.replace("|", "/").removesuffix("/.ATTRIBUTES/VARIABLE_VALUE")
+        assert np.array_equal(values[name_], want[key]), key
+
+
+def test_the_reader_refuses_what_is_not_a_checkpoint(tmp_path):
+    ckpt = FIXTURE / "tutorial" / "training_checkpoints"
+    with pytest.raises(CheckpointError, match="no TensorFlow checkpoint here"):
+        read_checkpoint(tmp_path)
+    (tmp_path / "x.index").write_bytes(b"")
+    with pytest.raises(CheckpointError, match="not a TensorFlow checkpoint index"):
+        read_checkpoint(tmp_path / "x")
+    (tmp_path / "x.index").write_bytes(b"\0" * 100)
+    with pytest.raises(CheckpointError, match="no table magic"):
+        read_checkpoint(tmp_path / "x.index")
+    # a data shard cut short: every tensor past the cut is named, not read as garbage
+    for f in ckpt.iterdir():
+        shutil.copy(f, tmp_path / f.name)
+    data = tmp_path / "ckpt-1.data-00000-of-00001"
+    data.write_bytes(data.read_bytes()[:1000])
+    with pytest.raises(CheckpointError, match="a truncated or mismatched checkpoint"):
+        read_checkpoint(tmp_path)
+    data.unlink()
+    with pytest.raises(CheckpointError, match="not found"):
+        read_checkpoint(tmp_path / "ckpt-1")
+
+
+# -- the converted model, against the tutorial's evaluate() -------------------------------
+
+
+def test_greedy_is_the_tutorials_token_for_token(converted):
+    """Every source (the 300 trained on, new sentences, for ``oov`` sentences with
+    unknown words) tokenised to the tutorial's padded ids, and translated to its tokens
+    with its per-token log-probs; those that ran out of steps end as its loop does."""
+    name, out = converted
+    bundle = _bundle(out)
+    rows = _lines(name, "greedy")
+    sources = [bundle.src_tokenizer.encode(r["source"]) for r in rows]
+    assert sources == [r["input_ids"] for r in rows]
+    options = dataclasses.replace(bundle.decoding, return_token_scores=True)
+    got = decode(bundle.model, sources, options=options, special=bundle.special)
+    eos = bundle.special.eos
+    same = [
+        list(h.tokens) + [eos] * r["ended"] == r["ids"] for (h,), r in zip(got, rows, strict=True)
+    ]
+    assert sum(same) == len(rows) >= 320, [i for i, s in enumerate(same) if not s][:10]
+    assert sum(not r["ended"] for r in rows) > 5  # the length limit was reached
+    gaps = [abs(g - w) for (h,), r in zip(got, rows, strict=True)
+            for g, w in zip(h.token_log_probs, r["log_probs"], strict=True)]  # fmt: skip
+    assert max(gaps) < 1e-4
+
+
+def test_scores_of_given_targets_are_tensorflows(converted, tmp_path):
+    """``Score`` against the decoder's own teacher-forced log-probs (the tutorial's
+    ``train_step`` convention): references and the model's own greedy outputs."""
+    name, out = converted
+    pairs = [
+        {"source": r["source"], "target": " ".join(r["target"][:-1]),
+         "target_tokens": r["target"][:-1], "token_log_probs": r["token_log_probs"],
+         "log_prob": r["log_prob"]}
+        for r in _lines(name, "score")
+    ]  # fmt: skip
+    (tmp_path / "score.json").write_text(json.dumps({"pairs": pairs}))
+    tokens, totals = forced_score_errors(out, tmp_path / "score.json")
+    assert len(totals) >= 30 and len(tokens) > 300
+    assert tokens.max() < 1e-4 and totals.max() < 1e-4
+
+
+def test_manifest_records_the_tutorials_rules(converted):
+    name, out = converted
+    hp = _hparams(name)
+    manifest = json.loads((out / "manifest.json").read_text())
+    limit = hp["max_length_targ"] + 1  # our limit counts the EOS its loop does not
+    assert manifest["decoding"] == {
+        "max_length": limit, "max_length_ratio": 0.0, "max_length_offset": limit,
+        "min_length": 0, "eos_at_limit": False,
+    }  # fmt: skip
+    source = manifest["tokenizers"]["source"]
+    assert source["pad_to"] == hp["max_length_inp"] and source["pad_token"] == "<pad>"
+    assert source["start_tokens"] == ["<start>"] and source["end_tokens"] == ["<end>"]
+    # without an oov_token an unknown word is left out, as texts_to_sequences does
+    assert source.get("unknown", "unk") == ("drop" if hp["oov_token"] is None else "unk")
+    assert manifest["parity"]["greedy_mismatches"] == 0
+
+
+def test_served_as_text_with_the_padding_attended(tmp_path_factory):
+    """Through the real gRPC server: the tutorial's text (punctuation glued back on), its
+    attention over the source's tokens and the padding its model attends to."""
+    repo = tmp_path_factory.mktemp("keras-served")
+    out = repo / "tutorial" / "1"
+    assert main(_argv(FIXTURE / "tutorial", out, "tutorial", "--parity-limit", "20",
+                      "--beam-sentences", "3")) == 0  # fmt: skip
+    width = _hparams("tutorial")["max_length_inp"]
+    rows = _lines("tutorial", "greedy")[:6]
+    factory = ServerFactory(repo)
+    try:
+        server = factory()
+        channel, stub = stub_for(server.port)
+        from nmt_api.nmt.v1 import translator_pb2 as pb
+
+        reply = stub.Translate(
+            pb.TranslateRequest(
+                texts=[r["source"] for r in rows], options=proto_options(return_attention=True)
+            ),
+            timeout=60,
+        )
+        for r, t in zip(rows, reply.translations, strict=True):
+            hyp = t.hypotheses[0]
+            assert list(hyp.tokens) == [w for w in r["tokens"] if w != "<end>"]
+            att = np.array(hyp.attention.values).reshape(hyp.attention.rows, hyp.attention.cols)
+            assert att.shape[1] == width == len(hyp.attention.source_tokens)
+            assert hyp.attention.source_tokens[-1] == "<pad>"
+            # the padding gets attention, as in the tutorial's attention_plot
+            assert np.all(att[:, -1] > 0) and np.allclose(att.sum(1), 1.0, atol=1e-4)
+            # one row a step the tutorial ran (a sentence stopped at the length limit
+            # has one more here: the step whose EOS is not scored)
+            want = np.array(r["attention"])
+            assert att.shape[0] == len(want) + (not r["ended"])
+            assert np.abs(att[: len(want)] - want).max() < 1e-4
+        channel.close()
+    finally:
+        factory.close()
+
+
+# -- refusals -----------------------------------------------------------------------------
+
+
+def _edit_tokenizer(side: str, key: str, value):
+    def edit(model: Path) -> None:
+        path = model / f"{side}_tokenizer.json"
+        data = json.loads(path.read_text())
+        data["config"][key] = value
+        path.write_text(json.dumps(data))
+
+    return edit
+
+
+def _drop_words(model: Path) -> None:
+    path = model / "source_tokenizer.json"
+    data = json.loads(path.read_text())
+    words = json.loads(data["config"]["index_word"])
+    data["config"]["index_word"] = json.dumps({k: v for k, v in words.items() if int(k) < 100})
+    path.write_text(json.dumps(data))
+
+
+def _other_checkpoint(model: Path) -> None:
+    ckpt = model / "training_checkpoints"
+    shutil.rmtree(ckpt)
+    shutil.copytree(FIXTURE / "oov" / "training_checkpoints", ckpt)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (_edit_tokenizer("source", "num_words", 500), "source tokenizer: num_words=500 is not"),
+        (_edit_tokenizer("target", "char_level", True), "target tokenizer: char_level=True is"),
+        (_drop_words, "the source embeddings have"),
+        (_other_checkpoint, "the source embeddings have"),
+        (lambda m: (m / "target_tokenizer.json").write_text("{}"), "not a Keras Tokenizer"),
+        (lambda m: shutil.rmtree(m / "training_checkpoints"), "training_checkpoints: not found"),
+        (
+            lambda m: (m / "training_checkpoints" / "ckpt-1.index").write_bytes(b"x" * 64),
+            "not a TensorFlow checkpoint index",
+        ),
+    ],
+    ids=["num-words", "char-level", "fewer-words", "other-checkpoint", "not-tokenizer",
+         "no-checkpoint", "not-index"],
+)  # fmt: skip
+def test_what_is_not_the_tutorials_is_refused_in_one_line(tmp_path, capsys, edit, message):
+    model = tmp_path / "model"
+    shutil.copytree(FIXTURE / "tutorial", model)
+    edit(model)
+    assert main(_argv(model, tmp_path / "o" / "1", "tutorial")) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert not (tmp_path / "o" / "1").exists()
+
+
+def test_a_tokenizers_filters_remove_characters_as_keras_does(tmp_path):
+    """Keras's ``text_to_word_sequence`` turns every character of ``filters`` into the
+    split character after ``preprocess_sentence``; the bundle's tokenizer drops them too."""
+    from export.keras import KerasVocabulary
+    from tests.models.test_words import KERAS_TEXTS, _tensorflow_tutorial_preprocess
+
+    data = json.loads((FIXTURE / "tutorial" / "source_tokenizer.json").read_text())
+    data["config"]["filters"] = "?!,"
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(data))
+    rows = len(json.loads(data["config"]["index_word"])) + 1
+    vocabulary = KerasVocabulary.read(path, "source", rows)
+    # every word kept (this vocabulary drops unknown ones): the splitting alone
+    tok = dataclasses.replace(vocabulary, own_unk=True).tokenizer(True, 0)
+    for text in KERAS_TEXTS:
+        seq = _tensorflow_tutorial_preprocess(text)
+        want = "".join(" " if c in "?!," else c for c in seq).split()
+        assert tok.surface(text) == (want if len(want) > 2 else []), text
