@@ -6,7 +6,10 @@ table mapping each variable's name to where its bytes lie, and
 table (blocks of prefix-compressed keys, the 48-byte footer with its magic number),
 decodes the ``BundleEntryProto`` values by their protobuf wire format, and maps the
 numeric tensors out of the data files. String tensors (the object graph TensorFlow keeps
-beside the variables) are listed by name but not read: a converter needs none.
+beside the variables) are listed by name but not read: a converter needs none. Each
+index block's CRC-32C is checked; the tensors' own checksums are not (in pure Python
+that would cost seconds per 100 MB), but a tensor must fill exactly the bytes its entry
+gives it.
 
 Names are the object paths TensorFlow wrote, e.g.
 ``encoder/gru/cell/kernel/.ATTRIBUTES/VARIABLE_VALUE``;
@@ -60,6 +63,29 @@ class Entry:
     shard: int
     offset: int
     size: int
+
+
+def _crc32c_table() -> list[int]:
+    table = []
+    for i in range(256):
+        crc = i
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+        table.append(crc)
+    return table
+
+
+_CRC32C = _crc32c_table()
+
+
+def _masked_crc32c(data: bytes) -> int:
+    """LevelDB's masked CRC-32C (Castagnoli) of ``data``, as a table block's trailer holds
+    it (pure Python: index blocks are a few kilobytes)."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc = _CRC32C[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    crc ^= 0xFFFFFFFF
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -131,23 +157,26 @@ def _entry(name: str, value: bytes) -> Entry:
     return Entry(_DTYPES[dtype], shape, shard, offset, size)
 
 
-def _block(data: bytes, offset: int, size: int, path: Path) -> list[tuple[bytes, bytes]]:
+def _block(data: bytes, offset: int, size: int) -> list[tuple[bytes, bytes]]:
     """The key/value pairs of the table block at ``offset`` (``size`` bytes + trailer)."""
     if offset + size + _TRAILER > len(data):
-        raise CheckpointError(f"{path}: a block runs past the end of the file")
+        raise CheckpointError("a block runs past the end of the file")
     kind = data[offset + size]
+    stored = struct.unpack_from("<I", data, offset + size + 1)[0]
+    if _masked_crc32c(data[offset : offset + size + 1]) != stored:
+        raise CheckpointError("a table block fails its checksum: a corrupt index")
     if kind != 0:
         raise CheckpointError(
-            f"{path}: block compression {kind} (snappy?) is not supported; TensorFlow writes "
+            f"block compression {kind} (snappy?) is not supported; TensorFlow writes "
             "checkpoint indexes uncompressed"
         )
     block = data[offset : offset + size]
     if len(block) < 4:
-        raise CheckpointError(f"{path}: a block too short to hold its restart count")
+        raise CheckpointError("a block too short to hold its restart count")
     restarts = struct.unpack_from("<I", block, len(block) - 4)[0]
     end = len(block) - 4 - 4 * restarts
     if end < 0:
-        raise CheckpointError(f"{path}: a block's restart array is larger than the block")
+        raise CheckpointError("a block's restart array is larger than the block")
     pairs, pos, key = [], 0, b""
     while pos < end:
         shared, pos = _varint(block, pos)
@@ -205,24 +234,38 @@ def read_index(prefix: Path | str) -> tuple[Path, dict[str, Entry], int]:
         raise CheckpointError(f"{index}: not found (a TensorFlow checkpoint's index)") from None
     if len(data) < _FOOTER or struct.unpack_from("<Q", data, len(data) - 8)[0] != _MAGIC:
         raise CheckpointError(f"{index}: not a TensorFlow checkpoint index (no table magic)")
+    try:
+        entries, shards = _entries(data)
+    except CheckpointError as exc:
+        raise CheckpointError(f"{index}: {exc}") from None
+    except (struct.error, IndexError, UnicodeDecodeError, ValueError, TypeError) as exc:
+        # a field of the wrong wire type or length: what a flipped byte makes of it
+        raise CheckpointError(f"{index}: a corrupt checkpoint index ({exc})") from None
+    return prefix, entries, shards
+
+
+def _entries(data: bytes) -> tuple[dict[str, Entry], int]:
+    """The entries of the index table ``data`` and the bundle's shard count."""
     footer = data[-_FOOTER:]
     _, _, pos = _handle(footer)  # the metaindex: empty in a bundle
     offset, size, _ = _handle(footer, pos)
     entries: dict[str, Entry] = {}
     shards = 1
-    for _, handle in _block(data, offset, size, index):
+    for _, handle in _block(data, offset, size):
         b_offset, b_size, _ = _handle(handle)
-        for key, value in _block(data, b_offset, b_size, index):
+        for key, value in _block(data, b_offset, b_size):
             if key == b"":  # the BundleHeaderProto: num_shards 1, endianness 2
                 for number, v in _fields(value):
                     if number == 1:
                         shards = int(v)
                     elif number == 2 and v != 0:
-                        raise CheckpointError(f"{index}: a big-endian checkpoint")
+                        raise CheckpointError("a big-endian checkpoint")
                 continue
             name = key.decode("utf-8")
             entries[name] = _entry(name, value)
-    return prefix, entries, shards
+    if shards < 1:
+        raise CheckpointError(f"the header says {shards} data shards")
+    return entries, shards
 
 
 def read_checkpoint(path: Path | str) -> dict[str, np.ndarray]:
