@@ -188,9 +188,11 @@ def run_export(prog: str, export: Callable[[], dict], out: Path) -> int:
             f"({v['bleu_delta']:+.2f}), {v['speedup']:.2f}x the fp32 speed on {v['provider']}"
         )
     p = manifest["parity"]
+    ties = p.get("beam_near_ties", 0)
+    tied = f" ({ties} with hypotheses tied in score, in another order)" if ties else ""
     print(
         f"wrote {out}: greedy identical on {p['greedy_sentences']} sentences, "
-        f"beam {p['beam_size']} identical on {p['beam_sentences']}, max |dlogp| "
+        f"beam {p['beam_size']} identical on {p['beam_sentences']}{tied}, max |dlogp| "
         f"{p['max_log_prob_diff']:.1e}, max |dattn| {p['max_attention_diff']:.1e}"
     )
     return 0

@@ -201,7 +201,8 @@ class KerasVocabulary:
                 )
         filters = config.get("filters", "")
         words = {int(i): w for i, w in index_word.items()}
-        if rows - 1 > len(words) or sorted(words)[: rows - 1] != list(range(1, rows)):
+        # the tutorial sizes its embeddings len(word_index) + 1: one row a word and 0
+        if sorted(words) != list(range(1, rows)):
             raise KerasError(
                 f"the {side} embeddings have {rows} rows but {path} numbers "
                 f"{len(words)} words: is it this model's {side} tokenizer?"
@@ -228,7 +229,9 @@ class KerasVocabulary:
             split_punctuation=False,
             split_off="".join(c for c in SPLIT_OFF if c in keep),
             keep=keep,
-            unknown="unk" if self.own_unk else "drop",
+            # a target word the model does not know scores as the added unk (-1e4 a
+            # token) in Score and prefixes, not as nothing
+            unknown="unk" if self.own_unk or not source else "drop",
             **marks,
             **pad,
         )
@@ -256,7 +259,8 @@ def keras_user_model(
             f"{checkpoint}: not the tutorial's Encoder/Decoder: no {missing[0]} "
             f"({len(missing)} of its {len(WEIGHTS)} weights missing; found {found}"
             f"{' ...' if len(w) > 12 else ''}); the converter reads the attribute names "
-            "the tutorial gives (embedding, gru, fc, attention.W1/W2/V)"
+            "the tutorial gives (embedding, gru, fc, attention.W1/W2/V), saved together by "
+            "tf.train.Checkpoint(encoder=encoder, decoder=decoder)"
         )
     extra = sorted(set(w) - set(WEIGHTS))
     if extra:

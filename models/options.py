@@ -78,8 +78,9 @@ class DecodeOptions:
     # search, which resets the log-prob once the prefix is decoded (a model's decoding
     # default, export.eole.EOLE_DECODING; not a request option).
     prefix_scored: bool = True
-    # False: a hypothesis at the length limit stops without an EOS (its last position
-    # takes any token), as TensorFlow's tutorial ``evaluate`` loop stops (a model's
+    # False: a hypothesis at the length limit stops without an EOS: at most max_length - 1
+    # tokens, the position the limit keeps for EOS left unscored (Joey's convention), as
+    # TensorFlow's tutorial ``evaluate`` loop stops (a model's
     # decoding default, export.keras; Eole's, Joey's and Marian's searches stop so
     # anyway). See ScoringRules.eos_at_limit.
     eos_at_limit: bool = True

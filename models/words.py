@@ -153,7 +153,12 @@ class WordTokenizer:
         return len(self.tokens)
 
     def words(self, text: str) -> list[str]:
-        """Normalised tokens of ``text``."""
+        """Normalised tokens of ``text`` (with ``unknown="drop"``, those it knows)."""
+        words = self._split(text)
+        return [w for w in words if w in self.ids] if self.unknown == "drop" else words
+
+    def _split(self, text: str) -> list[str]:
+        """Every normalised token of ``text``, known or not."""
         if self.lowercase:
             text = text.lower()
         if self.fold_accents:
@@ -164,15 +169,16 @@ class WordTokenizer:
             text = self._split_off.sub(r" \1 ", text)
         if self._drop is not None:
             text = self._drop.sub(" ", text)
-        words = _WORDS.findall(text) if self.split_punctuation else text.split()
-        return [w for w in words if w in self.ids] if self.unknown == "drop" else words
+        return _WORDS.findall(text) if self.split_punctuation else text.split()
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text`` between the start and end tokens (none by default);
-        unknown words are ``unk``."""
+        unknown words are ``unk`` (or left out: a text of unknown words alone is then the
+        markers alone, as Keras's ``texts_to_sequences`` gives it). A text with no word
+        at all is nothing to translate: ``[]``."""
+        if not self._split(text):
+            return []
         ids = [self.ids.get(w, self.unk_id) for w in self.words(text)]
-        if not ids:
-            return ids
         return _padded(
             self._start_ids + ids + self._end_ids, self.pad_to, self.ids.get(self.pad_token)
         )
@@ -185,9 +191,9 @@ class WordTokenizer:
 
     def surface(self, text: str) -> list[str]:
         """``text``'s words as normalised (not looked up), one per id of :meth:`encode`."""
+        if not self._split(text):
+            return []
         words = self.words(text)
-        if not words:
-            return words
         return _padded([*self.start_tokens, *words, *self.end_tokens], self.pad_to, self.pad_token)
 
     def decode(self, ids: Sequence[int]) -> str:

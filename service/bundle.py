@@ -108,6 +108,13 @@ class Bundle:
         tok = getattr(self.src_tokenizer, "inner", self.src_tokenizer)
         return len(getattr(tok, "start_tokens", ())), len(getattr(tok, "end_tokens", ()))
 
+    @cached_property
+    def source_pad(self) -> str | None:
+        """The token a source tokenizer pads every sentence with to a fixed width (after
+        its end markers: TensorFlow's tutorial models), or None."""
+        tok = getattr(self.src_tokenizer, "inner", self.src_tokenizer)
+        return getattr(tok, "pad_token", None) if getattr(tok, "pad_to", 0) else None
+
     @property
     def max_source_tokens(self) -> int | None:
         """The longest source (in tokens) the export's parity gate verified, or None when

@@ -30,6 +30,7 @@ def replace_unknowns(
     source: Sequence[str],
     unk_id: int,
     marks: tuple[int, int] = (0, 0),
+    pad: str | None = None,
 ) -> list[str]:
     """``pieces`` (of ``hyp.tokens``) with each unknown token replaced by the ``source``
     token (as written) with the most attention at its step; ``hyp.attention``
@@ -38,10 +39,14 @@ def replace_unknowns(
     :attr:`service.bundle.Bundle.source_marks`): those are never copied, whatever their
     attention, but the real word with the most attention at that step is; a source with
     no real word leaves the unknown token as it is. Ties: the first such source word,
-    as argmax."""
+    as argmax. ``pad``: the token the source was padded with after its end markers
+    (:attr:`service.bundle.Bundle.source_pad`), never copied either."""
     if hyp.attention is None:
         raise ValueError("replace_unk needs the hypothesis's attention")
-    first, end = marks[0], len(source) - marks[1]
+    end = len(source)
+    while pad is not None and end > 0 and source[end - 1] == pad:
+        end -= 1
+    first, end = marks[0], end - marks[1]
     out = list(pieces)
     if first >= end:
         return out
@@ -146,13 +151,14 @@ class EngineFront(abc.ABC):
         src_tok, tgt_tok = self.bundle.src_tokenizer, self.bundle.tgt_tokenizer
         surface = job.surface if job.options.replace_unk else None
         unk, marks = self.bundle.config.unk_id, self.bundle.source_marks
+        pad = self.bundle.source_pad
         out = []
         for i, (ids, hyps) in enumerate(zip(job.sources, nbest, strict=True)):
             rendered = []
             for h in hyps:
                 pieces = tgt_tok.pieces(h.tokens)
                 if surface is not None and unk in h.tokens:
-                    pieces = replace_unknowns(pieces, h, surface[i], unk, marks)
+                    pieces = replace_unknowns(pieces, h, surface[i], unk, marks, pad)
                     rendered.append((tgt_tok.detokenize(pieces), pieces, h))
                 else:
                     rendered.append((tgt_tok.decode(h.tokens), pieces, h))

@@ -71,7 +71,12 @@ def translate_with_bundle(
             out.append(
                 tgt_tok.detokenize(
                     replace_unknowns(
-                        tgt_tok.pieces(best.tokens), best, surface, unk, bundle.source_marks
+                        tgt_tok.pieces(best.tokens),
+                        best,
+                        surface,
+                        unk,
+                        bundle.source_marks,
+                        bundle.source_pad,
                     )
                 )
             )

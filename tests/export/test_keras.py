@@ -95,6 +95,13 @@ def test_the_reader_refuses_what_is_not_a_checkpoint(tmp_path):
     for f in ckpt.iterdir():
         shutil.copy(f, tmp_path / f.name)
     data = tmp_path / "ckpt-1.data-00000-of-00001"
+    # one float's sign flipped: TensorFlow's get_tensor refuses it ("Checksum does not
+    # match"), and so does this reader, naming the tensor
+    whole = bytearray(data.read_bytes())
+    whole[5003] ^= 0x80
+    data.write_bytes(bytes(whole))
+    with pytest.raises(CheckpointError, match="fail their checksum"):
+        read_checkpoint(tmp_path)
     data.write_bytes(data.read_bytes()[:1000])
     with pytest.raises(CheckpointError, match="a truncated or mismatched checkpoint"):
         read_checkpoint(tmp_path)
@@ -129,6 +136,15 @@ def test_a_corrupt_index_is_refused_with_the_reason_never_a_crash(tmp_path):
         else:  # a flip in the footer's padding: nothing read changes
             assert got == want
     assert refused > 250
+
+
+def test_the_paths_users_give_by_mistake_get_a_hint(tmp_path):
+    ckpt = FIXTURE / "tutorial" / "training_checkpoints"
+    assert len(read_checkpoint(ckpt / "checkpoint")) == len(read_checkpoint(ckpt))
+    with pytest.raises(CheckpointError, match=r"saves of this prefix are ckpt-1: give one"):
+        read_checkpoint(ckpt / "ckpt")  # the prefix given to save(), without its number
+    with pytest.raises(CheckpointError, match=r"a Keras \.h5 file, not a TensorFlow checkpoint"):
+        read_checkpoint(tmp_path / "encoder.h5")
 
 
 # -- the converted model, against the tutorial's evaluate() -------------------------------
@@ -262,6 +278,10 @@ def _other_checkpoint(model: Path) -> None:
         (_edit_tokenizer("target", "char_level", True), "target tokenizer: char_level=True is"),
         (_drop_words, "the source embeddings have"),
         (_other_checkpoint, "the source embeddings have"),
+        (
+            lambda m: shutil.copy(FIXTURE / "oov" / "source_tokenizer.json", m),
+            "the source embeddings have 1130 rows but",  # one word more: all ids shifted
+        ),
         (lambda m: (m / "target_tokenizer.json").write_text("{}"), "not a Keras Tokenizer"),
         (lambda m: shutil.rmtree(m / "training_checkpoints"), "training_checkpoints: not found"),
         (
@@ -269,8 +289,8 @@ def _other_checkpoint(model: Path) -> None:
             "not a TensorFlow checkpoint index",
         ),
     ],
-    ids=["num-words", "char-level", "fewer-words", "other-checkpoint", "not-tokenizer",
-         "no-checkpoint", "not-index"],
+    ids=["num-words", "char-level", "fewer-words", "other-checkpoint", "more-words",
+         "not-tokenizer", "no-checkpoint", "not-index"],
 )  # fmt: skip
 def test_what_is_not_the_tutorials_is_refused_in_one_line(tmp_path, capsys, edit, message):
     model = tmp_path / "model"
@@ -300,3 +320,42 @@ def test_a_tokenizers_filters_remove_characters_as_keras_does(tmp_path):
         seq = _tensorflow_tutorial_preprocess(text)
         want = "".join(" " if c in "?!," else c for c in seq).split()
         assert tok.surface(text) == (want if len(want) > 2 else []), text
+
+
+def test_the_readme_command_converts_with_the_gates_own_sentences(tmp_path, capsys):
+    """No --parity-src: the gate's random sentences, on which this looping model ends two
+    beam hypotheses 1.5e-5 apart in an order the runtimes' rounding decides."""
+    out = tmp_path / "o" / "1"
+    assert main(_argv(FIXTURE / "tutorial", out, "tutorial")) == 0
+    parity = json.loads((out / "manifest.json").read_text())["parity"]
+    assert parity["greedy_mismatches"] == parity["beam_mismatches"] == 0
+    assert parity["beam_sentences"] == 50 and parity["beam_near_ties"] >= 1
+    assert "with hypotheses tied in score" in capsys.readouterr().out
+
+
+def test_unknown_words_as_keras_reads_them(converted):
+    """A source of unknown words alone is ``<start> <end>`` (what texts_to_sequences gives
+    and the model translates); an unknown target word scores as the unknown token, about
+    -1e4, not as nothing."""
+    from nmt_api.nmt.v1 import translator_pb2 as pb
+    from service.messages import to_score_options
+
+    name, out = converted
+    bundle = _bundle(out)
+    ids = bundle.src_tokenizer.encode("Zzyzx qwfp")
+    width, words = _hparams(name)["max_length_inp"], 0 if name == "tutorial" else 2
+    assert len(ids) == width and ids[2 + words :] == [0] * (width - 2 - words)
+    assert ids[1 : 1 + words] == [bundle.source_unk_id] * words
+    (hyps,) = decode(bundle.model, [ids], options=bundle.decoding, special=bundle.special)
+    assert hyps[0].tokens  # translated, not refused
+    tgt, eos = bundle.tgt_tokenizer, bundle.special.eos
+    target = tgt.encode("la zzyzx casa")
+    assert len(target) == 3 and target[1] == bundle.config.unk_id
+    options = to_score_options(pb.ScoreOptions(), max_length=64, defaults=bundle.decoding)
+    src = bundle.src_tokenizer.encode(_lines(name, "greedy")[0]["source"])
+    (scored,) = decode(bundle.model, [src], options=options, special=bundle.special,
+                       prefixes=[(*target, eos)])  # fmt: skip
+    if name == "tutorial":  # no oov_token: the unk the bundle adds, never likely
+        assert scored[0].token_log_probs[1] < -5000
+    else:  # the model's own <unk>: a word it learned
+        assert -50 < scored[0].token_log_probs[1] < 0

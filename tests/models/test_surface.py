@@ -135,6 +135,21 @@ def test_replace_unknowns_never_copies_a_marker():
     assert got == ["<unk>"]
 
 
+def test_replace_unknowns_never_copies_the_padding_after_the_end_marker():
+    """TensorFlow's tutorial models read their sources padded to a fixed width and attend
+    to the padding: neither ``<end>`` nor a ``<pad>`` is copied, a word is."""
+    tok = WordTokenizer(
+        ["<pad>", "<start>", "<end>", "<unk>"], unk_id=3, split_punctuation=False,
+        start_tokens=["<start>"], end_tokens=["<end>"], pad_to=6, pad_token="<pad>",
+    )  # fmt: skip
+    source = tok.surface("Zyx Qor")
+    assert source == ["<start>", "zyx", "qor", "<end>", "<pad>", "<pad>"]
+    attention = np.array([[0.0, 0.1, 0.2, 0.3, 0.3, 0.1], [0.0, 0.3, 0.0, 0.0, 0.0, 0.7]])
+    hyp = Hypothesis(tokens=(3,), score=0.0, log_prob=0.0, attention=attention)
+    assert replace_unknowns(["<unk>"], hyp, source, 3, marks=(1, 1), pad="<pad>") == ["qor"]
+    assert replace_unknowns(["<unk>"], hyp, source, 3, marks=(1, 1)) == ["<end>"]  # no pad
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("normalized", [False, True], ids=["plain", "normalized"])
 def test_the_source_unk_id_is_the_id_of_unknown_text(kind, normalized):

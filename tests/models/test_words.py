@@ -189,10 +189,14 @@ def test_unknown_words_dropped_and_sources_padded_travel_in_the_options(tmp_path
     assert t.encode("The dog sat") == [4, 6, 3, 0, 0, 0]  # "dog" left out, then padded
     assert t.surface("The dog sat") == ["the", "sat", "</s>", "<pad>", "<pad>", "<pad>"]
     assert t.encode("the cat sat . the cat sat .") == [4, 5, 6, 7, 4, 5, 6, 7, 3]  # not cut
-    assert t.encode("dog") == [] and t.encode("") == []  # nothing known: nothing
+    # unknown words alone: the markers alone, as texts_to_sequences gives them (the
+    # model translates that); no word at all: nothing to translate
+    assert t.encode("dog") == [3, 0, 0, 0, 0, 0] and t.surface("dog") == ["</s>"] + ["<pad>"] * 5
+    assert t.encode("") == [] == t.surface(" ")
     assert "pad_to" not in tok().options() and "unknown" not in tok().options()
     t.save(tmp_path / "v.json")
-    again = load_tokenizer({"kind": "words", "file": "v.json"} | t.options(), tmp_path, (0, 1, 2, 3))
+    entry = {"kind": "words", "file": "v.json"} | t.options()
+    again = load_tokenizer(entry, tmp_path, (0, 1, 2, 3))
     assert again.encode("The dog sat") == t.encode("The dog sat")
 
 
