@@ -5,7 +5,8 @@ checkpoint_best.pt --out ...`` (:mod:`export.fairseq`) and ``nmt-convert marian
 model.npz --out ...`` (:mod:`export.marian`; Nematus-format models too, also as
 ``nmt-convert nematus``: :mod:`export.nematus`), ``nmt-convert keras CHECKPOINT_DIR
 --source-tokenizer inp.json --target-tokenizer targ.json ...`` (TensorFlow's tutorial
-models: :mod:`export.keras`); ``nmt-convert ensemble BUNDLE BUNDLE
+models: :mod:`export.keras`; its newer version: ``nmt-convert keras-text``,
+:mod:`export.keras_text`); ``nmt-convert ensemble BUNDLE BUNDLE
 ... --out ...`` composes bundles into one ensemble (:mod:`export.ensemble`).
 
 Converters in CTranslate2's shape: load the checkpoint, refuse (by name) every option
@@ -151,6 +152,46 @@ def convert_keras(
         max_target_length=max_target_length,
     )
     return export_modules(user, out, **options)
+
+
+def convert_keras_text(
+    checkpoint: Path | str,
+    out: Path | str,
+    *,
+    source_vocabulary: Path | str,
+    target_vocabulary: Path | str,
+    **options,
+) -> dict:
+    """Convert a model TensorFlow's newer attention tutorial trained (``model.save_weights``
+    and the two ``get_vocabulary()`` lists as JSON) into a bundle in ``out``; returns the
+    manifest. ``options``: those of :func:`export.user.export_modules`."""
+    from export.keras_text import keras_text_user_model
+
+    user = keras_text_user_model(Path(checkpoint), Path(source_vocabulary), Path(target_vocabulary))
+    return export_modules(user, out, **options)
+
+
+def _keras_text_parser(sub) -> None:
+    parser = sub.add_parser(
+        "keras-text",
+        help="a model the newer TensorFlow tutorial (TextVectorization, MultiHeadAttention) "
+        "trained (model.save_weights + get_vocabulary() lists)",
+        description="Convert a model trained with the 2022+ version of TensorFlow's tutorial "
+        "'Neural machine translation with attention' (Keras Encoder with a bidirectional "
+        "GRU, CrossAttention, Decoder; read without TensorFlow): its "
+        "tf_lower_and_split_punct, vocabularies and greedy translate() as the tutorial "
+        "runs them. Other models are refused by name.",
+    )
+    parser.add_argument(
+        "checkpoint",
+        type=Path,
+        help="what model.save_weights(prefix) wrote: the prefix (weights/ckpt) or its directory",
+    )
+    parser.add_argument("--source-vocabulary", type=Path, required=True, metavar="JSON",
+                        help="context_text_processor.get_vocabulary() as a JSON list")  # fmt: skip
+    parser.add_argument("--target-vocabulary", type=Path, required=True, metavar="JSON",
+                        help="target_text_processor.get_vocabulary() as a JSON list")  # fmt: skip
+    add_bundle_arguments(parser)
 
 
 def _keras_parser(sub) -> None:
@@ -449,6 +490,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _fairseq_parser(sub)
     _marian_parser(sub)
     _keras_parser(sub)
+    _keras_text_parser(sub)
     _ensemble_parser(sub)
     args = show_defaults(parser).parse_args(argv)
     if args.framework == "ensemble":
@@ -485,6 +527,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 target_tokenizer=args.target_tokenizer,
                 max_source_length=args.max_source_length,
                 max_target_length=args.max_target_length,
+                **options,
+            )
+        if args.framework == "keras-text":
+            return convert_keras_text(
+                args.checkpoint,
+                args.out,
+                source_vocabulary=args.source_vocabulary,
+                target_vocabulary=args.target_vocabulary,
                 **options,
             )
         if args.framework == "fairseq":

@@ -82,7 +82,7 @@ class KerasError(ExportError, ValueError):
     cannot express (an :class:`~export.writer.ExportError`: one line from nmt-convert)."""
 
 
-def _gru_weights(w: dict[str, np.ndarray], prefix: str) -> dict[str, Tensor]:
+def gru_weights(w: dict[str, np.ndarray], prefix: str) -> dict[str, Tensor]:
     """A Keras GRU cell's weights as torch's: Keras stacks the gates z, r, h along the
     last axis of ``kernel`` ``(in, 3U)`` and ``recurrent_kernel`` ``(U, 3U)``, torch
     r, z, n along the first of ``weight_ih`` ``(3U, in)``; ``reset_after=True`` (TF 2's
@@ -107,11 +107,15 @@ def _gru_weights(w: dict[str, np.ndarray], prefix: str) -> dict[str, Tensor]:
     }
 
 
-def _dense(w: dict[str, np.ndarray], prefix: str) -> nn.Linear:
-    kernel = torch.from_numpy(w[f"{prefix}/kernel"])  # Keras: (in, out)
+def dense_from(kernel: np.ndarray, bias: np.ndarray) -> nn.Linear:
+    """A Keras Dense layer's ``kernel`` ``(in, out)`` and ``bias`` as an ``nn.Linear``."""
     layer = nn.Linear(kernel.shape[0], kernel.shape[1])
-    layer.load_state_dict({"weight": kernel.t(), "bias": torch.from_numpy(w[f"{prefix}/bias"])})
+    layer.load_state_dict({"weight": torch.from_numpy(kernel).t(), "bias": torch.from_numpy(bias)})
     return layer
+
+
+def _dense(w: dict[str, np.ndarray], prefix: str) -> nn.Linear:
+    return dense_from(w[f"{prefix}/kernel"], w[f"{prefix}/bias"])
 
 
 def _embedding(table: np.ndarray, extra_row: bool) -> nn.Embedding:
@@ -127,7 +131,7 @@ class TutorialEncoder(nn.Module):
     def __init__(self, w: dict[str, np.ndarray], extra_row: bool) -> None:
         super().__init__()
         self.embedding = _embedding(w["encoder/embedding/embeddings"], extra_row)
-        gru = _gru_weights(w, "encoder/gru/cell")
+        gru = gru_weights(w, "encoder/gru/cell")
         units = gru["weight_hh"].shape[1]
         self.gru = nn.GRU(self.embedding.embedding_dim, units, batch_first=True)
         self.gru.load_state_dict({f"{k}_l0": v for k, v in gru.items()})
@@ -145,7 +149,7 @@ class TutorialDecoder(nn.Module):
     def __init__(self, w: dict[str, np.ndarray], extra_logit: bool) -> None:
         super().__init__()
         self.embedding = _embedding(w["decoder/embedding/embeddings"], extra_logit)
-        gru = _gru_weights(w, "decoder/gru/cell")
+        gru = gru_weights(w, "decoder/gru/cell")
         units, width = gru["weight_hh"].shape[1], gru["weight_ih"].shape[1]
         self.gru = nn.GRUCell(width, units)
         self.gru.load_state_dict(gru)

@@ -86,6 +86,8 @@ class WordTokenizer:
         unknown: str = "unk",
         pad_to: int = 0,
         pad_token: str = "",
+        unicode_form: str = "",
+        keep_only: str = "",
     ) -> None:
         """``end_tokens``: appended to every encoded sentence, e.g. ``["EOS"]`` for a model
         trained on sources that end in EOS (the PyTorch tutorial's ``tensorFromSentence``);
@@ -102,7 +104,11 @@ class WordTokenizer:
         words not in the vocabulary are left out, as ``texts_to_sequences`` does without
         an ``oov_token``; ``pad_to``: each sentence is padded with ``pad_token`` to that
         many tokens (a model trained on sources padded to a fixed width, whose encoder
-        and attention read the padding)."""
+        and attention read the padding).
+
+        TensorFlow's newer tutorial (``tf_lower_and_split_punct`` of a
+        ``TextVectorization``): ``unicode_form``: the text normalised first (``"NFKD"``);
+        ``keep_only``: the characters kept, every other one deleted (not a space)."""
         self.tokens = list(tokens)
         self.ids = index_vocabulary(
             self.tokens, unk_id, is_token=_is_word, bad="is empty or has spaces"
@@ -132,6 +138,18 @@ class WordTokenizer:
         for name, value in (("split_off", split_off), ("keep", keep)):
             if not isinstance(value, str) or any(c.isspace() for c in value):
                 raise TokenizerError(f"{name} takes characters, got {value!r}")
+        if unicode_form not in ("", "NFC", "NFD", "NFKC", "NFKD"):
+            raise TokenizerError(
+                f"unicode_form must be NFC, NFD, NFKC or NFKD, got {unicode_form!r}"
+            )
+        if keep and keep_only:
+            raise TokenizerError(
+                "keep turns other characters into spaces, keep_only deletes them: give one"
+            )
+        if not isinstance(keep_only, str):
+            raise TokenizerError(f"keep_only takes characters, got {keep_only!r}")
+        self.unicode_form, self.keep_only = unicode_form, keep_only
+        self._delete = re.compile(f"[^{re.escape(keep_only)}]+") if keep_only else None
         self.split_off, self.keep = split_off, keep
         self._split_off = re.compile(f"([{re.escape(split_off)}])") if split_off else None
         self._drop = re.compile(f"[^{re.escape(keep)}]+") if keep else None
@@ -159,12 +177,16 @@ class WordTokenizer:
 
     def _split(self, text: str) -> list[str]:
         """Every normalised token of ``text``, known or not."""
+        if self.unicode_form:
+            text = unicodedata.normalize(self.unicode_form, text)
         if self.lowercase:
             text = text.lower()
         if self.fold_accents:
             text = fold_accents(text)
         if self._space_before is not None:
             text = self._space_before.sub(r" \1", text)
+        if self._delete is not None:
+            text = self._delete.sub("", text)
         if self._split_off is not None:
             text = self._split_off.sub(r" \1 ", text)
         if self._drop is not None:
@@ -221,6 +243,8 @@ class WordTokenizer:
             **({"space_before": self.space_before} if self.space_before else {}),
             **({"split_off": self.split_off} if self.split_off else {}),
             **({"keep": self.keep} if self.keep else {}),
+            **({"unicode_form": self.unicode_form} if self.unicode_form else {}),
+            **({"keep_only": self.keep_only} if self.keep_only else {}),
             **({"unknown": self.unknown} if self.unknown != "unk" else {}),
             **({"pad_to": self.pad_to, "pad_token": self.pad_token} if self.pad_to else {}),
         }

@@ -211,8 +211,24 @@ def test_unknown_words_dropped_and_sources_padded_travel_in_the_options(tmp_path
         ({"pad_to": True, "pad_token": "<pad>"}, "pad_to must be a number of tokens"),
         ({"pad_to": 8}, "pad_to needs a pad_token in the vocabulary"),
         ({"pad_to": 8, "pad_token": "PAD"}, "pad_to needs a pad_token in the vocabulary"),
+        ({"unicode_form": "NFX"}, "unicode_form must be NFC, NFD, NFKC or NFKD"),
+        ({"keep": "ab", "keep_only": "ab", "split_punctuation": False}, "give one"),
     ],
 )
 def test_bad_keras_options_are_refused(options, message):
     with pytest.raises(TokenizerError, match=message):
         tok(**options)
+
+
+def test_keep_only_deletes_as_tensorflows_newer_tutorial_standardizes():
+    """``tf_lower_and_split_punct``: NFKD, lower-case, every character but `` a-z.?!,¿``
+    deleted (not spaced: "don't" is "dont", a tab joins its words), ``.?!,¿`` split off."""
+    t = WordTokenizer(
+        ["<pad>", "[UNK]", "[START]", "[END]"], unk_id=1, unicode_form="NFKD",
+        split_punctuation=False, keep_only=" abcdefghijklmnopqrstuvwxyz.?!,¿",
+        split_off=".?!,¿", start_tokens=["[START]"], end_tokens=["[END]"],
+    )  # fmt: skip
+    assert t.surface("¿Dónde está? Don't\tgo, ﬁne 42!") == [
+        "[START]", "¿", "donde", "esta", "?", "dontgo", ",", "fine", "!", "[END]"
+    ]  # fmt: skip
+    assert t.options()["unicode_form"] == "NFKD" and "keep" not in t.options()
