@@ -151,20 +151,43 @@ def _tokenizer(tokens: list[str], source: bool) -> WordTokenizer:
     )  # fmt: skip
 
 
+def _model_weights(w: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``w`` by the Translator's own paths: ``tf.train.Checkpoint(model=model)`` puts
+    them under ``model/``, beside the compiled model's optimizer and metrics."""
+    if any(n.startswith("encoder/") for n in w) or not any(
+        n.startswith("model/encoder/") for n in w
+    ):
+        return w
+    return {
+        n[len("model/") :]: v
+        for n, v in w.items()
+        if n.startswith("model/") and not n.startswith(("model/optimizer/", "model/keras_api/"))
+    }
+
+
 def keras_text_user_model(
     checkpoint: Path, source_vocabulary: Path, target_vocabulary: Path
 ) -> UserModel:
     """Load and validate a model of the newer tutorial; its modules and declaration."""
     try:
-        w = variable_values(read_checkpoint(checkpoint))
+        w = _model_weights(variable_values(read_checkpoint(checkpoint)))
     except CheckpointError as exc:
         raise KerasError(str(exc)) from None
     missing = [n for n in WEIGHTS if n not in w]
     if missing:
+        if any(n.startswith("model/variables/") for n in w):
+            hint = (
+                "a SavedModel's variables are numbered, not named, and its vocabularies live "
+                "in its graph: convert what model.save_weights(prefix) wrote"
+            )
+        elif "decoder/gru/cell/kernel" in w:
+            hint = "a model of the older tutorial: convert it with nmt-convert keras"
+        else:
+            hint = "the converter reads the attribute names the tutorial gives"
         raise KerasError(
-            f"{checkpoint}: not the newer tutorial's Translator (model.save_weights): no "
-            f"{missing[0]} ({len(missing)} of its {len(WEIGHTS)} weights missing; found "
-            f"{sorted(w)[:8]}); a model of the older tutorial converts with nmt-convert keras"
+            f"{checkpoint}: not the newer tutorial's Translator: no {missing[0]} "
+            f"({len(missing)} of its {len(WEIGHTS)} weights missing; found {sorted(w)[:6]}); "
+            + hint
         )
     extra = sorted(set(w) - set(WEIGHTS))
     if extra:

@@ -265,8 +265,9 @@ def _prefix(path: Path | str) -> Path:
     path = Path(path)
     if path.suffix in (".h5", ".hdf5", ".keras"):
         raise CheckpointError(
-            f"{path}: a Keras {path.suffix} file, not a TensorFlow checkpoint; save the model "
-            "with tf.train.Checkpoint(...).save(prefix) and give that prefix or its directory"
+            f"{path}: a Keras {path.suffix} file (Keras 3 writes only these), not a TensorFlow "
+            "checkpoint; save with tf.train.Checkpoint(...).save(prefix), or Keras 2's "
+            "model.save_weights(prefix) (tf_keras), and give that prefix or its directory"
         )
     if path.name == "checkpoint" and path.is_file():
         path = path.parent  # TensorFlow's record of the latest save: its directory
@@ -289,6 +290,8 @@ def _prefix(path: Path | str) -> Path:
                 if line.startswith("model_checkpoint_path:"):
                     name = line.split(":", 1)[1].strip().strip('"')
                     return path / name if not Path(name).is_absolute() else Path(name)
+        if (path / "variables" / "variables.index").is_file():  # a SavedModel
+            return path / "variables" / "variables"
         indexes = sorted(path.glob("*.index"))
         if len(indexes) == 1:
             return indexes[0].with_suffix("")

@@ -144,10 +144,15 @@ def _write(name: str, value) -> object:
         (
             lambda m: [shutil.rmtree(m / "weights"), shutil.copytree(
                 FIXTURE.parent / "tutorial" / "training_checkpoints", m / "weights")],
-            "not the newer tutorial's Translator",
+            "convert it with nmt-convert keras",
+        ),
+        (
+            lambda m: [shutil.rmtree(m / "weights"), shutil.copytree(
+                FIXTURE / "saved_model", m / "weights")],
+            "a SavedModel's variables are numbered, not named",
         ),
     ],
-    ids=["not-list", "not-vocabulary", "other-vocabulary", "older-tutorial"],
+    ids=["not-list", "not-vocabulary", "other-vocabulary", "older-tutorial", "saved-model"],
 )  # fmt: skip
 def test_what_is_not_the_tutorials_is_refused_in_one_line(tmp_path, capsys, edit, message):
     model = tmp_path / "model"
@@ -159,3 +164,15 @@ def test_what_is_not_the_tutorials_is_refused_in_one_line(tmp_path, capsys, edit
     assert main(_argv(model, tmp_path / "o" / "1")) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err, err
+
+
+def test_a_checkpoint_of_the_whole_model_is_read_by_the_translators_paths():
+    """``tf.train.Checkpoint(model=model).save(...)`` (what the .h5 hint suggests): the
+    Translator's weights under ``model/``, beside its optimizer and metrics."""
+    from export.keras_text import _model_weights
+
+    w = {"model/encoder/embedding/embeddings": 1, "model/optimizer/iter": 2,
+         "model/keras_api/metrics/0/total": 3, "model/decoder/rnn/cell/bias": 4}  # fmt: skip
+    assert _model_weights(w) == {"encoder/embedding/embeddings": 1, "decoder/rnn/cell/bias": 4}
+    plain = {"encoder/embedding/embeddings": 1}
+    assert _model_weights(plain) is plain
