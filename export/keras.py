@@ -107,6 +107,20 @@ def gru_weights(w: dict[str, np.ndarray], prefix: str) -> dict[str, Tensor]:
     }
 
 
+def loop_decoding(steps: int) -> dict[str, Any]:
+    """The decoding defaults of both tutorials' greedy loops (``evaluate``, ``translate``):
+    at most ``steps`` tokens, the end token among them and allowed from the first; a
+    sentence that has not ended by then stops without it (our limit counts the EOS that
+    loop does not)."""
+    return {
+        "max_length": steps + 1,
+        "max_length_ratio": 0.0,
+        "max_length_offset": steps + 1,
+        "min_length": 0,
+        "eos_at_limit": False,
+    }
+
+
 def dense_from(kernel: np.ndarray, bias: np.ndarray) -> nn.Linear:
     """A Keras Dense layer's ``kernel`` ``(in, out)`` and ``bias`` as an ``nn.Linear``."""
     layer = nn.Linear(kernel.shape[0], kernel.shape[1])
@@ -302,15 +316,6 @@ def keras_user_model(
         decoder_args=("token", "hidden", "memory"),
         decoder_returns=("logits", "hidden", "attention"),
     )
-    # evaluate(): max_length_targ steps, <end> allowed from the first; a sentence that
-    # has not ended by then stops without it (our limit counts the EOS it does not)
-    decoding: dict[str, Any] = {
-        "max_length": max_target_length + 1,
-        "max_length_ratio": 0.0,
-        "max_length_offset": max_target_length + 1,
-        "min_length": 0,
-        "eos_at_limit": False,
-    }
     origin = {
         "converter": "keras",
         "checkpoint": str(checkpoint),
@@ -320,4 +325,4 @@ def keras_user_model(
         "max_target_length": max_target_length,
     }
     return UserModel(encoder, decoder, source, target, ids, signature, origin=origin,
-                     decoding=decoding)  # fmt: skip
+                     decoding=loop_decoding(max_target_length))  # fmt: skip

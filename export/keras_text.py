@@ -21,13 +21,12 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
-from export.keras import KerasError, dense_from, gru_weights
+from export.keras import KerasError, dense_from, gru_weights, loop_decoding
 from export.modules import first_line, weighted_sum
 from export.signature import Signature
 from export.tf_checkpoint import CheckpointError, read_checkpoint, variable_values
@@ -210,14 +209,6 @@ def keras_text_user_model(
         decoder_args=("token", "hidden", "memory"),
         decoder_returns=("logits", "hidden", "attention"),
     )
-    # translate(): max_length steps, [END] among them; one not ended stops without it
-    decoding: dict[str, Any] = {
-        "max_length": MAX_LENGTH + 1,
-        "max_length_ratio": 0.0,
-        "max_length_offset": MAX_LENGTH + 1,
-        "min_length": 0,
-        "eos_at_limit": False,
-    }
     origin = {
         "converter": "keras-text",
         "checkpoint": str(checkpoint),
@@ -225,4 +216,4 @@ def keras_text_user_model(
         "target_vocabulary": str(target_vocabulary),
     }
     return UserModel(encoder, decoder, source, target, ids, signature, origin=origin,
-                     decoding=decoding)  # fmt: skip
+                     decoding=loop_decoding(MAX_LENGTH))  # fmt: skip

@@ -272,16 +272,16 @@ def _prefix(path: Path | str) -> Path:
     if path.name == "checkpoint" and path.is_file():
         path = path.parent  # TensorFlow's record of the latest save: its directory
     named = path.suffix == ".index" or ".data-" in path.name
-    saves = sorted(
-        (p.name[: -len(".index")] for p in path.parent.glob(f"{path.name}-*.index")),
-        key=lambda n: (len(n), n),  # ckpt-9 before ckpt-10
-    )
-    if not path.exists() and saves and not path.with_name(path.name + ".index").exists():
-        raise CheckpointError(
-            f"{path}: not found; the saves of this prefix are {', '.join(saves[-5:])}: give "
-            f"one (e.g. {path.parent / saves[-1]}), or the directory for its latest"
-        )
     if not path.exists() and not path.with_name(path.name + ".index").exists() and not named:
+        saves = sorted(
+            (p.name[: -len(".index")] for p in path.parent.glob(f"{path.name}-*.index")),
+            key=lambda n: (len(n), n),  # ckpt-9 before ckpt-10
+        )
+        if saves:
+            raise CheckpointError(
+                f"{path}: not found; the saves of this prefix are {', '.join(saves[-5:])}: "
+                f"give one (e.g. {path.parent / saves[-1]}), or the directory for its latest"
+            )
         raise CheckpointError(f"{path}: not found (a TensorFlow checkpoint or its directory)")
     if path.is_dir():
         state = path / "checkpoint"

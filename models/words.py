@@ -172,7 +172,10 @@ class WordTokenizer:
 
     def words(self, text: str) -> list[str]:
         """Normalised tokens of ``text`` (with ``unknown="drop"``, those it knows)."""
-        words = self._split(text)
+        return self._known(self._split(text))
+
+    def _known(self, words: list[str]) -> list[str]:
+        """``words`` less those not in the vocabulary when ``unknown="drop"``."""
         return [w for w in words if w in self.ids] if self.unknown == "drop" else words
 
     def _split(self, text: str) -> list[str]:
@@ -198,9 +201,10 @@ class WordTokenizer:
         unknown words are ``unk`` (or left out: a text of unknown words alone is then the
         markers alone, as Keras's ``texts_to_sequences`` gives it). A text with no word
         at all is nothing to translate: ``[]``."""
-        if not self._split(text):
+        words = self._split(text)  # once: normalising is most of the cost
+        if not words:
             return []
-        ids = [self.ids.get(w, self.unk_id) for w in self.words(text)]
+        ids = [self.ids.get(w, self.unk_id) for w in self._known(words)]
         return _padded(
             self._start_ids + ids + self._end_ids, self.pad_to, self.ids.get(self.pad_token)
         )
@@ -213,9 +217,10 @@ class WordTokenizer:
 
     def surface(self, text: str) -> list[str]:
         """``text``'s words as normalised (not looked up), one per id of :meth:`encode`."""
-        if not self._split(text):
+        words = self._split(text)
+        if not words:
             return []
-        words = self.words(text)
+        words = self._known(words)
         return _padded([*self.start_tokens, *words, *self.end_tokens], self.pad_to, self.pad_token)
 
     def decode(self, ids: Sequence[int]) -> str:

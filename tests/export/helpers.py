@@ -247,3 +247,43 @@ def forced_score_errors(bundle_dir: Path, fixture: Path) -> tuple[np.ndarray, np
             tokens += [abs(g - w) / max(1.0, abs(w)) for g, w in pairs_of]
         totals.append(abs(h.log_prob - p["log_prob"]) / max(1.0, abs(p["log_prob"])))
     return np.array(tokens), np.array(totals)
+
+
+def write_tf_score_pairs(rows: list[dict], path: Path) -> Path:
+    """TensorFlow's teacher-forced scores (the Keras fixtures' ``score.json`` lines:
+    ``source``, ``target`` words ending with the end token, ``token_log_probs``,
+    ``log_prob``) as the ``score.json`` :func:`forced_score_errors` reads; ``path``."""
+    pairs = [
+        {"source": r["source"], "target": " ".join(r["target"][:-1]),
+         "target_tokens": r["target"][:-1], "token_log_probs": r["token_log_probs"],
+         "log_prob": r["log_prob"]}
+        for r in rows
+    ]  # fmt: skip
+    path.write_text(json.dumps({"pairs": pairs}))
+    return path
+
+
+def served_with_attention(repo: Path, texts: list[str]) -> list[tuple[object, np.ndarray]]:
+    """Each text's best hypothesis (the proto) and its attention ``(rows, cols)``, from a
+    real gRPC server on the model repository ``repo`` (one Translate request)."""
+    from nmt_api.nmt.v1 import translator_pb2 as pb
+    from tests.service.server_fixtures import ServerFactory
+    from tests.service.server_helpers import proto_options, stub_for
+
+    factory = ServerFactory(repo)
+    try:
+        server = factory()
+        channel, stub = stub_for(server.port)
+        reply = stub.Translate(
+            pb.TranslateRequest(texts=texts, options=proto_options(return_attention=True)),
+            timeout=60,
+        )
+        channel.close()
+    finally:
+        factory.close()
+    out = []
+    for t in reply.translations:
+        hyp = t.hypotheses[0]
+        att = np.array(hyp.attention.values).reshape(hyp.attention.rows, hyp.attention.cols)
+        out.append((hyp, att))
+    return out

@@ -18,9 +18,7 @@ from export.tf_checkpoint import CheckpointError, read_checkpoint, read_index, v
 from service.bundle import load_bundle
 from service.loop import decode
 from service.sessions import RuntimeConfig
-from tests.export.helpers import forced_score_errors
-from tests.service.server_fixtures import ServerFactory
-from tests.service.server_helpers import proto_options, stub_for
+from tests.export.helpers import forced_score_errors, served_with_attention, write_tf_score_pairs
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "keras"
 MODELS = ("tutorial", "oov")
@@ -176,13 +174,7 @@ def test_scores_of_given_targets_are_tensorflows(converted, tmp_path):
     """``Score`` against the decoder's own teacher-forced log-probs (the tutorial's
     ``train_step`` convention): references and the model's own greedy outputs."""
     name, out = converted
-    pairs = [
-        {"source": r["source"], "target": " ".join(r["target"][:-1]),
-         "target_tokens": r["target"][:-1], "token_log_probs": r["token_log_probs"],
-         "log_prob": r["log_prob"]}
-        for r in _lines(name, "score")
-    ]  # fmt: skip
-    (tmp_path / "score.json").write_text(json.dumps({"pairs": pairs}))
+    write_tf_score_pairs(_lines(name, "score"), tmp_path / "score.json")
     tokens, totals = forced_score_errors(out, tmp_path / "score.json")
     assert len(totals) >= 30 and len(tokens) > 300
     assert tokens.max() < 1e-4 and totals.max() < 1e-4
@@ -214,34 +206,18 @@ def test_served_as_text_with_the_padding_attended(tmp_path_factory):
                       "--beam-sentences", "3")) == 0  # fmt: skip
     width = _hparams("tutorial")["max_length_inp"]
     rows = _lines("tutorial", "greedy")[:6]
-    factory = ServerFactory(repo)
-    try:
-        server = factory()
-        channel, stub = stub_for(server.port)
-        from nmt_api.nmt.v1 import translator_pb2 as pb
-
-        reply = stub.Translate(
-            pb.TranslateRequest(
-                texts=[r["source"] for r in rows], options=proto_options(return_attention=True)
-            ),
-            timeout=60,
-        )
-        for r, t in zip(rows, reply.translations, strict=True):
-            hyp = t.hypotheses[0]
-            assert list(hyp.tokens) == [w for w in r["tokens"] if w != "<end>"]
-            att = np.array(hyp.attention.values).reshape(hyp.attention.rows, hyp.attention.cols)
-            assert att.shape[1] == width == len(hyp.attention.source_tokens)
-            assert hyp.attention.source_tokens[-1] == "<pad>"
-            # the padding gets attention, as in the tutorial's attention_plot
-            assert np.all(att[:, -1] > 0) and np.allclose(att.sum(1), 1.0, atol=1e-4)
-            # one row a step the tutorial ran (a sentence stopped at the length limit
-            # has one more here: the step whose EOS is not scored)
-            want = np.array(r["attention"])
-            assert att.shape[0] == len(want) + (not r["ended"])
-            assert np.abs(att[: len(want)] - want).max() < 1e-4
-        channel.close()
-    finally:
-        factory.close()
+    served = served_with_attention(repo, [r["source"] for r in rows])
+    for r, (hyp, att) in zip(rows, served, strict=True):
+        assert list(hyp.tokens) == [w for w in r["tokens"] if w != "<end>"]
+        assert att.shape[1] == width == len(hyp.attention.source_tokens)
+        assert hyp.attention.source_tokens[-1] == "<pad>"
+        # the padding gets attention, as in the tutorial's attention_plot
+        assert np.all(att[:, -1] > 0) and np.allclose(att.sum(1), 1.0, atol=1e-4)
+        # one row a step the tutorial ran (a sentence stopped at the length limit
+        # has one more here: the step whose EOS is not scored)
+        want = np.array(r["attention"])
+        assert att.shape[0] == len(want) + (not r["ended"])
+        assert np.abs(att[: len(want)] - want).max() < 1e-4
 
 
 # -- refusals -----------------------------------------------------------------------------

@@ -19,9 +19,7 @@ from export.tf_checkpoint import read_checkpoint, read_index
 from service.bundle import load_bundle
 from service.loop import decode
 from service.sessions import RuntimeConfig
-from tests.export.helpers import forced_score_errors
-from tests.service.server_fixtures import ServerFactory
-from tests.service.server_helpers import proto_options, stub_for
+from tests.export.helpers import forced_score_errors, served_with_attention, write_tf_score_pairs
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "keras" / "text_tutorial"
 
@@ -84,13 +82,7 @@ def test_greedy_is_the_tutorials_token_for_token(converted):
 
 
 def test_scores_of_given_targets_are_tensorflows(converted, tmp_path):
-    pairs = [
-        {"source": r["source"], "target": " ".join(r["target"][:-1]),
-         "target_tokens": r["target"][:-1], "token_log_probs": r["token_log_probs"],
-         "log_prob": r["log_prob"]}
-        for r in _lines("score")
-    ]  # fmt: skip
-    (tmp_path / "score.json").write_text(json.dumps({"pairs": pairs}))
+    write_tf_score_pairs(_lines("score"), tmp_path / "score.json")
     tokens, totals = forced_score_errors(converted, tmp_path / "score.json")
     assert len(totals) == 40 and len(tokens) > 300
     assert tokens.max() < 1e-4 and totals.max() < 1e-4
@@ -100,29 +92,13 @@ def test_served_with_the_tutorials_attention(converted, tmp_path):
     repo = tmp_path / "repo"
     shutil.copytree(converted, repo / "text" / "1")
     rows = _lines("greedy")[:6]
-    factory = ServerFactory(repo)
-    try:
-        server = factory()
-        channel, stub = stub_for(server.port)
-        from nmt_api.nmt.v1 import translator_pb2 as pb
-
-        reply = stub.Translate(
-            pb.TranslateRequest(
-                texts=[r["source"] for r in rows], options=proto_options(return_attention=True)
-            ),
-            timeout=60,
-        )
-        for r, t in zip(rows, reply.translations, strict=True):
-            hyp = t.hypotheses[0]
-            assert list(hyp.tokens) == r["tokens"][:-1]
-            # its words; the punctuation glued back on (translate joins every token with spaces)
-            assert hyp.text.replace(" ", "") == r["text"].replace(" ", "") and hyp.text
-            att = np.array(hyp.attention.values).reshape(hyp.attention.rows, hyp.attention.cols)
-            assert list(hyp.attention.source_tokens) == r["standardized"].split()
-            assert np.abs(att - np.array(r["attention"])).max() < 1e-4
-        channel.close()
-    finally:
-        factory.close()
+    served = served_with_attention(repo, [r["source"] for r in rows])
+    for r, (hyp, att) in zip(rows, served, strict=True):
+        assert list(hyp.tokens) == r["tokens"][:-1]
+        # its words; the punctuation glued back on (translate joins every token with spaces)
+        assert hyp.text.replace(" ", "") == r["text"].replace(" ", "") and hyp.text
+        assert list(hyp.attention.source_tokens) == r["standardized"].split()
+        assert np.abs(att - np.array(r["attention"])).max() < 1e-4
 
 
 def _write(name: str, value) -> object:
