@@ -158,16 +158,20 @@ def convert_keras_text(
     checkpoint: Path | str,
     out: Path | str,
     *,
-    source_vocabulary: Path | str,
-    target_vocabulary: Path | str,
+    source_vocabulary: Path | str | None = None,
+    target_vocabulary: Path | str | None = None,
     **options,
 ) -> dict:
-    """Convert a model TensorFlow's newer attention tutorial trained (``model.save_weights``
-    and the two ``get_vocabulary()`` lists as JSON) into a bundle in ``out``; returns the
-    manifest. ``options``: those of :func:`export.user.export_modules`."""
+    """Convert a model TensorFlow's newer attention tutorial trained (the SavedModel
+    ``tf.saved_model.save`` wrote, or ``model.save_weights`` and the two
+    ``get_vocabulary()`` lists as JSON) into a bundle in ``out``; returns the manifest.
+    ``options``: those of :func:`export.user.export_modules`."""
     from export.keras_text import keras_text_user_model
 
-    user = keras_text_user_model(Path(checkpoint), Path(source_vocabulary), Path(target_vocabulary))
+    vocabularies = [
+        Path(v) if v is not None else None for v in (source_vocabulary, target_vocabulary)
+    ]
+    user = keras_text_user_model(Path(checkpoint), *vocabularies)
     return export_modules(user, out, **options)
 
 
@@ -175,7 +179,7 @@ def _keras_text_parser(sub) -> None:
     parser = sub.add_parser(
         "keras-text",
         help="a model the newer TensorFlow tutorial (TextVectorization, MultiHeadAttention) "
-        "trained (model.save_weights + get_vocabulary() lists)",
+        "trained (its SavedModel, or model.save_weights + get_vocabulary() lists)",
         description="Convert a model trained with the 2022+ version of TensorFlow's tutorial "
         "'Neural machine translation with attention' (Keras Encoder with a bidirectional "
         "GRU, CrossAttention, Decoder; read without TensorFlow): its "
@@ -185,12 +189,15 @@ def _keras_text_parser(sub) -> None:
     parser.add_argument(
         "checkpoint",
         type=Path,
-        help="what model.save_weights(prefix) wrote: the prefix (weights/ckpt) or its directory",
+        help="the SavedModel directory tf.saved_model.save wrote (the tutorial's 'translator'), "
+        "or what model.save_weights(prefix) wrote: the prefix (weights/ckpt) or its directory",
     )
-    parser.add_argument("--source-vocabulary", type=Path, required=True, metavar="JSON",
-                        help="context_text_processor.get_vocabulary() as a JSON list")  # fmt: skip
-    parser.add_argument("--target-vocabulary", type=Path, required=True, metavar="JSON",
-                        help="target_text_processor.get_vocabulary() as a JSON list")  # fmt: skip
+    parser.add_argument("--source-vocabulary", type=Path, metavar="JSON",
+                        help="context_text_processor.get_vocabulary() as a JSON list (needed "
+                        "for model.save_weights; a SavedModel holds it)")  # fmt: skip
+    parser.add_argument("--target-vocabulary", type=Path, metavar="JSON",
+                        help="target_text_processor.get_vocabulary() as a JSON list (needed "
+                        "for model.save_weights; a SavedModel holds it)")  # fmt: skip
     add_bundle_arguments(parser)
 
 

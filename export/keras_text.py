@@ -1,4 +1,5 @@
-"""TensorFlow's newer tutorial models: ``nmt-convert keras-text weights/ --source-vocabulary
+"""TensorFlow's newer tutorial models: ``nmt-convert keras-text translator/ --out DIR`` (the
+SavedModel the tutorial exports), or ``nmt-convert keras-text weights/ --source-vocabulary
 context.json --target-vocabulary target.json --out DIR``.
 
 The model the current version of TensorFlow's tutorial *Neural machine translation with
@@ -6,9 +7,12 @@ attention* (2022 on: ``TextVectorization``, ``tensorflow_text``) trains: an ``En
 (Embedding with ``mask_zero`` + a bidirectional GRU whose directions are summed), a
 ``CrossAttention`` (one-head ``MultiHeadAttention`` of the decoder's GRU output over the
 encoder's, added back and layer-normalised) and a ``Decoder`` (Embedding, GRU carrying its
-state, the cross attention, a Dense output), as ``model.save_weights`` wrote them (read
-without TensorFlow, :mod:`export.tf_checkpoint`), plus the two vocabularies
-(``processor.get_vocabulary()`` as JSON: the checkpoint does not hold them).
+state, the cross attention, a Dense output), read without TensorFlow
+(:mod:`export.tf_checkpoint`, :mod:`export.tf_saved_model`) from the SavedModel
+``tf.saved_model.save(Export(model), 'translator')`` writes at the tutorial's end (its
+variables by layer path; the vocabularies from its graph's lookup tables), or from what
+``model.save_weights`` wrote plus the two vocabularies (``processor.get_vocabulary()`` as
+JSON: such a checkpoint does not hold them).
 
 What the tutorial does that the bundle reproduces: ``tf_lower_and_split_punct`` (NFKD,
 lower-case, every character but `` a-z.?!,¿`` deleted, ``.?!,¿`` split off, ``[START]`` and
@@ -29,7 +33,8 @@ from torch import Tensor, nn
 from export.keras import KerasError, dense_from, gru_weights, loop_decoding
 from export.modules import first_line, weighted_sum
 from export.signature import Signature
-from export.tf_checkpoint import CheckpointError, read_checkpoint, variable_values
+from export.tf_checkpoint import CheckpointError
+from export.tf_saved_model import SavedModelGraph, named_variables
 from export.user import UserModel
 from models.tokenizer import TokenizerError
 from models.words import WordTokenizer
@@ -118,7 +123,7 @@ class TextDecoder(nn.Module):
         return self.out(self.norm(state + context)), state, weights
 
 
-def _vocabulary(path: Path, side: str, rows: int) -> list[str]:
+def _json_vocabulary(path: Path, side: str) -> list[str]:
     try:
         tokens = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -129,17 +134,79 @@ def _vocabulary(path: Path, side: str, rows: int) -> list[str]:
         raise KerasError(
             f"{side} vocabulary {path}: expected the JSON list get_vocabulary() returns"
         )
+    return tokens
+
+
+def _graph_vocabulary(graph: SavedModelGraph, path: str, side: str) -> list[str]:
+    """The ``get_vocabulary()`` list of the lookup table at ``path``: the table maps the
+    words from id 2 on; id 0 (the mask, ``''``) and 1 (``[UNK]``) are implicit."""
+    try:
+        table = graph.table(path)
+    except CheckpointError as exc:
+        raise KerasError(f"the {side} vocabulary: {exc}") from None
+    if table is None:
+        raise KerasError(
+            f"{graph.directory}: no {side} vocabulary (no lookup table at {path}): not a "
+            "SavedModel of the tutorial's Translator; give --source-vocabulary and "
+            "--target-vocabulary"
+        )
+    tokens: list[str | None] = [MASK, UNK] + [None] * len(table)
+    for word, i in table.items():
+        if not 2 <= i < len(tokens) or tokens[i] is not None:
+            raise KerasError(
+                f"{graph.directory}: the {side} vocabulary's table maps {word!r} to id {i}: "
+                f"not a TextVectorization vocabulary of ids 2..{len(tokens) - 1}"
+            )
+        tokens[i] = word
+    return tokens  # type: ignore[return-value]
+
+
+def _vocabulary(tokens: list[str], where: object, side: str, rows: int) -> list[str]:
     if tokens[:2] != [MASK, UNK] or START not in tokens or END not in tokens:
         raise KerasError(
-            f"{side} vocabulary {path}: not a TextVectorization vocabulary of the tutorial "
+            f"{side} vocabulary {where}: not a TextVectorization vocabulary of the tutorial "
             f"('', '[UNK]' first, [START] and [END] in it); got {tokens[:4]}"
         )
     if len(tokens) != rows:
         raise KerasError(
-            f"the {side} embeddings have {rows} rows but {path} lists {len(tokens)} "
+            f"the {side} embeddings have {rows} rows but {where} lists {len(tokens)} "
             f"tokens: is it this model's {side} vocabulary?"
         )
     return [PAD, *tokens[1:]]
+
+
+def _vocabularies(
+    graph: SavedModelGraph | None, given: list[Path | None], root: str
+) -> list[tuple[list[str], object]]:
+    """The source and target ``get_vocabulary()`` lists with where each came from: the
+    JSON files given, else the SavedModel's tables (the encoder's ``TextVectorization``;
+    the decoder's ``id_to_word``, what ``translate`` spells its output with). A file given
+    beside a SavedModel must list what its table holds."""
+    out = []
+    tables = (f"{root}encoder/text_processor/_lookup_layer/lookup_table",
+              f"{root}decoder/id_to_word/lookup_table")  # fmt: skip
+    for side, path, table in zip(("source", "target"), given, tables, strict=True):
+        tokens = _json_vocabulary(path, side) if path is not None else None
+        if graph is not None:
+            found = _graph_vocabulary(graph, table, side)
+            if tokens is not None and tokens != found:
+                pairs = enumerate(zip(tokens, found, strict=False))
+                first = next((i for i, (a, b) in pairs if a != b), min(len(tokens), len(found)))
+                raise KerasError(
+                    f"{side} vocabulary {path} differs from the SavedModel's at id {first} "
+                    f"({len(tokens)} and {len(found)} tokens): leave the option out to use "
+                    "the SavedModel's"
+                )
+            out.append((found, graph.directory / "saved_model.pb"))
+        elif tokens is None:
+            raise KerasError(
+                f"no {side} vocabulary: model.save_weights does not save the vocabularies; "
+                f"give --{side}-vocabulary (get_vocabulary() as JSON), or convert the "
+                "SavedModel tf.saved_model.save wrote, which holds them"
+            )
+        else:
+            out.append((tokens, path))
+    return out
 
 
 def _tokenizer(tokens: list[str], source: bool) -> WordTokenizer:
@@ -150,36 +217,44 @@ def _tokenizer(tokens: list[str], source: bool) -> WordTokenizer:
     )  # fmt: skip
 
 
-def _model_weights(w: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """``w`` by the Translator's own paths: ``tf.train.Checkpoint(model=model)`` puts
-    them under ``model/``, beside the compiled model's optimizer and metrics."""
+def _model_root(w: dict[str, np.ndarray]) -> str:
+    """Where the Translator lies in the saved object: at the root (``model.save_weights``)
+    or under ``model/`` (``tf.train.Checkpoint(model=model)``, and the tutorial's
+    ``Export`` module that ``tf.saved_model.save`` writes)."""
     if any(n.startswith("encoder/") for n in w) or not any(
         n.startswith("model/encoder/") for n in w
     ):
-        return w
-    return {
-        n[len("model/") :]: v
-        for n, v in w.items()
-        if n.startswith("model/") and not n.startswith(("model/optimizer/", "model/keras_api/"))
-    }
+        return ""
+    return "model/"
+
+
+def _saved_model(checkpoint: Path) -> SavedModelGraph | None:
+    """The SavedModel ``checkpoint`` is (its directory, or its ``variables/variables``),
+    or None for a checkpoint of ``model.save_weights``."""
+    for directory in (checkpoint, checkpoint.parent.parent):
+        if (directory / "variables").is_dir() and (directory / "saved_model.pb").is_file():
+            return SavedModelGraph(directory)
+    return None
 
 
 def keras_text_user_model(
-    checkpoint: Path, source_vocabulary: Path, target_vocabulary: Path
+    checkpoint: Path,
+    source_vocabulary: Path | None = None,
+    target_vocabulary: Path | None = None,
 ) -> UserModel:
-    """Load and validate a model of the newer tutorial; its modules and declaration."""
+    """Load and validate a model of the newer tutorial (what ``model.save_weights`` or
+    ``tf.saved_model.save`` wrote); its modules and declaration. The vocabularies come
+    from the JSON files given, else from the SavedModel."""
     try:
-        w = _model_weights(variable_values(read_checkpoint(checkpoint)))
+        w = named_variables(checkpoint)
+        graph = _saved_model(checkpoint)
     except CheckpointError as exc:
         raise KerasError(str(exc)) from None
+    root = _model_root(w)
+    w = {n[len(root) :]: v for n, v in w.items() if n.startswith(root)}
     missing = [n for n in WEIGHTS if n not in w]
     if missing:
-        if any(n.startswith("model/variables/") for n in w):
-            hint = (
-                "a SavedModel's variables are numbered, not named, and its vocabularies live "
-                "in its graph: convert what model.save_weights(prefix) wrote"
-            )
-        elif "decoder/gru/cell/kernel" in w:
+        if "decoder/gru/cell/kernel" in w:
             hint = "a model of the older tutorial: convert it with nmt-convert keras"
         else:
             hint = "the converter reads the attribute names the tutorial gives"
@@ -191,8 +266,11 @@ def keras_text_user_model(
     extra = sorted(set(w) - set(WEIGHTS))
     if extra:
         raise KerasError(f"{checkpoint}: weights the tutorial's model has not: {extra[:6]}")
-    src = _vocabulary(source_vocabulary, "source", w["encoder/embedding/embeddings"].shape[0])
-    tgt = _vocabulary(target_vocabulary, "target", w["decoder/embedding/embeddings"].shape[0])
+    (src, src_from), (tgt, tgt_from) = _vocabularies(
+        graph, [source_vocabulary, target_vocabulary], root
+    )
+    src = _vocabulary(src, src_from, "source", w["encoder/embedding/embeddings"].shape[0])
+    tgt = _vocabulary(tgt, tgt_from, "target", w["decoder/embedding/embeddings"].shape[0])
     try:
         encoder, decoder = TextEncoder(w).eval(), TextDecoder(w).eval()
         source, target = _tokenizer(src, True), _tokenizer(tgt, False)
@@ -209,11 +287,7 @@ def keras_text_user_model(
         decoder_args=("token", "hidden", "memory"),
         decoder_returns=("logits", "hidden", "attention"),
     )
-    origin = {
-        "converter": "keras-text",
-        "checkpoint": str(checkpoint),
-        "source_vocabulary": str(source_vocabulary),
-        "target_vocabulary": str(target_vocabulary),
-    }
+    origin = {"converter": "keras-text", "checkpoint": str(checkpoint),
+              "source_vocabulary": str(src_from), "target_vocabulary": str(tgt_from)}  # fmt: skip
     return UserModel(encoder, decoder, source, target, ids, signature, origin=origin,
                      decoding=loop_decoding(MAX_LENGTH))  # fmt: skip

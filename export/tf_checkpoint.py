@@ -171,7 +171,7 @@ def _fields(buf: bytes) -> list[tuple[int, int | bytes]]:
         elif wire == 5:
             value, pos = struct.unpack_from("<I", buf, pos)[0], pos + 4
         else:
-            raise CheckpointError(f"protobuf wire type {wire} is not used by tensor bundles")
+            raise CheckpointError(f"protobuf wire type {wire}: not a message this reader knows")
         out.append((number, value))
     return out
 

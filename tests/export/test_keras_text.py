@@ -2,12 +2,15 @@
 ``tests/fixtures/keras/text_tutorial`` holds it (trained, saved and decoded by TensorFlow
 2.15 + tensorflow-text itself; no tensorflow import here): ``model.save_weights`` ->
 bundle -> the service's decode loop and its gRPC server, against the tutorial's own
-``translate`` and teacher-forced log-probs."""
+``translate`` and teacher-forced log-probs; and the SavedModel the tutorial ends with
+(``tf.saved_model.save``), converted with the vocabularies its graph holds."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import lzma
+import random
 import shutil
 from pathlib import Path
 
@@ -15,7 +18,10 @@ import numpy as np
 import pytest
 
 from export.convert import main
-from export.tf_checkpoint import read_checkpoint, read_index
+from export.keras import KerasError
+from export.keras_text import keras_text_user_model
+from export.tf_checkpoint import CheckpointError, _fields, read_checkpoint, read_index
+from export.tf_saved_model import SavedModelGraph, named_variables
 from service.bundle import load_bundle
 from service.loop import decode
 from service.sessions import RuntimeConfig
@@ -43,6 +49,24 @@ def converted(tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="module")
+def saved_model(tmp_path_factory) -> Path:
+    """The fixture's SavedModel as TensorFlow wrote it: ``saved_model.pb`` decompressed."""
+    model = tmp_path_factory.mktemp("saved") / "translator"
+    shutil.copytree(FIXTURE / "saved_model", model, ignore=shutil.ignore_patterns("*.xz"))
+    with lzma.open(FIXTURE / "saved_model" / "saved_model.pb.xz") as packed:
+        (model / "saved_model.pb").write_bytes(packed.read())
+    return model
+
+
+@pytest.fixture(scope="module")
+def converted_saved_model(saved_model, tmp_path_factory):
+    """``nmt-convert keras-text translator/``: no vocabulary files."""
+    out = tmp_path_factory.mktemp("keras-text-saved") / "m" / "1"
+    assert main(["keras-text", str(saved_model), "--out", str(out)]) == 0
+    return out
+
+
 def _bundle(out: Path):
     return load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
 
@@ -62,11 +86,14 @@ def test_the_reader_reads_both_saved_forms_as_tensorflow_does(form, path):
         assert np.array_equal(tensors[key.replace("|", "/")], want[key]), key
 
 
-def test_greedy_is_the_tutorials_token_for_token(converted):
+@pytest.mark.parametrize("form", ["weights", "saved_model"])
+def test_greedy_is_the_tutorials_token_for_token(request, form):
     """All 330 sources (trained on, new, with unknown words) tokenised to the ids
     ``tf_lower_and_split_punct`` + TextVectorization gave, and translated to the tokens
-    ``translate`` produced, with their log-probs."""
-    bundle = _bundle(converted)
+    ``translate`` produced, with their log-probs; from either saved form (TensorFlow's
+    SavedModel gave ``translate``'s text for the 20 it checked: saved_model_check.json)."""
+    name = "converted" if form == "weights" else "converted_saved_model"
+    bundle = _bundle(request.getfixturevalue(name))
     rows = _lines("greedy")
     sources = [bundle.src_tokenizer.encode(r["source"]) for r in rows]
     assert sources == [r["context_ids"] for r in rows]
@@ -122,13 +149,8 @@ def _write(name: str, value) -> object:
                 FIXTURE.parent / "tutorial" / "training_checkpoints", m / "weights")],
             "convert it with nmt-convert keras",
         ),
-        (
-            lambda m: [shutil.rmtree(m / "weights"), shutil.copytree(
-                FIXTURE / "saved_model", m / "weights")],
-            "a SavedModel's variables are numbered, not named",
-        ),
     ],
-    ids=["not-list", "not-vocabulary", "other-vocabulary", "older-tutorial", "saved-model"],
+    ids=["not-list", "not-vocabulary", "other-vocabulary", "older-tutorial"],
 )  # fmt: skip
 def test_what_is_not_the_tutorials_is_refused_in_one_line(tmp_path, capsys, edit, message):
     model = tmp_path / "model"
@@ -142,13 +164,128 @@ def test_what_is_not_the_tutorials_is_refused_in_one_line(tmp_path, capsys, edit
     assert err.count("\n") == 1 and message in err, err
 
 
-def test_a_checkpoint_of_the_whole_model_is_read_by_the_translators_paths():
-    """``tf.train.Checkpoint(model=model).save(...)`` (what the .h5 hint suggests): the
-    Translator's weights under ``model/``, beside its optimizer and metrics."""
-    from export.keras_text import _model_weights
+def test_the_saved_models_bundle_is_the_save_weights_bundle(converted, converted_saved_model):
+    """The two saved forms of one model convert to the same graphs and vocabularies, so
+    what the tests check on one (Score, attention, the server) holds for the other."""
+    for name in ("encoder.onnx", "decoder.onnx", "source.vocab.json", "target.vocab.json"):
+        assert (converted / name).read_bytes() == (converted_saved_model / name).read_bytes()
+    origin = json.loads((converted_saved_model / "manifest.json").read_text())
+    assert "saved_model.pb" in json.dumps(origin)
 
-    w = {"model/encoder/embedding/embeddings": 1, "model/optimizer/iter": 2,
-         "model/keras_api/metrics/0/total": 3, "model/decoder/rnn/cell/bias": 4}  # fmt: skip
-    assert _model_weights(w) == {"encoder/embedding/embeddings": 1, "decoder/rnn/cell/bias": 4}
-    plain = {"encoder/embedding/embeddings": 1}
-    assert _model_weights(plain) is plain
+
+@pytest.mark.parametrize(
+    ("table", "vocabulary"),
+    [
+        ("model/encoder/text_processor/_lookup_layer/lookup_table", "context"),
+        ("model/decoder/text_processor/_lookup_layer/lookup_table", "target"),
+        ("model/decoder/word_to_id/lookup_table", "target"),
+        ("model/decoder/id_to_word/lookup_table", "target"),
+    ],
+)
+def test_the_saved_models_tables_hold_get_vocabulary(saved_model, table, vocabulary):
+    """Each lookup table of the graph, read without TensorFlow, lists what TensorFlow's
+    ``get_vocabulary()`` returned, from id 2 (0 and 1, the mask and [UNK], are implicit)."""
+    words = SavedModelGraph(saved_model).table(table)
+    want = json.loads((FIXTURE / f"{vocabulary}_vocabulary.json").read_text())
+    assert len(words) == len(want) - 2 > 1000
+    assert sorted(words, key=words.get) == want[2:]
+    assert sorted(words.values()) == list(range(2, len(want)))
+    assert SavedModelGraph(saved_model).table("model/encoder/embedding") is None
+
+
+@pytest.mark.parametrize(
+    ("form", "path"),
+    [("weights", "weights/ckpt"), ("saved_model", "saved_model/variables/variables")],
+)
+def test_variables_are_named_by_their_layer_whatever_the_save(form, path):
+    """The SavedModel saves its variables as ``model/variables/<i>``: walking the object
+    graph names each by its layer path, the path TensorFlow's own object graph gives (the
+    fixture's ``layer_path``), and both saves hold the same numbers under those names."""
+    named = named_variables(FIXTURE / path)
+    truth = json.loads((FIXTURE / f"variables_{form}.json").read_text())
+    tensors = read_checkpoint(FIXTURE / path)
+    expect = {v["layer_path"].removesuffix("/VARIABLE_VALUE"): v["name"] for v in truth
+              if v["name"].endswith("VARIABLE_VALUE") and "/optimizer/" not in f"/{v['name']}"
+              and "keras_api" not in (v["layer_path"] or "keras_api")}  # fmt: skip
+    assert len(named) == len(expect) == 23
+    for layer_path, key in expect.items():
+        assert np.array_equal(named[layer_path], tensors[key]), layer_path
+    weights = named_variables(FIXTURE / "weights/ckpt")
+    for layer_path, value in named.items():
+        assert np.array_equal(value, weights[layer_path.removeprefix("model/")]), layer_path
+
+
+def _saved_copy(saved_model: Path, tmp_path: Path) -> Path:
+    model = tmp_path / "translator"
+    shutil.copytree(saved_model, model)
+    return model
+
+
+def test_a_vocabulary_given_beside_a_saved_model_must_be_its_own(saved_model, tmp_path):
+    same = keras_text_user_model(saved_model, FIXTURE / "context_vocabulary.json")
+    assert same.source.tokens == _bundle_vocab(FIXTURE / "context_vocabulary.json")
+    with pytest.raises(KerasError, match="differs from the SavedModel.s at id 4 "):
+        keras_text_user_model(saved_model, FIXTURE / "target_vocabulary.json")
+
+
+def _bundle_vocab(path: Path) -> list[str]:
+    return ["<pad>", *json.loads(path.read_text())[1:]]
+
+
+def test_save_weights_without_vocabularies_says_what_to_give(tmp_path, capsys):
+    assert main(["keras-text", str(FIXTURE / "weights"), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "no source vocabulary: model.save_weights does not save the vocabularies" in err
+    assert "--source-vocabulary" in err and "SavedModel" in err
+
+
+def test_a_saved_models_variables_alone_convert_with_the_vocabularies(converted, tmp_path):
+    """``variables/`` without ``saved_model.pb`` (the fixture's, compressed): named by the
+    object graph, with the JSON vocabularies."""
+    out = tmp_path / "o" / "1"
+    argv = _argv(FIXTURE, out)
+    argv[1] = str(FIXTURE / "saved_model")
+    assert main(argv) == 0
+    assert (out / "decoder.onnx").read_bytes() == (converted / "decoder.onnx").read_bytes()
+
+
+def test_a_saved_model_of_something_else_is_refused(saved_model, tmp_path, capsys):
+    """A SavedModel whose encoder has no TextVectorization table at the tutorial's path."""
+    model = _saved_copy(saved_model, tmp_path)
+    pb = model / "saved_model.pb"
+    pb.write_bytes(pb.read_bytes().replace(b"_lookup_layer", b"_lookup_lay3r"))
+    assert main(["keras-text", str(model), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no source vocabulary (no lookup table at" in err, err
+
+
+def test_a_damaged_saved_model_pb_is_refused_never_a_traceback(saved_model, tmp_path):
+    """Truncations and flipped bytes where the reader looks (the graph's nodes at the
+    start, the object graph at the end): each reads, or raises CheckpointError."""
+    data = (saved_model / "saved_model.pb").read_bytes()
+    (meta,) = [v for n, v in _fields(data) if n == 2]
+    (objects,) = [v for n, v in _fields(meta) if n == 7]
+    rng = random.Random(7)
+    model = _saved_copy(saved_model, tmp_path)
+    outcomes = {"read": 0, "refused": 0}
+    for case in range(60):
+        if case % 3 == 0:
+            damaged = data[: rng.randrange(len(data))]
+        else:
+            start = rng.choice([0, len(data) - len(objects)])
+            at = start + rng.randrange(min(200_000, len(objects)))
+            damaged = data[:at] + bytes([data[at] ^ (1 << rng.randrange(8))]) + data[at + 1 :]
+        (model / "saved_model.pb").write_bytes(damaged)
+        try:
+            graph = SavedModelGraph(model)
+            for table in ("encoder/text_processor/_lookup_layer", "decoder/id_to_word"):
+                graph.table(f"model/{table}/lookup_table")
+            outcomes["read"] += 1
+        except CheckpointError as exc:
+            assert str(model / "saved_model.pb") in str(exc) or "model/" in str(exc)
+            outcomes["refused"] += 1
+    assert outcomes["refused"] >= 20 and sum(outcomes.values()) == 60, outcomes
+    (model / "saved_model.pb").unlink()
+    with pytest.raises(KerasError, match="no source vocabulary: model.save_weights"):
+        keras_text_user_model(model)
