@@ -229,9 +229,9 @@ def _model_root(w: dict[str, np.ndarray]) -> str:
 
 
 def _saved_model(checkpoint: Path) -> SavedModelGraph | None:
-    """The SavedModel ``checkpoint`` is (its directory, or its ``variables/variables``),
-    or None for a checkpoint of ``model.save_weights``."""
-    for directory in (checkpoint, checkpoint.parent.parent):
+    """The SavedModel ``checkpoint`` is (its directory, its ``variables/`` or
+    ``variables/variables``), or None for a checkpoint of ``model.save_weights``."""
+    for directory in (checkpoint, checkpoint.parent, checkpoint.parent.parent):
         if (directory / "variables").is_dir() and (directory / "saved_model.pb").is_file():
             return SavedModelGraph(directory)
     return None

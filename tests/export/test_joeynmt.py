@@ -19,9 +19,7 @@ from export.convert import main
 from service.bundle import load_bundle
 from service.loop import decode
 from service.sessions import RuntimeConfig
-from tests.export.helpers import forced_score_errors
-from tests.service.server_fixtures import ServerFactory
-from tests.service.server_helpers import proto_options, stub_for
+from tests.export.helpers import forced_score_errors, served_with_attention
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "joeynmt"
 MODELS = sorted(p.name for p in FIXTURE.iterdir() if (p / "config.yaml").is_file())
@@ -184,29 +182,16 @@ def test_served_as_text_with_attention(tmp_path_factory, name):
     argv = ["joeynmt", str(FIXTURE / name / "config.yaml"), "--out", str(out),
             "--parity-limit", "20", "--beam-sentences", "3"]  # fmt: skip
     assert main(argv) == 0
-    factory = ServerFactory(repo)
-    try:
-        server = factory()
-        channel, stub = stub_for(server.port)
-        from nmt_api.nmt.v1 import translator_pb2 as pb
-
-        texts = _sources(name)[:8]
-        reply = stub.Translate(
-            pb.TranslateRequest(texts=texts, options=proto_options(return_attention=True)),
-            timeout=60,
-        )
-        want = _joey(name, "greedy")
-        for i, t in enumerate(reply.translations):
-            hyp = t.hypotheses[0]
-            assert hyp.text == want[i]["text"]
-            assert list(hyp.tokens) == want[i]["tokens"]
-            att = np.array(hyp.attention.values).reshape(hyp.attention.rows, hyp.attention.cols)
-            assert att.shape[1] == len(hyp.attention.source_tokens) > len(texts[i].split())
-            assert hyp.attention.source_tokens[-1] == "</s>"
-            assert np.all(np.isfinite(att)) and np.allclose(att.sum(1), 1.0, atol=1e-4)
-        channel.close()
-    finally:
-        factory.close()
+    texts = _sources(name)[:8]
+    want = _joey(name, "greedy")
+    served = served_with_attention(repo, texts)
+    assert len(served) == len(texts)
+    for i, (hyp, att) in enumerate(served):
+        assert hyp.text == want[i]["text"]
+        assert list(hyp.tokens) == want[i]["tokens"]
+        assert att.shape[1] == len(hyp.attention.source_tokens) > len(texts[i].split())
+        assert hyp.attention.source_tokens[-1] == "</s>"
+        assert np.all(np.isfinite(att)) and np.allclose(att.sum(1), 1.0, atol=1e-4)
 
 
 def _edit_config(model: Path, change) -> None:

@@ -164,6 +164,12 @@ def test_what_is_not_the_tutorials_is_refused_in_one_line(tmp_path, capsys, edit
     assert err.count("\n") == 1 and message in err, err
 
 
+@pytest.mark.parametrize("inside", ["variables", "variables/variables"])
+def test_a_path_inside_the_saved_model_is_the_saved_model(saved_model, inside):
+    user = keras_text_user_model(saved_model / inside)
+    assert user.origin["target_vocabulary"] == str(saved_model / "saved_model.pb")
+
+
 def test_the_saved_models_bundle_is_the_save_weights_bundle(converted, converted_saved_model):
     """The two saved forms of one model convert to the same graphs and vocabularies, so
     what the tests check on one (Score, attention, the server) holds for the other."""
