@@ -6,7 +6,8 @@ model.npz --out ...`` (:mod:`export.marian`; Nematus-format models too, also as
 ``nmt-convert nematus``: :mod:`export.nematus`), ``nmt-convert keras CHECKPOINT_DIR
 --source-tokenizer inp.json --target-tokenizer targ.json ...`` (TensorFlow's tutorial
 models: :mod:`export.keras`; its newer version: ``nmt-convert keras-text``,
-:mod:`export.keras_text`); ``nmt-convert ensemble BUNDLE BUNDLE
+:mod:`export.keras_text`), ``nmt-convert opennmt-tf MODEL_DIR --config config.yml
+--out ...`` (:mod:`export.opennmt_tf`); ``nmt-convert ensemble BUNDLE BUNDLE
 ... --out ...`` composes bundles into one ensemble (:mod:`export.ensemble`).
 
 Converters in CTranslate2's shape: load the checkpoint, refuse (by name) every option
@@ -173,6 +174,64 @@ def convert_keras_text(
     ]
     user = keras_text_user_model(Path(checkpoint), *vocabularies)
     return export_modules(user, out, **options)
+
+
+def convert_opennmt_tf(
+    model: Path | str,
+    out: Path | str,
+    *,
+    configs: Sequence[Path | str],
+    auto_config: bool = False,
+    model_type: str | None = None,
+    source_vocabulary: Path | str | None = None,
+    target_vocabulary: Path | str | None = None,
+    **options,
+) -> dict:
+    """Convert an OpenNMT-tf 2.x RNN model (its model directory or a checkpoint in it, and
+    the ``--config`` files ``onmt-main`` ran with) into a bundle in ``out``; returns the
+    manifest. ``options``: those of :func:`export.user.export_modules`."""
+    from export.opennmt_tf import opennmt_tf_user_model
+
+    def path(p: Path | str | None) -> Path | None:
+        return Path(p) if p is not None else None
+
+    user = opennmt_tf_user_model(
+        Path(model), [Path(c) for c in configs], auto_config=auto_config, model_type=model_type,
+        source_vocabulary=path(source_vocabulary), target_vocabulary=path(target_vocabulary),
+    )  # fmt: skip
+    return export_modules(user, out, **options)
+
+
+def _opennmt_tf_parser(sub) -> None:
+    from export.opennmt_tf import CATALOG
+
+    parser = sub.add_parser(
+        "opennmt-tf",
+        help="an OpenNMT-tf 2.x RNN model (model directory + its configuration)",
+        description="Convert an OpenNMT-tf 2.x RNN model (read without TensorFlow and without "
+        "running its model definition): RNNEncoder of LSTM cells (bidirectional or not), "
+        "AttentionalRNNDecoder with Luong attention, as the catalog's NMTSmallV1, "
+        "NMTMediumV1, NMTBigV1 and LuongAttention build them; text split on spaces or by "
+        "an OpenNMTTokenizer configuration. Other models and options are refused by name.",
+    )
+    parser.add_argument(
+        "model",
+        type=Path,
+        help="the model_dir onmt-main trained into (its latest checkpoint), or a checkpoint "
+        "prefix in it (model_dir/ckpt-5000)",
+    )
+    parser.add_argument("--config", type=Path, nargs="+", required=True, metavar="YAML",
+                        help="the configuration files onmt-main ran with, in its order")  # fmt: skip
+    parser.add_argument("--auto-config", action="store_true",
+                        help="the model was run with onmt-main --auto_config")  # fmt: skip
+    parser.add_argument("--model-type", choices=sorted(CATALOG), metavar="NAME",
+                        help="the catalog model trained (onmt-main --model_type), when the "
+                        "model directory has no model_description.py")  # fmt: skip
+    parser.add_argument("--source-vocabulary", type=Path, metavar="FILE",
+                        help="the source vocabulary, if not where the configuration says")  # fmt: skip
+    parser.add_argument("--target-vocabulary", type=Path, metavar="FILE",
+                        help="the target vocabulary, if not where the configuration says")  # fmt: skip
+    add_bundle_arguments(parser)
 
 
 def _keras_text_parser(sub) -> None:
@@ -498,6 +557,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _marian_parser(sub)
     _keras_parser(sub)
     _keras_text_parser(sub)
+    _opennmt_tf_parser(sub)
     _ensemble_parser(sub)
     args = show_defaults(parser).parse_args(argv)
     if args.framework == "ensemble":
@@ -544,6 +604,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 target_vocabulary=args.target_vocabulary,
                 **options,
             )
+        if args.framework == "opennmt-tf":
+            return convert_opennmt_tf(
+                args.model, args.out, configs=args.config, auto_config=args.auto_config,
+                model_type=args.model_type, source_vocabulary=args.source_vocabulary,
+                target_vocabulary=args.target_vocabulary, **options,
+            )  # fmt: skip
         if args.framework == "fairseq":
             return convert_fairseq(
                 args.checkpoint,

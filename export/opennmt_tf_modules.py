@@ -1,0 +1,158 @@
+"""The computation of OpenNMT-tf 2.x's RNN sequence-to-sequence models at inference time, as
+two torch modules (built from the checkpoint's arrays by :mod:`export.opennmt_tf`):
+
+* :class:`TfEncoder`: the source ``WordEmbedder`` and ``RNNEncoder``: a
+  ``tf.keras.layers.RNN`` over ``StackedRNNCells`` of ``LSTMCell``s, bidirectional as
+  Keras' ``Bidirectional`` wraps it: the backward direction is a *stack of its own* over
+  the reversed source (its second layer reads its first layer's outputs only), and the two
+  stacks' outputs and final states are joined by the reducer (concatenated, or summed);
+* :class:`TfDecoder`: one step of ``AttentionalRNNDecoder``: tfa's ``AttentionWrapper``
+  over the stacked cells (input ``[embedding; previous attention]``), ``LuongAttention``
+  (keys ``memory_layer(memory)``, score ``h · key``, softmax over the source), the
+  attention layer ``Dense(units, no bias)`` over ``[cell output; context]`` (with or
+  without tanh), and the output layer.
+
+Keras' ``LSTMCell`` orders its gates i, f, c, o, as torch's ``LSTMCell`` does (i, f, g, o),
+with one bias where torch has two.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from export.modules import weighted_sum
+
+Hidden = tuple[Tensor, Tensor]
+
+
+def lstm_cell(kernel: np.ndarray, recurrent: np.ndarray, bias: np.ndarray) -> nn.LSTMCell:
+    """A Keras ``LSTMCell``'s ``kernel (in, 4u)``, ``recurrent_kernel (u, 4u)``, ``bias
+    (4u,)`` as a torch cell."""
+    units = recurrent.shape[0]
+    if (
+        kernel.shape[1] != 4 * units
+        or recurrent.shape != (units, 4 * units)
+        or bias.shape != (4 * units,)
+    ):
+        raise ValueError(
+            f"LSTM weights of shapes {kernel.shape}, {recurrent.shape}, {bias.shape} "
+            "are not one Keras LSTMCell's"
+        )
+    cell = nn.LSTMCell(kernel.shape[0], units)
+    cell.load_state_dict(
+        {
+            "weight_ih": torch.from_numpy(np.ascontiguousarray(kernel.T)),
+            "weight_hh": torch.from_numpy(np.ascontiguousarray(recurrent.T)),
+            "bias_ih": torch.from_numpy(bias),
+            "bias_hh": torch.zeros(4 * units),
+        }
+    )
+    return cell
+
+
+def dense(kernel: np.ndarray, bias: np.ndarray | None = None) -> nn.Linear:
+    """A Keras ``Dense`` (``kernel (in, out)``) as ``nn.Linear``."""
+    layer = nn.Linear(kernel.shape[0], kernel.shape[1], bias=bias is not None)
+    state = {"weight": torch.from_numpy(np.ascontiguousarray(kernel.T))}
+    if bias is not None:
+        state["bias"] = torch.from_numpy(bias)
+    layer.load_state_dict(state)
+    return layer
+
+
+def stacked_lstm(cells: list[nn.LSTMCell]) -> nn.LSTM:
+    """Keras' ``StackedRNNCells`` of LSTM cells (each layer reads the one below) as one
+    multi-layer ``nn.LSTM`` (batch first), which traces with the source length dynamic."""
+    units = cells[0].hidden_size
+    if any(c.hidden_size != units for c in cells):
+        raise ValueError(f"stacked LSTM layers of {[c.hidden_size for c in cells]} units")
+    lstm = nn.LSTM(cells[0].input_size, units, num_layers=len(cells), batch_first=True)
+    state = {}
+    for i, cell in enumerate(cells):
+        for name, value in cell.state_dict().items():
+            state[f"{name}_l{i}"] = value
+    lstm.load_state_dict(state)
+    return lstm
+
+
+class TfEncoder(nn.Module):
+    """``forward(src (B,S)) -> (memory (B,S,D), (h, c) each (layers,B,Hd))``: sources of one
+    length (the bundle encodes equal lengths together, so no padding reaches the cells;
+    the backward stack reads the source reversed, as Keras' ``go_backwards`` does);
+    ``Hd`` the decoder's units, the reduced final states ``CopyBridge`` hands over."""
+
+    def __init__(
+        self,
+        embedding: np.ndarray,
+        forward_cells: list[nn.LSTMCell],
+        backward_cells: list[nn.LSTMCell] | None,
+        reducer: str,
+        zero_state: tuple[int, int] | None = None,
+    ) -> None:
+        """``zero_state``: ``(layers, units)`` of a decoder that starts from zeros
+        (``ZeroBridge``), instead of the encoder's final states (``CopyBridge``)."""
+        super().__init__()
+        self.embedding = nn.Embedding.from_pretrained(torch.from_numpy(embedding), freeze=True)
+        self.zero_state = zero_state
+        self.forward_rnn = stacked_lstm(forward_cells)
+        self.backward_rnn = stacked_lstm(backward_cells) if backward_cells else None
+        self.reducer = reducer  # "concat" or "sum" (for a bidirectional encoder)
+
+    def _join(self, a: Tensor, b: Tensor) -> Tensor:
+        return torch.cat([a, b], -1) if self.reducer == "concat" else a + b
+
+    def forward(self, src: Tensor) -> tuple[Tensor, Hidden]:
+        x = self.embedding(src)
+        memory, (h, c) = self.forward_rnn(x)
+        if self.backward_rnn is not None:
+            back, (hb, cb) = self.backward_rnn(torch.flip(x, [1]))
+            memory = self._join(memory, torch.flip(back, [1]))
+            h, c = self._join(h, hb), self._join(c, cb)
+        if self.zero_state is not None:
+            layers, units = self.zero_state
+            zeros = memory.new_zeros(layers, memory.shape[0], units)
+            return memory, (zeros, zeros)
+        return memory, (h, c)
+
+
+class TfDecoder(nn.Module):
+    """One step: ``forward(token (B,), (h, c) (layers,B,U), memory (B,S,D), feed (B,U))
+    -> (logits (B,V), (h, c), attention (B,S), feed)``; ``feed`` is the previous step's
+    attention vector (zeros before the first), the ``AttentionWrapper``'s ``attention``
+    state, fed back with the next token's embedding."""
+
+    def __init__(
+        self,
+        embedding: np.ndarray,
+        cells: list[nn.LSTMCell],
+        memory_layer: nn.Linear,
+        attention_layer: nn.Linear,
+        tanh: bool,
+        output_layer: nn.Linear,
+    ) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding.from_pretrained(torch.from_numpy(embedding), freeze=True)
+        self.cells = nn.ModuleList(cells)
+        self.memory_layer, self.attention_layer = memory_layer, attention_layer
+        self.tanh, self.output_layer = tanh, output_layer
+
+    def forward(
+        self, token: Tensor, hidden: Hidden, memory: Tensor, feed: Tensor
+    ) -> tuple[Tensor, Hidden, Tensor, Tensor]:
+        x = torch.cat([self.embedding(token), feed], -1)
+        hs, cs = [], []
+        for i, cell in enumerate(self.cells):
+            h, c = cell(x, (hidden[0][i], hidden[1][i]))
+            hs.append(h)
+            cs.append(c)
+            x = h
+        keys = self.memory_layer(memory)  # (B,S,U)
+        scores = torch.bmm(keys, x.unsqueeze(2)).squeeze(2)  # (B,S)
+        weights = torch.softmax(scores, dim=1)
+        context = weighted_sum(weights, memory)  # the values are the memory itself
+        attention = self.attention_layer(torch.cat([x, context], -1))
+        if self.tanh:
+            attention = torch.tanh(attention)
+        return self.output_layer(attention), (torch.stack(hs), torch.stack(cs)), weights, attention
