@@ -221,16 +221,16 @@ def _opennmt_tf_parser(sub) -> None:
         "prefix in it (model_dir/ckpt-5000)",
     )
     parser.add_argument("--config", type=Path, nargs="+", required=True, metavar="YAML",
-                        help="the configuration files onmt-main ran with, in its order")  # fmt: skip
+                        help="the configuration files onmt-main ran with, in order")  # fmt: skip
     parser.add_argument("--auto-config", action="store_true",
                         help="the model was run with onmt-main --auto_config")  # fmt: skip
     parser.add_argument("--model-type", choices=sorted(CATALOG), metavar="NAME",
                         help="the catalog model trained (onmt-main --model_type), when the "
                         "model directory has no model_description.py")  # fmt: skip
     parser.add_argument("--source-vocabulary", type=Path, metavar="FILE",
-                        help="the source vocabulary, if not where the configuration says")  # fmt: skip
+                        help="the source vocabulary, if not where the config says")  # fmt: skip
     parser.add_argument("--target-vocabulary", type=Path, metavar="FILE",
-                        help="the target vocabulary, if not where the configuration says")  # fmt: skip
+                        help="the target vocabulary, if not where the config says")  # fmt: skip
     add_bundle_arguments(parser)
 
 
