@@ -392,14 +392,25 @@ def _modules(
 
 def _decoding(params: dict[str, Any], target_size: int) -> dict[str, Any]:
     """The server's decoding defaults from ``params``: OpenNMT-tf's loop of at most
-    ``maximum_decoding_length`` steps (``</s>`` among them; none at the limit), its
-    beam width and number of hypotheses, ``replace_unknown_target``, top-k sampling."""
+    ``maximum_decoding_length`` steps (``</s>`` among them; none at the limit), its beam
+    search (any request's beam: ``search="opennmt-tf"``) with ``length_penalty`` (default
+    0: none), ``beam_width`` and ``num_hypotheses``, ``replace_unknown_target``, top-k
+    sampling. A ``coverage_penalty`` is refused: OpenNMT-tf applies it while it ranks."""
+    if float(params.get("coverage_penalty", 0.0)):
+        raise OpenNMTTFError(
+            "params/coverage_penalty: OpenNMT-tf's is applied during its search, which the "
+            "bundle does not reproduce; convert without it (requests may still ask for one)"
+        )
     steps = int(params.get("maximum_decoding_length", MAX_DECODING_LENGTH))
-    decoding = loop_decoding(steps) | {"min_length": int(params.get("minimum_decoding_length", 0))}
+    decoding = loop_decoding(steps) | {
+        "min_length": int(params.get("minimum_decoding_length", 0)),
+        "search": "opennmt-tf",
+        "length_penalty": float(params.get("length_penalty", 0.0)),
+    }
     beam = int(params.get("beam_width", 1))
     if beam > 1:
-        decoding |= {"beam_size": beam, "length_penalty": float(params.get("length_penalty", 0.0))}
-        decoding["n_best"] = min(int(params.get("num_hypotheses", 1)) or beam, beam)
+        hypotheses = int(params.get("num_hypotheses", 1))
+        decoding |= {"beam_size": beam, "n_best": min(hypotheses or beam, beam)}
     if params.get("replace_unknown_target"):
         decoding["replace_unk"] = True
     topk = int(params.get("sampling_topk", 1))

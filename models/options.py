@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SEARCHES = ("standard", "eole", "opennmt-py-1", "opennmt-py-2", "joeynmt", "fairseq", "marian")
+SEARCHES = ("standard", "eole", "opennmt-py-1", "opennmt-py-2", "joeynmt", "fairseq", "marian",
+            "opennmt-tf")  # fmt: skip
 # Longest n-gram block_ngram_repeat may name: longer ones never repeat in a sentence the
 # length limit allows, and each step scans the hypothesis once per row.
 MAX_BLOCK_NGRAM = 32
@@ -44,7 +45,9 @@ class DecodeOptions:
     # other ends (service.strategies.ONMT_PY1_BEAM, ONMT_PY2_BEAM); "joeynmt": Joey NMT
     # 2.x's (service.strategies.JOEY_BEAM), GNMT's length penalty with beam_size > 1;
     # "fairseq": fairseq's SequenceGenerator (service.strategies.FAIRSEQ_BEAM); "marian":
-    # Marian's shrinking beam (service.strategies.MARIAN_BEAM), no EOS at the length limit.
+    # Marian's shrinking beam (service.strategies.MARIAN_BEAM), no EOS at the length limit;
+    # "opennmt-tf": OpenNMT-tf 2.x's (service.strategies.ONMT_TF_BEAM), whose finished
+    # hypotheses keep their places in the beam until better candidates push them out.
     search: str = "standard"
     # GNMT coverage penalty β (models.scoring.ScoringRules.score); 0: none.
     coverage_penalty: float = 0.0

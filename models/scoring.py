@@ -101,6 +101,10 @@ class ScoringRules:
         eole = options.search in ("eole", "opennmt-py-1", "opennmt-py-2")
         joey = options.search == "joeynmt"
         marian = options.search == "marian"
+        # OpenNMT-tf ranks a finished hypothesis by GNMT's penalty of its length + 1
+        # (utils/decoding.py BeamSearch._get_scores adds 1 to sequence_lengths, which
+        # already count its EOS): bos_in_length's extra token, with wu_length
+        tf = options.search == "opennmt-tf"
         greedy = options.beam_size == 1
         return cls(
             min_length=options.min_length,
@@ -108,10 +112,10 @@ class ScoringRules:
             max_length_ratio=options.max_length_ratio,
             max_length_offset=options.max_length_offset,
             length_penalty=0.0 if joey and greedy else options.length_penalty,
-            bos_in_length=eole,
-            wu_length=joey,
-            # Eole, Joey and Marian stop a hypothesis at the limit without an EOS
-            eos_at_limit=options.eos_at_limit and not (eole or joey or marian),
+            bos_in_length=eole or tf,
+            wu_length=joey or tf,
+            # Eole, Joey, Marian and OpenNMT-tf stop a hypothesis at the limit without an EOS
+            eos_at_limit=options.eos_at_limit and not (eole or joey or marian or tf),
             prefix_scored=options.prefix_scored,
             coverage_penalty=options.coverage_penalty,
             coverage_floor=0.0 if eole else COVERAGE_FLOOR,

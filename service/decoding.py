@@ -12,6 +12,7 @@ service scheduler both use. The ranking they share is :mod:`service.ranking`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -20,7 +21,7 @@ import numpy as np
 
 from models.options import DecodeOptions, Hypothesis
 from models.scoring import NEG_INF, Eos, ScoringRules
-from service.strategies import BEAM, GREEDY, Selection, Strategy, strategy_for
+from service.strategies import BEAM, GREEDY, Selection, Slot, Strategy, strategy_for
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,8 @@ class SentenceSearch:
         self.top_finished = False  # some step's best continuation was EOS
         # Joey NMT's search: each beam position once finished (service.strategies.JoeyBeam)
         self.positions: list[bool] = []
+        # OpenNMT-tf's search: its beam's places, in order (service.strategies.OnmtTfBeam)
+        self.slots: list[Slot] | None = None
         # One entry per live row: the token its next step is fed, the row of the previous
         # step (or of the initial state, at step 0) it continues, its cumulative log-prob.
         self.prev_tokens: list[int] = [special.bos]
@@ -222,6 +225,11 @@ class SentenceSearch:
         """Hypotheses finished so far."""
         return len(self._finished)
 
+    @property
+    def finished_hypotheses(self) -> tuple[Hypothesis, ...]:
+        """The hypotheses finished so far, in the order they finished."""
+        return tuple(self._finished)
+
     def ended(self, row: int) -> bool:
         """Whether live ``row``'s hypothesis already holds EOS (Joey NMT's search keeps
         such rows in its beam: :class:`~service.strategies.JoeyBeam`)."""
@@ -251,6 +259,9 @@ class SentenceSearch:
         self._draw = None
         if self._forced is not None and self.step < len(self.prefix):
             self._forced.append(self.forced_log_prob)
+        if selection.dropped:  # before this step's finished join (the indices are older)
+            gone = set(selection.dropped)
+            self._finished = [h for i, h in enumerate(self._finished) if i not in gone]
         if selection.finished:
             # a scored translation's EOS always counts, at the length limit too
             forced_eos = self.eos_rule() is Eos.FORCED and self._forced is None
@@ -363,8 +374,13 @@ class SentenceSearch:
         )
 
     def results(self) -> list[Hypothesis]:
-        """The ``n_best`` finished hypotheses, best score first."""
-        ranked = sorted(self._finished, key=lambda h: h.score, reverse=True)
+        """The ``n_best`` finished hypotheses, best score first (OpenNMT-tf's search: its
+        beam's first places, each scored by its place's log-prob)."""
+        if self.slots is not None and self.done:
+            ranked = [dataclasses.replace(self._finished[slot.hyp], score=slot.cum)
+                      for slot in self.slots if slot.row is None]  # fmt: skip
+        else:
+            ranked = sorted(self._finished, key=lambda h: h.score, reverse=True)
         return ranked[: self.options.n_best]
 
     def stable_prefix(self) -> tuple[int, ...]:

@@ -11,6 +11,7 @@ one more object with those methods, and the loop needs no change.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import numpy as np
@@ -29,7 +30,10 @@ class Selection(NamedTuple):
     ``parents[i]`` continues with ``tokens[i]`` at cumulative log-prob ``scores[i]``; each
     ``(row, log_prob)`` of ``finished`` ends that row with EOS (``log_prob`` includes the
     EOS); ``done``: the search ends with this step; ``top_finished``: the step's best
-    continuation was EOS (OpenNMT-py 1.x/2.x's search remembers it: :class:`OnmtPy1Beam`).
+    continuation was EOS (OpenNMT-py 1.x/2.x's search remembers it: :class:`OnmtPy1Beam`);
+    ``dropped``: the hypotheses finished at earlier steps that this step discards (by
+    their index among the sentence's finished ones; OpenNMT-tf's beam:
+    :class:`OnmtTfBeam`).
     """
 
     parents: list[int]
@@ -38,6 +42,7 @@ class Selection(NamedTuple):
     finished: list[tuple[int, float]]
     done: bool
     top_finished: bool = False
+    dropped: tuple[int, ...] = ()
 
 
 class Strategy(Protocol):
@@ -356,6 +361,93 @@ class MarianBeam(EoleBeam):
         return Selection(parents, tokens, scores, finished, not parents)
 
 
+@dataclass
+class Slot:
+    """A place of OpenNMT-tf's beam (:class:`OnmtTfBeam`): the live row it holds (None
+    once finished) or its finished hypothesis (``hyp``, an index among the sentence's),
+    its cumulative log-prob as OpenNMT-tf keeps it, its length (tokens, EOS included)."""
+
+    row: int | None
+    cum: float
+    length: int
+    hyp: int = -1
+
+
+class OnmtTfBeam(EoleBeam):
+    """OpenNMT-tf 2.x's beam search (``opennmt/utils/decoding.py``: ``BeamSearch`` in
+    ``dynamic_decode``; ``DecodeOptions(search="opennmt-tf")``), for models converted from
+    OpenNMT-tf (:mod:`export.opennmt_tf`), its n-best lists and their order included.
+
+    Its beam has ``beam`` places (:attr:`SentenceSearch.slots`, in its order), each a
+    live or a finished hypothesis with a cumulative log-prob and a length. Each step ranks
+    the live places' continuations, scored ``log_prob / ((5 + length + 1) / 6) **
+    length_penalty`` (``_get_scores``; lengths count the tokens before the step),
+    together with one continuation of each finished place (EOS at no cost, its length
+    frozen), and keeps the best ``beam`` in that order: an EOS continuation finishes its
+    hypothesis; a finished hypothesis outranked by ``beam`` others is dropped for good.
+    The sentence is done when every place is finished; at the length limit the live ones
+    stop without an EOS (``maximum_iterations``). The n-best list is the first places,
+    in order, each scored by its place's log-prob.
+
+    One thing OpenNMT-tf does that is reproduced as it is: a finished hypothesis that
+    moves to another place takes that place's previous log-prob, not its own
+    (``dynamic_decode``: ``tf.where(finished, x=cum_log_probs, y=next_cum_log_probs)``
+    reads the new order's finished flags against the old order's log-probs). Its score
+    and its rank afterwards use that value, as OpenNMT-tf's do; its ``log_prob`` stays
+    its own.
+    """
+
+    def _choose(self, s: SentenceSearch, rows, ranked, tokens_ranked) -> Selection:
+        slots = s.slots or [Slot(row=0, cum=0.0, length=0)]
+        if s.eos_rule() is Eos.FORCED:  # past OpenNMT-tf's last step: the live ones end
+            ending = []
+            for slot in slots:
+                if slot.row is not None:
+                    ending.append((slot.row, s.scores[slot.row]))
+                    slot.row, slot.hyp = None, s.finished + len(ending) - 1
+            s.slots = slots
+            return Selection([], [], [], ending, True)
+        alpha = s.options.length_penalty
+
+        def scored(total: float, length: int) -> float:
+            return total / ((5.0 + length + 1) / 6.0) ** alpha if alpha else total
+
+        # (score, place, rank): a live place's continuation by its rank in ``ranked``,
+        # or (rank -1) a finished place's EOS; best first, ties by place
+        live_place = {slot.row: k for k, slot in enumerate(slots) if slot.row is not None}
+        candidates = [
+            (scored(float(total), slots[live_place[row]].length), live_place[row], rank)
+            for rank, (row, total) in enumerate(zip(rows, ranked, strict=True))
+            if total != NEG_INF
+        ]
+        candidates += [(scored(slot.cum, slot.length), k, -1)
+                       for k, slot in enumerate(slots) if slot.row is None]  # fmt: skip
+        candidates.sort(key=lambda c: (-c[0], c[1]))
+        parents, tokens, scores, finished, new = [], [], [], [], []
+        for place, (_, k, rank) in enumerate(candidates[: s.options.beam_size]):
+            parent = slots[k]
+            if rank < 0:  # a finished place: its hypothesis, with this place's old cum
+                old = slots[place].cum if place < len(slots) else float("-inf")
+                new.append(Slot(None, old, parent.length, parent.hyp))
+            elif tokens_ranked[rank] == s.eos:
+                finished.append((rows[rank], ranked[rank]))
+                new.append(Slot(None, float(ranked[rank]), parent.length + 1, -len(finished)))
+            else:
+                new.append(Slot(len(parents), float(ranked[rank]), parent.length + 1))
+                parents.append(rows[rank])
+                tokens.append(tokens_ranked[rank])
+                scores.append(ranked[rank])
+        kept = sorted(slot.hyp for slot in new if slot.row is None and slot.hyp >= 0)
+        dropped = tuple(i for i in range(s.finished) if i not in set(kept))
+        # the finished hypotheses' indices once the dropped ones are gone and these joined
+        renumber = {old: i for i, old in enumerate(kept)}
+        for slot in new:
+            if slot.row is None:
+                slot.hyp = renumber[slot.hyp] if slot.hyp >= 0 else len(kept) - slot.hyp - 1
+        s.slots = new
+        return Selection(parents, tokens, scores, finished, not parents, dropped=dropped)
+
+
 class Sampling:
     """Random sampling, one row per sentence (Eole's ``random_sampling_topk`` /
     ``random_sampling_temp``, CTranslate2's ``sampling_topk`` / ``sampling_temperature``).
@@ -454,6 +546,7 @@ ONMT_PY2_BEAM: Strategy = OnmtPy2Beam()
 JOEY_BEAM: Strategy = JoeyBeam()
 FAIRSEQ_BEAM: Strategy = FairseqBeam()
 MARIAN_BEAM: Strategy = MarianBeam()
+ONMT_TF_BEAM: Strategy = OnmtTfBeam()
 SAMPLING: Strategy = Sampling()
 BEAMS: dict[str, Strategy] = {
     "standard": BEAM,
@@ -463,6 +556,7 @@ BEAMS: dict[str, Strategy] = {
     "joeynmt": JOEY_BEAM,
     "fairseq": FAIRSEQ_BEAM,
     "marian": MARIAN_BEAM,
+    "opennmt-tf": ONMT_TF_BEAM,
 }
 # One wrapper per strategy, so that the loop groups prefixed sentences together.
 _PREFIXED: dict[Strategy, Strategy] = {s: Prefix(s) for s in (GREEDY, *BEAMS.values(), SAMPLING)}
