@@ -219,13 +219,23 @@ def _tokenizer(tokens: list[str], source: bool) -> WordTokenizer:
 
 def _model_root(w: dict[str, np.ndarray]) -> str:
     """Where the Translator lies in the saved object: at the root (``model.save_weights``)
-    or under ``model/`` (``tf.train.Checkpoint(model=model)``, and the tutorial's
-    ``Export`` module that ``tf.saved_model.save`` writes)."""
-    if any(n.startswith("encoder/") for n in w) or not any(
-        n.startswith("model/encoder/") for n in w
-    ):
-        return ""
-    return "model/"
+    or under an attribute (``tf.train.Checkpoint(model=model)``; the tutorial's ``Export``
+    module, which ``tf.saved_model.save`` writes, keeps it as ``model``): the path before
+    its encoder's embedding."""
+    roots = sorted(n[: -len(WEIGHTS[0])] for n in w if n.endswith(WEIGHTS[0]))
+    return roots[0] if roots else ""
+
+
+def _keras2_names(w: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Keras 3 (TensorFlow 2.16 on) saves an ``Embedding``'s table as ``_embeddings`` and a
+    ``Dense``/``EinsumDense`` kernel as ``_kernel``: the names Keras 2 gives them."""
+    out = {}
+    for name, value in w.items():
+        head, _, last = name.rpartition("/")
+        if last in ("_embeddings", "_kernel"):
+            name = f"{head}/{last[1:]}"
+        out[name] = value
+    return out
 
 
 def _saved_model(checkpoint: Path) -> SavedModelGraph | None:
@@ -246,7 +256,7 @@ def keras_text_user_model(
     ``tf.saved_model.save`` wrote); its modules and declaration. The vocabularies come
     from the JSON files given, else from the SavedModel."""
     try:
-        w = named_variables(checkpoint)
+        w = _keras2_names(named_variables(checkpoint))
         graph = _saved_model(checkpoint)
     except CheckpointError as exc:
         raise KerasError(str(exc)) from None

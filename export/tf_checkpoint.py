@@ -265,9 +265,9 @@ def _prefix(path: Path | str) -> Path:
     path = Path(path)
     if path.suffix in (".h5", ".hdf5", ".keras"):
         raise CheckpointError(
-            f"{path}: a Keras {path.suffix} file (Keras 3 writes only these), not a TensorFlow "
-            "checkpoint; save with tf.train.Checkpoint(...).save(prefix), or Keras 2's "
-            "model.save_weights(prefix) (tf_keras), and give that prefix or its directory"
+            f"{path}: a Keras {path.suffix} file (Keras 3's save_weights writes only these), not "
+            "a TensorFlow checkpoint; give the SavedModel tf.saved_model.save wrote, or save "
+            "with tf.train.Checkpoint(...).save(prefix) and give that prefix or its directory"
         )
     if path.name == "checkpoint" and path.is_file():
         path = path.parent  # TensorFlow's record of the latest save: its directory

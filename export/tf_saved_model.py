@@ -53,7 +53,8 @@ ALIASES = frozenset(
 )
 # what parsing a damaged protobuf raises besides CheckpointError (a field of another wire
 # type than expected, bytes that are not UTF-8, a length past the end)
-_DAMAGE = (struct.error, UnicodeDecodeError, ValueError, TypeError, AttributeError, IndexError)
+_DAMAGE = (struct.error, UnicodeDecodeError, ValueError, TypeError, AttributeError, IndexError,
+           OverflowError)  # fmt: skip
 # SavedObject's kinds by field number (tensorflow/core/protobuf/saved_object_graph.proto)
 _KINDS = {4: "user_object", 5: "asset", 6: "function", 7: "variable", 8: "bare_concrete_function",
           9: "constant", 10: "resource", 12: "captured_tensor"}  # fmt: skip
@@ -162,8 +163,8 @@ def _tensor(proto: bytes, where: str) -> np.ndarray:
             content = v
         elif n == 8:
             repeated.append(v)
-        elif n in (7, 10):
-            repeated.extend(_packed(v))
+        elif n in (7, 10):  # int_val, int64_val: two's complement varints
+            repeated.extend(i - (1 << 64) if i >= 1 << 63 else i for i in _packed(v))
         elif n == 5:
             repeated.extend(np.frombuffer(v, "<f4").tolist() if isinstance(v, bytes) else [v])
     count = int(np.prod(shape, dtype=np.int64))

@@ -67,6 +67,19 @@ def converted_saved_model(saved_model, tmp_path_factory):
     return out
 
 
+KERAS3 = FIXTURE.parent / "text_tutorial_keras3"
+
+
+@pytest.fixture(scope="module")
+def keras3_saved_model(tmp_path_factory) -> Path:
+    """The same tutorial trained and saved by TensorFlow 2.18 with Keras 3."""
+    model = tmp_path_factory.mktemp("keras3") / "translator"
+    shutil.copytree(KERAS3 / "saved_model", model, ignore=shutil.ignore_patterns("*.xz"))
+    with lzma.open(KERAS3 / "saved_model" / "saved_model.pb.xz") as packed:
+        (model / "saved_model.pb").write_bytes(packed.read())
+    return model
+
+
 def _bundle(out: Path):
     return load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
 
@@ -295,3 +308,46 @@ def test_a_damaged_saved_model_pb_is_refused_never_a_traceback(saved_model, tmp_
     (model / "saved_model.pb").unlink()
     with pytest.raises(KerasError, match="no source vocabulary: model.save_weights"):
         keras_text_user_model(model)
+
+
+def test_a_keras3_saved_model_translates_as_tensorflow_did(keras3_saved_model, tmp_path):
+    """Keras 3 names an embedding's table ``_embeddings`` and kernels ``_kernel``, and keys
+    the variables through the optimizer: the SavedModel of today's TensorFlow converts,
+    its vocabularies from its graph, and decodes all 60 sources as TensorFlow did."""
+    out = tmp_path / "k3" / "1"
+    assert main(["keras-text", str(keras3_saved_model), "--out", str(out)]) == 0
+    bundle = _bundle(out)
+    rows = [json.loads(line) for line in (KERAS3 / "greedy.json").read_text().splitlines()]
+    for side, tokenizer in (("context", bundle.src_tokenizer), ("target", bundle.tgt_tokenizer)):
+        want = json.loads((KERAS3 / f"{side}_vocabulary.json").read_text())
+        assert tokenizer.tokens[1:] == want[1:] and len(want) > 1000
+    sources = [bundle.src_tokenizer.encode(r["source"]) for r in rows]
+    assert sources == [r["context_ids"] for r in rows]
+    options = dataclasses.replace(bundle.decoding, return_token_scores=True)
+    got = decode(bundle.model, sources, options=options, special=bundle.special)
+    eos = bundle.special.eos
+    assert [list(h.tokens) + [eos] for (h,) in got] == [r["ids"] for r in rows]
+    assert len(rows) == 60
+    gaps = [abs(g - w) for (h,), r in zip(got, rows, strict=True)
+            for g, w in zip(h.token_log_probs, r["log_probs"], strict=True)]  # fmt: skip
+    assert max(gaps) < 1e-4
+
+
+def test_negative_integer_constants_are_read_as_tensorflow_writes_them():
+    """``int64_val``/``int_val`` are two's complement varints: -1 is ten bytes of 0xff..."""
+    from export.tf_saved_model import _tensor
+
+    def varint(v: int) -> bytes:
+        v &= (1 << 64) - 1
+        out = bytearray()
+        while True:
+            byte, v = v & 0x7F, v >> 7
+            out.append(byte | (0x80 if v else 0))
+            if not v:
+                return bytes(out)
+
+    shape = b"\x12\x04\x12\x02\x08\x01"  # tensor_shape { dim { size: 1 } }
+    for dtype, field, value in ((9, 10, -1), (3, 7, -3), (9, 10, -(1 << 63))):
+        payload = varint(value)
+        proto = bytes([8, dtype]) + shape + bytes([field << 3 | 2, len(payload)]) + payload
+        assert _tensor(proto, "test").tolist() == [value]
