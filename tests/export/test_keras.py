@@ -141,7 +141,7 @@ def test_the_paths_users_give_by_mistake_get_a_hint(tmp_path):
     assert len(read_checkpoint(ckpt / "checkpoint")) == len(read_checkpoint(ckpt))
     with pytest.raises(CheckpointError, match=r"saves of this prefix are ckpt-1: give one"):
         read_checkpoint(ckpt / "ckpt")  # the prefix given to save(), without its number
-    with pytest.raises(CheckpointError, match=r"a Keras \.h5 file \(Keras 3.s save_weights writes only these\)"):
+    with pytest.raises(CheckpointError, match=r"a Keras \.h5 file \(Keras 3.s save_weights writes"):
         read_checkpoint(tmp_path / "encoder.h5")
 
 
