@@ -1,0 +1,245 @@
+"""OpenNMT-tf 2.x RNN models, as ``tests/fixtures/opennmt_tf`` holds them (trained, decoded
+and scored by OpenNMT-tf 2.32 on TensorFlow 2.13 itself; no tensorflow import here): the
+model directory and its configuration -> bundle -> the service's decode loop and its gRPC
+server, against ``onmt-main infer`` (greedy with attention, beam n-best lists with and
+without a length penalty, a length limit) and ``onmt-main score``."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from export.convert import main
+from export.opennmt_tf import OpenNMTTFError, catalog_model, read_description
+from service.bundle import load_bundle
+from service.loop import decode
+from service.sessions import RuntimeConfig
+from tests.export.helpers import served_with_attention
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "opennmt_tf"
+# what OpenNMT-tf writes into the model directory for onmt-main --model_type NAME
+CATALOG_DESCRIPTION = (
+    'from opennmt import models\nmodel = lambda: models.get_model_from_catalog("%s")\n'
+)
+MODELS = ["small", "medium"]  # NMTSmallV1's shape; NMTMediumV1's, bidirectional, with tanh
+
+
+def _argv(model: Path, out: Path, *configs: Path) -> list[str]:
+    configs = configs or (model / "config.yml",)
+    return ["opennmt-tf", str(model), "--config", *map(str, configs), "--out", str(out)]
+
+
+@pytest.fixture(scope="module", params=MODELS)
+def converted(request, tmp_path_factory):
+    out = tmp_path_factory.mktemp(f"onmt-tf-{request.param}") / "m" / "1"
+    assert main([*_argv(FIXTURE / request.param, out), "--parity-limit", "20",
+                 "--beam-sentences", "10"]) == 0  # fmt: skip
+    bundle = load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
+    return request.param, bundle, out
+
+
+def _sources(bundle, n: int | None = None) -> list[list[int]]:
+    lines = (FIXTURE / "inputs.en").read_text(encoding="utf-8").splitlines()[:n]
+    return [bundle.src_tokenizer.encode(line) for line in lines]
+
+
+def _predictions(path: Path) -> list[tuple[float, str, np.ndarray | None]]:
+    """``onmt-main infer`` with ``with_scores``: ``score ||| text [||| alignments]``, the
+    alignments one row a target token, rows separated by `` ; `` (over the batch's
+    padded source width)."""
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        score, text, *rest = line.split(" ||| ")
+        align = None
+        if rest:
+            align = np.array([[float(x) for x in r.split()] for r in rest[0].split(" ; ")])
+        out.append((float(score), text, align))
+    return out
+
+
+def _text(bundle, tokens) -> str:
+    return " ".join(bundle.tgt_tokenizer.tokens[t] for t in tokens)
+
+
+def test_greedy_is_onmt_mains_with_its_scores_and_attention(converted):
+    """All 330 inputs (trained on, new, with unknown words): OpenNMT-tf's greedy tokens,
+    its score (the sum of the log-probs, ``</s>``'s included) and its soft alignments."""
+    name, bundle, _ = converted
+    want = _predictions(FIXTURE / name / "pred_greedy.txt")
+    sources = _sources(bundle)
+    assert sum(bundle.source_unk_id in s for s in sources) >= 10
+    options = dataclasses.replace(bundle.decoding, return_attention=True)
+    got = decode(bundle.model, sources, options=options, special=bundle.special)
+    assert [_text(bundle, h.tokens) for (h,) in got] == [w[1] for w in want]
+    assert len(want) == 330
+    assert max(abs(h.log_prob - w[0]) for (h,), w in zip(got, want, strict=True)) < 1e-4
+    for ((h,), (_, _, align)), src in zip(zip(got, want, strict=True), sources, strict=True):
+        # one row a token: OpenNMT-tf leaves out the </s> step's (the bundle's last)
+        assert h.attention.shape == (len(h.tokens) + 1, len(src)) == (align.shape[0] + 1, len(src))
+        assert np.abs(h.attention[:-1] - align[:, : len(src)]).max() < 1e-4
+
+
+@pytest.mark.parametrize(
+    ("predictions", "length_penalty"),
+    [("pred_beam5_nbest3.txt", 0.0), ("pred_beam5_lp06_nbest3_first50.txt", 0.6)],
+)
+def test_beam_n_best_lists_are_onmt_mains_in_its_order(converted, predictions, length_penalty):
+    """Beam 5, 3-best: the same three hypotheses in the same order with the same printed
+    scores, including where OpenNMT-tf's beam gives a finished hypothesis another's score
+    when it changes place (the lists it then prints out of score order are among them)."""
+    name, bundle, _ = converted
+    want = _predictions(FIXTURE / name / predictions)
+    n = len(want) // 3
+    options = dataclasses.replace(
+        bundle.decoding, beam_size=5, n_best=3, length_penalty=length_penalty
+    )
+    got = decode(bundle.model, _sources(bundle, n), options=options, special=bundle.special)
+    texts = [[_text(bundle, h.tokens) for h in hyps] for hyps in got]
+    assert texts == [[w[1] for w in want[3 * i : 3 * i + 3]] for i in range(n)]
+    scores = [h.score for hyps in got for h in hyps]
+    assert np.abs(np.array(scores) - [w[0] for w in want]).max() < 1e-4
+    # the lists OpenNMT-tf prints out of score order: its beam's stale scores at work
+    assert length_penalty or any(want[3 * i][0] < want[3 * i + 1][0] for i in range(n)), (
+        "the fixture no longer shows OpenNMT-tf's stale beam scores"
+    )
+
+
+def test_its_length_limit_stops_without_the_end_token(converted, tmp_path):
+    """``maximum_decoding_length: 5`` from a second --config file: five tokens, no </s>."""
+    name, _, _ = converted
+    out = tmp_path / "m" / "1"
+    configs = (FIXTURE / name / "config.yml", FIXTURE / "infer_greedy_maxlen5.yml")
+    assert main([*_argv(FIXTURE / name, out, *configs), "--parity-limit", "5"]) == 0
+    bundle = load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
+    want = _predictions(FIXTURE / name / "pred_greedy_maxlen5_first20.txt")
+    got = decode(bundle.model, _sources(bundle, len(want)), special=bundle.special,
+                 options=bundle.decoding)  # fmt: skip
+    assert [_text(bundle, h.tokens) for (h,) in got] == [w[1] for w in want]
+    assert max(len(h.tokens) for (h,) in got) == 5
+    assert max(abs(h.log_prob - w[0]) for (h,), w in zip(got, want, strict=True)) < 1e-4
+
+
+@pytest.mark.parametrize(
+    ("scored", "targets", "first"),
+    [("score_train20.txt", None, 0), ("score_greedy_301_320.txt", "greedy_hyp_301_320.txt", 300),
+     ("score_greedy_321_330.txt", "greedy_hyp_321_330.txt", 320)],
+)  # fmt: skip
+def test_score_is_onmt_main_score(converted, scored, targets, first):
+    """``onmt-main score``: each target's negative log-likelihood (``</s>`` included) and
+    its tokens' (``</s>`` not listed), against the bundle's forced decoding (the ``Score``
+    path)."""
+    name, bundle, _ = converted
+    lines = _predictions(FIXTURE / name / scored)
+    sources = _sources(bundle, first + len(lines))[first:]
+    forced = [tuple(bundle.tgt_tokenizer.encode(text)) + (bundle.special.eos,)
+              for _, text, _ in lines]  # fmt: skip
+    options = dataclasses.replace(bundle.decoding, return_token_scores=True, max_length=512)
+    got = decode(bundle.model, sources, options=options, special=bundle.special, prefixes=forced)
+    for ((h,), (nll, text, token_nll)), f in zip(zip(got, lines, strict=True), forced, strict=True):
+        assert h.tokens == f[:-1]
+        assert abs(-h.log_prob - nll) < 1e-4, text
+        # the total counts </s>, the listed tokens do not
+        assert np.abs(-np.array(h.token_log_probs[:-1]) - token_nll.ravel()).max() < 1e-4
+    if targets:  # the model's own greedy outputs: as scored as they were found
+        assert [t for _, t, _ in lines] == (FIXTURE / name / targets).read_text().splitlines()
+
+
+def test_served_with_its_attention(converted, tmp_path):
+    name, _, out = converted
+    repo = tmp_path / "repo"
+    shutil.copytree(out, repo / name / "1")
+    texts = (FIXTURE / "inputs.en").read_text(encoding="utf-8").splitlines()[:5]
+    want = _predictions(FIXTURE / name / "pred_greedy.txt")[:5]
+    served = served_with_attention(repo, texts)
+    for ((hyp, att), (_, text, align)), src in zip(
+        zip(served, want, strict=True), texts, strict=True
+    ):
+        assert hyp.text == text
+        assert list(hyp.attention.source_tokens) == src.split()
+        assert np.abs(att[:-1] - align[:, : len(src.split())]).max() < 1e-4
+
+
+def test_the_definition_is_read_not_run(tmp_path):
+    """model_description.py as OpenNMT-tf writes it for a catalog model, and a user's file
+    with what the weights cannot say (the attention layer's activation, the bridge)."""
+    catalog = tmp_path / "model_description.py"
+    catalog.write_text(CATALOG_DESCRIPTION % "NMTMediumV1")
+    assert read_description(catalog) == catalog_model("NMTMediumV1")
+    assert not catalog_model("NMTBigV1").tanh and catalog_model("LuongAttention").tanh
+    assert read_description(FIXTURE / "small" / "model.py").tanh is False
+    medium = read_description(FIXTURE / "medium" / "model.py")
+    assert (medium.tanh, medium.bridge, medium.reducer) == (True, "copy", "concat")
+    code = (FIXTURE / "small" / "model.py").read_text()
+    trap = tmp_path / "trap.py"
+    trap.write_text(code.replace("def model():", "raise SystemExit('ran')\ndef model():"))
+    assert read_description(trap).tanh is False  # parsed, never executed
+
+
+DESC = "model_description.py"
+
+
+def _copy(model: str, tmp_path: Path) -> Path:
+    target = tmp_path / model
+    shutil.copytree(FIXTURE / model, target)
+    return target
+
+
+def _edit(name: str, old: str, new: str):
+    def edit(model: Path) -> None:
+        path = model / name
+        text = path.read_text()
+        assert old in text, (name, old)
+        path.write_text(text.replace(old, new))
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (_edit(DESC, "tfa.seq2seq.LuongAttention", "tfa.seq2seq.BahdanauAttention"),
+         "attention_mechanism_class=tfa.seq2seq.BahdanauAttention is not supported"),
+        (_edit(DESC, "residual_connections=False", "residual_connections=True"),
+         "residual_connections=True is not supported"),
+        (_edit(DESC, "attention_layer_activation=None",
+               "attention_layer_activation=tf.nn.relu"), "only tanh or None"),
+        (_edit(DESC, "opennmt.layers.CopyBridge", "opennmt.layers.DenseBridge"),
+         "bridge_class=opennmt.layers.DenseBridge is not supported"),
+        (lambda m: (m / DESC).write_text(CATALOG_DESCRIPTION % "Transformer"),
+         "not one of OpenNMT-tf's RNN models"),
+        (lambda m: (m / DESC).unlink(), "give --model-type NAME"),
+        (_edit("config.yml", "target_vocabulary: tgt.vocab", "target_vocabulary: src.vocab"),
+         "is it this model's target vocabulary?"),
+        (_edit("config.yml", "target_vocabulary: tgt.vocab", "target_vocabulary: nowhere.vocab"),
+         "data/target_vocabulary 'nowhere.vocab' not found"),
+        (_edit("config.yml", "beam_width: 1", "beam_width: 1\n  coverage_penalty: 0.2"),
+         "params/coverage_penalty"),
+        (_edit("config.yml", "data:\n", "data:\n  source_sequence_controls: {end: true}\n"),
+         "data/source_sequence_controls"),
+        (_edit("config.yml", "data:\n",
+               "data:\n  source_tokenization: {type: SentencePieceTokenizer}\n"),
+         "type SentencePieceTokenizer is not supported"),
+    ],
+    ids=["bahdanau", "residual", "relu", "dense-bridge", "transformer", "no-description",
+         "other-vocabulary", "missing-vocabulary", "coverage", "source-controls",
+         "tokenizer"],
+)  # fmt: skip
+def test_what_it_cannot_reproduce_is_refused_in_one_line(tmp_path, capsys, edit, message):
+    model = _copy("small", tmp_path)
+    edit(model)
+    assert main(_argv(model, tmp_path / "o" / "1")) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+
+
+def test_weights_of_another_model_are_refused_by_name(tmp_path):
+    """Another model's checkpoint (the newer Keras tutorial's) under this converter."""
+    from export.opennmt_tf import read_weights
+
+    keras = FIXTURE.parent / "keras" / "text_tutorial" / "weights"
+    with pytest.raises(OpenNMTTFError, match="not an OpenNMT-tf RNN sequence-to-sequence model"):
+        read_weights(keras)
