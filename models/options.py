@@ -156,7 +156,7 @@ class Hypothesis:
     ``token_log_probs``: for a scored (forced) translation or with
     ``return_token_scores``, each token's log-prob, EOS's last (``len(tokens) + 1``, or
     ``len(tokens)`` for a hypothesis a search stopped at its length limit without
-    scoring an EOS: Eole's, Joey's, Marian's); they add up to ``log_prob``.
+    scoring an EOS: Eole's, Joey's, Marian's, OpenNMT-tf's); they add up to ``log_prob``.
     """
 
     tokens: tuple[int, ...]

@@ -398,7 +398,8 @@ class OnmtTfBeam(EoleBeam):
     """
 
     def _choose(self, s: SentenceSearch, rows, ranked, tokens_ranked) -> Selection:
-        slots = s.slots or [Slot(row=0, cum=0.0, length=0)]
+        # the first step it ranks: one live row (after a forced target prefix, if any)
+        slots = s.slots or [Slot(row=0, cum=float(s.scores[0]), length=s.step)]
         if s.eos_rule() is Eos.FORCED:  # past OpenNMT-tf's last step: the live ones end
             ending = []
             for slot in slots:

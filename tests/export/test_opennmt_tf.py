@@ -243,3 +243,26 @@ def test_weights_of_another_model_are_refused_by_name(tmp_path):
     keras = FIXTURE.parent / "keras" / "text_tutorial" / "weights"
     with pytest.raises(OpenNMTTFError, match="not an OpenNMT-tf RNN sequence-to-sequence model"):
         read_weights(keras)
+
+
+def test_a_target_prefix_under_its_beam_search(converted):
+    """A forced prefix, then OpenNMT-tf's beam: every hypothesis continues the prefix, and
+    each one's log-prob is what forcing its whole target gives (the beam's places start
+    from the prefix's log-prob and length)."""
+    _, bundle, _ = converted
+    sources = _sources(bundle, 12)
+    greedy = decode(bundle.model, sources, options=bundle.decoding, special=bundle.special)
+    prefixes = [h.tokens[:2] for (h,) in greedy]
+    options = dataclasses.replace(bundle.decoding, beam_size=4, n_best=3)
+    got = decode(bundle.model, sources, options=options, special=bundle.special, prefixes=prefixes)
+    hyps = [(i, h) for i, found in enumerate(got) for h in found]
+    assert all(h.tokens[:2] == prefixes[i] for i, h in hyps) and len(hyps) == 36
+    eos = bundle.special.eos
+    forced = decode(bundle.model, [sources[i] for i, _ in hyps], special=bundle.special,
+                    options=dataclasses.replace(bundle.decoding, max_length=512),
+                    prefixes=[(*h.tokens, eos) for _, h in hyps])  # fmt: skip
+    gaps = [abs(f.log_prob - h.log_prob) for (f,), (_, h) in zip(forced, hyps, strict=True)]
+    assert max(gaps) < 1e-4
+    # the scores count the prefix: each its own log-prob, but where a finished hypothesis
+    # changed places (OpenNMT-tf's stale score)
+    assert sum(abs(h.score - h.log_prob) < 1e-4 for _, h in hyps) >= 0.8 * len(hyps)
