@@ -140,7 +140,7 @@ class SentenceSearch:
         # Joey NMT's search: each beam position once finished (service.strategies.JoeyBeam)
         self.positions: list[bool] = []
         # OpenNMT-tf's search: its beam's places, in order (service.strategies.OnmtTfBeam)
-        self.slots: list[Slot] | None = None
+        self.slots: list[Slot] | None = None  # set by take(), never by a strategy's select
         # One entry per live row: the token its next step is fed, the row of the previous
         # step (or of the initial state, at step 0) it continues, its cumulative log-prob.
         self.prev_tokens: list[int] = [special.bos]
@@ -259,6 +259,8 @@ class SentenceSearch:
         self._draw = None
         if self._forced is not None and self.step < len(self.prefix):
             self._forced.append(self.forced_log_prob)
+        if selection.slots is not None:
+            self.slots = list(selection.slots)
         if selection.dropped:  # before this step's finished join (the indices are older)
             gone = set(selection.dropped)
             self._finished = [h for i, h in enumerate(self._finished) if i not in gone]

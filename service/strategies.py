@@ -32,8 +32,8 @@ class Selection(NamedTuple):
     EOS); ``done``: the search ends with this step; ``top_finished``: the step's best
     continuation was EOS (OpenNMT-py 1.x/2.x's search remembers it: :class:`OnmtPy1Beam`);
     ``dropped``: the hypotheses finished at earlier steps that this step discards (by
-    their index among the sentence's finished ones; OpenNMT-tf's beam:
-    :class:`OnmtTfBeam`).
+    their index among the sentence's finished ones), ``slots``: the beam's places after
+    this step (OpenNMT-tf's beam: :class:`OnmtTfBeam`).
     """
 
     parents: list[int]
@@ -43,6 +43,7 @@ class Selection(NamedTuple):
     done: bool
     top_finished: bool = False
     dropped: tuple[int, ...] = ()
+    slots: tuple[Slot, ...] | None = None
 
 
 class Strategy(Protocol):
@@ -361,7 +362,7 @@ class MarianBeam(EoleBeam):
         return Selection(parents, tokens, scores, finished, not parents)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Slot:
     """A place of OpenNMT-tf's beam (:class:`OnmtTfBeam`): the live row it holds (None
     once finished) or its finished hypothesis (``hyp``, an index among the sentence's),
@@ -399,15 +400,15 @@ class OnmtTfBeam(EoleBeam):
 
     def _choose(self, s: SentenceSearch, rows, ranked, tokens_ranked) -> Selection:
         # the first step it ranks: one live row (after a forced target prefix, if any)
-        slots = s.slots or [Slot(row=0, cum=float(s.scores[0]), length=s.step)]
+        slots = s.slots or (Slot(row=0, cum=float(s.scores[0]), length=s.step),)
         if s.eos_rule() is Eos.FORCED:  # past OpenNMT-tf's last step: the live ones end
-            ending = []
+            ending, places = [], []
             for slot in slots:
                 if slot.row is not None:
                     ending.append((slot.row, s.scores[slot.row]))
-                    slot.row, slot.hyp = None, s.finished + len(ending) - 1
-            s.slots = slots
-            return Selection([], [], [], ending, True)
+                    slot = Slot(None, slot.cum, slot.length, s.finished + len(ending) - 1)
+                places.append(slot)
+            return Selection([], [], [], ending, True, slots=tuple(places))
         alpha = s.options.length_penalty
 
         def scored(total: float, length: int) -> float:
@@ -424,29 +425,35 @@ class OnmtTfBeam(EoleBeam):
         candidates += [(scored(slot.cum, slot.length), k, -1)
                        for k, slot in enumerate(slots) if slot.row is None]  # fmt: skip
         candidates.sort(key=lambda c: (-c[0], c[1]))
-        parents, tokens, scores, finished, new = [], [], [], [], []
+        parents, tokens, scores, finished = [], [], [], []
+        new: list[tuple[int | None, float, int, int]] = []  # a Slot's fields, hyp as found
         for place, (_, k, rank) in enumerate(candidates[: s.options.beam_size]):
             parent = slots[k]
             if rank < 0:  # a finished place: its hypothesis, with this place's old cum
                 old = slots[place].cum if place < len(slots) else float("-inf")
-                new.append(Slot(None, old, parent.length, parent.hyp))
+                new.append((None, old, parent.length, parent.hyp))
             elif tokens_ranked[rank] == s.eos:
                 finished.append((rows[rank], ranked[rank]))
-                new.append(Slot(None, float(ranked[rank]), parent.length + 1, -len(finished)))
+                new.append((None, float(ranked[rank]), parent.length + 1, -len(finished)))
             else:
-                new.append(Slot(len(parents), float(ranked[rank]), parent.length + 1))
+                new.append((len(parents), float(ranked[rank]), parent.length + 1, -1))
                 parents.append(rows[rank])
                 tokens.append(tokens_ranked[rank])
                 scores.append(ranked[rank])
-        kept = sorted(slot.hyp for slot in new if slot.row is None and slot.hyp >= 0)
+        kept = sorted(hyp for row, _, _, hyp in new if row is None and hyp >= 0)
         dropped = tuple(i for i in range(s.finished) if i not in set(kept))
         # the finished hypotheses' indices once the dropped ones are gone and these joined
         renumber = {old: i for i, old in enumerate(kept)}
-        for slot in new:
-            if slot.row is None:
-                slot.hyp = renumber[slot.hyp] if slot.hyp >= 0 else len(kept) - slot.hyp - 1
-        s.slots = new
-        return Selection(parents, tokens, scores, finished, not parents, dropped=dropped)
+
+        def index(hyp: int) -> int:
+            return renumber[hyp] if hyp >= 0 else len(kept) - hyp - 1
+
+        places = tuple(
+            Slot(row, cum, length, index(hyp) if row is None else -1)
+            for row, cum, length, hyp in new
+        )
+        return Selection(parents, tokens, scores, finished, not parents, dropped=dropped,
+                         slots=places)  # fmt: skip
 
 
 class Sampling:

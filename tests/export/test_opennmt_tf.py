@@ -266,3 +266,33 @@ def test_a_target_prefix_under_its_beam_search(converted):
     # the scores count the prefix: each its own log-prob, but where a finished hypothesis
     # changed places (OpenNMT-tf's stale score)
     assert sum(abs(h.score - h.log_prob) < 1e-4 for _, h in hyps) >= 0.8 * len(hyps)
+
+
+def test_probing_a_step_changes_nothing_in_its_beam(converted):
+    """What the engine runs after a failed decoder step to find the sentence at fault
+    (``DecodeLoop.probe``, selecting without taking) must leave OpenNMT-tf's beam places as
+    they were: its search keeps them in what it takes, not in what it selects."""
+    from service.decoding import make_search
+    from service.loop import DecodeLoop
+
+    _, bundle, _ = converted
+    sources = _sources(bundle, 12)
+    options = dataclasses.replace(bundle.decoding, beam_size=5, n_best=3)
+
+    def run(probes: set[int]) -> dict:
+        loop = DecodeLoop(bundle.model, bundle.special)
+        searches = [make_search(len(x), options, bundle.special, (), i)
+                    for i, x in enumerate(sources)]  # fmt: skip
+        loop.add(sources, searches, list(range(len(sources))))
+        out, step = {}, 0
+        while loop.active:
+            if step in probes:
+                loop.probe(list(loop.active))
+            for handle, search in loop.step():
+                out[handle] = [(h.tokens, h.score) for h in search.results()]
+            step += 1
+        return out
+
+    clean = run(set())
+    assert len(clean) == 12
+    assert run({2, 5, 7}) == clean
