@@ -181,7 +181,7 @@ def convert_opennmt_tf(
     out: Path | str,
     *,
     configs: Sequence[Path | str],
-    auto_config: bool = False,
+    auto_config: bool | None = None,
     model_type: str | None = None,
     source_vocabulary: Path | str | None = None,
     target_vocabulary: Path | str | None = None,
@@ -223,7 +223,8 @@ def _opennmt_tf_parser(sub) -> None:
     parser.add_argument("--config", type=Path, nargs="+", required=True, metavar="YAML",
                         help="the configuration files onmt-main ran with, in order")  # fmt: skip
     parser.add_argument("--auto-config", action="store_true",
-                        help="the model was run with onmt-main --auto_config")  # fmt: skip
+                        help="onmt-main ran with --auto_config (without: the config's "
+                        "auto_config decides)")  # fmt: skip
     parser.add_argument("--model-type", choices=sorted(CATALOG), metavar="NAME",
                         help="the catalog model trained (onmt-main --model_type), when the "
                         "model directory has no model_description.py")  # fmt: skip
@@ -606,7 +607,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         if args.framework == "opennmt-tf":
             return convert_opennmt_tf(
-                args.model, args.out, configs=args.config, auto_config=args.auto_config,
+                args.model, args.out, configs=args.config, auto_config=args.auto_config or None,
                 model_type=args.model_type, source_vocabulary=args.source_vocabulary,
                 target_vocabulary=args.target_vocabulary, **options,
             )  # fmt: skip

@@ -23,6 +23,7 @@ limit ending there (``utils.decoding.dynamic_decode``'s ``maximum_iterations``).
 from __future__ import annotations
 
 import ast
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,6 +111,12 @@ def read_description(path: Path) -> Description:
         raise OpenNMTTFError(f"{path}: not Python ({first_line(exc)})") from None
     decoders = _calls(tree, "AttentionalRNNDecoder")
     encoders = _calls(tree, "RNNEncoder")
+    if not decoders and not encoders:  # a catalog model built by its class: models.NMTSmallV1()
+        named = {
+            ast.unparse(n.func).split(".")[-1] for n in ast.walk(tree) if isinstance(n, ast.Call)
+        }
+        if len(named & set(CATALOG)) == 1:
+            return catalog_model(next(iter(named & set(CATALOG))))
     if len(decoders) != 1 or len(encoders) != 1:
         names = {
             ast.unparse(n.func).split(".")[-1] for n in ast.walk(tree) if isinstance(n, ast.Call)
@@ -117,12 +124,24 @@ def read_description(path: Path) -> Description:
         found = sorted(n for n in names if re.search(r"(En|De)coder$", n))
         raise OpenNMTTFError(
             f"{path}: not one RNNEncoder and one AttentionalRNNDecoder (found {found or 'none'}); "
-            "the converter takes OpenNMT-tf's RNN models with Luong attention"
+            "the converter takes OpenNMT-tf's RNN models with Luong attention (a catalog "
+            "model: give --model-type NAME)"
         )
     # RNNDecoder's defaults: tanh, ZeroBridge; RNN's: ConcatReducer
     found = {"tanh": True, "bridge": "zero", "reducer": "concat"}
     for call in (*encoders, *decoders):
+        what = ast.unparse(call.func).split(".")[-1]
+        if len(call.args) > 2:  # num_layers, num_units; the rest the weights cannot tell
+            raise OpenNMTTFError(
+                f"{path}: {what} takes {len(call.args)} positional arguments: give those after "
+                "num_layers and num_units by name, so that the converter can read them"
+            )
         for kw in call.keywords:
+            if kw.arg is None:
+                raise OpenNMTTFError(
+                    f"{path}: {what}(**{ast.unparse(kw.value)}): give its arguments by name, "
+                    "so that the converter can read them"
+                )
             value = _literal(kw.value)
             last = str(value).split("(")[0].split(".")[-1]
             if kw.arg == "attention_layer_activation":
@@ -133,12 +152,16 @@ def read_description(path: Path) -> Description:
                 found["tanh"] = value is not None
             elif kw.arg in ("bridge_class", "reducer"):
                 table = _BRIDGES if kw.arg == "bridge_class" else _REDUCERS
+                if value is None and kw.arg == "bridge_class":
+                    last = "ZeroBridge"  # RNNDecoder's default
                 if last not in table:
                     raise OpenNMTTFError(
                         f"{path}: {kw.arg}={value} is not supported ({', '.join(table)} are)"
                     )
                 found["bridge" if kw.arg == "bridge_class" else "reducer"] = table[last]
             elif kw.arg in _REQUIRED and value not in _REQUIRED[kw.arg]:
+                if kw.arg == "cell_class" and value is None:
+                    continue  # make_rnn_cell's default: LSTMCell
                 raise OpenNMTTFError(
                     f"{path}: {kw.arg}={value} is not supported (the converter reproduces "
                     f"{_REQUIRED[kw.arg][0]})"
@@ -155,21 +178,31 @@ def catalog_model(name: str) -> Description:
     return Description(name, tanh=CATALOG[name])  # all: CopyBridge, ConcatReducer
 
 
-def read_config(paths: list[Path], auto_config: bool) -> dict[str, Any]:
+def read_config(paths: list[Path], auto_config: bool | None) -> dict[str, Any]:
     """The configuration ``onmt-main --config A B ...`` runs with: the files merged in
-    order (later values win, mappings merged key by key), over the model's automatic
-    configuration with ``--auto_config`` (a sequence-to-sequence model's: beam width 4)."""
-    config: dict[str, Any] = {"params": {"beam_width": 4}} if auto_config else {}
+    order (later values win, mappings merged key by key) over the model's automatic
+    configuration (a sequence-to-sequence model's: beam width 4) with ``--auto_config``,
+    or, the flag not given (None), with the files' own ``auto_config: true``
+    (``Runner.__init__``, ``_finalize_config``); ``params/num_hypotheses`` defaults to
+    ``infer/n_best``."""
+    config: dict[str, Any] = {}
     for path in paths:
         try:
             part = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise OpenNMTTFError(f"configuration {path} not found") from None
-        except yaml.YAMLError as exc:
+        except OSError as exc:
+            raise OpenNMTTFError(f"configuration {path}: {exc.strerror or exc}") from None
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
             raise OpenNMTTFError(f"configuration {path}: not YAML ({first_line(exc)})") from None
         if not isinstance(part, dict):
             raise OpenNMTTFError(f"configuration {path}: not a mapping of sections")
         config = _merge(config, part)
+    if auto_config or (auto_config is None and config.get("auto_config")):
+        config = _merge({"params": {"beam_width": 4}}, config)
+    for section in ("data", "params", "infer"):
+        if not isinstance(config.setdefault(section, {}) or {}, dict):
+            raise OpenNMTTFError(f"the configuration's {section} must be a mapping")
+        config[section] = config[section] or {}
+    config["params"].setdefault("num_hypotheses", config["infer"].get("n_best", 1))
     return config
 
 
@@ -182,12 +215,12 @@ def _merge(a: dict, b: dict) -> dict:
 
 
 class _Files:
-    """Paths a configuration names, which OpenNMT-tf opens relative to where
-    ``onmt-main`` ran: tried as given, then beside each configuration file, then in the
-    model directory."""
+    """Paths a configuration names: in the model directory when there
+    (``config.try_prefix_paths``), else as ``onmt-main`` opened them, relative to where it
+    ran (tried here as given, then beside each configuration file)."""
 
     def __init__(self, configs: list[Path], model_dir: Path) -> None:
-        self.places = [Path.cwd(), *(p.parent for p in configs), model_dir]
+        self.places = [model_dir, Path.cwd(), *(p.parent for p in configs)]
 
     def __call__(self, value: object, what: str) -> Path:
         if not isinstance(value, str) or not value:
@@ -214,13 +247,19 @@ def _vocabulary(path: Path, side: str, rows: int) -> list[str]:
             f"{side} vocabulary {path} starts {tokens[:3]}: OpenNMT-tf reads ids 0, 1, 2 as "
             f"{PAD}, {BOS}, {EOS} whatever the file says; build it with onmt-build-vocab"
         )
+    first: dict[str, int] = {}
+    for line, token in enumerate(tokens, 1):
+        if token in first:  # OpenNMT-tf's Vocab skips it, but numbers its table by line
+            raise OpenNMTTFError(
+                f"{side} vocabulary {path} lists {token!r} twice (lines {first[token]} and "
+                f"{line}): remove the second"
+            )
+        first[token] = line
     if len(tokens) + 1 != rows:
         raise OpenNMTTFError(
             f"{path} lists {len(tokens)} tokens but the {side} embedding has {rows} rows "
             f"(the tokens and one out-of-vocabulary bucket): is it this model's {side} vocabulary?"
         )
-    if len(set(tokens)) != len(tokens):
-        raise OpenNMTTFError(f"{side} vocabulary {path} lists a token twice")
     return [*tokens, UNK if UNK not in tokens else "<unk:oov>"]
 
 
@@ -228,13 +267,21 @@ def _tokenizer(tokens: list[str], config: object, files: _Files, side: str):
     """The tokenizer of ``{side}_tokenization``: none (a ``SpaceTokenizer``: the text is
     split on spaces), or an ``OpenNMTTokenizer`` configuration (pyonmttok)."""
     unk_id = len(tokens) - 1
-    if isinstance(config, str):
-        path = files(config, f"data/{side}_tokenization")
+    if isinstance(config, str):  # make_tokenizer: a YAML file, else a JSON string
         try:
+            path = files(config, f"data/{side}_tokenization")
             config = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.YAMLError as exc:
+        except OpenNMTTFError:
+            try:
+                config = json.loads(config)
+            except ValueError:
+                raise OpenNMTTFError(
+                    f"data/{side}_tokenization {config!r}: neither a file nor JSON"
+                ) from None
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
             raise OpenNMTTFError(f"{path}: not YAML ({first_line(exc)})") from None
-    if config is None or (isinstance(config, dict) and config.get("type") == "SpaceTokenizer"):
+    # make_tokenizer: no configuration (or an empty one) is a SpaceTokenizer
+    if not config or (isinstance(config, dict) and config.get("type") == "SpaceTokenizer"):
         return WordTokenizer(tokens, unk_id=unk_id, lowercase=False, split_punctuation=False)
     if not isinstance(config, dict):
         raise OpenNMTTFError(f"data/{side}_tokenization: not a tokenizer configuration: {config!r}")
@@ -244,7 +291,12 @@ def _tokenizer(tokens: list[str], config: object, files: _Files, side: str):
             f"data/{side}_tokenization type {kind} is not supported (SpaceTokenizer and "
             "OpenNMTTokenizer are)"
         )
-    params = dict(config.get("params", {}) if "type" in config else config)
+    params = config.get("params") or {} if "type" in config else config
+    if not isinstance(params, dict):
+        raise OpenNMTTFError(f"data/{side}_tokenization params: not a mapping: {params!r}")
+    params = dict(params)
+    if params.get("case_feature"):
+        raise OpenNMTTFError(f"data/{side}_tokenization: case_feature (OpenNMT-tf refuses it too)")
     params.setdefault("mode", "conservative")  # OpenNMTTokenizer's default
     model = {k: params.pop(k) for k in ("bpe_model_path", "sp_model_path") if k in params}
     vocabulary = params.pop("vocabulary_path", None)
@@ -266,7 +318,7 @@ def _tokenizer(tokens: list[str], config: object, files: _Files, side: str):
             vocabulary_threshold=threshold,
         )
     except TokenizerError as exc:
-        raise OpenNMTTFError(f"data/{side}_tokenization: {exc}") from None
+        raise OpenNMTTFError(f"data/{side}_tokenization: {first_line(exc, None)}") from None
 
 
 _ENCODER = re.compile(
@@ -390,33 +442,52 @@ def _modules(
     return encoder, decoder
 
 
+def _number(params: dict[str, Any], key: str, default: float, kind: type = int) -> Any:
+    value = params.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise OpenNMTTFError(f"params/{key}: expected a number, got {value!r}")
+    return kind(value)
+
+
 def _decoding(params: dict[str, Any], target_size: int) -> dict[str, Any]:
     """The server's decoding defaults from ``params``: OpenNMT-tf's loop of at most
     ``maximum_decoding_length`` steps (``</s>`` among them; none at the limit), its beam
     search (any request's beam: ``search="opennmt-tf"``) with ``length_penalty`` (default
     0: none), ``beam_width`` and ``num_hypotheses``, ``replace_unknown_target``, top-k
-    sampling. A ``coverage_penalty`` is refused: OpenNMT-tf applies it while it ranks."""
-    if float(params.get("coverage_penalty", 0.0)):
+    sampling (``sampling_topk`` 0 or less: the whole distribution). Refused: a
+    ``coverage_penalty`` (OpenNMT-tf applies it while it ranks) and sampling in a beam."""
+    if _number(params, "coverage_penalty", 0.0, float):
         raise OpenNMTTFError(
             "params/coverage_penalty: OpenNMT-tf's is applied during its search, which the "
-            "bundle does not reproduce; convert without it (requests may still ask for one)"
+            "bundle does not reproduce; convert without it"
         )
-    steps = int(params.get("maximum_decoding_length", MAX_DECODING_LENGTH))
+    steps = _number(params, "maximum_decoding_length", MAX_DECODING_LENGTH)
     decoding = loop_decoding(steps) | {
-        "min_length": int(params.get("minimum_decoding_length", 0)),
+        "min_length": _number(params, "minimum_decoding_length", 0),
         "search": "opennmt-tf",
-        "length_penalty": float(params.get("length_penalty", 0.0)),
+        "length_penalty": _number(params, "length_penalty", 0.0, float),
     }
-    beam = int(params.get("beam_width", 1))
+    beam = _number(params, "beam_width", 1)
+    hypotheses = _number(params, "num_hypotheses", 1)
+    if hypotheses > max(beam, 1):
+        raise OpenNMTTFError(
+            f"params/num_hypotheses {hypotheses} (or infer/n_best) is more than beam_width "
+            f"{beam}: OpenNMT-tf refuses that too"
+        )
     if beam > 1:
-        hypotheses = int(params.get("num_hypotheses", 1))
-        decoding |= {"beam_size": beam, "n_best": min(hypotheses or beam, beam)}
+        decoding |= {"beam_size": beam, "n_best": hypotheses or beam}
     if params.get("replace_unknown_target"):
         decoding["replace_unk"] = True
-    topk = int(params.get("sampling_topk", 1))
-    if topk != 1 and beam == 1:
-        temperature = float(params.get("sampling_temperature", 1.0))
-        decoding |= {"sampling_topk": topk or target_size, "sampling_temperature": temperature}
+    topk = _number(params, "sampling_topk", 1)
+    if topk != 1:
+        if beam > 1:
+            raise OpenNMTTFError(
+                "params/sampling_topk with beam_width > 1 (a sampled beam) is not reproduced; "
+                "convert with sampling_topk 1"
+            )
+        temperature = _number(params, "sampling_temperature", 1.0, float)
+        decoding |= {"sampling_topk": topk if topk > 0 else target_size,
+                     "sampling_temperature": temperature}  # fmt: skip
     return decoding
 
 
@@ -424,14 +495,15 @@ def opennmt_tf_user_model(
     path: Path,
     configs: list[Path],
     *,
-    auto_config: bool = False,
+    auto_config: bool | None = None,
     model_type: str | None = None,
     source_vocabulary: Path | None = None,
     target_vocabulary: Path | None = None,
 ) -> UserModel:
     """Load and validate an OpenNMT-tf RNN model: ``path`` its model directory (the
     latest checkpoint) or a checkpoint prefix in it; ``configs`` the ``--config`` files
-    it was trained and translates with."""
+    it was trained and translates with; ``auto_config`` as ``onmt-main --auto_config``
+    (None: the flag not given, so the configuration's ``auto_config`` decides)."""
     path = Path(path)
     model_dir = path if path.is_dir() else path.parent
     description = (
@@ -439,9 +511,7 @@ def opennmt_tf_user_model(
     )
     weights = read_weights(path)
     config = read_config(configs, auto_config)
-    data, params = config.get("data") or {}, config.get("params") or {}
-    if not isinstance(data, dict) or not isinstance(params, dict):
-        raise OpenNMTTFError("the configuration's data and params must be mappings")
+    data, params = config["data"], config["params"]
     controls = data.get("source_sequence_controls") or {}
     if any(controls.get(k) for k in ("start", "end")) if isinstance(controls, dict) else controls:
         raise OpenNMTTFError(

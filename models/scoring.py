@@ -111,7 +111,8 @@ class ScoringRules:
             max_length=options.max_length,
             max_length_ratio=options.max_length_ratio,
             max_length_offset=options.max_length_offset,
-            length_penalty=0.0 if joey and greedy else options.length_penalty,
+            # Joey NMT's and OpenNMT-tf's greedy searches have no length penalty
+            length_penalty=0.0 if (joey or tf) and greedy else options.length_penalty,
             bos_in_length=eole or tf,
             wu_length=joey or tf,
             # Eole, Joey, Marian and OpenNMT-tf stop a hypothesis at the limit without an EOS

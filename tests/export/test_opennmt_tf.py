@@ -7,6 +7,7 @@ without a length penalty, a length limit) and ``onmt-main score``."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import shutil
 from pathlib import Path
 
@@ -223,10 +224,12 @@ def _edit(name: str, old: str, new: str):
         (_edit("config.yml", "data:\n",
                "data:\n  source_tokenization: {type: SentencePieceTokenizer}\n"),
          "type SentencePieceTokenizer is not supported"),
+        (lambda m: (m / "tgt.vocab").write_text((m / "tgt.vocab").read_text() + "de\n"),
+         "lists 'de' twice"),
     ],
     ids=["bahdanau", "residual", "relu", "dense-bridge", "transformer", "no-description",
          "other-vocabulary", "missing-vocabulary", "coverage", "source-controls",
-         "tokenizer"],
+         "tokenizer", "duplicate-token"],
 )  # fmt: skip
 def test_what_it_cannot_reproduce_is_refused_in_one_line(tmp_path, capsys, edit, message):
     model = _copy("small", tmp_path)
@@ -296,3 +299,85 @@ def test_probing_a_step_changes_nothing_in_its_beam(converted):
     clean = run(set())
     assert len(clean) == 12
     assert run({2, 5, 7}) == clean
+
+
+def test_decoding_defaults_are_what_onmt_main_runs_with(tmp_path):
+    """``infer/n_best`` sets ``num_hypotheses``; ``auto_config: true`` in a file acts as
+    the flag (beam width 4), the flag given wins; top-k 0 or less samples the whole
+    distribution; an impossible combination is refused as OpenNMT-tf refuses it."""
+    from export.opennmt_tf import _decoding, read_config
+
+    config = FIXTURE / "small" / "config.yml"
+
+    def decoding(*extra: str, auto: bool | None = None) -> dict:
+        paths = [config]
+        for i, text in enumerate(extra):
+            paths.append(tmp_path / f"extra{i}.yml")
+            paths[-1].write_text(text)
+        return _decoding(read_config(paths, auto)["params"], 1241)
+
+    beam = decoding((FIXTURE / "infer_beam5.yml").read_text())
+    assert (beam["beam_size"], beam["n_best"], beam["search"]) == (5, 3, "opennmt-tf")
+    auto = "params: {beam_width: null}\n"  # the fixture's config sets beam_width 1
+    assert decoding("auto_config: true\n" + auto.replace("null", "4"))["beam_size"] == 4
+    assert "beam_size" not in decoding(auto.replace("null", "1"), auto=True)
+    assert decoding("params: {sampling_topk: -1}\n")["sampling_topk"] == 1241
+    assert (
+        decoding("params: {sampling_topk: 5, sampling_temperature: 0.5}\n")["sampling_temperature"]
+        == 0.5
+    )
+    assert decoding("params: {maximum_decoding_length: 5}\n")["max_length"] == 6
+    for bad, message in [
+        ("params: {beam_width: 2}\ninfer: {n_best: 3}\n", "more than beam_width 2"),
+        ("params: {beam_width: 2, sampling_topk: 5}\n", "a sampled beam"),
+        ("params: {maximum_decoding_length: null}\n", "expected a number, got None"),
+        ("params: [1]\n", "params must be a mapping"),
+    ]:
+        with pytest.raises(OpenNMTTFError, match=message):
+            decoding(bad)
+    with pytest.raises(OpenNMTTFError, match="Is a directory"):
+        read_config([tmp_path], None)
+
+
+def test_tokenization_configurations_as_make_tokenizer_reads_them(tmp_path):
+    from export.opennmt_tf import _Files, _tokenizer
+    from models.onmt import OnmtTokenizer
+    from models.words import WordTokenizer
+
+    tokens = ["<blank>", "<s>", "</s>", "a", "b", "<unk>"]
+    files = _Files([tmp_path / "c.yml"], tmp_path)
+    assert isinstance(_tokenizer(tokens, {}, files, "source"), WordTokenizer)  # empty: spaces
+    assert isinstance(_tokenizer(tokens, None, files, "source"), WordTokenizer)
+    inline = '{"mode": "aggressive", "joiner_annotate": true}'  # a JSON string
+    tokenizer = _tokenizer(tokens, inline, files, "source")
+    assert isinstance(tokenizer, OnmtTokenizer) and tokenizer.options_["mode"] == "aggressive"
+    (tmp_path / "tok.yml").write_text("type: OpenNMTTokenizer\nparams: {mode: space}\n")
+    assert _tokenizer(tokens, "tok.yml", files, "target").options_ == {"mode": "space"}
+    with pytest.raises(OpenNMTTFError, match="case_feature"):
+        _tokenizer(tokens, {"mode": "aggressive", "case_feature": True}, files, "source")
+    with pytest.raises(OpenNMTTFError, match="neither a file nor JSON"):
+        _tokenizer(tokens, "nowhere.yml", files, "source")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("AttentionalRNNDecoder(2, 48, CopyBridge)\nRNNEncoder(2, 48)", "3 positional arguments"),
+        ("AttentionalRNNDecoder(2, 48, **kw)\nRNNEncoder(2, 48)", "AttentionalRNNDecoder(**kw)"),
+        ("model = lambda: onmt.models.TransformerBase()", "give --model-type NAME"),
+    ],
+)
+def test_a_definition_it_cannot_read_is_refused(tmp_path, text, message):
+    path = tmp_path / "model_description.py"
+    path.write_text(text)
+    with pytest.raises(OpenNMTTFError, match=re.escape(message)):
+        read_description(path)
+
+
+def test_a_definition_read_for_its_defaults(tmp_path):
+    path = tmp_path / "model_description.py"
+    path.write_text("model = lambda: onmt.models.NMTBigV1()\n")
+    assert read_description(path) == catalog_model("NMTBigV1")
+    path.write_text("RNNEncoder(2, 48, cell_class=None)\n"
+                    "AttentionalRNNDecoder(2, 48, bridge_class=None)\n")  # fmt: skip
+    assert read_description(path).bridge == "zero"
