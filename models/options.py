@@ -140,6 +140,11 @@ class DecodeOptions:
             )
         if self.search not in SEARCHES:
             raise DecodeOptionsError(f"search must be one of {SEARCHES}, got {self.search!r}")
+        if self.search == "opennmt-tf" and self.beam_size > 1 and self.coverage_penalty > 0:
+            raise DecodeOptionsError(
+                "coverage_penalty does not apply to this model's beam search (OpenNMT-tf's, "
+                "which ranks by its places' log-probs): leave it at 0, or use beam_size 1"
+            )
 
     @property
     def sampling(self) -> bool:

@@ -381,3 +381,11 @@ def test_a_definition_read_for_its_defaults(tmp_path):
     path.write_text("RNNEncoder(2, 48, cell_class=None)\n"
                     "AttentionalRNNDecoder(2, 48, bridge_class=None)\n")  # fmt: skip
     assert read_description(path).bridge == "zero"
+
+
+def test_a_coverage_penalty_is_refused_for_its_beam():
+    from models.options import DecodeOptions, DecodeOptionsError
+
+    with pytest.raises(DecodeOptionsError, match="coverage_penalty does not apply"):
+        DecodeOptions(beam_size=4, search="opennmt-tf", coverage_penalty=0.2)
+    assert DecodeOptions(beam_size=1, search="opennmt-tf", coverage_penalty=0.2).beam_size == 1
