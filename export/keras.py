@@ -43,7 +43,8 @@ from torch import Tensor, nn
 
 from export.modules import first_line, weighted_sum
 from export.signature import Signature
-from export.tf_checkpoint import CheckpointError, read_checkpoint, variable_values
+from export.tf_checkpoint import CheckpointError
+from export.tf_saved_model import named_variables
 from export.user import UserModel
 from export.writer import ExportError
 from models.tokenizer import TokenizerError
@@ -105,6 +106,18 @@ def gru_weights(w: dict[str, np.ndarray], prefix: str) -> dict[str, Tensor]:
         "bias_ih": torch_order(bias[0]),
         "bias_hh": torch_order(bias[1]),
     }
+
+
+def keras2_names(w: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Keras 3 (TensorFlow 2.16 on) saves an ``Embedding``'s table as ``_embeddings`` and a
+    ``Dense``/``EinsumDense`` kernel as ``_kernel``: the names Keras 2 gives them."""
+    out = {}
+    for name, value in w.items():
+        head, _, last = name.rpartition("/")
+        if last in ("_embeddings", "_kernel"):
+            name = f"{head}/{last[1:]}"
+        out[name] = value
+    return out
 
 
 def loop_decoding(steps: int) -> dict[str, Any]:
@@ -267,7 +280,7 @@ def keras_user_model(
     if max_source_length < 0 or max_target_length < 1:
         raise KerasError("--max-source-length must be >= 0 and --max-target-length >= 1")
     try:
-        w = variable_values(read_checkpoint(checkpoint))
+        w = keras2_names(named_variables(checkpoint))
     except CheckpointError as exc:
         raise KerasError(str(exc)) from None
     missing = [n for n in WEIGHTS if n not in w]

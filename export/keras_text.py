@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from export.keras import KerasError, dense_from, gru_weights, loop_decoding
+from export.keras import KerasError, dense_from, gru_weights, keras2_names, loop_decoding
 from export.modules import first_line, weighted_sum
 from export.signature import Signature
 from export.tf_checkpoint import CheckpointError
@@ -226,18 +226,6 @@ def _model_root(w: dict[str, np.ndarray]) -> str:
     return roots[0] if roots else ""
 
 
-def _keras2_names(w: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Keras 3 (TensorFlow 2.16 on) saves an ``Embedding``'s table as ``_embeddings`` and a
-    ``Dense``/``EinsumDense`` kernel as ``_kernel``: the names Keras 2 gives them."""
-    out = {}
-    for name, value in w.items():
-        head, _, last = name.rpartition("/")
-        if last in ("_embeddings", "_kernel"):
-            name = f"{head}/{last[1:]}"
-        out[name] = value
-    return out
-
-
 def _saved_model(checkpoint: Path) -> SavedModelGraph | None:
     """The SavedModel ``checkpoint`` is (its directory, its ``variables/`` or
     ``variables/variables``), or None for a checkpoint of ``model.save_weights``."""
@@ -256,7 +244,7 @@ def keras_text_user_model(
     ``tf.saved_model.save`` wrote); its modules and declaration. The vocabularies come
     from the JSON files given, else from the SavedModel."""
     try:
-        w = _keras2_names(named_variables(checkpoint))
+        w = keras2_names(named_variables(checkpoint))
         graph = _saved_model(checkpoint)
     except CheckpointError as exc:
         raise KerasError(str(exc)) from None

@@ -10,10 +10,9 @@ beside the variables) are read by :func:`read_strings` only. Every CRC-32C Tenso
 wrote is checked: each index block's, each tensor's (at numpy speed, :func:`_lanes_crc`),
 each string tensor's lengths'; a tensor must also fill exactly the bytes its entry gives.
 
-Names are the object paths TensorFlow wrote, e.g.
-``encoder/gru/cell/kernel/.ATTRIBUTES/VARIABLE_VALUE``;
-:func:`variable_values` drops the optimizer's slots and the ``/.ATTRIBUTES/VARIABLE_VALUE``
-tail.
+Names are the checkpoint keys TensorFlow wrote, e.g.
+``encoder/gru/cell/kernel/.ATTRIBUTES/VARIABLE_VALUE`` (the first path it found to each
+variable: :func:`export.tf_saved_model.named_variables` names them by layer path).
 """
 
 from __future__ import annotations
@@ -44,7 +43,6 @@ _DTYPES = {
     23: np.uint64,
 }
 _STRING = 7
-VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 
 
 class CheckpointError(ValueError):
@@ -420,16 +418,3 @@ def read_strings(path: Path | str, names: list[str]) -> dict[str, list[bytes]]:
             raise CheckpointError(f"{name}: {len(buf)} bytes hold {pos} of strings")
         out[name] = values
     return out
-
-
-def variable_values(tensors: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The variables a ``tf.train.Checkpoint`` saved for its objects, by object path
-    (``encoder/gru/cell/kernel``): the optimizer and its slots, the save counter and
-    anything else without the ``VARIABLE_VALUE`` tail are left out."""
-    return {
-        name[: -len(VALUE_SUFFIX)]: value
-        for name, value in tensors.items()
-        if name.endswith(VALUE_SUFFIX)
-        and "/.OPTIMIZER_SLOT/" not in name
-        and not name.startswith(("optimizer/", "save_counter"))
-    }

@@ -139,13 +139,14 @@ def paths(nodes: list[ObjectNode], root: int = 0) -> dict[int, str]:
 def named_variables(prefix: Path | str) -> dict[str, np.ndarray]:
     """The numeric variables of the checkpoint at ``prefix`` by layer path (``model/encoder/
     embedding/embeddings``), whatever names TensorFlow saved them under; variables reached
-    only through :data:`ALIASES` (an optimizer's) are left out."""
+    only through :data:`ALIASES` (an optimizer's) and a ``tf.train.Checkpoint``'s own
+    ``save_counter`` are left out."""
     tensors = read_checkpoint(prefix)
     nodes = checkpoint_objects(prefix)
     out = {}
     for i, path in paths(nodes).items():
         key = nodes[i].attributes.get("VARIABLE_VALUE")
-        if key is not None and key in tensors:
+        if key is not None and key in tensors and path != "save_counter":
             out[path] = tensors[key]
     return out
 

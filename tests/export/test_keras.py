@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from export.convert import main
-from export.tf_checkpoint import CheckpointError, read_checkpoint, read_index, variable_values
+from export.tf_checkpoint import CheckpointError, read_checkpoint, read_index
+from export.tf_saved_model import named_variables
 from service.bundle import load_bundle
 from service.loop import decode
 from service.sessions import RuntimeConfig
@@ -71,7 +72,7 @@ def test_the_reader_lists_and_reads_what_tensorflow_does(name):
         n: "string" if e.dtype is None else np.dtype(e.dtype).name for n, e in entries.items()
     }
     assert dtypes == {v["name"]: v["dtype"] for v in truth}
-    values = variable_values(read_checkpoint(ckpt))
+    values = named_variables(ckpt)  # by layer path: the optimizer's and save_counter left out
     want = np.load(FIXTURE / name / "variable_values.npz")
     assert len(values) == len(want.files) == 16
     for key in want.files:
@@ -335,3 +336,33 @@ def test_unknown_words_as_keras_reads_them(converted):
         assert scored[0].token_log_probs[1] < -5000
     else:  # the model's own <unk>: a word it learned
         assert -50 < scored[0].token_log_probs[1] < 0
+
+
+def test_a_keras3_checkpoint_translates_as_tensorflow_did(tmp_path):
+    """The tutorial's code run unchanged on TensorFlow 2.18, where ``tf.keras`` is Keras 3
+    (``tutorial_keras3``): its checkpoint names the embeddings ``_embeddings`` and the
+    kernels ``_kernel``, and keys most variables through the optimizer; converted, it
+    gives TensorFlow's tokens and log-probs for all 60 sources kept, and Score gives its
+    teacher-forced log-probs."""
+    name = "tutorial_keras3"
+    keys = read_index(FIXTURE / name / "training_checkpoints")[1]
+    assert any("_trainable_variables" in k for k in keys) and any("_kernel" in k for k in keys)
+    out = tmp_path / "k3" / "1"
+    assert main(_argv(FIXTURE / name, out, name)) == 0
+    bundle = _bundle(out)
+    rows = _lines(name, "greedy")
+    sources = [bundle.src_tokenizer.encode(r["source"]) for r in rows]
+    assert sources == [r["input_ids"] for r in rows]
+    options = dataclasses.replace(bundle.decoding, return_token_scores=True)
+    got = decode(bundle.model, sources, options=options, special=bundle.special)
+    eos = bundle.special.eos
+    assert [list(h.tokens) + [eos] * r["ended"] for (h,), r in zip(got, rows, strict=True)] == [
+        r["ids"] for r in rows
+    ]
+    assert len(rows) == 60
+    gaps = [abs(g - w) for (h,), r in zip(got, rows, strict=True)
+            for g, w in zip(h.token_log_probs, r["log_probs"], strict=True)]  # fmt: skip
+    assert max(gaps) < 1e-4
+    write_tf_score_pairs(_lines(name, "score"), tmp_path / "score.json")
+    tokens, totals = forced_score_errors(out, tmp_path / "score.json")
+    assert len(totals) >= 30 and tokens.max() < 1e-4 and totals.max() < 1e-4
