@@ -230,7 +230,8 @@ class Child:
     log_file: IO[bytes]
 
     def log(self) -> str:
-        self.log_file.flush()
+        if not self.log_file.closed:  # stop() closes it: the file holds everything then
+            self.log_file.flush()
         return self.log_path.read_text(errors="replace")[-4000:]
 
     def alive(self) -> bool:
