@@ -187,8 +187,16 @@ def _vocabularies(
               f"{root}decoder/id_to_word/lookup_table")  # fmt: skip
     for side, path, table in zip(("source", "target"), given, tables, strict=True):
         tokens = _json_vocabulary(path, side) if path is not None else None
+        found = None
         if graph is not None:
-            found = _graph_vocabulary(graph, table, side)
+            try:
+                found = _graph_vocabulary(graph, table, side)
+            except KerasError:
+                if tokens is None:
+                    raise
+                # a table this reader cannot read (from an asset file, elsewhere): the file
+                # given is the vocabulary
+        if found is not None:
             if tokens is not None and tokens != found:
                 pairs = enumerate(zip(tokens, found, strict=False))
                 first = next((i for i, (a, b) in pairs if a != b), min(len(tokens), len(found)))
@@ -221,8 +229,15 @@ def _model_root(w: dict[str, np.ndarray]) -> str:
     """Where the Translator lies in the saved object: at the root (``model.save_weights``)
     or under an attribute (``tf.train.Checkpoint(model=model)``; the tutorial's ``Export``
     module, which ``tf.saved_model.save`` writes, keeps it as ``model``): the path before
-    its encoder's embedding."""
-    roots = sorted(n[: -len(WEIGHTS[0])] for n in w if n.endswith(WEIGHTS[0]))
+    its encoder's embedding. Two Translators in one save are refused, naming them."""
+    roots = sorted(
+        n[: -len(WEIGHTS[0])] for n in w if n == WEIGHTS[0] or n.endswith("/" + WEIGHTS[0])
+    )
+    if len(roots) > 1:
+        raise KerasError(
+            f"the checkpoint holds {len(roots)} Translators "
+            f"({', '.join(r or '/' for r in roots)}): save the one to convert alone"
+        )
     return roots[0] if roots else ""
 
 
@@ -230,6 +245,11 @@ def _saved_model(checkpoint: Path) -> SavedModelGraph | None:
     """The SavedModel ``checkpoint`` is (its directory, its ``variables/`` or
     ``variables/variables``), or None for a checkpoint of ``model.save_weights``."""
     for directory in (checkpoint, checkpoint.parent, checkpoint.parent.parent):
+        if (directory / "saved_model.pbtxt").is_file():
+            raise CheckpointError(
+                f"{directory}: a SavedModel in text form (saved_model.pbtxt) is not read: "
+                "give the binary saved_model.pb tf.saved_model.save writes"
+            )
         if (directory / "variables").is_dir() and (directory / "saved_model.pb").is_file():
             return SavedModelGraph(directory)
     return None

@@ -128,12 +128,15 @@ def _lanes_crc(data: bytes, lanes: int = 4096) -> int:
     return _raw_crc(crc, data[length * lanes :]) ^ 0xFFFFFFFF
 
 
+def _widths(lengths: list[int]) -> bytes:
+    """A string tensor's element lengths as TensorFlow checksums them: 4 little-endian
+    bytes each (8 for one over 4 GiB)."""
+    return b"".join(struct.pack("<I" if n <= 0xFFFFFFFF else "<Q", n) for n in lengths)
+
+
 def _lengths_checksum(lengths: list[int]) -> int:
-    """What a bundle stores after a string tensor's lengths: the masked CRC-32C of each
-    length as 4 little-endian bytes (8 for one over 4 GiB)."""
-    return _masked_crc32c(
-        b"".join(struct.pack("<I" if n <= 0xFFFFFFFF else "<Q", n) for n in lengths)
-    )
+    """What a bundle stores after a string tensor's lengths: their masked CRC-32C."""
+    return _masked_crc32c(_widths(lengths))
 
 
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -165,6 +168,8 @@ def _fields(buf: bytes) -> list[tuple[int, int | bytes]]:
             value, pos = struct.unpack_from("<Q", buf, pos)[0], pos + 8
         elif wire == 2:
             n, pos = _varint(buf, pos)
+            if pos + n > len(buf):
+                raise CheckpointError(f"a field of {n} bytes runs past the message's end")
             value, pos = buf[pos : pos + n], pos + n
         elif wire == 5:
             value, pos = struct.unpack_from("<I", buf, pos)[0], pos + 4
@@ -290,6 +295,11 @@ def _prefix(path: Path | str) -> Path:
                     return path / name if not Path(name).is_absolute() else Path(name)
         if (path / "variables" / "variables.index").is_file():  # a SavedModel
             return path / "variables" / "variables"
+        if (path / "saved_model.pb").is_file() or (path / "saved_model.pbtxt").is_file():
+            raise CheckpointError(
+                f"{path}: a SavedModel without its variables/variables.index (copy the whole "
+                "directory tf.saved_model.save wrote)"
+            )
         indexes = sorted(path.glob("*.index"))
         if len(indexes) == 1:
             return indexes[0].with_suffix("")
@@ -406,15 +416,24 @@ def read_strings(path: Path | str, names: list[str]) -> dict[str, list[bytes]]:
                 n, pos = _varint(buf, pos)
                 lengths.append(n)
             if _lengths_checksum(lengths) != struct.unpack_from("<I", buf, pos)[0]:
-                raise CheckpointError(f"{name}: its element lengths fail their checksum")
-            pos += 4
-            values = []
+                raise CheckpointError(f"{shard}: {name}: its element lengths fail their checksum")
+            start = pos + 4
+            values, pos = [], start
             for n in lengths:
                 values.append(bytes(buf[pos : pos + n]))
                 pos += n
         except struct.error:
-            raise CheckpointError(f"{name}: a truncated string tensor") from None
+            raise CheckpointError(f"{shard}: {name}: a truncated string tensor") from None
         if pos != len(buf):
-            raise CheckpointError(f"{name}: {len(buf)} bytes hold {pos} of strings")
+            raise CheckpointError(f"{shard}: {name}: {len(buf)} bytes hold {pos} of strings")
+        # the entry's checksum covers the lengths as fixed-width words, their checksum and
+        # the bytes (TensorFlow's WriteStringTensor): an object graph read unchecked could
+        # name one variable by another's path
+        whole = _widths(lengths) + buf[start - 4 : start] + buf[start:]
+        if e.crc is not None and _masked_crc32c(whole) != e.crc:
+            raise CheckpointError(
+                f"{shard}: {name}: its bytes fail their checksum: a corrupt checkpoint "
+                "(TensorFlow refuses it too)"
+            )
         out[name] = values
     return out

@@ -49,6 +49,11 @@ ALIASES = frozenset(
         "keras_api",
         "optimizer",
         "signatures",
+        # a Keras 3 optimizer's lists of the variables it updates, whatever it is saved as
+        "_trainable_variables",
+        "_variables",
+        "_momentums",
+        "_velocities",
     }
 )
 # what parsing a damaged protobuf raises besides CheckpointError (a field of another wire
@@ -166,8 +171,9 @@ def _tensor(proto: bytes, where: str) -> np.ndarray:
             repeated.append(v)
         elif n in (7, 10):  # int_val, int64_val: two's complement varints
             repeated.extend(i - (1 << 64) if i >= 1 << 63 else i for i in _packed(v))
-        elif n == 5:
-            repeated.extend(np.frombuffer(v, "<f4").tolist() if isinstance(v, bytes) else [v])
+        elif n == 5:  # float_val: packed, or one fixed32 (its bits) a value
+            floats = np.frombuffer(v if isinstance(v, bytes) else struct.pack("<I", v), "<f4")
+            repeated.extend(floats.tolist())
     count = int(np.prod(shape, dtype=np.int64))
     if dtype == _STRING:
         if len(repeated) != count:
@@ -298,6 +304,11 @@ class SavedModelGraph:
             raise CheckpointError(f"{path}: a table without its initializer function")
         bound = [i for i in self._bound[self.objects[init].function] if 0 <= i < len(self.objects)]
         captured = [self.constant(i) for i in bound if self.objects[i].kind == "constant"]
+        if not captured:
+            raise CheckpointError(
+                f"{path}: a table initialised from a file (an asset, as StringLookup("
+                "vocabulary='vocab.txt') makes), not from constants in the graph"
+            )
         keys = [c for c in captured if c.dtype == object]
         values = [c for c in captured if c.dtype != object]
         if len(keys) != 1 or len(values) != 1 or keys[0].shape != values[0].shape:

@@ -12,6 +12,7 @@ import json
 import lzma
 import random
 import shutil
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -277,6 +278,10 @@ def test_a_saved_model_of_something_else_is_refused(saved_model, tmp_path, capsy
     assert main(["keras-text", str(model), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no source vocabulary (no lookup table at" in err, err
+    # with the vocabularies given, those are the vocabularies: it converts
+    argv = _argv(FIXTURE, tmp_path / "o2" / "1")
+    argv[1] = str(model)
+    assert main(argv) == 0
 
 
 def test_a_damaged_saved_model_pb_is_refused_never_a_traceback(saved_model, tmp_path):
@@ -351,3 +356,46 @@ def test_negative_integer_constants_are_read_as_tensorflow_writes_them():
         payload = varint(value)
         proto = bytes([8, dtype]) + shape + bytes([field << 3 | 2, len(payload)]) + payload
         assert _tensor(proto, "test").tolist() == [value]
+    # float_val one fixed32 a value (unpacked), as well as packed
+    unpacked = bytes([8, 1]) + shape + bytes([5 << 3 | 5]) + struct.pack("<f", 1.5)
+    assert _tensor(unpacked, "test").tolist() == [1.5]
+
+
+def test_a_flipped_bit_in_the_object_graph_is_refused(tmp_path):
+    """The object graph names every variable: its bytes are checksummed like a tensor's,
+    or one flipped bit could give one weight another's name and still convert."""
+    prefix, entries, _ = read_index(FIXTURE / "weights")
+    e = entries["_CHECKPOINTABLE_OBJECT_GRAPH"]
+    copy = tmp_path / "weights"
+    shutil.copytree(FIXTURE / "weights", copy)
+    data = copy / "ckpt.data-00000-of-00001"
+    raw = bytearray(data.read_bytes())
+    raw[e.offset + e.size - 100] ^= 0x04  # inside the graph's bytes, past the lengths
+    data.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError, match="_CHECKPOINTABLE_OBJECT_GRAPH: its bytes fail"):
+        named_variables(copy)
+
+
+def test_an_optimizers_lists_are_not_layer_paths():
+    """A Keras 3 optimizer saved under any name reaches the weights first through its
+    ``_trainable_variables`` list; the layer path must win."""
+    from export.tf_saved_model import ObjectNode, paths
+
+    nodes = [
+        ObjectNode(children={"opt": 1, "encoder": 2}),
+        ObjectNode(children={"_trainable_variables": 3}),
+        ObjectNode(children={"embedding": 4}),
+        ObjectNode(children={"0": 5}),
+        ObjectNode(children={"embeddings": 5}),
+        ObjectNode(attributes={"VARIABLE_VALUE": "key"}),
+    ]
+    assert paths(nodes)[5] == "encoder/embedding/embeddings"
+
+
+def test_two_translators_in_one_save_are_refused():
+    from export.keras_text import _model_root
+
+    one = {"model/encoder/embedding/embeddings": 1, "aux_encoder/embedding/embeddings": 2}
+    assert _model_root(one) == "model/"  # a name that merely ends so is not a root
+    with pytest.raises(KerasError, match="2 Translators"):
+        _model_root({"a/encoder/embedding/embeddings": 1, "b/encoder/embedding/embeddings": 2})
