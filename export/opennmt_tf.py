@@ -34,7 +34,7 @@ import yaml
 
 from export.keras import loop_decoding
 from export.modules import first_line
-from export.opennmt_tf_modules import TfDecoder, TfEncoder, dense, lstm_cell
+from export.opennmt_tf_modules import TfDecoder, TfEncoder, dense, rnn_cell
 from export.signature import Signature
 from export.tf_checkpoint import CheckpointError
 from export.tf_saved_model import named_variables
@@ -67,6 +67,7 @@ class Description:
     tanh: bool = True
     bridge: str = "copy"
     reducer: str = "concat"
+    attention: str = "luong"  # or "bahdanau"
 
 
 def _literal(node: ast.expr) -> Any:
@@ -85,9 +86,11 @@ def _calls(tree: ast.AST, name: str) -> list[ast.Call]:
 _REQUIRED = {
     "residual_connections": (False,),
     "first_layer_attention": (False,),
-    "cell_class": ("tf.keras.layers.LSTMCell", "keras.layers.LSTMCell", "LSTMCell"),
-    "attention_mechanism_class": ("tfa.seq2seq.LuongAttention", "LuongAttention"),
-}
+    "cell_class": ("tf.keras.layers.LSTMCell", "keras.layers.LSTMCell", "LSTMCell",
+                   "tf.keras.layers.GRUCell", "keras.layers.GRUCell", "GRUCell"),
+    "attention_mechanism_class": ("tfa.seq2seq.LuongAttention", "LuongAttention",
+                                  "tfa.seq2seq.BahdanauAttention", "BahdanauAttention"),
+}  # fmt: skip
 _BRIDGES = {"CopyBridge": "copy", "ZeroBridge": "zero"}
 _REDUCERS = {"ConcatReducer": "concat", "SumReducer": "sum"}
 _TANH = ("tf.math.tanh", "tf.nn.tanh", "tf.tanh", "tanh", "tf.keras.activations.tanh")
@@ -128,7 +131,7 @@ def read_description(path: Path) -> Description:
             "model: give --model-type NAME)"
         )
     # RNNDecoder's defaults: tanh, ZeroBridge; RNN's: ConcatReducer
-    found = {"tanh": True, "bridge": "zero", "reducer": "concat"}
+    found = {"tanh": True, "bridge": "zero", "reducer": "concat", "attention": "luong"}
     for call in (*encoders, *decoders):
         what = ast.unparse(call.func).split(".")[-1]
         if len(call.args) > 2:  # num_layers, num_units; the rest the weights cannot tell
@@ -159,9 +162,13 @@ def read_description(path: Path) -> Description:
                         f"{path}: {kw.arg}={value} is not supported ({', '.join(table)} are)"
                     )
                 found["bridge" if kw.arg == "bridge_class" else "reducer"] = table[last]
+            if kw.arg == "attention_mechanism_class" and "Bahdanau" in str(value):
+                found["attention"] = "bahdanau"
             elif kw.arg in _REQUIRED and value not in _REQUIRED[kw.arg]:
                 if kw.arg == "cell_class" and value is None:
                     continue  # make_rnn_cell's default: LSTMCell
+                if kw.arg == "attention_mechanism_class" and value is None:
+                    continue  # AttentionalRNNDecoder's default: LuongAttention
                 raise OpenNMTTFError(
                     f"{path}: {kw.arg}={value} is not supported (the converter reproduces "
                     f"{_REQUIRED[kw.arg][0]})"
@@ -336,6 +343,11 @@ _NAMED = {
     "output_kernel": "model/decoder/output_layer/kernel",
     "output_bias": "model/decoder/output_layer/bias",
 }
+# tfa's BahdanauAttention's own (attention_g and attention_b with normalize=True)
+_BAHDANAU = {
+    name: f"model/decoder/attention_mechanism/{name}"
+    for name in ("query_layer/kernel", "attention_v", "attention_g", "attention_b")
+}
 
 
 @dataclass
@@ -366,7 +378,7 @@ def read_weights(checkpoint: Path) -> _Weights:
     named, unknown = {}, []
     encoder: dict[str, dict[tuple[int, str], np.ndarray]] = {}
     decoder: dict[tuple[int, str], np.ndarray] = {}
-    paths = {v: k for k, v in _NAMED.items()}
+    paths = {v: k for k, v in (_NAMED | _BAHDANAU).items()}
     for name, value in w.items():
         if not name.startswith("model/"):
             continue  # the checkpoint's own save counter
@@ -381,10 +393,13 @@ def read_weights(checkpoint: Path) -> _Weights:
     if unknown:
         raise OpenNMTTFError(
             f"{checkpoint}: weights of a model the converter does not reproduce: "
-            f"{sorted(unknown)[:4]} (it takes RNNEncoder + AttentionalRNNDecoder with Luong "
-            "attention, LSTM cells, a bridge without weights)"
+            f"{sorted(unknown)[:4]} (it takes RNNEncoder + AttentionalRNNDecoder with Luong or "
+            "Bahdanau attention, LSTM or GRU cells, a bridge without weights)"
         )
     missing = [p for k, p in _NAMED.items() if k not in named]
+    bahdanau = [k for k in _BAHDANAU if k in named]
+    if bahdanau and sorted(bahdanau) not in (sorted(_BAHDANAU)[2:], sorted(_BAHDANAU)):
+        raise OpenNMTTFError(f"{checkpoint}: a BahdanauAttention with only {bahdanau}")
     if missing or not encoder or not decoder:
         found = sorted(n for n in w if n.startswith("model/"))[:4]
         raise OpenNMTTFError(
@@ -405,7 +420,7 @@ def _modules(
 ) -> tuple[TfEncoder, TfDecoder]:
     """The two torch modules, after checking that the parts fit together as the
     definition says (a CopyBridge needs as many layers and state sizes each side)."""
-    cells = {d: [lstm_cell(*layer) for layer in layers] for d, layers in weights.encoder.items()}
+    cells = {d: [rnn_cell(*layer) for layer in layers] for d, layers in weights.encoder.items()}
     both = "backward" in cells
     units = cells["forward"][-1].hidden_size
     memory_size = weights.named["memory_layer"].shape[0]
@@ -415,7 +430,15 @@ def _modules(
             f"{where}: a bidirectional encoder of {units} units a direction whose memory has "
             f"{memory_size} features: not the {reducer} reducer {description.name} names"
         )
-    decoder_cells = [lstm_cell(*layer) for layer in weights.decoder]
+    decoder_cells = [rnn_cell(*layer) for layer in weights.decoder]
+    if {type(c) for c in decoder_cells} != {type(c) for c in cells["forward"]}:
+        raise OpenNMTTFError(f"{where}: LSTM and GRU cells mixed between encoder and decoder")
+    bahdanau = {k: v for k, v in weights.named.items() if k in _BAHDANAU}
+    if bool(bahdanau) != (description.attention == "bahdanau"):
+        raise OpenNMTTFError(
+            f"{where}: {description.name} names {description.attention} attention but the "
+            f"weights are {'Bahdanau' if bahdanau else 'Luong'} attention's"
+        )
     dec_units = decoder_cells[0].hidden_size
     if description.bridge == "copy":
         state = [
@@ -438,6 +461,7 @@ def _modules(
         dense(weights.named["attention_layer"]),
         description.tanh,
         dense(weights.named["output_kernel"], weights.named["output_bias"]),
+        bahdanau={k.split("/")[0]: v for k, v in bahdanau.items()} or None,
     )
     return encoder, decoder
 
@@ -536,7 +560,7 @@ def opennmt_tf_user_model(
     signature = Signature(
         encoder_args=("src",),
         encoder_returns=("memory", "hidden"),
-        rnn="lstm",
+        rnn="lstm" if decoder.lstm else "gru",
         decoder_args=("token", "hidden", "memory", "feed"),
         token_shape="B",
         decoder_returns=("logits", "hidden", "attention", "feed"),

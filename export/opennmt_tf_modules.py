@@ -22,9 +22,24 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from export.keras import gru_weights
 from export.modules import weighted_sum
 
-Hidden = tuple[Tensor, Tensor]
+Hidden = tuple[Tensor, Tensor] | Tensor  # LSTM (h, c), GRU h; each (layers, B, units)
+
+
+def rnn_cell(kernel: np.ndarray, recurrent: np.ndarray, bias: np.ndarray) -> nn.RNNCellBase:
+    """A Keras ``LSTMCell`` (``kernel (in, 4u)``, ``recurrent_kernel (u, 4u)``, ``bias
+    (4u,)``) or ``GRUCell`` (``3u`` wide, ``bias (2, 3u)``: ``reset_after``, TF 2's
+    default) as a torch cell."""
+    if recurrent.shape[1] == 3 * recurrent.shape[0]:
+        gru = gru_weights(
+            {"c/kernel": kernel, "c/recurrent_kernel": recurrent, "c/bias": bias}, "c"
+        )
+        cell = nn.GRUCell(kernel.shape[0], recurrent.shape[0])
+        cell.load_state_dict(gru)
+        return cell
+    return lstm_cell(kernel, recurrent, bias)
 
 
 def lstm_cell(kernel: np.ndarray, recurrent: np.ndarray, bias: np.ndarray) -> nn.LSTMCell:
@@ -62,19 +77,20 @@ def dense(kernel: np.ndarray, bias: np.ndarray | None = None) -> nn.Linear:
     return layer
 
 
-def stacked_lstm(cells: list[nn.LSTMCell]) -> nn.LSTM:
-    """Keras' ``StackedRNNCells`` of LSTM cells (each layer reads the one below) as one
-    multi-layer ``nn.LSTM`` (batch first), which traces with the source length dynamic."""
+def stacked_rnn(cells: list[nn.RNNCellBase]) -> nn.RNNBase:
+    """Keras' ``StackedRNNCells`` (each layer reads the one below) as one multi-layer
+    ``nn.LSTM`` or ``nn.GRU`` (batch first), which traces with the source length dynamic."""
     units = cells[0].hidden_size
-    if any(c.hidden_size != units for c in cells):
-        raise ValueError(f"stacked LSTM layers of {[c.hidden_size for c in cells]} units")
-    lstm = nn.LSTM(cells[0].input_size, units, num_layers=len(cells), batch_first=True)
+    if any(c.hidden_size != units or type(c) is not type(cells[0]) for c in cells):
+        raise ValueError(f"stacked layers of {[c.hidden_size for c in cells]} units, mixed kinds")
+    kind = nn.GRU if isinstance(cells[0], nn.GRUCell) else nn.LSTM
+    rnn = kind(cells[0].input_size, units, num_layers=len(cells), batch_first=True)
     state = {}
     for i, cell in enumerate(cells):
         for name, value in cell.state_dict().items():
             state[f"{name}_l{i}"] = value
-    lstm.load_state_dict(state)
-    return lstm
+    rnn.load_state_dict(state)
+    return rnn
 
 
 class TfEncoder(nn.Module):
@@ -86,8 +102,8 @@ class TfEncoder(nn.Module):
     def __init__(
         self,
         embedding: np.ndarray,
-        forward_cells: list[nn.LSTMCell],
-        backward_cells: list[nn.LSTMCell] | None,
+        forward_cells: list[nn.RNNCellBase],
+        backward_cells: list[nn.RNNCellBase] | None,
         reducer: str,
         zero_state: tuple[int, int] | None = None,
     ) -> None:
@@ -96,8 +112,9 @@ class TfEncoder(nn.Module):
         super().__init__()
         self.embedding = nn.Embedding.from_pretrained(torch.from_numpy(embedding), freeze=True)
         self.zero_state = zero_state
-        self.forward_rnn = stacked_lstm(forward_cells)
-        self.backward_rnn = stacked_lstm(backward_cells) if backward_cells else None
+        self.forward_rnn = stacked_rnn(forward_cells)
+        self.backward_rnn = stacked_rnn(backward_cells) if backward_cells else None
+        self.lstm = isinstance(self.forward_rnn, nn.LSTM)
         self.reducer = reducer  # "concat" or "sum" (for a bidirectional encoder)
 
     def _join(self, a: Tensor, b: Tensor) -> Tensor:
@@ -105,16 +122,19 @@ class TfEncoder(nn.Module):
 
     def forward(self, src: Tensor) -> tuple[Tensor, Hidden]:
         x = self.embedding(src)
-        memory, (h, c) = self.forward_rnn(x)
+        memory, state = self.forward_rnn(x)
         if self.backward_rnn is not None:
-            back, (hb, cb) = self.backward_rnn(torch.flip(x, [1]))
+            back, back_state = self.backward_rnn(torch.flip(x, [1]))
             memory = self._join(memory, torch.flip(back, [1]))
-            h, c = self._join(h, hb), self._join(c, cb)
+            if self.lstm:
+                state = (self._join(state[0], back_state[0]), self._join(state[1], back_state[1]))
+            else:
+                state = self._join(state, back_state)
         if self.zero_state is not None:
             layers, units = self.zero_state
             zeros = memory.new_zeros(layers, memory.shape[0], units)
-            return memory, (zeros, zeros)
-        return memory, (h, c)
+            return memory, ((zeros, zeros) if self.lstm else zeros)
+        return memory, state
 
 
 class TfDecoder(nn.Module):
@@ -126,13 +146,26 @@ class TfDecoder(nn.Module):
     def __init__(
         self,
         embedding: np.ndarray,
-        cells: list[nn.LSTMCell],
+        cells: list[nn.RNNCellBase],
         memory_layer: nn.Linear,
         attention_layer: nn.Linear,
         tanh: bool,
         output_layer: nn.Linear,
+        bahdanau: dict[str, np.ndarray] | None = None,
     ) -> None:
+        """``bahdanau``: tfa's ``BahdanauAttention`` instead of ``LuongAttention``: its
+        ``query_layer`` kernel, ``attention_v``, and with ``normalize=True``
+        ``attention_g`` and ``attention_b``."""
         super().__init__()
+        self.lstm = isinstance(cells[0], nn.LSTMCell)
+        self.query_layer = dense(bahdanau["query_layer"]) if bahdanau else None
+        v = torch.from_numpy(bahdanau["attention_v"]) if bahdanau else torch.zeros(0)
+        if bahdanau and "attention_g" in bahdanau:  # weight-normalised v, and a bias
+            g = float(np.asarray(bahdanau["attention_g"]).reshape(-1)[0])
+            v = g * v / torch.sqrt((v * v).sum())
+        self.register_buffer("attention_v", v)
+        b = bahdanau.get("attention_b") if bahdanau else None
+        self.register_buffer("attention_b", torch.from_numpy(b) if b is not None else None)
         self.embedding = nn.Embedding.from_pretrained(torch.from_numpy(embedding), freeze=True)
         self.cells = nn.ModuleList(cells)
         self.memory_layer, self.attention_layer = memory_layer, attention_layer
@@ -144,15 +177,25 @@ class TfDecoder(nn.Module):
         x = torch.cat([self.embedding(token), feed], -1)
         hs, cs = [], []
         for i, cell in enumerate(self.cells):
-            h, c = cell(x, (hidden[0][i], hidden[1][i]))
+            if self.lstm:
+                h, c = cell(x, (hidden[0][i], hidden[1][i]))
+                cs.append(c)
+            else:
+                h = cell(x, hidden[i])
             hs.append(h)
-            cs.append(c)
             x = h
         keys = self.memory_layer(memory)  # (B,S,U)
-        scores = torch.bmm(keys, x.unsqueeze(2)).squeeze(2)  # (B,S)
+        if self.query_layer is None:  # Luong: h · key
+            scores = torch.bmm(keys, x.unsqueeze(2)).squeeze(2)  # (B,S)
+        else:  # Bahdanau: v · tanh(key + W h (+ b))
+            energy = keys + self.query_layer(x).unsqueeze(1)
+            if self.attention_b is not None:
+                energy = energy + self.attention_b
+            scores = (torch.tanh(energy) * self.attention_v).sum(-1)
         weights = torch.softmax(scores, dim=1)
         context = weighted_sum(weights, memory)  # the values are the memory itself
         attention = self.attention_layer(torch.cat([x, context], -1))
         if self.tanh:
             attention = torch.tanh(attention)
-        return self.output_layer(attention), (torch.stack(hs), torch.stack(cs)), weights, attention
+        state = (torch.stack(hs), torch.stack(cs)) if self.lstm else torch.stack(hs)
+        return self.output_layer(attention), state, weights, attention

@@ -203,7 +203,7 @@ def _edit(name: str, old: str, new: str):
     ("edit", "message"),
     [
         (_edit(DESC, "tfa.seq2seq.LuongAttention", "tfa.seq2seq.BahdanauAttention"),
-         "attention_mechanism_class=tfa.seq2seq.BahdanauAttention is not supported"),
+         "names bahdanau attention but the weights are Luong attention's"),
         (_edit(DESC, "residual_connections=False", "residual_connections=True"),
          "residual_connections=True is not supported"),
         (_edit(DESC, "attention_layer_activation=None",
