@@ -8,7 +8,8 @@ graph: :mod:`export.tf_saved_model`) and ``model_description.py``, the model's d
 *read*, never run: its ``RNNEncoder`` and ``AttentionalRNNDecoder`` arguments are taken
 from the syntax tree, and every argument the bundle cannot reproduce is refused by name,
 as are the catalog's other models (Transformers: CTranslate2 converts those). What the
-weights say (layers, units, bidirectional, the reducer) comes from the weights.
+weights say (layers, units, LSTM or GRU, bidirectional, the reducer, Luong or Bahdanau)
+comes from the weights, checked against the definition where it names it.
 
 What OpenNMT-tf does that the bundle reproduces (:mod:`export.opennmt_tf_modules` for the
 model): the vocabularies as ``onmt-build-vocab`` writes them (``<blank>`` 0, ``<s>`` 1,

@@ -2,18 +2,21 @@
 two torch modules (built from the checkpoint's arrays by :mod:`export.opennmt_tf`):
 
 * :class:`TfEncoder`: the source ``WordEmbedder`` and ``RNNEncoder``: a
-  ``tf.keras.layers.RNN`` over ``StackedRNNCells`` of ``LSTMCell``s, bidirectional as
-  Keras' ``Bidirectional`` wraps it: the backward direction is a *stack of its own* over
-  the reversed source (its second layer reads its first layer's outputs only), and the two
-  stacks' outputs and final states are joined by the reducer (concatenated, or summed);
+  ``tf.keras.layers.RNN`` over ``StackedRNNCells`` of ``LSTMCell``s or ``GRUCell``s,
+  bidirectional as Keras' ``Bidirectional`` wraps it: the backward direction is a *stack
+  of its own* over the reversed source (its second layer reads its first layer's outputs
+  only), and the two stacks' outputs and final states are joined by the reducer
+  (concatenated, or summed);
 * :class:`TfDecoder`: one step of ``AttentionalRNNDecoder``: tfa's ``AttentionWrapper``
   over the stacked cells (input ``[embedding; previous attention]``), ``LuongAttention``
-  (keys ``memory_layer(memory)``, score ``h · key``, softmax over the source), the
-  attention layer ``Dense(units, no bias)`` over ``[cell output; context]`` (with or
-  without tanh), and the output layer.
+  (keys ``memory_layer(memory)``, score ``h · key``) or ``BahdanauAttention`` (score
+  ``v · tanh(key + query_layer(h))``), softmax over the source, the attention layer
+  ``Dense(units, no bias)`` over ``[cell output; context]`` (with or without tanh), and
+  the output layer.
 
 Keras' ``LSTMCell`` orders its gates i, f, c, o, as torch's ``LSTMCell`` does (i, f, g, o),
-with one bias where torch has two.
+with one bias where torch has two; its ``GRUCell`` (``reset_after``) is torch's GRU with
+the gates reordered (:func:`export.keras.gru_weights`).
 """
 
 from __future__ import annotations
