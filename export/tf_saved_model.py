@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import struct
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -193,6 +195,18 @@ def _tensor(proto: bytes, where: str) -> np.ndarray:
     return values.astype(np_type).reshape(shape)
 
 
+@contextmanager
+def _naming(pb: Path, damaged: str) -> Iterator[None]:
+    """Errors of reading ``pb`` as CheckpointError naming it: this reader's own, and what
+    parsing damaged bytes raises (said to be ``damaged``)."""
+    try:
+        yield
+    except CheckpointError as exc:
+        raise CheckpointError(f"{pb}: {exc}") from None
+    except _DAMAGE as exc:
+        raise CheckpointError(f"{pb}: {damaged} ({exc})") from None
+
+
 class SavedModelGraph:
     """``saved_model.pb`` of the SavedModel in ``directory``: its object graph
     (:attr:`objects`, node 0 the object given to ``tf.saved_model.save``) and the
@@ -205,14 +219,8 @@ class SavedModelGraph:
             data = pb.read_bytes()
         except FileNotFoundError:
             raise CheckpointError(f"{pb}: not found") from None
-        try:
+        with _naming(pb, "not a SavedModel this reader understands"):
             self._read(data)
-        except CheckpointError as exc:
-            raise CheckpointError(f"{pb}: {exc}") from None
-        except _DAMAGE as exc:
-            raise CheckpointError(
-                f"{pb}: not a SavedModel this reader understands ({exc})"
-            ) from None
 
     def _read(self, data: bytes) -> None:
         metas = [v for n, v in _fields(data) if n == 2]
@@ -282,14 +290,8 @@ class SavedModelGraph:
         raise CheckpointError(f"Const {op!r} has no value")
 
     def table(self, path: str) -> dict[str, int] | None:
-        try:
+        with _naming(self.directory / "saved_model.pb", f"{path}: a damaged table"):
             return self._table(path)
-        except CheckpointError as exc:
-            raise CheckpointError(f"{self.directory / 'saved_model.pb'}: {exc}") from None
-        except _DAMAGE as exc:
-            raise CheckpointError(
-                f"{self.directory / 'saved_model.pb'}: {path}: a damaged table ({exc})"
-            ) from None
 
     def _table(self, path: str) -> dict[str, int] | None:
         """The words and ids a ``StaticHashTable`` at ``path`` is initialised with (a

@@ -225,11 +225,6 @@ class SentenceSearch:
         """Hypotheses finished so far."""
         return len(self._finished)
 
-    @property
-    def finished_hypotheses(self) -> tuple[Hypothesis, ...]:
-        """The hypotheses finished so far, in the order they finished."""
-        return tuple(self._finished)
-
     def ended(self, row: int) -> bool:
         """Whether live ``row``'s hypothesis already holds EOS (Joey NMT's search keeps
         such rows in its beam: :class:`~service.strategies.JoeyBeam`)."""

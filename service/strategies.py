@@ -441,7 +441,7 @@ class OnmtTfBeam(EoleBeam):
                 tokens.append(tokens_ranked[rank])
                 scores.append(ranked[rank])
         kept = sorted(hyp for row, _, _, hyp in new if row is None and hyp >= 0)
-        dropped = tuple(i for i in range(s.finished) if i not in set(kept))
+        dropped = tuple(sorted(set(range(s.finished)) - set(kept)))
         # the finished hypotheses' indices once the dropped ones are gone and these joined
         renumber = {old: i for i, old in enumerate(kept)}
 
