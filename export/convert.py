@@ -203,7 +203,7 @@ def convert_opennmt_tf(
 
 
 def _opennmt_tf_parser(sub) -> None:
-    from export.opennmt_tf import CATALOG
+    from export.opennmt_tf_files import CATALOG
 
     parser = sub.add_parser(
         "opennmt-tf",

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from export.convert import main
-from export.opennmt_tf import (
+from export.opennmt_tf_files import (
     MAX_DECODING_LENGTH,
     OpenNMTTFError,
     catalog_model,
@@ -348,7 +348,7 @@ def test_decoding_defaults_are_what_onmt_main_runs_with(tmp_path):
     """``infer/n_best`` sets ``num_hypotheses``; ``auto_config: true`` in a file acts as
     the flag (beam width 4), the flag given wins; top-k 0 or less samples the whole
     distribution; an impossible combination is refused as OpenNMT-tf refuses it."""
-    from export.opennmt_tf import _decoding, read_config
+    from export.opennmt_tf_files import decoding_defaults, read_config
 
     config = FIXTURE / "small" / "config.yml"
 
@@ -357,7 +357,7 @@ def test_decoding_defaults_are_what_onmt_main_runs_with(tmp_path):
         for i, text in enumerate(extra):
             paths.append(tmp_path / f"extra{i}.yml")
             paths[-1].write_text(text)
-        return _decoding(read_config(paths, auto)["params"], 1241)
+        return decoding_defaults(read_config(paths, auto)["params"], 1241)
 
     beam = decoding((FIXTURE / "infer_beam5.yml").read_text())
     assert (beam["beam_size"], beam["n_best"], beam["search"]) == (5, 3, "opennmt-tf")
@@ -383,23 +383,23 @@ def test_decoding_defaults_are_what_onmt_main_runs_with(tmp_path):
 
 
 def test_tokenization_configurations_as_make_tokenizer_reads_them(tmp_path):
-    from export.opennmt_tf import _Files, _tokenizer
+    from export.opennmt_tf_files import Files, onmt_tokenizer
     from models.onmt import OnmtTokenizer
     from models.words import WordTokenizer
 
     tokens = ["<blank>", "<s>", "</s>", "a", "b", "<unk>"]
-    files = _Files([tmp_path / "c.yml"], tmp_path)
-    assert isinstance(_tokenizer(tokens, {}, files, "source"), WordTokenizer)  # empty: spaces
-    assert isinstance(_tokenizer(tokens, None, files, "source"), WordTokenizer)
+    files = Files([tmp_path / "c.yml"], tmp_path)
+    assert isinstance(onmt_tokenizer(tokens, {}, files, "source"), WordTokenizer)  # empty: spaces
+    assert isinstance(onmt_tokenizer(tokens, None, files, "source"), WordTokenizer)
     inline = '{"mode": "aggressive", "joiner_annotate": true}'  # a JSON string
-    tokenizer = _tokenizer(tokens, inline, files, "source")
+    tokenizer = onmt_tokenizer(tokens, inline, files, "source")
     assert isinstance(tokenizer, OnmtTokenizer) and tokenizer.options_["mode"] == "aggressive"
     (tmp_path / "tok.yml").write_text("type: OpenNMTTokenizer\nparams: {mode: space}\n")
-    assert _tokenizer(tokens, "tok.yml", files, "target").options_ == {"mode": "space"}
+    assert onmt_tokenizer(tokens, "tok.yml", files, "target").options_ == {"mode": "space"}
     with pytest.raises(OpenNMTTFError, match="case_feature"):
-        _tokenizer(tokens, {"mode": "aggressive", "case_feature": True}, files, "source")
+        onmt_tokenizer(tokens, {"mode": "aggressive", "case_feature": True}, files, "source")
     with pytest.raises(OpenNMTTFError, match="neither a file nor JSON"):
-        _tokenizer(tokens, "nowhere.yml", files, "source")
+        onmt_tokenizer(tokens, "nowhere.yml", files, "source")
 
 
 @pytest.mark.parametrize(
