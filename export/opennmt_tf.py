@@ -13,9 +13,10 @@ comes from the weights, checked against the definition where it names it.
 
 What OpenNMT-tf does that the bundle reproduces (:mod:`export.opennmt_tf_modules` for the
 model, :mod:`export.opennmt_tf_files` for what its files say): the vocabularies as
-``onmt-build-vocab`` writes them (``<blank>`` 0, ``<s>`` 1, ``</s>`` 2) plus the out-of-vocabulary bucket after the file's last token; the source as
-it is (no ``<s>``/``</s>``: ``source_sequence_controls`` off), the target started with
-``<s>``; the text split on spaces (OpenNMT-tf's default ``SpaceTokenizer``) or by the
+``onmt-build-vocab`` writes them (``<blank>`` 0, ``<s>`` 1, ``</s>`` 2) plus the
+out-of-vocabulary bucket after the file's last token; the source as it is (no
+``<s>``/``</s>``: ``source_sequence_controls`` off), the target started with ``<s>``; the
+text split on spaces (OpenNMT-tf's default ``SpaceTokenizer``) or by the
 ``OpenNMTTokenizer`` configuration given; and greedy decoding of at most
 ``maximum_decoding_length`` (250) steps, ``</s>`` among them, a sentence without it at the
 limit ending there (``utils.decoding.dynamic_decode``'s ``maximum_iterations``).
