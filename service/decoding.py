@@ -21,6 +21,7 @@ import numpy as np
 
 from models.options import DecodeOptions, Hypothesis
 from models.scoring import NEG_INF, Eos, ScoringRules
+from service.constraints import CONSTRAINED, Constraints
 from service.strategies import BEAM, GREEDY, Selection, Slot, Strategy, strategy_for
 
 
@@ -94,9 +95,11 @@ class SentenceSearch:
         special: SpecialIds,
         prefix: Sequence[int] = (),
         sentence: int = 0,
+        constraints: Constraints | None = None,
     ) -> None:
         """``sentence``: its index in its request, which with ``options.seed`` fixes its
-        random draws (:class:`~service.strategies.Sampling`)."""
+        random draws (:class:`~service.strategies.Sampling`); ``constraints``: target
+        phrases its translation must hold (:mod:`service.constraints`)."""
         self.strategy = strategy
         # Target tokens forced at the first steps (:class:`~service.strategies.Prefix`);
         # EOS only last, where it makes the prefix the whole translation (``Score``).
@@ -141,6 +144,12 @@ class SentenceSearch:
         self.positions: list[bool] = []
         # OpenNMT-tf's search: its beam's places, in order (service.strategies.OnmtTfBeam)
         self.slots: list[Slot] | None = None  # set by take(), never by a strategy's select
+        # Constrained decoding: each live row's constraint state (set by take()), and the
+        # step's whole log-prob rows of its live rows (set by the loop before each step's
+        # selection, like forced_log_prob)
+        self.constraints = constraints
+        self.constraint_states = [constraints.start()] if constraints else None
+        self.step_log_probs: np.ndarray | None = None
         # One entry per live row: the token its next step is fed, the row of the previous
         # step (or of the initial state, at step 0) it continues, its cumulative log-prob.
         self.prev_tokens: list[int] = [special.bos]
@@ -192,6 +201,7 @@ class SentenceSearch:
             and not self._track_cov
             and not self.prefix
             and not self.keeps_lps
+            and not self.constraints
         )
 
     @property
@@ -256,6 +266,8 @@ class SentenceSearch:
             self._forced.append(self.forced_log_prob)
         if selection.slots is not None:
             self.slots = list(selection.slots)
+        if selection.states is not None:
+            self.constraint_states = list(selection.states)
         if selection.dropped:  # before this step's finished join (the indices are older)
             gone = set(selection.dropped)
             self._finished = [h for i, h in enumerate(self._finished) if i not in gone]
@@ -402,13 +414,20 @@ def make_search(
     special: SpecialIds,
     prefix: Sequence[int] = (),
     sentence: int = 0,
+    constraints: Constraints | None = None,
 ) -> SentenceSearch:
     """A sentence of ``src_len`` source tokens, decoded as ``options`` say, its target
     starting with the token ids ``prefix`` (forced, see
-    :class:`~service.strategies.Prefix`); ``sentence``: its index in its request (the
-    draws of :class:`~service.strategies.Sampling`)."""
-    strategy = strategy_for(options, prefix=bool(prefix))
-    return SentenceSearch(strategy, src_len, options, special, prefix, sentence)
+    :class:`~service.strategies.Prefix`) or holding the phrases of ``constraints``
+    (:mod:`service.constraints`); ``sentence``: its index in its request (the draws of
+    :class:`~service.strategies.Sampling`)."""
+    if constraints:
+        if prefix:
+            raise ValueError("a sentence cannot have both a target prefix and constraints")
+        strategy = CONSTRAINED
+    else:
+        strategy = strategy_for(options, prefix=bool(prefix))
+    return SentenceSearch(strategy, src_len, options, special, prefix, sentence, constraints)
 
 
 # -- the step model contract --------------------------------------------------------

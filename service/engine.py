@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from models.options import DecodeOptions
 from service.bundle import Bundle
+from service.constraints import Constraints
 from service.decoding import SentenceSearch, make_search
 from service.encoding import EncodeOutcome, encode_admitted
 from service.errors import (
@@ -196,6 +197,7 @@ class Engine(EngineFront):
         timeout: float | None = None,
         on_prefix: PrefixCallback | None = None,
         prefixes: Sequence[tuple[int, ...]] = (),
+        constraints: Sequence[Constraints | None] = (),
     ) -> Job:
         deadline = None if timeout is None else time.monotonic() + timeout
         job = Job(
@@ -205,6 +207,7 @@ class Engine(EngineFront):
             on_prefix,
             on_cancel=self._note_cancel,
             prefixes=list(prefixes),
+            constraints=list(constraints),
         )
         with self._cond:
             if not self._accepting:
@@ -452,7 +455,9 @@ class Engine(EngineFront):
         for group, enc in outcome.encoded:
             handles = [admitted[i] for i in group]
             searches = [
-                make_search(len(j.sources[i]), j.options, special, j.prefixes[i], i)
+                make_search(
+                    len(j.sources[i]), j.options, special, j.prefixes[i], i, j.constraints[i]
+                )
                 for j, i in handles
             ]
             self._loop.add_encoded(enc, searches, handles)

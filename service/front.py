@@ -14,9 +14,16 @@ from collections.abc import Sequence
 
 from models.options import DecodeOptions, Hypothesis
 from service.bundle import Bundle
+from service.constraints import Constraints
 from service.errors import DeadlineExpired, InvalidRequest
 from service.jobs import Job, PrefixCallback, TranslationResult
-from service.limits import EngineConfig, validate_prefixes, validate_request, validate_targets
+from service.limits import (
+    EngineConfig,
+    validate_constraints,
+    validate_prefixes,
+    validate_request,
+    validate_targets,
+)
 
 DEADLINE_MESSAGE = (
     "the deadline passed before the translation finished: allow a longer deadline, "
@@ -72,11 +79,13 @@ class EngineFront(abc.ABC):
         timeout: float | None = None,
         on_prefix: PrefixCallback | None = None,
         prefixes: Sequence[tuple[int, ...]] = (),
+        constraints: Sequence[Constraints | None] = (),
     ) -> Job:
         """Queue validated ``sources`` (token ids per sentence) and return the job whose
         future the engine resolves; raises :class:`service.errors.NotReady` or
         :class:`service.errors.Overloaded` when it cannot take it. ``timeout``: seconds
-        from now; ``prefixes``: each sentence's forced target token ids."""
+        from now; ``prefixes``: each sentence's forced target token ids; ``constraints``:
+        each one's target phrases (:mod:`service.constraints`)."""
 
     def validate(self, texts: Sequence[str], options: DecodeOptions) -> list[list[int]]:
         """Tokenise and check limits; raise :class:`InvalidRequest` saying how to fix it."""
@@ -96,18 +105,22 @@ class EngineFront(abc.ABC):
         timeout: float | None = None,
         on_prefix: PrefixCallback | None = None,
         prefixes: Sequence[str] = (),
+        constraints: Sequence[tuple[Sequence[str], bool]] = (),
     ) -> Job:
         """Validate and queue a request; raises if it cannot be queued. ``prefixes``:
-        each text's forced target start (target-language text, "" for none)."""
+        each text's forced target start (target-language text, "" for none);
+        ``constraints``: each text's ``(phrases, ordered)``, target-language phrases its
+        translation must hold (none: no phrases)."""
         sources = self.validate(texts, options)
-        if any(prefixes):
+        if any(prefixes) or any(phrases for phrases, _ in constraints):
             self._check_forcing()
-        special = self.bundle.special
-        forced = validate_prefixes(prefixes, sources, options, self.bundle.tgt_tokenizer, special)
+        special, tgt = self.bundle.special, self.bundle.tgt_tokenizer
+        forced = validate_prefixes(prefixes, sources, options, tgt, special)
+        phrases = validate_constraints(constraints, sources, options, tgt, special, forced)
         surface = None
         if options.replace_unk:  # before queueing: a tokenizer error must not leave a job
             surface = [self.bundle.src_tokenizer.surface(t) for t in texts]
-        job = self.enqueue(sources, options, timeout, on_prefix, forced)
+        job = self.enqueue(sources, options, timeout, on_prefix, forced, phrases)
         job.surface = surface
         return job
 
@@ -134,7 +147,7 @@ class EngineFront(abc.ABC):
         if error is not None:
             raise InvalidRequest(
                 f"this model cannot score forced tokens ({error}): it serves neither Score "
-                "nor target_prefix; re-export it with this version's exporter"
+                "nor target_prefix nor constraints; re-export it with this version's exporter"
             )
 
     def wait(self, job: Job, timeout: float | None = None) -> list[list[Hypothesis]]:

@@ -10,6 +10,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from models.options import DecodeOptions, DecodeOptionsError, Hypothesis
+from service.constraints import Constraints
 from service.errors import InvalidRequest
 
 PrefixCallback = Callable[[tuple[int, ...], bool], None]
@@ -58,6 +59,8 @@ class Job:
     on_cancel: Callable[[], None] | None = field(default=None, repr=False)
     # Per sentence, the target token ids its translation is forced to start with.
     prefixes: list[tuple[int, ...]] = field(default_factory=list)
+    # Per sentence, the target phrases its translation must hold (None: none).
+    constraints: list[Constraints | None] = field(default_factory=list)
     # Per sentence, its source tokens as written (``replace_unk``); set by the front,
     # which renders the result, and never sent to an engine process.
     surface: list[list[str]] | None = field(default=None, repr=False)
@@ -65,6 +68,8 @@ class Job:
     def __post_init__(self) -> None:
         if not self.prefixes:
             self.prefixes = [()] * len(self.sources)
+        if not self.constraints:
+            self.constraints = [None] * len(self.sources)
         self.results = [None] * len(self.sources)
         self.remaining = len(self.sources)
 

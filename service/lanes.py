@@ -28,6 +28,7 @@ from collections.abc import Sequence
 
 from models.options import DecodeOptions
 from service.bundle import Bundle
+from service.constraints import Constraints
 from service.engine import Engine
 from service.front import EngineFront
 from service.jobs import Job, PrefixCallback
@@ -164,7 +165,8 @@ class EngineLanes(EngineFront):
         timeout: float | None = None,
         on_prefix: PrefixCallback | None = None,
         prefixes: Sequence[tuple[int, ...]] = (),
+        constraints: Sequence[Constraints | None] = (),
     ) -> Job:
         fill = GREEDY_FILL_ROWS if strategy_for(options) is GREEDY else FILL_ROWS
         lane = self.lanes[pick_lane([lane.load for lane in self.lanes], fill)]
-        return lane.enqueue(sources, options, timeout, on_prefix, prefixes)
+        return lane.enqueue(sources, options, timeout, on_prefix, prefixes, constraints)

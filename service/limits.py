@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from models.options import DecodeOptions
 from models.scoring import ScoringRules
 from models.tokenizer import Tokenizer
+from service.constraints import Constraints
 from service.decoding import SpecialIds
 from service.errors import InvalidRequest
 
@@ -248,6 +249,79 @@ def validate_prefixes(
                 "or raise the length limit"
             )
         out.append(ids)
+    return out
+
+
+# Phrases a request may give one text: fairseq's search keeps one state per hypothesis,
+# and a step ranks each live row's continuation by every token that starts or goes on
+# with a phrase
+MAX_CONSTRAINTS = 16
+
+
+def validate_constraints(
+    constraints: Sequence[tuple[Sequence[str], bool]],
+    sources: Sequence[Sequence[int]],
+    options: DecodeOptions,
+    tokenizer: Tokenizer,
+    special: SpecialIds,
+    prefixes: Sequence[Sequence[int]] = (),
+) -> list[Constraints | None]:
+    """Each sentence's :class:`service.constraints.Constraints` (None: none) from its
+    ``(phrases, ordered)`` (aligned with ``sources``; fewer leave the rest without);
+    raise :class:`InvalidRequest` saying how to fix impossible ones: a phrase with no
+    tokens, a special token or a word the target vocabulary lacks (it could only be met
+    as the unknown token), more phrases or tokens than the length limit leaves room for,
+    a text with a target prefix too, or sampling. ``tokenizer`` is the *target* one."""
+    if len(constraints) > len(sources):
+        raise InvalidRequest(
+            f"{len(constraints)} constraint sets for {len(sources)} texts: send at most one "
+            "per text (no phrases for none)"
+        )
+    rules = ScoringRules.of(options)
+    out: list[Constraints | None] = []
+    for i, src in enumerate(sources):
+        phrases, ordered = constraints[i] if i < len(constraints) else ((), False)
+        if not phrases:
+            out.append(None)
+            continue
+        where = f"constraints[{i}]"
+        if options.sampling:
+            raise InvalidRequest(
+                f"{where}: constraints are decoded by beam search; leave sampling_topk and "
+                "sampling_topp unset (beam_size 1 or more)"
+            )
+        if i < len(prefixes) and prefixes[i]:
+            raise InvalidRequest(
+                f"{where}: texts[{i}] has a target_prefix too; send one or the other"
+            )
+        if len(phrases) > MAX_CONSTRAINTS:
+            raise InvalidRequest(
+                f"{where} has {len(phrases)} phrases; at most {MAX_CONSTRAINTS} per text"
+            )
+        encoded = []
+        for k, phrase in enumerate(phrases):
+            ids = tuple(tokenizer.encode(phrase))
+            if not ids:
+                raise InvalidRequest(
+                    f"{where}.phrases[{k}] has no tokens after tokenisation: send text in "
+                    "the target language"
+                )
+            _refuse_specials(f"{where}.phrases[{k}]", ids, special)
+            if special.unk >= 0 and special.unk in ids:
+                raise InvalidRequest(
+                    f"{where}.phrases[{k}] ({phrase!r}) has a word the target vocabulary "
+                    "lacks: the model could only write it as the unknown token"
+                )
+            encoded.append(ids)
+        limit = rules.length_limit(len(src))
+        total = sum(map(len, encoded))
+        if total >= limit:
+            raise InvalidRequest(
+                f"{where} has {total} target tokens; texts[{i}] allows at most "
+                f"{limit - 1} before EOS (max_length / max_length_ratio): fewer phrases "
+                "or a higher length limit"
+            )
+        out.append(Constraints(tuple(encoded), ordered))
     return out
 
 

@@ -38,6 +38,7 @@ from models.options import DecodeOptions, Hypothesis
 from models.scoring import ban, restrict
 from service import strategies
 from service.beamrows import BeamRows
+from service.constraints import Constraints
 from service.decoding import (
     Encoded,
     SentenceSearch,
@@ -318,12 +319,15 @@ class DecodeLoop:
         ban_rows: list[int] = []
         ban_tokens: list[int] = []
         forced: list[tuple[SentenceSearch, int, int]] = []  # (search, row, token)
+        whole: list[tuple[SentenceSearch, int]] = []  # (search, its first row)
         for i, a in enumerate(general):
             s = a.search
             n = s.rows
             token = s.forced_token
             if token is not None:
                 forced.append((s, first + len(prev), token))
+            if s.constraints:  # its strategy reads its rows' whole log-probs
+                whole.append((s, first + len(prev)))
             if s.bans is not None:
                 for r, banned in enumerate(s.bans, start=first + len(prev)):
                     ban_rows.extend([r] * len(banned))
@@ -373,12 +377,14 @@ class DecodeLoop:
             mask=self.pool.mask,
             states=self._states,
             top_k=top_k,
-            **({"log_probs": True} if forced else {}),
+            **({"log_probs": True} if forced or whole else {}),
         )
         eos_id = self.special.eos
         for s, row, token in forced:  # before the selections, which add them
             every = out.eos_values if token == eos_id else out.log_probs[:, token]
             s.forced_log_prob = float(every[row])
+        for s, row in whole:
+            s.step_log_probs = out.log_probs[row : row + s.rows]
         values, ids = candidates(out.topk_values, out.topk_ids, out.eos_values, self.special)
         if codes is not None:  # some sentence's EOS is banned or forced this step
             restrict(values, codes)
@@ -490,9 +496,11 @@ def decode(
     batch_size: int = 64,
     prefixes: Sequence[Sequence[int]] | None = None,
     max_top_k: int | None = None,
+    constraints: Sequence[Constraints | None] | None = None,
 ) -> list[list[Hypothesis]]:
     """Decode token-id sentences (each non-empty) and return each one's n-best list;
     ``prefixes``: each sentence's forced target prefix (token ids, may be empty);
+    ``constraints``: each one's target phrases (None: none; :mod:`service.constraints`);
     ``max_top_k``: see :class:`DecodeLoop`.
 
     Sentences are encoded ``batch_size`` at a time, sorted by length, and new ones are
@@ -512,8 +520,13 @@ def decode(
                 [sources[i] for i in take],
                 [
                     make_search(
-                        len(sources[i]), options[i], special, prefixes[i] if prefixes else (), i
-                    )
+                        len(sources[i]),
+                        options[i],
+                        special,
+                        prefixes[i] if prefixes else (),
+                        i,
+                        constraints[i] if constraints else None,
+                    )  # fmt: skip
                     for i in take
                 ],
                 take,

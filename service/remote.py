@@ -61,6 +61,7 @@ from typing import Any
 from models.options import DecodeOptions
 from service.bundle import BundleError, load_host_bundle
 from service.children import START_METHOD, STOP_MARGIN_SECONDS, exit_reason, first_message
+from service.constraints import Constraints
 from service.enginechild import HEARTBEAT_SECONDS, Wire, child_main
 from service.errors import (
     Cancelled,
@@ -225,6 +226,7 @@ class EngineLink(EngineFront):
         timeout: float | None = None,
         on_prefix: PrefixCallback | None = None,
         prefixes: Sequence[tuple[int, ...]] = (),
+        constraints: Sequence[Constraints | None] = (),
     ) -> Job:
         """The validated (tokenised) request's token ids go to the child."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -236,6 +238,7 @@ class EngineLink(EngineFront):
             on_prefix,
             on_cancel=partial(self._cancel, jid),
             prefixes=list(prefixes),
+            constraints=list(constraints),
         )
         with self._lock:
             if self._dead is not None or self._closed:
@@ -246,7 +249,9 @@ class EngineLink(EngineFront):
             self._jobs[jid] = job
         # A send that fails means the child is gone: the reader fails the job.
         stream = on_prefix is not None
-        self._wire.send(("submit", jid, sources, options, deadline, stream, job.prefixes))
+        self._wire.send(
+            ("submit", jid, sources, options, deadline, stream, job.prefixes, job.constraints)
+        )
         return job
 
     def _cancel(self, jid: int) -> None:

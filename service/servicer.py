@@ -283,6 +283,7 @@ class TranslatorServicer:
                 record.options,
                 timeout=timeout,
                 prefixes=list(request.target_prefix),
+                constraints=[(list(c.phrases), c.ordered) for c in request.constraints],
             )
 
         return await self._answer(
@@ -392,6 +393,7 @@ class TranslatorServicer:
                 timeout=timeout,
                 on_prefix=on_prefix,
                 prefixes=[request.target_prefix],
+                constraints=[(list(request.constraints.phrases), request.constraints.ordered)],
             )
             job.future.add_done_callback(lambda _: call_soon(loop, updates.put_nowait, None))
             text = ""

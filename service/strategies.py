@@ -33,7 +33,8 @@ class Selection(NamedTuple):
     continuation was EOS (OpenNMT-py 1.x/2.x's search remembers it: :class:`OnmtPy1Beam`);
     ``dropped``: the hypotheses finished at earlier steps that this step discards (by
     their index among the sentence's finished ones), ``slots``: the beam's places after
-    this step (OpenNMT-tf's beam: :class:`OnmtTfBeam`).
+    this step (OpenNMT-tf's beam: :class:`OnmtTfBeam`); ``states``: each continuing
+    row's constraint state (:class:`service.constraints.ConstrainedBeam`).
     """
 
     parents: list[int]
@@ -44,6 +45,7 @@ class Selection(NamedTuple):
     top_finished: bool = False
     dropped: tuple[int, ...] = ()
     slots: tuple[Slot, ...] | None = None
+    states: tuple | None = None
 
 
 class Strategy(Protocol):

@@ -46,7 +46,9 @@ class AnsweringFront(EngineFront):
         self.config = EngineConfig().for_device(gpu=False)
         self.hyps = hyps
 
-    def enqueue(self, sources, options, timeout=None, on_prefix=None, prefixes=()) -> Job:
+    def enqueue(
+        self, sources, options, timeout=None, on_prefix=None, prefixes=(), constraints=()
+    ) -> Job:
         job = Job(sources, options, deadline=None)
         job.future.set_result([list(self.hyps) for _ in sources])
         return job

@@ -61,16 +61,26 @@ class DecodeOptions(_message.Message):
     def __init__(self, strategy: _Optional[_Union[Strategy, str]] = ..., beam_size: _Optional[int] = ..., n_best: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_length: _Optional[int] = ..., max_length_ratio: _Optional[float] = ..., return_attention: _Optional[bool] = ..., return_scores: _Optional[bool] = ..., coverage_penalty: _Optional[float] = ..., return_diagnostics: _Optional[bool] = ..., ban_unk: _Optional[bool] = ..., block_ngram_repeat: _Optional[int] = ..., ignore_when_blocking: _Optional[_Iterable[str]] = ..., min_length: _Optional[int] = ..., replace_unk: _Optional[bool] = ..., sampling_topk: _Optional[int] = ..., sampling_temperature: _Optional[float] = ..., seed: _Optional[int] = ..., sampling_topp: _Optional[float] = ..., return_token_scores: _Optional[bool] = ...) -> None: ...
 
 class TranslateRequest(_message.Message):
-    __slots__ = ("texts", "model", "options", "target_prefix")
+    __slots__ = ("texts", "model", "options", "target_prefix", "constraints")
     TEXTS_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
     TARGET_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
     texts: _containers.RepeatedScalarFieldContainer[str]
     model: str
     options: DecodeOptions
     target_prefix: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, texts: _Optional[_Iterable[str]] = ..., model: _Optional[str] = ..., options: _Optional[_Union[DecodeOptions, _Mapping]] = ..., target_prefix: _Optional[_Iterable[str]] = ...) -> None: ...
+    constraints: _containers.RepeatedCompositeFieldContainer[TargetConstraints]
+    def __init__(self, texts: _Optional[_Iterable[str]] = ..., model: _Optional[str] = ..., options: _Optional[_Union[DecodeOptions, _Mapping]] = ..., target_prefix: _Optional[_Iterable[str]] = ..., constraints: _Optional[_Iterable[_Union[TargetConstraints, _Mapping]]] = ...) -> None: ...
+
+class TargetConstraints(_message.Message):
+    __slots__ = ("phrases", "ordered")
+    PHRASES_FIELD_NUMBER: _ClassVar[int]
+    ORDERED_FIELD_NUMBER: _ClassVar[int]
+    phrases: _containers.RepeatedScalarFieldContainer[str]
+    ordered: bool
+    def __init__(self, phrases: _Optional[_Iterable[str]] = ..., ordered: _Optional[bool] = ...) -> None: ...
 
 class ScoreOptions(_message.Message):
     __slots__ = ("length_penalty", "coverage_penalty", "return_attention", "return_diagnostics")
@@ -187,16 +197,18 @@ class TranslateResponse(_message.Message):
     def __init__(self, translations: _Optional[_Iterable[_Union[Translation, _Mapping]]] = ..., model: _Optional[str] = ..., model_version: _Optional[str] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ...) -> None: ...
 
 class TranslateStreamRequest(_message.Message):
-    __slots__ = ("text", "model", "options", "target_prefix")
+    __slots__ = ("text", "model", "options", "target_prefix", "constraints")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
     TARGET_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
     text: str
     model: str
     options: DecodeOptions
     target_prefix: str
-    def __init__(self, text: _Optional[str] = ..., model: _Optional[str] = ..., options: _Optional[_Union[DecodeOptions, _Mapping]] = ..., target_prefix: _Optional[str] = ...) -> None: ...
+    constraints: TargetConstraints
+    def __init__(self, text: _Optional[str] = ..., model: _Optional[str] = ..., options: _Optional[_Union[DecodeOptions, _Mapping]] = ..., target_prefix: _Optional[str] = ..., constraints: _Optional[_Union[TargetConstraints, _Mapping]] = ...) -> None: ...
 
 class TranslateStreamResponse(_message.Message):
     __slots__ = ("text", "delta", "final", "translation", "timing")
