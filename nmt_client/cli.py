@@ -184,6 +184,20 @@ def parser() -> argparse.ArgumentParser:
         "tokens add their log-probs to the scores, but for a converted Eole model); sentences "
         "on the command line only",
     )
+    d.add_argument(
+        "--constraint",
+        metavar="PHRASE",
+        action="append",
+        default=[],
+        help="a target-language phrase every translation must contain (repeat for more; "
+        "lexically constrained beam search, as fairseq's --constraints); sentences on the "
+        "command line only",
+    )
+    d.add_argument(
+        "--ordered-constraints",
+        action="store_true",
+        help="the --constraint phrases appear in the order given (default: any order)",
+    )
     o = p.add_argument_group("output")
     o.add_argument("--scores", action="store_true", help="print each hypothesis's score")
     o.add_argument(
@@ -242,6 +256,12 @@ def check_args(args: argparse.Namespace) -> str | None:
         return "--replace-unk needs the finished translation's attention: drop --stream"
     if args.prefix and not args.text:
         return "--prefix goes with sentences on the command line, not stdin"
+    if args.constraint and not args.text:
+        return "--constraint goes with sentences on the command line, not stdin"
+    if args.constraint and args.prefix:
+        return "--constraint and --prefix do not go together: give one or the other"
+    if args.ordered_constraints and not args.constraint:
+        return "--ordered-constraints orders --constraint phrases: give some"
     if args.list_models and (args.text or args.model):
         return (
             "--list-models lists every model and translates nothing: drop the sentences and --model"
@@ -314,11 +334,17 @@ def _stream(
     scores: bool,
     diagnostics: bool = False,
     prefix: str = "",
+    constraints: Sequence[str] = (),
+    ordered: bool = False,
 ) -> Result | None:
     """Print the translation as it is decoded, then its score and diagnostics when asked
     for (both come with the final message); the final :class:`Result`."""
     shown, result = "", None
-    for update in translator.stream(text, options=options, target_prefix=prefix):
+    updates = translator.stream(
+        text, options=options, target_prefix=prefix, constraints=constraints,
+        ordered_constraints=ordered,
+    )  # fmt: skip
+    for update in updates:
         if update.final:
             result = update.result
         if update.text.startswith(shown):
@@ -396,10 +422,17 @@ def run(args: argparse.Namespace) -> int:
                 scores=args.scores,
                 diagnostics=args.diagnostics,
                 prefix=args.prefix,
+                constraints=args.constraint,
+                ordered=args.ordered_constraints,
             )
-        elif args.prefix:
-            prefixes = [args.prefix] * len(args.text)
-            for result in translator.translate(args.text, options=options, target_prefix=prefixes):
+        elif args.prefix or args.constraint:
+            for result in translator.translate(
+                args.text,
+                options=options,
+                target_prefix=[args.prefix] * len(args.text) if args.prefix else [],
+                constraints=[args.constraint] * len(args.text),
+                ordered_constraints=args.ordered_constraints,
+            ):
                 first = first or result
                 _print_result(result, args)
         else:

@@ -177,9 +177,13 @@ def translate_request(
     *,
     model: str | None = None,
     target_prefix: Sequence[str] = (),
+    constraints: Sequence[Sequence[str]] = (),
+    ordered_constraints: bool = False,
 ) -> pb.TranslateRequest:
     """The ``nmt.v1.TranslateRequest`` for ``texts`` (for callers that need the raw
-    message); ``target_prefix``: each text's forced translation start ("" for none)."""
+    message); ``target_prefix``: each text's forced translation start ("" for none);
+    ``constraints``: each text's target phrases its translation must hold (none: an
+    empty list), in this order when ``ordered_constraints``."""
     if isinstance(target_prefix, str):
         raise TypeError("target_prefix is one string per text: pass a list")
     return pb.TranslateRequest(
@@ -187,7 +191,14 @@ def translate_request(
         model=model or "",
         options=(options or DecodeOptions()).to_proto(),
         target_prefix=list(target_prefix),
+        constraints=[_constraints(c, ordered_constraints) for c in constraints],
     )
+
+
+def _constraints(phrases: Sequence[str], ordered: bool) -> pb.TargetConstraints:
+    if isinstance(phrases, str):
+        raise TypeError("constraints are a list of phrases per text: pass a list of lists")
+    return pb.TargetConstraints(phrases=list(phrases), ordered=ordered)
 
 
 def stream_request(
@@ -196,6 +207,8 @@ def stream_request(
     *,
     model: str | None = None,
     target_prefix: str = "",
+    constraints: Sequence[str] = (),
+    ordered_constraints: bool = False,
 ) -> pb.TranslateStreamRequest:
     """The ``nmt.v1.TranslateStreamRequest`` for one sentence."""
     if not isinstance(text, str):
@@ -205,6 +218,7 @@ def stream_request(
         model=model or "",
         options=(options or DecodeOptions()).to_proto(),
         target_prefix=target_prefix,
+        constraints=_constraints(constraints, ordered_constraints),
     )
 
 

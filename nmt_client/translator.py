@@ -186,13 +186,17 @@ class Translator:
         timeout: float | None = None,
         request_id: str | None = None,
         target_prefix: Sequence[str] = (),
+        constraints: Sequence[Sequence[str]] = (),
+        ordered_constraints: bool = False,
     ) -> list[Result]:
         """Translate ``texts`` (one request, one :class:`Result` per sentence, in order).
 
         Decode options are :class:`DecodeOptions` fields (every one is a keyword here);
         given ones override ``options``. ``timeout`` overrides the translator's;
         ``request_id`` names the call in the server's logs; ``target_prefix``: per text,
-        the start its translation is forced to ("" for none). Raises
+        the start its translation is forced to ("" for none); ``constraints``: per text,
+        target phrases its translation must hold (``[]`` for none; lexically constrained
+        beam search), in the order given when ``ordered_constraints``. Raises
         :class:`TranslatorError` (a subclass by code)."""
         sources = check_texts(texts)
         if not sources:
@@ -200,8 +204,9 @@ class Translator:
         given = locals()
         opts = (options or DecodeOptions()).with_(**{f: given[f] for f in _DECODE_FIELDS})
         request = translate_request(
-            sources, opts, model=self._model(model), target_prefix=target_prefix
-        )
+            sources, opts, model=self._model(model), target_prefix=target_prefix,
+            constraints=constraints, ordered_constraints=ordered_constraints,
+        )  # fmt: skip
 
         def attempt(remaining: float, metadata) -> list[Result]:
             reply, call = self._stub.Translate.with_call(
@@ -304,6 +309,8 @@ class Translator:
         timeout: float | None = None,
         request_id: str | None = None,
         target_prefix: str = "",
+        constraints: Sequence[str] = (),
+        ordered_constraints: bool = False,
         **decode: Any,
     ) -> Iterator[StreamUpdate]:
         """Translate one sentence, yielding the target text as the server decodes it
@@ -312,7 +319,10 @@ class Translator:
         :meth:`translate` only until the first update arrives. Closing the iterator
         early cancels the call. ``decode``: :class:`DecodeOptions` fields."""
         opts = (options or DecodeOptions()).with_(**decode)
-        request = stream_request(text, opts, model=self._model(model), target_prefix=target_prefix)
+        request = stream_request(
+            text, opts, model=self._model(model), target_prefix=target_prefix,
+            constraints=constraints, ordered_constraints=ordered_constraints,
+        )  # fmt: skip
 
         def attempt(remaining: float, metadata):
             call = self._stub.TranslateStream(request, timeout=remaining, metadata=metadata)

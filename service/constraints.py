@@ -287,9 +287,10 @@ class ConstrainedBeam:
             best = total.argmax(axis=1)
             for r in range(rows):
                 cands.append((float(total[r, best[r]]), int(i[r, best[r]]), r))
-        # each row's continuation by every token that advances its state
+        # each row's continuation by every token that advances its state (the whole
+        # row is not restricted: none at the length limit, where only EOS may come)
         every = s.step_log_probs
-        for r in range(rows):
+        for r in range(rows if s.eos_rule() is not Eos.FORCED else 0):
             banned = s.bans[r] if s.bans is not None else ()
             for tok in list(states[r].next_tokens()):
                 lp = NEG_INF if tok in banned else every[r, tok]
