@@ -234,6 +234,35 @@ def test_prefix_needs_sentences_on_the_command_line(address, capsys, monkeypatch
     assert "--prefix goes with sentences on the command line" in capsys.readouterr().err
 
 
+def test_constraints_reach_the_server(translator, address, capsys):
+    texts = ["A house.", "The visiting team swept the series"]
+    argv = ["--server", address, "--beam", "4", "--constraint", "casa", "--constraint", "perro"]
+    assert cli.main([*argv, *texts]) == 0
+    expected = translator.translate(texts, beam_size=4, constraints=[["casa", "perro"]] * 2)
+    plain = translator.translate(texts, beam_size=4)
+    assert capsys.readouterr().out.splitlines() == [r.best.text for r in expected]
+    assert [r.best.text for r in expected] != [r.best.text for r in plain]
+    assert cli.main([*argv, "--ordered-constraints", "--stream", texts[0]]) == 0
+    ordered = translator.translate(
+        texts[:1], beam_size=4, constraints=[["casa", "perro"]], ordered_constraints=True
+    )
+    assert capsys.readouterr().out == f"{ordered[0].best.text}\n"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--constraint", "la"], "--constraint goes with sentences on the command line"),
+        (["--constraint", "la", "--prefix", "el", "A house."], "do not go together"),
+        (["--ordered-constraints", "A house."], "orders --constraint phrases: give some"),
+    ],
+)
+def test_constraint_flags_are_checked(address, capsys, monkeypatch, argv, message):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("A house.\n"))
+    assert cli.main(["--server", address, *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
 def test_diagnostics_are_printed_per_hypothesis(address, capsys):
     assert cli.main(["--server", address, "--diagnostics", "A house."]) == 0
     (line,) = capsys.readouterr().out.splitlines()
