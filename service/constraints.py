@@ -307,7 +307,7 @@ class ConstrainedBeam:
             ],
             dtype=np.float32,
         )
-        order = np.argsort(-keys, kind="stable").tolist()
+        order = torch_sort_order(keys.tolist(), descending=True)
         cands = [cands[i] for i in order]
         banks = [banks[i] for i in order]
         new_states = [new_states[i] for i in order]
@@ -333,7 +333,9 @@ class ConstrainedBeam:
             else:
                 count += 1
             stripes.append(num_tokens - b + count * (n + 1))
-        order = np.argsort(np.array(stripes), kind="stable").tolist()
+        # many stripes are equal (a bank's count restarts wherever banks interleave):
+        # their order is what PyTorch's sort leaves, as in fairseq
+        order = torch_sort_order(stripes)
         return [(*cands[i], kept_states[i]) for i in order][:num_cands]
 
     def _choose(self, s: SentenceSearch, first: int, values, ids) -> Selection:
@@ -355,6 +357,84 @@ class ConstrainedBeam:
                 states.append(state)
         done = s.finished + len(finished) >= beam or not parents
         return Selection(parents, tokens, scores, finished, done, states=tuple(states))
+
+
+# libstdc++'s std::sort leaves elements in its final insertion sort below this size
+_INSERTION_SORT = 16
+
+
+def torch_sort_order(values: list, descending: bool = False) -> list[int]:
+    """The indices in the order ``torch.sort`` leaves ``values`` on the CPU (not stable:
+    it runs libstdc++'s ``std::sort``, an introsort, over (value, index) pairs), which
+    decides fairseq's order among equal sort keys. Written after libstdc++'s
+    ``bits/stl_algo.h``; checked against torch 2.13 on 3,000 tie-heavy arrays
+    (``tests/service/test_constraints.py``)."""
+    a = list(range(len(values)))
+    v = values
+
+    def less(i: int, j: int) -> bool:
+        return v[i] > v[j] if descending else v[i] < v[j]
+
+    def median_to_first(result: int, x: int, y: int, z: int) -> None:
+        if less(a[x], a[y]):
+            if less(a[y], a[z]):
+                pick = y
+            elif less(a[x], a[z]):
+                pick = z
+            else:
+                pick = x
+        elif less(a[x], a[z]):
+            pick = x
+        elif less(a[y], a[z]):
+            pick = z
+        else:
+            pick = y
+        a[result], a[pick] = a[pick], a[result]
+
+    def partition(first: int, last: int, pivot: int) -> int:
+        while True:
+            while less(a[first], a[pivot]):
+                first += 1
+            last -= 1
+            while less(a[pivot], a[last]):
+                last -= 1
+            if not first < last:
+                return first
+            a[first], a[last] = a[last], a[first]
+            first += 1
+
+    def introsort(first: int, last: int, depth: int) -> None:
+        while last - first > _INSERTION_SORT:
+            if depth == 0:  # std::sort turns to heapsort here; never seen at these sizes
+                a[first:last] = sorted(a[first:last], key=lambda i: -v[i] if descending else v[i])
+                return
+            depth -= 1
+            median_to_first(first, first + 1, first + (last - first) // 2, last - 1)
+            cut = partition(first + 1, last, first)
+            introsort(cut, last, depth)
+            last = cut
+
+    def linear_insert(last: int) -> None:
+        val = a[last]
+        while less(val, a[last - 1]):
+            a[last] = a[last - 1]
+            last -= 1
+        a[last] = val
+
+    def insertion(first: int, last: int) -> None:
+        for i in range(first + 1, last):
+            if less(a[i], a[first]):
+                a[first : i + 1] = [a[i], *a[first:i]]
+            else:
+                linear_insert(i)
+
+    n = len(a)
+    if n:
+        introsort(0, n, 2 * (n.bit_length() - 1))
+        insertion(0, min(n, _INSERTION_SORT))
+        for i in range(_INSERTION_SORT, n):
+            linear_insert(i)
+    return a
 
 
 CONSTRAINED: ConstrainedBeam = ConstrainedBeam()

@@ -5,6 +5,7 @@ validation, and over the wire. Against fairseq's own n-best lists:
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from models.options import DecodeOptions
@@ -258,3 +259,28 @@ def test_impossible_constraints_are_invalid_argument(constraint_server, tiny_bun
     address = f"127.0.0.1:{constraint_server.port}"
     with Translator(address, timeout=60, retries=0) as t, pytest.raises(ClientInvalid, match=match):
         t.translate(list(tiny_bundle.sentences[:3]), **kwargs)
+
+
+def test_the_sort_order_is_torchs_on_ties():
+    """fairseq sorts its candidates with ``torch.sort`` (not stable): among equal keys
+    the order is what PyTorch's CPU sort leaves, and fairseq's n-best lists depend on it
+    (with a stable sort instead, 23 and 35 of 120 lstm_word lists differed)."""
+    import torch
+
+    from service.constraints import torch_sort_order
+
+    rng = np.random.default_rng(0)
+    unstable = 0
+    for t in range(600):
+        n = int(rng.integers(1, 60))
+        if t % 2:  # stripes: small ints, many equal
+            x = rng.integers(0, max(1, n // 3), n).astype(np.int64)
+        else:  # sort keys: a few float32 values, repeated
+            x = rng.choice(np.round(rng.normal(size=8), 2).astype(np.float32), n)
+        descending = t % 2 == 0
+        want = torch.tensor(x).sort(dim=0, descending=descending)[1].tolist()
+        assert torch_sort_order(x.tolist(), descending) == want, x
+        stable = np.argsort(-x if descending else x, kind="stable").tolist()
+        unstable += stable != want
+    assert unstable > 100  # the ties' order really is not a stable sort's
+    assert torch_sort_order([]) == []
