@@ -156,6 +156,8 @@ class UnorderedState:
 
     def advance(self, token: int) -> UnorderedState:
         token = int(token)
+        if self.node is self.root and token not in self.root.children:
+            return self  # nothing started, nothing to start: the same state (states never change)
         nxt = None
         child = self.node.children.get(token)
         if child is not None and self.generated[child] < child.num_constraints:
@@ -369,6 +371,8 @@ def torch_sort_order(values: list, descending: bool = False) -> list[int]:
     decides fairseq's order among equal sort keys. Written after libstdc++'s
     ``bits/stl_algo.h``; checked against torch 2.13 on 3,000 tie-heavy arrays
     (``tests/service/test_constraints.py``)."""
+    if len(set(values)) == len(values):  # no ties: every sort gives the same order
+        return sorted(range(len(values)), key=values.__getitem__, reverse=descending)
     a = list(range(len(values)))
     v = values
 
