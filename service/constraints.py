@@ -21,8 +21,9 @@ vectorised bookkeeping of Hu et al. (NAACL 2019, https://aclanthology.org/N19-10
 The states and the step (:meth:`ConstrainedBeam._candidates`) are ported from fairseq
 (MIT licence, commit 3d262bb2), quirks included, so that a converted fairseq model gives
 fairseq's own n-best lists (``tests/fixtures/fairseq/*/constraints_*.json``). One
-difference: a hypothesis that reaches the length limit ends there with its constraints
-unmet (fairseq stops on an assertion), so a request always gets an answer.
+difference: at the length limit every live hypothesis ends, best first, its phrases met
+or not (fairseq stops on an assertion when none may end, and ranks -inf candidates
+among the rest), so a request always gets its n-best list.
 """
 
 from __future__ import annotations
@@ -272,9 +273,8 @@ class ConstrainedBeam:
         num_cands = 2 * beam
         rows = s.rows
         v, i = own_columns(values[first : first + rows], ids[first : first + rows], s.top_k)
-        # EOS only for hypotheses that met every constraint (not at the length limit:
-        # there everything ends, where fairseq would stop on an assertion)
-        if s.step > 0 and s.eos_rule() is not Eos.FORCED:
+        # EOS only for hypotheses that met every constraint
+        if s.step > 0:
             unmet = [r for r in range(rows) if not states[r].finished]
             if unmet:
                 v = v.copy()
@@ -289,10 +289,9 @@ class ConstrainedBeam:
             best = total.argmax(axis=1)
             for r in range(rows):
                 cands.append((float(total[r, best[r]]), int(i[r, best[r]]), r))
-        # each row's continuation by every token that advances its state (the whole
-        # row is not restricted: none at the length limit, where only EOS may come)
+        # each row's continuation by every token that advances its state
         every = s.step_log_probs
-        for r in range(rows if s.eos_rule() is not Eos.FORCED else 0):
+        for r in range(rows):
             banned = s.bans[r] if s.bans is not None else ()
             for tok in list(states[r].next_tokens()):
                 lp = NEG_INF if tok in banned else every[r, tok]
@@ -346,6 +345,14 @@ class ConstrainedBeam:
         ``beam`` others go on."""
         beam = s.options.beam_size
         room = beam - s.finished
+        if s.eos_rule() is Eos.FORCED:
+            # the length limit: every live hypothesis ends here, best first, its phrases
+            # met or not (fairseq ranks -inf candidates among them, or stops on an
+            # assertion when none may end)
+            v = values[first : first + s.rows, -1]
+            ends = sorted(range(s.rows), key=lambda r: -(np.float32(s.scores[r]) + v[r]))
+            finished = [(r, float(np.float32(s.scores[r]) + v[r])) for r in ends[:room]]
+            return Selection([], [], [], finished, True, states=())
         parents, tokens, scores, finished, states = [], [], [], [], []
         for place, (score, tok, row, state) in enumerate(self._candidates(s, first, values, ids)):
             if tok == s.eos and score != NEG_INF:

@@ -137,10 +137,11 @@ def test_constrained_and_plain_sentences_do_not_change_each_other():
 
 
 def test_the_length_limit_ends_a_hypothesis_with_its_phrases_unmet():
-    """fairseq stops on an assertion; here the request gets its hypotheses."""
+    """fairseq stops on an assertion; here every live hypothesis ends at the limit and
+    the request gets its n-best list."""
     options = DecodeOptions(beam_size=2, n_best=2, max_length=3)
     (got,) = run(random_table(2), [(4, 5)], options, constraints=[Constraints(((6, 7, 8, 9),))])
-    assert got and all(len(h.tokens) <= 3 for h in got)
+    assert len(got) == 2 and all(len(h.tokens) <= 3 for h in got)
 
 
 def test_make_search_picks_the_constrained_search():
