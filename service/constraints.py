@@ -73,6 +73,7 @@ class _Node:
         self.terminal = 0  # phrases ending here
         self.children: dict[int, _Node] = {}
         self.num_constraints = 0  # phrases through here
+        self._tokens: set[int] | None = None  # tokens(), once asked (the trie is complete)
 
     @staticmethod
     def trie(phrases: Sequence[Sequence[int]]) -> _Node:
@@ -100,13 +101,15 @@ class _Node:
         return set(self.children.keys())
 
     def tokens(self) -> set[int]:
-        counts: Counter = Counter()
-        kids = list(self.children.values())
-        while kids:
-            kid = kids.pop()
-            counts[kid.token] += kid.num_constraints
-            kids += list(kid.children.values())
-        return set(counts.keys())
+        if self._tokens is None:
+            counts: Counter = Counter()
+            kids = list(self.children.values())
+            while kids:
+                kid = kids.pop()
+                counts[kid.token] += kid.num_constraints
+                kids += list(kid.children.values())
+            self._tokens = set(counts.keys())
+        return self._tokens
 
 
 class UnorderedState:
@@ -116,16 +119,20 @@ class UnorderedState:
 
     def __init__(self, node: _Node, copy_from: UnorderedState | None = None) -> None:
         self.node = node
+        # per trie node, times completed / generated (fairseq's Counters, as dicts)
         if copy_from is None:
             self.root = node
-            self.completed: Counter = Counter()
-            self.generated: Counter = Counter()
+            self.completed: dict[_Node, int] = {}
+            self.generated: dict[_Node, int] = {}
         else:
-            self.completed = Counter(copy_from.completed)
-            self.generated = Counter(copy_from.generated)
+            self.completed = dict(copy_from.completed)
+            self.generated = dict(copy_from.generated)
             self.root = copy_from.root
         if self.node is not self.root:
-            self.generated[node] += 1
+            self.generated[node] = self.generated.get(node, 0) + 1
+        # advance()'s results by token: states never change, and rows of one lineage
+        # advance by the same tokens step after step
+        self._next: dict[int, UnorderedState] = {}
 
     @property
     def bank(self) -> int:
@@ -135,7 +142,8 @@ class UnorderedState:
     @property
     def num_completed(self) -> int:
         """Phrases met, counting one that ends at the current node."""
-        in_final = self.node.terminal and self.completed[self.node] < self.node.terminal
+        node = self.node
+        in_final = node.terminal and self.completed.get(node, 0) < node.terminal
         return sum(self.completed.values()) + in_final
 
     @property
@@ -159,24 +167,33 @@ class UnorderedState:
         token = int(token)
         if self.node is self.root and token not in self.root.children:
             return self  # nothing started, nothing to start: the same state (states never change)
+        # a token that neither goes on nor starts a phrase leads to one state, whichever
+        key = token if token in self.node.children or token in self.root.children else -1
+        known = self._next.get(key)
+        if known is None:
+            known = self._next[key] = self._advance(token)
+        return known
+
+    def _advance(self, token: int) -> UnorderedState:
         nxt = None
         child = self.node.children.get(token)
-        if child is not None and self.generated[child] < child.num_constraints:
+        generated, completed = self.generated, self.completed
+        if child is not None and generated.get(child, 0) < child.num_constraints:
             nxt = UnorderedState(child, copy_from=self)
 
         def rewind() -> None:
             # fell off the trie: a phrase ending on the way back up counts as completed
             node = self.node
             while node is not self.root:
-                if node.terminal and self.completed[node] < node.terminal:
-                    nxt.completed[node] += 1
+                if node.terminal and completed.get(node, 0) < node.terminal:
+                    nxt.completed[node] = nxt.completed.get(node, 0) + 1
                     return
-                nxt.generated[node] -= 1
+                nxt.generated[node] = nxt.generated.get(node, 0) - 1
                 node = node.parent
 
         if nxt is None and token in self.root.next_tokens():
             child = self.root.children[token]
-            if self.generated[child] < child.num_constraints:
+            if generated.get(child, 0) < child.num_constraints:
                 nxt = UnorderedState(child, copy_from=self)
             else:
                 nxt = UnorderedState(self.root, copy_from=self)
@@ -273,12 +290,12 @@ class ConstrainedBeam:
         num_cands = 2 * beam
         rows = s.rows
         v, i = own_columns(values[first : first + rows], ids[first : first + rows], s.top_k)
-        # EOS only for hypotheses that met every constraint
-        if s.step > 0:
-            unmet = [r for r in range(rows) if not states[r].finished]
-            if unmet:
-                v = v.copy()
-                v[unmet, -1] = NEG_INF  # own_columns keeps EOS last
+        # EOS only for hypotheses that met every constraint (fairseq from step 1 on,
+        # leaving step 0 to its min_len >= 1; a model may have min_length 0)
+        unmet = [r for r in range(rows) if not states[r].finished]
+        if unmet:
+            v = v.copy()
+            v[unmet, -1] = NEG_INF  # own_columns keeps EOS last
         scores32 = np.array(s.scores, dtype=np.float32)
         total = scores32[:, None] + v  # (rows, k + 1) cumulative, float32 as fairseq's
         flat = total.ravel()
@@ -342,30 +359,40 @@ class ConstrainedBeam:
     def _choose(self, s: SentenceSearch, first: int, values, ids) -> Selection:
         """fairseq's generator over the candidates: an EOS among the first ``beam``
         finishes its hypothesis (no more than the sentence still needs), the first
-        ``beam`` others go on."""
+        ``beam`` others go on, at -inf too (a token banned by ``block_ngram_repeat``:
+        fairseq keeps such a dead hypothesis in its beam, where it holds a place)."""
         beam = s.options.beam_size
         room = beam - s.finished
         if s.eos_rule() is Eos.FORCED:
-            # the length limit: every live hypothesis ends here, best first, its phrases
-            # met or not (fairseq ranks -inf candidates among them, or stops on an
-            # assertion when none may end)
-            v = values[first : first + s.rows, -1]
-            ends = sorted(range(s.rows), key=lambda r: -(np.float32(s.scores[r]) + v[r]))
-            finished = [(r, float(np.float32(s.scores[r]) + v[r])) for r in ends[:room]]
-            return Selection([], [], [], finished, True, states=())
+            return self._at_limit(s, first, values, room)
         parents, tokens, scores, finished, states = [], [], [], [], []
         for place, (score, tok, row, state) in enumerate(self._candidates(s, first, values, ids)):
             if tok == s.eos and score != NEG_INF:
                 if place < beam and len(finished) < room:
                     finished.append((row, score))
                 continue
-            if len(parents) < beam and score != NEG_INF:
+            if len(parents) < beam:
                 parents.append(row)
                 tokens.append(tok)
                 scores.append(score)
                 states.append(state)
         done = s.finished + len(finished) >= beam or not parents
         return Selection(parents, tokens, scores, finished, done, states=tuple(states))
+
+    @staticmethod
+    def _at_limit(s: SentenceSearch, first: int, values: np.ndarray, room: int) -> Selection:
+        """The length limit: the live hypotheses that hold every phrase end, best first,
+        as many as the sentence still needs (fairseq's rule: the others' EOS is -inf).
+        When no hypothesis of the sentence holds them (none ended before, none here),
+        the live ones end instead, best first, their phrases unmet: fairseq stops on an
+        assertion there; a request gets an answer. Dead ones (-inf) never end."""
+        eos = values[first : first + s.rows, -1]
+        total = [float(np.float32(s.scores[r]) + eos[r]) for r in range(s.rows)]
+        alive = [r for r in range(s.rows) if total[r] != NEG_INF]
+        met = [r for r in alive if s.constraint_states[r].finished]
+        ending = met if met or s.finished else alive
+        ending = sorted(ending, key=lambda r: -total[r])[:room]
+        return Selection([], [], [], [(r, total[r]) for r in ending], True, states=())
 
 
 # libstdc++'s std::sort leaves elements in its final insertion sort below this size
@@ -380,44 +407,40 @@ def torch_sort_order(values: list, descending: bool = False) -> list[int]:
     (``tests/service/test_constraints.py``)."""
     if len(set(values)) == len(values):  # no ties: every sort gives the same order
         return sorted(range(len(values)), key=values.__getitem__, reverse=descending)
+    # (key, index) pairs as two lists moved together; "less" is key < key (keys negated
+    # for a descending sort, which keeps ties tied)
+    k = [-x for x in values] if descending else list(values)
     a = list(range(len(values)))
-    v = values
 
-    def less(i: int, j: int) -> bool:
-        return v[i] > v[j] if descending else v[i] < v[j]
+    def swap(i: int, j: int) -> None:
+        k[i], k[j] = k[j], k[i]
+        a[i], a[j] = a[j], a[i]
 
     def median_to_first(result: int, x: int, y: int, z: int) -> None:
-        if less(a[x], a[y]):
-            if less(a[y], a[z]):
-                pick = y
-            elif less(a[x], a[z]):
-                pick = z
-            else:
-                pick = x
-        elif less(a[x], a[z]):
-            pick = x
-        elif less(a[y], a[z]):
-            pick = z
+        if k[x] < k[y]:
+            pick = y if k[y] < k[z] else (z if k[x] < k[z] else x)
         else:
-            pick = y
-        a[result], a[pick] = a[pick], a[result]
+            pick = x if k[x] < k[z] else (z if k[y] < k[z] else y)
+        swap(result, pick)
 
     def partition(first: int, last: int, pivot: int) -> int:
+        p = k[pivot]  # the pivot stays put while the range right of it is split
         while True:
-            while less(a[first], a[pivot]):
+            while k[first] < p:
                 first += 1
             last -= 1
-            while less(a[pivot], a[last]):
+            while p < k[last]:
                 last -= 1
             if not first < last:
                 return first
-            a[first], a[last] = a[last], a[first]
+            swap(first, last)
             first += 1
 
     def introsort(first: int, last: int, depth: int) -> None:
         while last - first > _INSERTION_SORT:
             if depth == 0:  # std::sort turns to heapsort here; never seen at these sizes
-                a[first:last] = sorted(a[first:last], key=lambda i: -v[i] if descending else v[i])
+                pairs = sorted(zip(k[first:last], a[first:last], strict=True))
+                k[first:last], a[first:last] = [x for x, _ in pairs], [i for _, i in pairs]
                 return
             depth -= 1
             median_to_first(first, first + 1, first + (last - first) // 2, last - 1)
@@ -426,23 +449,20 @@ def torch_sort_order(values: list, descending: bool = False) -> list[int]:
             last = cut
 
     def linear_insert(last: int) -> None:
-        val = a[last]
-        while less(val, a[last - 1]):
-            a[last] = a[last - 1]
+        key, index = k[last], a[last]
+        while key < k[last - 1]:
+            k[last], a[last] = k[last - 1], a[last - 1]
             last -= 1
-        a[last] = val
-
-    def insertion(first: int, last: int) -> None:
-        for i in range(first + 1, last):
-            if less(a[i], a[first]):
-                a[first : i + 1] = [a[i], *a[first:i]]
-            else:
-                linear_insert(i)
+        k[last], a[last] = key, index
 
     n = len(a)
     if n:
         introsort(0, n, 2 * (n.bit_length() - 1))
-        insertion(0, min(n, _INSERTION_SORT))
+        for i in range(1, min(n, _INSERTION_SORT)):  # insertion sort of the first 16
+            if k[i] < k[0]:
+                k[: i + 1], a[: i + 1] = [k[i], *k[:i]], [a[i], *a[:i]]
+            else:
+                linear_insert(i)
         for i in range(_INSERTION_SORT, n):
             linear_insert(i)
     return a

@@ -339,7 +339,8 @@ class SentenceSearch:
         on ``row``, exactly as the model returned it (a beam's cumulative scores are
         float32 totals, whose differences round it), or ``fallback``: for a forced token
         (outside the top-k, :attr:`forced_log_prob`), a sampled one drawn from the whole
-        vocabulary, or without ``candidates``."""
+        vocabulary, or without ``candidates``; a constraint's token from outside the top-k
+        is read from the step's whole row (:attr:`step_log_probs`)."""
         forced = self.step < len(self.prefix)
 
         def own(row: int, token: int, fallback: float) -> float:
@@ -349,7 +350,12 @@ class SentenceSearch:
                 return fallback
             values, ids = candidates
             where = np.flatnonzero(ids[row] == token)
-            return float(values[row, where[0]]) if where.size else fallback
+            if where.size:
+                return float(values[row, where[0]])
+            if self.step_log_probs is not None and token != self.eos:
+                # a constraint's token from outside the top-k: the step's whole row
+                return float(self.step_log_probs[row, token])
+            return fallback
 
         return own
 

@@ -154,7 +154,9 @@ class OnnxModel:
             self.forcing_error: str | None = None
         except forced.ForcedError as exc:
             forcing, self.forcing_error = None, str(exc)
-            log.warning("forced tokens unscored: %s (target prefixes and Score refused)", exc)
+            log.warning(
+                "forced tokens unscored: %s (target prefixes, constraints and Score refused)", exc
+            )
         self.chunked_topk = False
         mode = config.chunked_topk
         first = providers[0] if isinstance(providers[0], str) else providers[0][0]

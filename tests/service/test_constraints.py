@@ -13,7 +13,16 @@ from service.constraints import CONSTRAINED, Constraints
 from service.decoding import SpecialIds, make_search
 from service.errors import InvalidRequest
 from service.limits import MAX_CONSTRAINTS, validate_constraints
-from tests.service.test_decoding import SPECIAL, random_sources, random_table, run
+from service.loop import decode
+from tests.service.test_decoding import (
+    EOS,
+    SPECIAL,
+    FakeStepModel,
+    random_sources,
+    random_table,
+    run,
+    vector,
+)
 
 # fairseq's tests/test_constraints.py (commit 3d262bb2): (phrases, tokens read, expected)
 PHRASES = [[1, 2, 3], [1, 3], [1, 4], [4, 5, 6, 7], [1], [4, 5]]
@@ -142,6 +151,62 @@ def test_the_length_limit_ends_a_hypothesis_with_its_phrases_unmet():
     options = DecodeOptions(beam_size=2, n_best=2, max_length=3)
     (got,) = run(random_table(2), [(4, 5)], options, constraints=[Constraints(((6, 7, 8, 9),))])
     assert len(got) == 2 and all(len(h.tokens) <= 3 for h in got)
+
+
+def step0_table(src, prefix):
+    """EOS at once is by far the likeliest; 7, the phrase, comes later."""
+    if not prefix:
+        return {EOS: -0.05, 5: -3.0, 6: -3.5}
+    return {EOS: -0.5, 5: -1.5, 6: -2.0, 7: -2.5}
+
+
+@pytest.mark.parametrize("beam", [1, 2, 4])
+def test_no_hypothesis_ends_before_its_phrases_even_at_the_first_step(beam):
+    """fairseq bans EOS for unmet phrases from its second step on, leaving the first to
+    its min_len >= 1; with min_length 0 (Eole's and OpenNMT-py's converted models) the
+    empty translation would come back first."""
+    options = DecodeOptions(beam_size=beam, n_best=beam, min_length=0)
+    (got,) = run(step0_table, [(4, 5)], options, constraints=[Constraints(((7,),))])
+    assert got and all(7 in h.tokens for h in got)
+
+
+@pytest.mark.parametrize("ordered", [False, True], ids=["unordered", "ordered"])
+def test_at_the_limit_hypotheses_without_the_phrases_never_outrank_those_with(ordered):
+    """At a tight length limit, rows that never met their phrases often score best;
+    fairseq ends only those that met them (the others' EOS is -inf), and so does this
+    search: an n-best list holds them all, or (nothing met them by the limit, where
+    fairseq stops on an assertion) none."""
+    options = DecodeOptions(beam_size=4, n_best=4, max_length=5)
+    sources = random_sources(31, 40)
+    constraints = [Constraints(CASES[i % len(CASES)], ordered) for i in range(len(sources))]
+    got = run(random_table(7), sources, options, constraints=constraints)
+    mixed, at_limit = [], 0
+    for i, (c, hyps) in enumerate(zip(constraints, got, strict=True)):
+        held = [holds(h.tokens, c.phrases, ordered) for h in hyps]
+        if any(held) and not all(held):
+            mixed.append(i)
+        at_limit += any(len(h.tokens) == 4 for h in hyps)  # 5 with EOS
+    assert mixed == []
+    assert at_limit > len(sources) // 2  # the limit bit
+
+
+def test_token_scores_are_the_models_own_for_constraint_tokens_too():
+    """A phrase's token is often outside the step's top-k: its entry in
+    ``token_log_probs`` is read from the step's whole row, the model's own number (not a
+    difference of rounded cumulative scores)."""
+    options = DecodeOptions(beam_size=2, n_best=2, return_token_scores=True)
+    sources = random_sources(41, 8)
+    table = random_table(5)
+    # the decoder's own top-k (4 of the 10 tokens), not every token as run() asks
+    got = decode(
+        FakeStepModel(table), [list(x) for x in sources], options=options, special=SPECIAL,
+        constraints=[Constraints(((7, 8),))] * len(sources),
+    )  # fmt: skip
+    for src, hyps in zip(sources, got, strict=True):
+        for h in hyps:
+            tokens = (*h.tokens, EOS)
+            want = [float(vector(table(src, tokens[:j]))[t]) for j, t in enumerate(tokens)]
+            assert h.token_log_probs == pytest.approx(want, abs=0, rel=0), h.tokens
 
 
 def test_make_search_picks_the_constrained_search():
