@@ -36,10 +36,11 @@ OVER_LIMIT_BEAM = 1000
 
 # What an ordinary client sends: (kind, weight in %). See LoadClient.call.
 MIX = (
-    ("greedy", 40),  # Translate, one sentence
+    ("greedy", 37),  # Translate, one sentence
     ("greedy_batch_attention", 8),  # Translate, 2-4 sentences, attention and scores
     ("beam5_nbest3", 18),  # Translate, beam 5, 3-best with scores
     ("beam5_attention", 4),  # the same with attention
+    ("beam5_constraints", 3),  # Translate, beam 5, with a phrase the translation must hold
     ("stream_greedy", 12),  # TranslateStream
     ("stream_beam5", 4),
     ("list_models", 1),
@@ -56,6 +57,9 @@ NOT_IN_BURSTS = ("short_deadline", "cancel_unary", "cancel_stream")
 # Words of the paragraph a cancelled stream translates (about 90 source tokens on the
 # committed model, under its 128-token limit).
 PARAGRAPH_WORDS = 60
+# What a constrained request asks every translation to hold (a word of the demo
+# model's target language; tokenised as the target side is by whichever model serves)
+PHRASE = "casa"
 # What an overload client sends: good requests only.
 OVERLOAD_MIX = (("greedy", 60), ("beam5_nbest3", 25), ("stream_greedy", 15))
 
@@ -180,6 +184,8 @@ class LoadClient(threading.Thread):
                     return_scores=True,
                     return_attention=kind == "beam5_attention",
                 )
+            elif kind == "beam5_constraints":
+                translator.translate(self._texts(1), options=BEAM_NBEST3, constraints=[[PHRASE]])
             elif kind in ("stream_greedy", "stream_beam5"):
                 method = "TranslateStream"
                 options = GREEDY if kind == "stream_greedy" else BEAM_NBEST3
