@@ -20,10 +20,16 @@ vectorised bookkeeping of Hu et al. (NAACL 2019, https://aclanthology.org/N19-10
 
 The states and the step (:meth:`ConstrainedBeam._candidates`) are ported from fairseq
 (MIT licence, commit 3d262bb2), quirks included, so that a converted fairseq model gives
-fairseq's own n-best lists (``tests/fixtures/fairseq/*/constraints_*.json``). One
-difference: at the length limit every live hypothesis ends, best first, its phrases met
-or not (fairseq stops on an assertion when none may end, and ranks -inf candidates
-among the rest), so a request always gets its n-best list.
+fairseq's own n-best lists (``tests/fixtures/fairseq/*/constraints_*.json``), their
+order among equal sort keys included (:func:`torch_sort_order`). Where it differs:
+
+* at the length limit the hypotheses that met their phrases end, best first, as
+  fairseq's do; when none of the sentence's did, the live ones end instead, phrases
+  unmet (fairseq stops on an assertion), so a request always gets an answer;
+* EOS is banned for unmet phrases at the first step too (fairseq leaves that step to
+  its ``min_len`` >= 1; a converted Eole model has ``min_length`` 0);
+* an EOS candidate at -inf never continues a hypothesis, and which -inf candidates
+  fill a step's tail follows a stable sort, not ``torch.topk`` (they end nothing).
 """
 
 from __future__ import annotations
