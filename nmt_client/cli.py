@@ -16,6 +16,7 @@ from pathlib import Path
 
 from nmt_client.decoding_args import add_decoding_args, check_decoding_args, options_from_args
 from nmt_client.errors import InvalidRequest, TranslatorError
+from nmt_client.glossary import Glossary, GlossaryError
 from nmt_client.heatmap import MATPLOTLIB_HINT, have_matplotlib, plot_attention
 from nmt_client.options import DecodeOptions
 from nmt_client.results import Diagnostics, Hypothesis, Result
@@ -194,6 +195,15 @@ def parser() -> argparse.ArgumentParser:
         "command line only",
     )
     d.add_argument(
+        "--glossary",
+        metavar="TSV",
+        type=Path,
+        default=None,
+        help="a glossary, 'source term<TAB>target term' a line: each sentence whose text "
+        "holds a source term (whole words, any case) must translate it to its target term "
+        "(a --constraint for that sentence); stdin lines too",
+    )
+    d.add_argument(
         "--ordered-constraints",
         action="store_true",
         help="the --constraint phrases appear in the order given (default: any order)",
@@ -258,10 +268,10 @@ def check_args(args: argparse.Namespace) -> str | None:
         return "--prefix goes with sentences on the command line, not stdin"
     if args.constraint and not args.text:
         return "--constraint goes with sentences on the command line, not stdin"
-    if args.constraint and args.prefix:
-        return "--constraint and --prefix do not go together: give one or the other"
-    if args.ordered_constraints and not args.constraint:
-        return "--ordered-constraints orders --constraint phrases: give some"
+    if (args.constraint or args.glossary) and args.prefix:
+        return "--constraint and --glossary do not go with --prefix: give one or the other"
+    if args.ordered_constraints and not (args.constraint or args.glossary):
+        return "--ordered-constraints orders --constraint or --glossary phrases: give some"
     if args.list_models and (args.text or args.model):
         return (
             "--list-models lists every model and translates nothing: drop the sentences and --model"
@@ -410,6 +420,20 @@ def run(args: argparse.Namespace) -> int:
         return_token_scores=args.token_scores,
     )
     first: Result | None = None
+    glossary = None
+    if args.glossary is not None:
+        try:
+            glossary = Glossary.from_file(args.glossary)
+        except GlossaryError as exc:
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            return 2
+
+    def constraints_for(text: str) -> list[str]:
+        terms = list(args.constraint)
+        if glossary is not None:
+            terms += [t for t in glossary.terms_for(text) if t not in terms]
+        return terms
+
     with translator_from_args(args, args.server) as translator:
         if args.list_models:
             _list_models(translator)
@@ -422,21 +446,17 @@ def run(args: argparse.Namespace) -> int:
                 scores=args.scores,
                 diagnostics=args.diagnostics,
                 prefix=args.prefix,
-                constraints=args.constraint,
+                constraints=constraints_for(args.text[0]),
                 ordered=args.ordered_constraints,
             )
-        elif args.prefix or args.constraint:
-            for result in translator.translate(
-                args.text,
-                options=options,
-                target_prefix=[args.prefix] * len(args.text) if args.prefix else [],
-                constraints=[args.constraint] * len(args.text),
-                ordered_constraints=args.ordered_constraints,
-            ):
+        elif args.prefix:
+            prefixes = [args.prefix] * len(args.text)
+            for result in translator.translate(args.text, options=options, target_prefix=prefixes):
                 first = first or result
                 _print_result(result, args)
         else:
             interactive = not args.text and sys.stdin.isatty()
+            constrained = bool(args.constraint) or glossary is not None
             for result in translate_lines(
                 translator,
                 args.text or _stdin_lines(),
@@ -444,6 +464,8 @@ def run(args: argparse.Namespace) -> int:
                 batch_size=1 if interactive else args.batch_size,
                 concurrency=1 if interactive else 4,
                 options=options,
+                constraints_for=constraints_for if constrained else None,
+                ordered_constraints=args.ordered_constraints,
             ):
                 first = first or result
                 _print_result(result, args)

@@ -290,15 +290,22 @@ class Translator:
         *,
         batch_size: int = 32,
         concurrency: int = 4,
+        constraints_for: Callable[[str], Sequence[str]] | None = None,
         **kwargs: Any,
     ) -> Iterator[Result]:
         """Translate any number of sentences, ``batch_size`` a request, up to
         ``concurrency`` requests in flight; results come in input order, as soon as
         they are ready, and ``texts`` is read only as far as needed (a stream such as
-        stdin works). ``kwargs``: those of :meth:`translate`."""
-        return _in_batches(
-            lambda batch: self.translate(batch, **kwargs), texts, batch_size, concurrency
-        )
+        stdin works). ``constraints_for(text)``: the phrases each text's translation
+        must hold (e.g. :meth:`nmt_client.glossary.Glossary.terms_for`). ``kwargs``:
+        those of :meth:`translate`."""
+
+        def request(batch: list[str]) -> list[Result]:
+            if constraints_for is not None:
+                kwargs["constraints"] = [list(constraints_for(t)) for t in batch]
+            return self.translate(batch, **kwargs)
+
+        return _in_batches(request, texts, batch_size, concurrency)
 
     def stream(
         self,

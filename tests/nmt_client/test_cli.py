@@ -253,14 +253,38 @@ def test_constraints_reach_the_server(translator, address, capsys):
     "argv, message",
     [
         (["--constraint", "la"], "--constraint goes with sentences on the command line"),
-        (["--constraint", "la", "--prefix", "el", "A house."], "do not go together"),
-        (["--ordered-constraints", "A house."], "orders --constraint phrases: give some"),
+        (["--constraint", "la", "--prefix", "el", "A house."], "do not go with --prefix"),
+        (["--ordered-constraints", "A house."], "orders --constraint or --glossary phrases"),
     ],
 )
 def test_constraint_flags_are_checked(address, capsys, monkeypatch, argv, message):
     monkeypatch.setattr(sys, "stdin", io.StringIO("A house.\n"))
     assert cli.main(["--server", address, *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_glossary_constrains_the_lines_whose_source_holds_a_term(
+    translator, address, capsys, monkeypatch, tmp_path
+):
+    glossary = tmp_path / "terms.tsv"
+    glossary.write_text("# source<TAB>target\nhouse\tcasa\nvisiting team\tequipo\n")
+    lines = ["A House.", "The weather is nice.", "The visiting team swept the series"]
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(lines) + "\n"))
+    assert cli.main(["--server", address, "--beam", "4", "--glossary", str(glossary)]) == 0
+    got = capsys.readouterr().out.splitlines()
+    want = translator.translate(lines, beam_size=4, constraints=[["casa"], [], ["equipo"]])
+    assert got == [r.best.text for r in want]
+    # a line without a source term translates as it would without the glossary
+    assert got[1] == translator.translate(lines[1:2], beam_size=4)[0].best.text
+
+
+def test_a_bad_glossary_is_a_one_line_error(address, capsys, tmp_path):
+    glossary = tmp_path / "terms.tsv"
+    glossary.write_text("house\tcasa\nno tab here\n")
+    assert cli.main(["--server", address, "--glossary", str(glossary), "A house."]) == 2
+    err = capsys.readouterr().err
+    assert f"{glossary}:2: expected 'source term<TAB>target term'" in err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_diagnostics_are_printed_per_hypothesis(address, capsys):

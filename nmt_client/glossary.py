@@ -1,0 +1,70 @@
+"""A glossary: source terms and the target terms their translations must use.
+
+A tab-separated file, one entry a line (``source term<TAB>target term``; blank lines and
+lines starting with ``#`` skipped). For each sentence, every entry whose source term
+occurs in it as whole words (case-insensitive) asks its translation to hold the target
+term: a lexical constraint (``TranslateRequest.constraints``), the way terminology is
+enforced in production MT and in the WMT 2021 terminology task (Dinu et al. 2019,
+"Training Neural Machine Translation To Apply Terminology Constraints", use the same
+source-match rule). ``nmt-translate --glossary FILE``, ``nmt-eval --glossary FILE``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class GlossaryError(ValueError):
+    """The glossary file cannot be used (the message names the file and line)."""
+
+
+@dataclass(frozen=True)
+class Glossary:
+    """``entries``: (source term, target term) pairs, in file order."""
+
+    entries: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def from_file(cls, path: Path | str) -> Glossary:
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise GlossaryError(f"cannot read the glossary {path}: {exc}") from None
+        entries = []
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip() or line.startswith("#"):
+                continue
+            fields = line.split("\t")
+            if len(fields) != 2 or not fields[0].strip() or not fields[1].strip():
+                raise GlossaryError(
+                    f"{path}:{number}: expected 'source term<TAB>target term', got {line!r}"
+                )
+            entries.append((fields[0].strip(), fields[1].strip()))
+        if not entries:
+            raise GlossaryError(f"the glossary {path} has no entries")
+        return cls(tuple(entries))
+
+    def __post_init__(self) -> None:
+        # one pattern per entry: the source term's words, whole, any case
+        patterns = [
+            re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, src.split())) + r"(?!\w)", re.I)
+            for src, _ in self.entries
+        ]
+        object.__setattr__(self, "_patterns", patterns)
+
+    def terms_for(self, text: str) -> list[str]:
+        """The target terms ``text``'s translation must hold: those of the entries whose
+        source term it contains, in the order the source terms first occur, each once."""
+        found: list[tuple[int, int, str]] = []
+        for k, (pattern, (_, target)) in enumerate(zip(self._patterns, self.entries, strict=True)):
+            match = pattern.search(text)
+            if match is not None:
+                found.append((match.start(), k, target))
+        out: list[str] = []
+        for _, _, target in sorted(found):
+            if target not in out:
+                out.append(target)
+        return out
