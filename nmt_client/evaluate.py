@@ -1,6 +1,8 @@
 """``nmt-eval``: translate a file with a running server (or a local bundle) and score it.
 
-Prints sacreBLEU's signature line (``BLEU = ...``) and chrF.
+Prints sacreBLEU's signature line (``BLEU = ...``) and chrF; with ``--glossary``, the
+term usage (Dinu et al. 2019: how many of the target terms the sources call for the
+translations hold), and with ``--constrain`` those terms are decoded as constraints.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from nmt_client.cli import (
 )
 from nmt_client.decoding_args import add_decoding_args, check_decoding_args, options_from_args
 from nmt_client.errors import TranslatorError
+from nmt_client.glossary import Glossary, GlossaryError
 from nmt_client.options import DecodeOptions
 from nmt_client.translator import Translator
 
@@ -126,6 +129,7 @@ def translate_with_server(
     *,
     batch: int = 32,
     progress: Progress | None = None,
+    constraints_for: Callable[[str], Sequence[str]] | None = None,
 ) -> list[str]:
     """Best translations of ``lines`` from the server ("" for a blank line): requests of
     at most ``batch`` sentences (fewer for wide beams), :data:`EVAL_WINDOW` in flight;
@@ -141,6 +145,7 @@ def translate_with_server(
         batch_size=batch,
         concurrency=EVAL_WINDOW,
         options=options,
+        constraints_for=constraints_for,
     )
     out = []
     for r in results:
@@ -157,6 +162,7 @@ def translate_with_bundle(
     progress: Progress | None = None,
     *,
     batch: int = 32,
+    constraints_for: Callable[[str], Sequence[str]] | None = None,
 ) -> list[str]:
     """Best translations decoded in this process, the options applied as the server
     applies a request's, in requests of :func:`request_size` sentences. The one part of
@@ -172,6 +178,7 @@ def translate_with_bundle(
         options.to_proto(),
         batch=request_size(batch, options),
         on_done=progress.advance if progress is not None else None,
+        constraints=[constraints_for(t) for t in lines] if constraints_for else None,
     )
 
 
@@ -206,6 +213,21 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--out", metavar="PATH", type=Path, default=None, help="write the translations here"
     )
+    p.add_argument(
+        "--glossary",
+        metavar="TSV",
+        type=Path,
+        default=None,
+        help="'source term<TAB>target term' lines: print the term usage, how many of the "
+        "target terms the sources call for (source term as whole words, any case) the "
+        "translations hold",
+    )
+    p.add_argument(
+        "--constrain",
+        action="store_true",
+        help="decode each sentence with its --glossary terms as constraints (lexically "
+        "constrained beam search; give a beam, e.g. --beam 5)",
+    )
     add_connection_args(p, server_default=None)
     p.set_defaults(retries=OVERLOAD_RETRIES, timeout=300.0)
     return p
@@ -237,7 +259,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         or ("--batch-size must be >= 1" if args.batch_size < 1 else None)
         or (f"--limit {args.limit} must be >= 0 (0: all lines)" if args.limit < 0 else None)
         or (check_out(args.out) if args.out is not None else None)
-    )
+        or ("--constrain decodes with --glossary terms: give --glossary" if args.constrain
+            and args.glossary is None else None)
+    )  # fmt: skip
     if problem:
         print(f"{PROG}: error: {problem}", file=sys.stderr)
         return 2
@@ -261,6 +285,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.limit:
         src, ref = src[: args.limit], ref[: args.limit]
+    glossary = None
+    if args.glossary is not None:
+        try:
+            glossary = Glossary.from_file(args.glossary)
+        except GlossaryError as exc:
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            return 2
+    constraints_for = glossary.terms_for if args.constrain and glossary else None
     options = options_from_args(args)
     start = time.monotonic()
     progress = Progress(len(src))
@@ -269,14 +301,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             # --timeout bounds each request, retries included (not the whole file)
             with translator_from_args(args, args.server) as translator:
                 hyps = translate_with_server(
-                    translator, src, options, batch=args.batch_size, progress=progress
-                )
+                    translator, src, options, batch=args.batch_size, progress=progress,
+                    constraints_for=constraints_for,
+                )  # fmt: skip
         else:
             progress.advance(sum(not line.strip() for line in src))  # blank: not decoded
             hyps = skip_blank(
                 lambda ls: translate_with_bundle(
-                    args.bundle, ls, options, progress, batch=args.batch_size
-                ),
+                    args.bundle,
+                    ls,
+                    options,
+                    progress,
+                    batch=args.batch_size,
+                    constraints_for=constraints_for,
+                ),  # fmt: skip
                 src,
             )
     except TranslatorError as exc:
@@ -302,6 +340,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
     print(sacrebleu.corpus_bleu(hyps, [ref]))
     print(sacrebleu.corpus_chrf(hyps, [ref]))
+    if glossary is not None:
+        held, total = glossary.usage(src, hyps)
+        share = f"{100 * held / total:.1f} %" if total else "n/a"
+        how = "constrained" if args.constrain else "not constrained"
+        print(f"term usage: {held} of {total} glossary terms ({share}; {how})")
     print(f"{len(src)} sentences in {seconds:.1f} s ({len(src) / seconds:.1f} sentences/s)")
     return 0
 

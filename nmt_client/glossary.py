@@ -49,11 +49,19 @@ class Glossary:
 
     def __post_init__(self) -> None:
         # one pattern per entry: the source term's words, whole, any case
-        patterns = [
-            re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, src.split())) + r"(?!\w)", re.I)
-            for src, _ in self.entries
-        ]
+        patterns = [_whole_words(src) for src, _ in self.entries]
         object.__setattr__(self, "_patterns", patterns)
+
+    def usage(self, sources: list[str], translations: list[str]) -> tuple[int, int]:
+        """Term usage (Dinu et al. 2019): of the target terms the ``sources`` call for
+        (:meth:`terms_for`), how many their ``translations`` hold, as whole words in any
+        case; returns ``(held, called for)``."""
+        held = total = 0
+        for source, translation in zip(sources, translations, strict=True):
+            for term in self.terms_for(source):
+                total += 1
+                held += _whole_words(term).search(translation) is not None
+        return held, total
 
     def terms_for(self, text: str) -> list[str]:
         """The target terms ``text``'s translation must hold: those of the entries whose
@@ -68,3 +76,8 @@ class Glossary:
             if target not in out:
                 out.append(target)
         return out
+
+
+def _whole_words(term: str) -> re.Pattern:
+    """``term``'s words, whole, any case, any run of spaces between them."""
+    return re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, term.split())) + r"(?!\w)", re.I)

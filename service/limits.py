@@ -265,13 +265,16 @@ def validate_constraints(
     tokenizer: Tokenizer,
     special: SpecialIds,
     prefixes: Sequence[Sequence[int]] = (),
+    *,
+    first_index: int = 0,
 ) -> list[Constraints | None]:
     """Each sentence's :class:`service.constraints.Constraints` (None: none) from its
     ``(phrases, ordered)`` (aligned with ``sources``; fewer leave the rest without);
     raise :class:`InvalidRequest` saying how to fix impossible ones: a phrase with no
     tokens, a special token or a word the target vocabulary lacks (it could only be met
     as the unknown token), more phrases or tokens than the length limit leaves room for,
-    a text with a target prefix too, or sampling. ``tokenizer`` is the *target* one."""
+    a text with a target prefix too, or sampling. ``tokenizer`` is the *target* one;
+    ``first_index``: the index of ``sources[0]`` in its request (errors name it)."""
     if len(constraints) > len(sources):
         raise InvalidRequest(
             f"{len(constraints)} constraint sets for {len(sources)} texts: send at most one "
@@ -284,7 +287,7 @@ def validate_constraints(
         if not phrases:
             out.append(None)
             continue
-        where = f"constraints[{i}]"
+        where = f"constraints[{first_index + i}]"
         if options.sampling:
             raise InvalidRequest(
                 f"{where}: constraints are decoded by beam search; leave sampling_topk and "
@@ -292,7 +295,7 @@ def validate_constraints(
             )
         if i < len(prefixes) and prefixes[i]:
             raise InvalidRequest(
-                f"{where}: texts[{i}] has a target_prefix too; send one or the other"
+                f"{where}: texts[{first_index + i}] has a target_prefix too; send one or the other"
             )
         if len(phrases) > MAX_CONSTRAINTS:
             raise InvalidRequest(
@@ -317,7 +320,7 @@ def validate_constraints(
         total = sum(map(len, encoded))
         if total >= limit:
             raise InvalidRequest(
-                f"{where} has {total} target tokens; texts[{i}] allows at most "
+                f"{where} has {total} target tokens; texts[{first_index + i}] allows at most "
                 f"{limit - 1} before EOS (max_length / max_length_ratio): fewer phrases "
                 "or a higher length limit"
             )

@@ -6,14 +6,15 @@ defaults)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from models.options import Hypothesis
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.bundle import load_bundle
+from service.errors import InvalidRequest
 from service.front import replace_unknowns
-from service.limits import EngineConfig, validate_request, validate_targets
+from service.limits import EngineConfig, validate_constraints, validate_request, validate_targets
 from service.loop import decode
 from service.messages import to_options, to_score_options
 from service.sessions import RuntimeConfig
@@ -26,12 +27,14 @@ def translate_with_bundle(
     *,
     batch: int | None = None,
     on_done: Callable[[int], None] | None = None,
+    constraints: Sequence[Sequence[str]] | None = None,
 ) -> list[str]:
     """Best translations of ``lines`` with the options of ``request`` (None: the
     bundle's defaults, greedy), decoded ``batch`` sentences at a time (None: all at
     once) as if each batch were one request (what a seeded ``sampling_topk`` draws
     depends on a sentence's index in its request; nothing else depends on the batch);
-    ``on_done(n)`` after every ``n`` sentences translated.
+    ``on_done(n)`` after every ``n`` sentences translated; ``constraints``: each line's
+    target phrases its translation must hold (:mod:`service.constraints`).
     Raises :class:`service.errors.InvalidRequest` for what a server with the default
     limits would refuse, with the same message (``texts[i]``: ``lines[i]``): an
     ``ignore_when_blocking`` token the model does not have, a sentence over the source
@@ -60,7 +63,18 @@ def translate_with_bundle(
             first_index=first,
         )
         sources += chunk
-        nbest += decode(bundle.model, chunk, options=options, special=bundle.special)
+        phrases = None
+        if constraints is not None:
+            error = getattr(bundle.model, "forcing_error", None)
+            if error is not None:
+                raise InvalidRequest(f"this model cannot decode constraints ({error})")
+            asked = [(list(c), False) for c in constraints[first : first + step]]
+            phrases = validate_constraints(
+                asked, chunk, options, tgt_tok, bundle.special, first_index=first
+            )
+        nbest += decode(
+            bundle.model, chunk, options=options, special=bundle.special, constraints=phrases
+        )
         if on_done is not None:
             on_done(len(chunk))
     out = []

@@ -153,6 +153,7 @@ def test_an_unknown_ignore_token_is_one_line_either_way(
         (["--length-penalty", "nan"], "--length-penalty nan must be a finite number >= 0"),
         (["--limit", "-1"], "--limit -1 must be >= 0 (0: all lines)"),
         (["--out", "/nonexistent/x.txt"], "--out /nonexistent/x.txt: directory /nonexistent"),
+        (["--constrain"], "--constrain decodes with --glossary terms: give --glossary"),
     ],
 )
 def test_arguments_are_checked_before_translating(subset, extra, message, capsys):
@@ -272,3 +273,70 @@ def test_seeded_sampling_is_the_same_with_bundle_and_server(
     assert evaluate.main([*args, "--server", address, "--out", str(remote)]) == 0
     capsys.readouterr()
     assert local.read_text() == remote.read_text()
+
+
+def _glossary(src: Path, ref: Path, path: Path, n: int = 10) -> Path:
+    """One entry per sentence: its longest source word -> its reference's longest word."""
+    import re
+
+    def longest(text: str) -> str:
+        return max(re.findall(r"\w+", text), key=len)
+
+    pairs = zip(src.read_text().splitlines()[:n], ref.read_text().splitlines()[:n], strict=True)
+    path.write_text("".join(f"{longest(s)}\t{longest(r)}\n" for s, r in pairs))
+    return path
+
+
+def _usage_line(out: str) -> str:
+    (line,) = [x for x in out.splitlines() if x.startswith("term usage: ")]
+    return line
+
+
+def test_glossary_terms_are_constrained_alike_by_bundle_and_server(
+    tiny_bundle, address, subset, tmp_path, capsys
+):
+    src, ref = subset
+    glossary = _glossary(src, ref, tmp_path / "terms.tsv")
+    args = ["--src", str(src), "--ref", str(ref), "--limit", "10", "--glossary", str(glossary)]
+    args += ["--beam", "4", "--constrain"]
+    outs, usage = [], []
+    for where in (["--bundle", str(tiny_bundle.bundle_dir)], ["--server", address]):
+        out = tmp_path / f"{where[0][2:]}.txt"
+        assert evaluate.main([*args, *where, "--out", str(out)]) == 0
+        usage.append(_usage_line(capsys.readouterr().out))
+        outs.append(out.read_text().splitlines())
+    assert outs[0] == outs[1]  # the bundle decodes constraints as the server does
+    assert usage[0] == usage[1] and usage[0].endswith("; constrained)")
+    # the tiny model glues pieces together: its terms are there, not always as whole words
+    terms = [line.split("\t")[1] for line in glossary.read_text().splitlines()]
+    assert all(term in out for term, out in zip(terms, outs[0], strict=True))
+
+
+def test_term_usage_of_the_committed_model(subset, tmp_path, capsys):
+    import re
+
+    from tests.committed import EN_ES_FP32
+
+    src, ref = subset
+    glossary = _glossary(src, ref, tmp_path / "terms.tsv")
+    args = ["--src", str(src), "--ref", str(ref), "--limit", "10", "--glossary", str(glossary)]
+    args += ["--beam", "4", "--bundle", str(EN_ES_FP32)]
+    assert evaluate.main(args) == 0
+    plain = _usage_line(capsys.readouterr().out)
+    assert evaluate.main([*args, "--constrain"]) == 0
+    constrained = _usage_line(capsys.readouterr().out)
+    assert constrained == "term usage: 10 of 10 glossary terms (100.0 %; constrained)"
+    held = re.fullmatch(
+        r"term usage: (\d+) of 10 glossary terms \(\d+\.\d %; not constrained\)", plain
+    )
+    assert held is not None and int(held.group(1)) < 10, plain
+
+
+def test_a_bad_glossary_is_one_line(subset, tmp_path, capsys):
+    src, ref = subset
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("one column only\n")
+    argv = ["--src", str(src), "--ref", str(ref), "--server", "127.0.0.1:1", "--glossary", str(bad)]
+    assert evaluate.main(argv) == 2
+    (err,) = capsys.readouterr().err.splitlines()
+    assert err.startswith(f"nmt-eval: error: {bad}:1: expected 'source term<TAB>target term'")
