@@ -16,7 +16,7 @@ from pathlib import Path
 
 from nmt_client.decoding_args import add_decoding_args, check_decoding_args, options_from_args
 from nmt_client.errors import InvalidRequest, TranslatorError
-from nmt_client.glossary import Glossary, GlossaryError
+from nmt_client.glossary import Glossary
 from nmt_client.heatmap import MATPLOTLIB_HINT, have_matplotlib, plot_attention
 from nmt_client.options import DecodeOptions
 from nmt_client.results import Diagnostics, Hypothesis, Result
@@ -420,13 +420,10 @@ def run(args: argparse.Namespace) -> int:
         return_token_scores=args.token_scores,
     )
     first: Result | None = None
-    glossary = None
-    if args.glossary is not None:
-        try:
-            glossary = Glossary.from_file(args.glossary)
-        except GlossaryError as exc:
-            print(f"{PROG}: error: {exc}", file=sys.stderr)
-            return 2
+    glossary, problem = Glossary.for_cli(args.glossary)
+    if problem:
+        print(f"{PROG}: error: {problem}", file=sys.stderr)
+        return 2
 
     def constraints_for(text: str) -> list[str]:
         terms = list(args.constraint)

@@ -25,7 +25,7 @@ from nmt_client.cli import (
 )
 from nmt_client.decoding_args import add_decoding_args, check_decoding_args, options_from_args
 from nmt_client.errors import TranslatorError
-from nmt_client.glossary import Glossary, GlossaryError
+from nmt_client.glossary import Glossary
 from nmt_client.options import DecodeOptions
 from nmt_client.translator import Translator
 
@@ -285,13 +285,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.limit:
         src, ref = src[: args.limit], ref[: args.limit]
-    glossary = None
-    if args.glossary is not None:
-        try:
-            glossary = Glossary.from_file(args.glossary)
-        except GlossaryError as exc:
-            print(f"{PROG}: error: {exc}", file=sys.stderr)
-            return 2
+    glossary, problem = Glossary.for_cli(args.glossary)
+    if problem:
+        print(f"{PROG}: error: {problem}", file=sys.stderr)
+        return 2
     constraints_for = glossary.terms_for if args.constrain and glossary else None
     options = options_from_args(args)
     start = time.monotonic()

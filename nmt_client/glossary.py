@@ -47,6 +47,17 @@ class Glossary:
             raise GlossaryError(f"the glossary {path} has no entries")
         return cls(tuple(entries))
 
+    @classmethod
+    def for_cli(cls, path: Path | None) -> tuple[Glossary | None, str | None]:
+        """``(glossary, None)``, ``(None, None)`` without ``path``, or ``(None, why)``
+        when it cannot be used: what a command line reports in one line."""
+        if path is None:
+            return None, None
+        try:
+            return cls.from_file(path), None
+        except GlossaryError as exc:
+            return None, str(exc)
+
     def __post_init__(self) -> None:
         # one pattern per entry: the source term's words, whole, any case
         patterns = [_whole_words(src) for src, _ in self.entries]
