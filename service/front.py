@@ -63,6 +63,18 @@ def replace_unknowns(
     return out
 
 
+def check_forcing(bundle: Bundle) -> None:
+    """Raise :class:`InvalidRequest` when ``bundle``'s decoder cannot report a forced
+    token's log-prob (:mod:`service.forced`), which ``Score``, target prefixes and
+    constraints need."""
+    error = getattr(bundle.model, "forcing_error", None)
+    if error is not None:
+        raise InvalidRequest(
+            f"this model cannot score forced tokens ({error}): it serves neither Score "
+            "nor target_prefix nor constraints; re-export it with this version's exporter"
+        )
+
+
 class EngineFront(abc.ABC):
     """The request side of an engine; subclasses set ``bundle``, ``config`` and
     ``max_source_tokens`` and implement :meth:`enqueue`."""
@@ -113,7 +125,7 @@ class EngineFront(abc.ABC):
         translation must hold (none: no phrases)."""
         sources = self.validate(texts, options)
         if any(prefixes) or any(phrases for phrases, _ in constraints):
-            self._check_forcing()
+            check_forcing(self.bundle)
         special, tgt = self.bundle.special, self.bundle.tgt_tokenizer
         forced = validate_prefixes(prefixes, sources, options, tgt, special)
         phrases = validate_constraints(constraints, sources, options, tgt, special, forced)
@@ -137,18 +149,10 @@ class EngineFront(abc.ABC):
         (:func:`service.messages.to_score_options`). Its results: one hypothesis per text,
         with ``token_log_probs``."""
         sources = self.validate(texts, options)
-        self._check_forcing()
+        check_forcing(self.bundle)
         tokenizer, special = self.bundle.tgt_tokenizer, self.bundle.special
         forced = validate_targets(targets, sources, options, tokenizer, special)
         return self.enqueue(sources, options, timeout, None, forced)
-
-    def _check_forcing(self) -> None:
-        error = getattr(self.bundle.model, "forcing_error", None)
-        if error is not None:
-            raise InvalidRequest(
-                f"this model cannot score forced tokens ({error}): it serves neither Score "
-                "nor target_prefix nor constraints; re-export it with this version's exporter"
-            )
 
     def wait(self, job: Job, timeout: float | None = None) -> list[list[Hypothesis]]:
         """Block until ``job`` is done; translate timeouts into :class:`DeadlineExpired`."""

@@ -12,8 +12,7 @@ from pathlib import Path
 from models.options import Hypothesis
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.bundle import load_bundle
-from service.errors import InvalidRequest
-from service.front import replace_unknowns
+from service.front import check_forcing, replace_unknowns
 from service.limits import EngineConfig, validate_constraints, validate_request, validate_targets
 from service.loop import decode
 from service.messages import to_options, to_score_options
@@ -49,6 +48,8 @@ def translate_with_bundle(
     )
     options = dataclasses.replace(options, n_best=1)
     src_tok, tgt_tok, unk = bundle.src_tokenizer, bundle.tgt_tokenizer, bundle.config.unk_id
+    if constraints is not None:
+        check_forcing(bundle)
     sources: list[list[int]] = []
     nbest = []
     step = batch or max(1, len(lines))
@@ -65,9 +66,6 @@ def translate_with_bundle(
         sources += chunk
         phrases = None
         if constraints is not None:
-            error = getattr(bundle.model, "forcing_error", None)
-            if error is not None:
-                raise InvalidRequest(f"this model cannot decode constraints ({error})")
             asked = [(list(c), False) for c in constraints[first : first + step]]
             phrases = validate_constraints(
                 asked, chunk, options, tgt_tok, bundle.special, first_index=first
