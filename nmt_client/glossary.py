@@ -11,6 +11,7 @@ source-match rule). ``nmt-translate --glossary FILE``, ``nmt-eval --glossary FIL
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,6 +90,7 @@ class Glossary:
         return out
 
 
+@functools.lru_cache(maxsize=4096)
 def _whole_words(term: str) -> re.Pattern:
     """``term``'s words, whole, any case, any run of spaces between them."""
     return re.compile(r"(?<!\w)" + r"\s+".join(map(re.escape, term.split())) + r"(?!\w)", re.I)
