@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -476,7 +477,11 @@ def test_nmt_serve_drains_when_the_whole_group_gets_sigterm(serve, tiny_bundle):
         os.killpg(proc.pid, signal.SIGTERM)
         rest = list(stream)
         assert rest and rest[-1].final
-        assert proc.wait(timeout=40) == 0, _output(log)[-3000:]
+        try:
+            code = proc.wait(timeout=40)
+        except subprocess.TimeoutExpired:  # say what the server was doing, not only that
+            pytest.fail(f"nmt-serve still running 40 s after SIGTERM:\n{_output(log)[-3000:]}")
+        assert code == 0, _output(log)[-3000:]
     finally:
         channel.close()
 
