@@ -14,6 +14,7 @@ port that share those engines (``service/frontends.py``); one that dies is a dea
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import json
 import logging
 import signal
@@ -47,6 +48,10 @@ log = logging.getLogger(__name__)
 
 WATCHDOG_SECONDS = 1.0
 SHUTDOWN_TASKS_SECONDS = 1.0
+# How far past its grace a shutdown may run before it counts as stuck: ``stop`` bounds
+# each of its own waits after the grace (the engine process's stop and joins, the loop
+# thread's), which add up to less than this.
+SHUTDOWN_OVERRUN_SECONDS = 30.0
 
 
 class ServerError(RuntimeError):
@@ -404,6 +409,13 @@ class TranslationServer:
         self._stopped.wait()
 
 
+def exit_if_stuck(seconds: float) -> None:
+    """Arm a timer that, ``seconds`` from now, writes every thread's stack to stderr and
+    exits 1: a shutdown that hangs says where, and still ends (faulthandler's timer runs
+    without the GIL, so a thread that holds it cannot stop it)."""
+    faulthandler.dump_traceback_later(seconds, exit=True)
+
+
 def create_server(
     config: ServerConfig, *, registry: CollectorRegistry | None = None
 ) -> tuple[TranslationServer, int]:
@@ -449,6 +461,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop.wait()
     if server.failed.is_set():
         log.error("exiting for a restart: %s", server.failure)
+        exit_if_stuck(SHUTDOWN_OVERRUN_SECONDS)
         server.stop(0)
         return 1
     log.info(
@@ -456,6 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         min(config.drain_announce, config.shutdown_grace),
         config.shutdown_grace,
     )
+    exit_if_stuck(config.shutdown_grace + SHUTDOWN_OVERRUN_SECONDS)
     server.stop()
     return 0
 

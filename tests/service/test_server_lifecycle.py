@@ -9,6 +9,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -432,3 +433,25 @@ def test_cli_tls_files_are_checked(tiny_bundle, tmp_path, capsys):
     bad = ["--tls-cert", str(tmp_path / "bad.crt"), "--tls-key", str(tmp_path / "ok.key")]
     assert server.main([*argv, *bad]) == 2
     assert "bad.crt is not a PEM certificate" in capsys.readouterr().err
+
+
+def test_a_stuck_shutdown_prints_every_threads_stack_and_exits_1():
+    """nmt-serve arms this before it drains: a hang anywhere in ``stop`` (or in the
+    interpreter's exit) ends with stacks in the log instead of a process that never goes."""
+    code = (
+        "import threading, time\n"
+        "from service.server import exit_if_stuck\n"
+        "threading.Thread(target=time.sleep, args=(60,), name='stuck-join').start()\n"
+        "exit_if_stuck(0.5)\n"
+        "time.sleep(60)\n"
+    )
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=50
+    )
+    assert done.returncode == 1, done.stderr
+    assert time.monotonic() - started < 40
+    assert "Timeout (0:00:00.500000)!" in done.stderr, done.stderr
+    # both threads' stacks, the sleeping main thread's innermost frame at its line
+    assert done.stderr.count("(most recent call first)") == 2, done.stderr
+    assert 'File "<string>", line 5' in done.stderr, done.stderr
