@@ -17,6 +17,9 @@ SEARCHES = ("standard", "eole", "opennmt-py-1", "opennmt-py-2", "joeynmt", "fair
 MAX_BLOCK_NGRAM = 32
 # Highest sampling temperature: past it every candidate is about equally likely anyway.
 MAX_TEMPERATURE = 100.0
+# Highest diversity_rate: past it a hypothesis's second continuation already trails the
+# first by more than any log-prob gap, so the beam is one continuation per parent.
+MAX_DIVERSITY_RATE = 100.0
 
 
 class DecodeOptionsError(ValueError):
@@ -87,6 +90,12 @@ class DecodeOptions:
     # decoding default, export.keras; Eole's, Joey's and Marian's searches stop so
     # anyway). See ScoringRules.eos_at_limit.
     eos_at_limit: bool = True
+    # Diverse siblings (Li et al. 2016, "A Simple, Fast Diverse Decoding Algorithm for
+    # Neural Generation"; fairseq's --diversity-rate): each step, the k-th best
+    # continuation of a hypothesis loses k * diversity_rate, so a beam keeps fewer
+    # continuations of one parent and its n-best list varies more
+    # (service.strategies.Siblings); 0: off. Beam search only.
+    diversity_rate: float = 0.0
 
     def __post_init__(self) -> None:
         if self.beam_size < 1:
@@ -137,6 +146,16 @@ class DecodeOptions:
             raise DecodeOptionsError(
                 f"sampling (sampling_topk {self.sampling_topk}) draws one hypothesis: use "
                 f"beam_size 1, not {self.beam_size}, or sampling_topk 0 for beam search"
+            )
+        d = self.diversity_rate
+        if not (math.isfinite(d) and 0.0 <= d <= MAX_DIVERSITY_RATE):
+            raise DecodeOptionsError(
+                f"diversity_rate must be in [0, {MAX_DIVERSITY_RATE:g}] (0: off), got {d}"
+            )
+        if d > 0.0 and self.beam_size == 1:
+            raise DecodeOptionsError(
+                f"diversity_rate {d:g} ranks the continuations of a beam's hypotheses: use "
+                "beam_size 2 or more, or diversity_rate 0"
             )
         if self.search not in SEARCHES:
             raise DecodeOptionsError(f"search must be one of {SEARCHES}, got {self.search!r}")

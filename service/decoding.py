@@ -150,6 +150,9 @@ class SentenceSearch:
         self.constraints = constraints
         self.constraint_states = [constraints.start()] if constraints else None
         self.step_log_probs: np.ndarray | None = None
+        # Diverse siblings: what the search took off each live row's score so far
+        # (:class:`~service.strategies.Siblings`, set by take())
+        self.penalties: list[float] | None = [0.0] if options.diversity_rate else None
         # One entry per live row: the token its next step is fed, the row of the previous
         # step (or of the initial state, at step 0) it continues, its cumulative log-prob.
         self.prev_tokens: list[int] = [special.bos]
@@ -275,7 +278,8 @@ class SentenceSearch:
             # a scored translation's EOS always counts, at the length limit too
             forced_eos = self.eos_rule() is Eos.FORCED and self._forced is None
             scored = self.rules.eos_scored(forced_eos)
-            for row, log_prob in selection.finished:
+            ended = selection.ended_penalties
+            for j, (row, log_prob) in enumerate(selection.finished):
                 hyp = self._live[row]
                 attn = hyp.attention + [attention[row, : self.src_len]] if keep_attn else None
                 cov = None
@@ -287,9 +291,12 @@ class SentenceSearch:
                 if keep_lps:  # an unscored EOS adds no entry (nor its log-prob)
                     eos_lp = own(row, self.eos, log_prob - self.scores[row])
                     lps = hyp.log_probs + [eos_lp] if scored else hyp.log_probs
+                penalty = 0.0
+                if ended:  # an unscored EOS took no step, nor its penalty
+                    penalty = ended[j] if scored else self.penalties[row]  # type: ignore[index]
                 self.add_finished(
                     hyp.tokens, log_prob, self.scores[row], scored,
-                    np.stack(attn) if keep_attn else None, cov, lps,
+                    np.stack(attn) if keep_attn else None, cov, lps, penalty,
                 )  # fmt: skip
         self.step += 1
         self.top_finished = self.top_finished or selection.top_finished
@@ -330,6 +337,8 @@ class SentenceSearch:
         self.prev_tokens = selection.tokens
         self.parents = selection.parents
         self.scores = selection.scores
+        if selection.penalties is not None:
+            self.penalties = list(selection.penalties)
         self._update_bans()
 
     def _own_log_prob(
@@ -368,12 +377,15 @@ class SentenceSearch:
         attention: np.ndarray | None = None,
         coverage: np.ndarray | None = None,
         token_log_probs: Sequence[float] | None = None,
+        penalty: float = 0.0,
     ) -> None:
         """Record a hypothesis ``tokens`` (no EOS) that ends at this step: ``log_prob``
         with its EOS, ``row_log_prob`` before it (what counts when the EOS is not
         ``scored``: :meth:`ScoringRules.eos_scored`); ``attention`` ``(len, src_len)``
         when kept, ``coverage`` its summed attention when the score needs it,
-        ``token_log_probs`` when kept (``return_token_scores``)."""
+        ``token_log_probs`` when kept (``return_token_scores``); ``penalty``: what
+        diverse siblings took off these log-probs, which the score keeps and the
+        hypothesis's log-prob gets back."""
         if self._forced is not None:  # a whole forced target: its own exact values
             token_log_probs = self._forced
         if not scored:  # ended without EOS: its log-prob is the row's so far
@@ -382,7 +394,7 @@ class SentenceSearch:
             Hypothesis(
                 tokens=tuple(tokens),
                 score=self.rules.score(log_prob, len(tokens), eos=scored, coverage=coverage),
-                log_prob=log_prob,
+                log_prob=log_prob + penalty,
                 attention=attention,
                 token_log_probs=None if token_log_probs is None else tuple(token_log_probs),
             )
@@ -430,6 +442,8 @@ def make_search(
     if constraints:
         if prefix:
             raise ValueError("a sentence cannot have both a target prefix and constraints")
+        if options.diversity_rate > 0.0:
+            raise ValueError("constrained beam search ranks no siblings: diversity_rate 0")
         strategy = CONSTRAINED
     else:
         strategy = strategy_for(options, prefix=bool(prefix))

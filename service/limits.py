@@ -293,6 +293,11 @@ def validate_constraints(
                 f"{where}: constraints are decoded by beam search; leave sampling_topk and "
                 "sampling_topp unset (beam_size 1 or more)"
             )
+        if options.diversity_rate > 0.0:
+            raise InvalidRequest(
+                f"{where}: constraints are decoded by their own beam search, which ranks no "
+                "siblings; leave diversity_rate at 0"
+            )
         if i < len(prefixes) and prefixes[i]:
             raise InvalidRequest(
                 f"{where}: texts[{first_index + i}] has a target_prefix too; send one or the other"

@@ -68,6 +68,8 @@ def to_options(
         return_token_scores=msg.return_token_scores,
         sampling_topk=msg.sampling_topk,
         seed=msg.seed if msg.HasField("seed") else _fresh_seed(msg),
+        # a request's alone (a model default would refuse every greedy request)
+        diversity_rate=msg.diversity_rate if msg.HasField("diversity_rate") else 0.0,
         **{
             name: getattr(msg, name) if msg.HasField(name) else getattr(defaults, name)
             for name in MODEL_DEFAULTED

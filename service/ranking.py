@@ -50,6 +50,31 @@ def ranked_one(
     return (order // v.shape[1]).tolist(), total[order].tolist(), i.ravel()[order].tolist()
 
 
+def ranked_siblings(
+    s: SentenceSearch, first: int, values: np.ndarray, ids: np.ndarray, rate: float
+) -> tuple[list[int], list[float], list[int], list[float]]:
+    """:func:`ranked_one` for diverse siblings (Li et al. 2016; fairseq's
+    ``DiverseSiblingsSearch``): each row ranks its own continuations by cumulative
+    log-prob, keeps its best ``rank_k`` and takes ``k * rate`` off its k-th (k from 1,
+    float32 as fairseq's); then all rows' continuations are ranked together by what is
+    left. Returns lists: the row each continues, its penalised cumulative score, token
+    id, and the penalty it took at this step."""
+    v, i = own_columns(values[first : first + s.rows], ids[first : first + s.rows], s.top_k)
+    cum = np.array(s.scores, dtype=np.float32)[:, None] + v  # (rows, width) float32
+    k = min(s.rank_k, cum.shape[1])
+    order = np.argsort(-cum, axis=1, kind="stable")[:, :k]  # each row's siblings, best first
+    penalty = np.arange(1, k + 1, dtype=np.float32) * np.float32(rate)  # (k,)
+    total = (np.take_along_axis(cum, order, axis=1) - penalty).ravel()  # (rows * k,)
+    tokens = np.take_along_axis(i, order, axis=1).ravel()
+    ranked = np.argsort(-total, kind="stable")[: s.rank_k]
+    return (
+        (ranked // k).tolist(),
+        total[ranked].tolist(),
+        tokens[ranked].tolist(),
+        penalty[ranked % k].tolist(),
+    )
+
+
 def ranked_continuations(
     searches: Sequence[SentenceSearch],
     first_rows: Sequence[int],

@@ -18,7 +18,14 @@ import numpy as np
 
 from models.options import DecodeOptions
 from models.scoring import NEG_INF, Eos
-from service.ranking import beam_masks, greedy_pick, own_columns, ranked_continuations, ranked_one
+from service.ranking import (
+    beam_masks,
+    greedy_pick,
+    own_columns,
+    ranked_continuations,
+    ranked_one,
+    ranked_siblings,
+)
 
 if TYPE_CHECKING:
     from service.decoding import SentenceSearch
@@ -34,7 +41,10 @@ class Selection(NamedTuple):
     ``dropped``: the hypotheses finished at earlier steps that this step discards (by
     their index among the sentence's finished ones), ``slots``: the beam's places after
     this step (OpenNMT-tf's beam: :class:`OnmtTfBeam`); ``states``: each continuing
-    row's constraint state (:class:`service.constraints.ConstrainedBeam`).
+    row's constraint state (:class:`service.constraints.ConstrainedBeam`);
+    ``penalties``, ``ended_penalties``: what diverse siblings (:class:`Siblings`) took off
+    each continuing and each finishing row's score so far, which its log-prob does not
+    count.
     """
 
     parents: list[int]
@@ -46,6 +56,8 @@ class Selection(NamedTuple):
     dropped: tuple[int, ...] = ()
     slots: tuple[Slot, ...] | None = None
     states: tuple | None = None
+    penalties: tuple[float, ...] | None = None
+    ended_penalties: tuple[float, ...] = ()
 
 
 class Strategy(Protocol):
@@ -505,6 +517,53 @@ class Sampling:
         return chosen
 
 
+class Siblings:
+    """Diverse siblings (Li et al. 2016, "A Simple, Fast Diverse Decoding Algorithm for
+    Neural Generation"; fairseq's ``--diversity-rate``, ``DiverseSiblingsSearch``) around
+    a beam search ``inner`` (``DecodeOptions.diversity_rate`` > 0).
+
+    Each step ranks every hypothesis's continuations among themselves and takes
+    ``k * diversity_rate`` off its k-th best (k from 1); ``inner`` then ranks all of them
+    by what is left and applies its own rules (which finish, which go on, when the
+    sentence is done), so a beam keeps fewer continuations of one parent. As in fairseq
+    the penalty stays in the cumulative score the search goes on from, and so in the
+    finished hypothesis's ``score``; its ``log_prob`` (and ``token_log_probs``) is the
+    model's own. The search's first free step (one row, nothing to tell apart) is the
+    plain beam's, as fairseq's step 0. Sentences are chosen one at a time.
+    """
+
+    def __init__(self, inner: Strategy) -> None:
+        self.inner = inner
+
+    def top_k(self, options: DecodeOptions) -> int:
+        return self.inner.top_k(options)
+
+    def select(self, searches, first_rows, values, ids) -> list[Selection]:
+        return [
+            self._choose(s, first, values, ids)
+            for s, first in zip(searches, first_rows, strict=True)
+        ]
+
+    def _choose(self, s: SentenceSearch, first: int, values, ids) -> Selection:
+        if s.step == len(s.prefix):
+            rows, ranked, tokens = ranked_one(s, first, values, ids)
+            taken = [0.0] * len(rows)
+        else:
+            rate = s.options.diversity_rate
+            rows, ranked, tokens, taken = ranked_siblings(s, first, values, ids, rate)
+        chosen = self.inner._choose(s, rows, ranked, tokens)  # type: ignore[attr-defined]
+        step = dict(zip(zip(rows, tokens, strict=True), taken, strict=True))
+        before = s.penalties or [0.0] * s.rows
+        going_on = zip(chosen.parents, chosen.tokens, strict=True)
+        return chosen._replace(
+            penalties=tuple(before[p] + step[p, t] for p, t in going_on),
+            # an EOS a search adds at its length limit unranked (Joey's) took nothing
+            ended_penalties=tuple(
+                before[r] + step.get((r, s.eos), 0.0) for r, _ in chosen.finished
+            ),  # fmt: skip
+        )
+
+
 class Prefix:
     """Forced decoding of a target prefix, around any ``inner`` strategy.
 
@@ -568,15 +627,21 @@ BEAMS: dict[str, Strategy] = {
     "marian": MARIAN_BEAM,
     "opennmt-tf": ONMT_TF_BEAM,
 }
-# One wrapper per strategy, so that the loop groups prefixed sentences together.
-_PREFIXED: dict[Strategy, Strategy] = {s: Prefix(s) for s in (GREEDY, *BEAMS.values(), SAMPLING)}
+# One wrapper per strategy, so that the loop groups such sentences together.
+_SIBLINGS: dict[Strategy, Strategy] = {s: Siblings(s) for s in BEAMS.values()}
+_PREFIXED: dict[Strategy, Strategy] = {
+    s: Prefix(s) for s in (GREEDY, *BEAMS.values(), *_SIBLINGS.values(), SAMPLING)
+}
 
 
 def strategy_for(options: DecodeOptions, *, prefix: bool = False) -> Strategy:
     """Greedy for ``beam_size == 1`` (cheaper bookkeeping, same results) or sampling when
-    ``options`` ask for it, else the beam search ``options.search`` names; wrapped in
-    :class:`Prefix` when ``prefix``."""
+    ``options`` ask for it, else the beam search ``options.search`` names (in
+    :class:`Siblings` with a ``diversity_rate``); wrapped in :class:`Prefix` when
+    ``prefix``."""
     inner = BEAMS[options.search]
     if options.beam_size == 1:
         inner = SAMPLING if options.sampling else GREEDY
+    elif options.diversity_rate > 0.0:
+        inner = _SIBLINGS[inner]
     return _PREFIXED[inner] if prefix else inner

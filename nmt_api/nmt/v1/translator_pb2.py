@@ -24,49 +24,49 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fnmt_api/nmt/v1/translator.proto\x12\x06nmt.v1\"\xbe\x05\n\rDecodeOptions\x12\"\n\x08strategy\x18\x01 \x01(\x0e\x32\x10.nmt.v1.Strategy\x12\x11\n\tbeam_size\x18\x02 \x01(\r\x12\x0e\n\x06n_best\x18\x03 \x01(\r\x12\x1b\n\x0elength_penalty\x18\x04 \x01(\x02H\x00\x88\x01\x01\x12\x12\n\nmax_length\x18\x05 \x01(\r\x12\x1d\n\x10max_length_ratio\x18\x06 \x01(\x02H\x01\x88\x01\x01\x12\x18\n\x10return_attention\x18\x07 \x01(\x08\x12\x15\n\rreturn_scores\x18\x08 \x01(\x08\x12\x1d\n\x10\x63overage_penalty\x18\t \x01(\x02H\x02\x88\x01\x01\x12\x1a\n\x12return_diagnostics\x18\n \x01(\x08\x12\x14\n\x07\x62\x61n_unk\x18\x0b \x01(\x08H\x03\x88\x01\x01\x12\x1f\n\x12\x62lock_ngram_repeat\x18\x0c \x01(\rH\x04\x88\x01\x01\x12\x1c\n\x14ignore_when_blocking\x18\r \x03(\t\x12\x17\n\nmin_length\x18\x0e \x01(\rH\x05\x88\x01\x01\x12\x13\n\x0breplace_unk\x18\x0f \x01(\x08\x12\x15\n\rsampling_topk\x18\x10 \x01(\r\x12!\n\x14sampling_temperature\x18\x11 \x01(\x02H\x06\x88\x01\x01\x12\x11\n\x04seed\x18\x12 \x01(\x04H\x07\x88\x01\x01\x12\x1a\n\rsampling_topp\x18\x13 \x01(\x02H\x08\x88\x01\x01\x12\x1b\n\x13return_token_scores\x18\x14 \x01(\x08\x42\x11\n\x0f_length_penaltyB\x13\n\x11_max_length_ratioB\x13\n\x11_coverage_penaltyB\n\n\x08_ban_unkB\x15\n\x13_block_ngram_repeatB\r\n\x0b_min_lengthB\x17\n\x15_sampling_temperatureB\x07\n\x05_seedB\x10\n\x0e_sampling_topp\"\x9f\x01\n\x10TranslateRequest\x12\r\n\x05texts\x18\x01 \x03(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12&\n\x07options\x18\x03 \x01(\x0b\x32\x15.nmt.v1.DecodeOptions\x12\x15\n\rtarget_prefix\x18\x04 \x03(\t\x12.\n\x0b\x63onstraints\x18\x05 \x03(\x0b\x32\x19.nmt.v1.TargetConstraints\"5\n\x11TargetConstraints\x12\x0f\n\x07phrases\x18\x01 \x03(\t\x12\x0f\n\x07ordered\x18\x02 \x01(\x08\"\xa8\x01\n\x0cScoreOptions\x12\x1b\n\x0elength_penalty\x18\x01 \x01(\x02H\x00\x88\x01\x01\x12\x1d\n\x10\x63overage_penalty\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x18\n\x10return_attention\x18\x03 \x01(\x08\x12\x1a\n\x12return_diagnostics\x18\x04 \x01(\x08\x42\x11\n\x0f_length_penaltyB\x13\n\x11_coverage_penalty\"d\n\x0cScoreRequest\x12\r\n\x05texts\x18\x01 \x03(\t\x12\x0f\n\x07targets\x18\x02 \x03(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12%\n\x07options\x18\x04 \x01(\x0b\x32\x14.nmt.v1.ScoreOptions\"\x80\x01\n\rScoreResponse\x12)\n\x0ctranslations\x18\x01 \x03(\x0b\x32\x13.nmt.v1.Translation\x12\r\n\x05model\x18\x02 \x01(\t\x12\x15\n\rmodel_version\x18\x03 \x01(\t\x12\x1e\n\x06timing\x18\x04 \x01(\x0b\x32\x0e.nmt.v1.Timing\"k\n\x0f\x41ttentionMatrix\x12\x0c\n\x04rows\x18\x01 \x01(\r\x12\x0c\n\x04\x63ols\x18\x02 \x01(\r\x12\x0e\n\x06values\x18\x03 \x03(\x02\x12\x15\n\rsource_tokens\x18\x04 \x03(\t\x12\x15\n\rtarget_tokens\x18\x05 \x03(\t\"\xc3\x01\n\nHypothesis\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x0e\n\x06tokens\x18\x02 \x03(\t\x12\r\n\x05score\x18\x03 \x01(\x02\x12\x10\n\x08log_prob\x18\x04 \x01(\x02\x12*\n\tattention\x18\x05 \x01(\x0b\x32\x17.nmt.v1.AttentionMatrix\x12\x31\n\x0b\x64iagnostics\x18\x06 \x01(\x0b\x32\x1c.nmt.v1.AttentionDiagnostics\x12\x17\n\x0ftoken_log_probs\x18\x07 \x03(\x02\"\xe3\x01\n\x14\x41ttentionDiagnostics\x12\x19\n\x0c\x65ntropy_mean\x18\x01 \x01(\x02H\x00\x88\x01\x01\x12\x18\n\x0b\x65ntropy_max\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x1d\n\x10\x63overage_deficit\x18\x03 \x01(\x02H\x02\x88\x01\x01\x12\x1b\n\x0eover_attention\x18\x04 \x01(\x02H\x03\x88\x01\x01\x12\x11\n\tunk_share\x18\x05 \x01(\x02\x42\x0f\n\r_entropy_meanB\x0e\n\x0c_entropy_maxB\x13\n\x11_coverage_deficitB\x11\n\x0f_over_attention\"L\n\x0bTranslation\x12&\n\nhypotheses\x18\x01 \x03(\x0b\x32\x12.nmt.v1.Hypothesis\x12\x15\n\rsource_tokens\x18\x02 \x01(\r\"R\n\x06Timing\x12\x10\n\x08queue_ms\x18\x01 \x01(\x01\x12\x11\n\tencode_ms\x18\x02 \x01(\x01\x12\x11\n\tdecode_ms\x18\x03 \x01(\x01\x12\x10\n\x08total_ms\x18\x04 \x01(\x01\"\x84\x01\n\x11TranslateResponse\x12)\n\x0ctranslations\x18\x01 \x03(\x0b\x32\x13.nmt.v1.Translation\x12\r\n\x05model\x18\x02 \x01(\t\x12\x15\n\rmodel_version\x18\x03 \x01(\t\x12\x1e\n\x06timing\x18\x04 \x01(\x0b\x32\x0e.nmt.v1.Timing\"\xa4\x01\n\x16TranslateStreamRequest\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12&\n\x07options\x18\x03 \x01(\x0b\x32\x15.nmt.v1.DecodeOptions\x12\x15\n\rtarget_prefix\x18\x04 \x01(\t\x12.\n\x0b\x63onstraints\x18\x05 \x01(\x0b\x32\x19.nmt.v1.TargetConstraints\"\x8f\x01\n\x17TranslateStreamResponse\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\r\n\x05\x64\x65lta\x18\x02 \x01(\t\x12\r\n\x05\x66inal\x18\x03 \x01(\x08\x12(\n\x0btranslation\x18\x04 \x01(\x0b\x32\x13.nmt.v1.Translation\x12\x1e\n\x06timing\x18\x05 \x01(\x0b\x32\x0e.nmt.v1.Timing\"\x13\n\x11ListModelsRequest\"\x80\x02\n\tModelInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x11\n\tprecision\x18\x03 \x01(\t\x12\x1a\n\x12\x65xecution_provider\x18\x04 \x01(\t\x12\x13\n\x0b\x63onfig_json\x18\x05 \x01(\t\x12\x12\n\nparameters\x18\x06 \x01(\x04\x12\x16\n\x0esrc_vocab_size\x18\x07 \x01(\r\x12\x16\n\x0etgt_vocab_size\x18\x08 \x01(\r\x12\x19\n\x11max_source_tokens\x18\t \x01(\r\x12\x1d\n\x15manifest_summary_json\x18\n \x01(\t\x12\x12\n\nis_default\x18\x0b \x01(\x08\"7\n\x12ListModelsResponse\x12!\n\x06models\x18\x01 \x03(\x0b\x32\x11.nmt.v1.ModelInfo*L\n\x08Strategy\x12\x18\n\x14STRATEGY_UNSPECIFIED\x10\x00\x12\x13\n\x0fSTRATEGY_GREEDY\x10\x01\x12\x11\n\rSTRATEGY_BEAM\x10\x02\x32\x9f\x02\n\nTranslator\x12@\n\tTranslate\x12\x18.nmt.v1.TranslateRequest\x1a\x19.nmt.v1.TranslateResponse\x12T\n\x0fTranslateStream\x12\x1e.nmt.v1.TranslateStreamRequest\x1a\x1f.nmt.v1.TranslateStreamResponse0\x01\x12\x34\n\x05Score\x12\x14.nmt.v1.ScoreRequest\x1a\x15.nmt.v1.ScoreResponse\x12\x43\n\nListModels\x12\x19.nmt.v1.ListModelsRequest\x1a\x1a.nmt.v1.ListModelsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fnmt_api/nmt/v1/translator.proto\x12\x06nmt.v1\"\xee\x05\n\rDecodeOptions\x12\"\n\x08strategy\x18\x01 \x01(\x0e\x32\x10.nmt.v1.Strategy\x12\x11\n\tbeam_size\x18\x02 \x01(\r\x12\x0e\n\x06n_best\x18\x03 \x01(\r\x12\x1b\n\x0elength_penalty\x18\x04 \x01(\x02H\x00\x88\x01\x01\x12\x12\n\nmax_length\x18\x05 \x01(\r\x12\x1d\n\x10max_length_ratio\x18\x06 \x01(\x02H\x01\x88\x01\x01\x12\x18\n\x10return_attention\x18\x07 \x01(\x08\x12\x15\n\rreturn_scores\x18\x08 \x01(\x08\x12\x1d\n\x10\x63overage_penalty\x18\t \x01(\x02H\x02\x88\x01\x01\x12\x1a\n\x12return_diagnostics\x18\n \x01(\x08\x12\x14\n\x07\x62\x61n_unk\x18\x0b \x01(\x08H\x03\x88\x01\x01\x12\x1f\n\x12\x62lock_ngram_repeat\x18\x0c \x01(\rH\x04\x88\x01\x01\x12\x1c\n\x14ignore_when_blocking\x18\r \x03(\t\x12\x17\n\nmin_length\x18\x0e \x01(\rH\x05\x88\x01\x01\x12\x13\n\x0breplace_unk\x18\x0f \x01(\x08\x12\x15\n\rsampling_topk\x18\x10 \x01(\r\x12!\n\x14sampling_temperature\x18\x11 \x01(\x02H\x06\x88\x01\x01\x12\x11\n\x04seed\x18\x12 \x01(\x04H\x07\x88\x01\x01\x12\x1a\n\rsampling_topp\x18\x13 \x01(\x02H\x08\x88\x01\x01\x12\x1b\n\x13return_token_scores\x18\x14 \x01(\x08\x12\x1b\n\x0e\x64iversity_rate\x18\x15 \x01(\x02H\t\x88\x01\x01\x42\x11\n\x0f_length_penaltyB\x13\n\x11_max_length_ratioB\x13\n\x11_coverage_penaltyB\n\n\x08_ban_unkB\x15\n\x13_block_ngram_repeatB\r\n\x0b_min_lengthB\x17\n\x15_sampling_temperatureB\x07\n\x05_seedB\x10\n\x0e_sampling_toppB\x11\n\x0f_diversity_rate\"\x9f\x01\n\x10TranslateRequest\x12\r\n\x05texts\x18\x01 \x03(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12&\n\x07options\x18\x03 \x01(\x0b\x32\x15.nmt.v1.DecodeOptions\x12\x15\n\rtarget_prefix\x18\x04 \x03(\t\x12.\n\x0b\x63onstraints\x18\x05 \x03(\x0b\x32\x19.nmt.v1.TargetConstraints\"5\n\x11TargetConstraints\x12\x0f\n\x07phrases\x18\x01 \x03(\t\x12\x0f\n\x07ordered\x18\x02 \x01(\x08\"\xa8\x01\n\x0cScoreOptions\x12\x1b\n\x0elength_penalty\x18\x01 \x01(\x02H\x00\x88\x01\x01\x12\x1d\n\x10\x63overage_penalty\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x18\n\x10return_attention\x18\x03 \x01(\x08\x12\x1a\n\x12return_diagnostics\x18\x04 \x01(\x08\x42\x11\n\x0f_length_penaltyB\x13\n\x11_coverage_penalty\"d\n\x0cScoreRequest\x12\r\n\x05texts\x18\x01 \x03(\t\x12\x0f\n\x07targets\x18\x02 \x03(\t\x12\r\n\x05model\x18\x03 \x01(\t\x12%\n\x07options\x18\x04 \x01(\x0b\x32\x14.nmt.v1.ScoreOptions\"\x80\x01\n\rScoreResponse\x12)\n\x0ctranslations\x18\x01 \x03(\x0b\x32\x13.nmt.v1.Translation\x12\r\n\x05model\x18\x02 \x01(\t\x12\x15\n\rmodel_version\x18\x03 \x01(\t\x12\x1e\n\x06timing\x18\x04 \x01(\x0b\x32\x0e.nmt.v1.Timing\"k\n\x0f\x41ttentionMatrix\x12\x0c\n\x04rows\x18\x01 \x01(\r\x12\x0c\n\x04\x63ols\x18\x02 \x01(\r\x12\x0e\n\x06values\x18\x03 \x03(\x02\x12\x15\n\rsource_tokens\x18\x04 \x03(\t\x12\x15\n\rtarget_tokens\x18\x05 \x03(\t\"\xc3\x01\n\nHypothesis\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x0e\n\x06tokens\x18\x02 \x03(\t\x12\r\n\x05score\x18\x03 \x01(\x02\x12\x10\n\x08log_prob\x18\x04 \x01(\x02\x12*\n\tattention\x18\x05 \x01(\x0b\x32\x17.nmt.v1.AttentionMatrix\x12\x31\n\x0b\x64iagnostics\x18\x06 \x01(\x0b\x32\x1c.nmt.v1.AttentionDiagnostics\x12\x17\n\x0ftoken_log_probs\x18\x07 \x03(\x02\"\xe3\x01\n\x14\x41ttentionDiagnostics\x12\x19\n\x0c\x65ntropy_mean\x18\x01 \x01(\x02H\x00\x88\x01\x01\x12\x18\n\x0b\x65ntropy_max\x18\x02 \x01(\x02H\x01\x88\x01\x01\x12\x1d\n\x10\x63overage_deficit\x18\x03 \x01(\x02H\x02\x88\x01\x01\x12\x1b\n\x0eover_attention\x18\x04 \x01(\x02H\x03\x88\x01\x01\x12\x11\n\tunk_share\x18\x05 \x01(\x02\x42\x0f\n\r_entropy_meanB\x0e\n\x0c_entropy_maxB\x13\n\x11_coverage_deficitB\x11\n\x0f_over_attention\"L\n\x0bTranslation\x12&\n\nhypotheses\x18\x01 \x03(\x0b\x32\x12.nmt.v1.Hypothesis\x12\x15\n\rsource_tokens\x18\x02 \x01(\r\"R\n\x06Timing\x12\x10\n\x08queue_ms\x18\x01 \x01(\x01\x12\x11\n\tencode_ms\x18\x02 \x01(\x01\x12\x11\n\tdecode_ms\x18\x03 \x01(\x01\x12\x10\n\x08total_ms\x18\x04 \x01(\x01\"\x84\x01\n\x11TranslateResponse\x12)\n\x0ctranslations\x18\x01 \x03(\x0b\x32\x13.nmt.v1.Translation\x12\r\n\x05model\x18\x02 \x01(\t\x12\x15\n\rmodel_version\x18\x03 \x01(\t\x12\x1e\n\x06timing\x18\x04 \x01(\x0b\x32\x0e.nmt.v1.Timing\"\xa4\x01\n\x16TranslateStreamRequest\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12&\n\x07options\x18\x03 \x01(\x0b\x32\x15.nmt.v1.DecodeOptions\x12\x15\n\rtarget_prefix\x18\x04 \x01(\t\x12.\n\x0b\x63onstraints\x18\x05 \x01(\x0b\x32\x19.nmt.v1.TargetConstraints\"\x8f\x01\n\x17TranslateStreamResponse\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\r\n\x05\x64\x65lta\x18\x02 \x01(\t\x12\r\n\x05\x66inal\x18\x03 \x01(\x08\x12(\n\x0btranslation\x18\x04 \x01(\x0b\x32\x13.nmt.v1.Translation\x12\x1e\n\x06timing\x18\x05 \x01(\x0b\x32\x0e.nmt.v1.Timing\"\x13\n\x11ListModelsRequest\"\x80\x02\n\tModelInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x11\n\tprecision\x18\x03 \x01(\t\x12\x1a\n\x12\x65xecution_provider\x18\x04 \x01(\t\x12\x13\n\x0b\x63onfig_json\x18\x05 \x01(\t\x12\x12\n\nparameters\x18\x06 \x01(\x04\x12\x16\n\x0esrc_vocab_size\x18\x07 \x01(\r\x12\x16\n\x0etgt_vocab_size\x18\x08 \x01(\r\x12\x19\n\x11max_source_tokens\x18\t \x01(\r\x12\x1d\n\x15manifest_summary_json\x18\n \x01(\t\x12\x12\n\nis_default\x18\x0b \x01(\x08\"7\n\x12ListModelsResponse\x12!\n\x06models\x18\x01 \x03(\x0b\x32\x11.nmt.v1.ModelInfo*L\n\x08Strategy\x12\x18\n\x14STRATEGY_UNSPECIFIED\x10\x00\x12\x13\n\x0fSTRATEGY_GREEDY\x10\x01\x12\x11\n\rSTRATEGY_BEAM\x10\x02\x32\x9f\x02\n\nTranslator\x12@\n\tTranslate\x12\x18.nmt.v1.TranslateRequest\x1a\x19.nmt.v1.TranslateResponse\x12T\n\x0fTranslateStream\x12\x1e.nmt.v1.TranslateStreamRequest\x1a\x1f.nmt.v1.TranslateStreamResponse0\x01\x12\x34\n\x05Score\x12\x14.nmt.v1.ScoreRequest\x1a\x15.nmt.v1.ScoreResponse\x12\x43\n\nListModels\x12\x19.nmt.v1.ListModelsRequest\x1a\x1a.nmt.v1.ListModelsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'nmt_api.nmt.v1.translator_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_STRATEGY']._serialized_start=2853
-  _globals['_STRATEGY']._serialized_end=2929
+  _globals['_STRATEGY']._serialized_start=2901
+  _globals['_STRATEGY']._serialized_end=2977
   _globals['_DECODEOPTIONS']._serialized_start=44
-  _globals['_DECODEOPTIONS']._serialized_end=746
-  _globals['_TRANSLATEREQUEST']._serialized_start=749
-  _globals['_TRANSLATEREQUEST']._serialized_end=908
-  _globals['_TARGETCONSTRAINTS']._serialized_start=910
-  _globals['_TARGETCONSTRAINTS']._serialized_end=963
-  _globals['_SCOREOPTIONS']._serialized_start=966
-  _globals['_SCOREOPTIONS']._serialized_end=1134
-  _globals['_SCOREREQUEST']._serialized_start=1136
-  _globals['_SCOREREQUEST']._serialized_end=1236
-  _globals['_SCORERESPONSE']._serialized_start=1239
-  _globals['_SCORERESPONSE']._serialized_end=1367
-  _globals['_ATTENTIONMATRIX']._serialized_start=1369
-  _globals['_ATTENTIONMATRIX']._serialized_end=1476
-  _globals['_HYPOTHESIS']._serialized_start=1479
-  _globals['_HYPOTHESIS']._serialized_end=1674
-  _globals['_ATTENTIONDIAGNOSTICS']._serialized_start=1677
-  _globals['_ATTENTIONDIAGNOSTICS']._serialized_end=1904
-  _globals['_TRANSLATION']._serialized_start=1906
-  _globals['_TRANSLATION']._serialized_end=1982
-  _globals['_TIMING']._serialized_start=1984
-  _globals['_TIMING']._serialized_end=2066
-  _globals['_TRANSLATERESPONSE']._serialized_start=2069
-  _globals['_TRANSLATERESPONSE']._serialized_end=2201
-  _globals['_TRANSLATESTREAMREQUEST']._serialized_start=2204
-  _globals['_TRANSLATESTREAMREQUEST']._serialized_end=2368
-  _globals['_TRANSLATESTREAMRESPONSE']._serialized_start=2371
-  _globals['_TRANSLATESTREAMRESPONSE']._serialized_end=2514
-  _globals['_LISTMODELSREQUEST']._serialized_start=2516
-  _globals['_LISTMODELSREQUEST']._serialized_end=2535
-  _globals['_MODELINFO']._serialized_start=2538
-  _globals['_MODELINFO']._serialized_end=2794
-  _globals['_LISTMODELSRESPONSE']._serialized_start=2796
-  _globals['_LISTMODELSRESPONSE']._serialized_end=2851
-  _globals['_TRANSLATOR']._serialized_start=2932
-  _globals['_TRANSLATOR']._serialized_end=3219
+  _globals['_DECODEOPTIONS']._serialized_end=794
+  _globals['_TRANSLATEREQUEST']._serialized_start=797
+  _globals['_TRANSLATEREQUEST']._serialized_end=956
+  _globals['_TARGETCONSTRAINTS']._serialized_start=958
+  _globals['_TARGETCONSTRAINTS']._serialized_end=1011
+  _globals['_SCOREOPTIONS']._serialized_start=1014
+  _globals['_SCOREOPTIONS']._serialized_end=1182
+  _globals['_SCOREREQUEST']._serialized_start=1184
+  _globals['_SCOREREQUEST']._serialized_end=1284
+  _globals['_SCORERESPONSE']._serialized_start=1287
+  _globals['_SCORERESPONSE']._serialized_end=1415
+  _globals['_ATTENTIONMATRIX']._serialized_start=1417
+  _globals['_ATTENTIONMATRIX']._serialized_end=1524
+  _globals['_HYPOTHESIS']._serialized_start=1527
+  _globals['_HYPOTHESIS']._serialized_end=1722
+  _globals['_ATTENTIONDIAGNOSTICS']._serialized_start=1725
+  _globals['_ATTENTIONDIAGNOSTICS']._serialized_end=1952
+  _globals['_TRANSLATION']._serialized_start=1954
+  _globals['_TRANSLATION']._serialized_end=2030
+  _globals['_TIMING']._serialized_start=2032
+  _globals['_TIMING']._serialized_end=2114
+  _globals['_TRANSLATERESPONSE']._serialized_start=2117
+  _globals['_TRANSLATERESPONSE']._serialized_end=2249
+  _globals['_TRANSLATESTREAMREQUEST']._serialized_start=2252
+  _globals['_TRANSLATESTREAMREQUEST']._serialized_end=2416
+  _globals['_TRANSLATESTREAMRESPONSE']._serialized_start=2419
+  _globals['_TRANSLATESTREAMRESPONSE']._serialized_end=2562
+  _globals['_LISTMODELSREQUEST']._serialized_start=2564
+  _globals['_LISTMODELSREQUEST']._serialized_end=2583
+  _globals['_MODELINFO']._serialized_start=2586
+  _globals['_MODELINFO']._serialized_end=2842
+  _globals['_LISTMODELSRESPONSE']._serialized_start=2844
+  _globals['_LISTMODELSRESPONSE']._serialized_end=2899
+  _globals['_TRANSLATOR']._serialized_start=2980
+  _globals['_TRANSLATOR']._serialized_end=3267
 # @@protoc_insertion_point(module_scope)

@@ -17,7 +17,7 @@ STRATEGY_GREEDY: Strategy
 STRATEGY_BEAM: Strategy
 
 class DecodeOptions(_message.Message):
-    __slots__ = ("strategy", "beam_size", "n_best", "length_penalty", "max_length", "max_length_ratio", "return_attention", "return_scores", "coverage_penalty", "return_diagnostics", "ban_unk", "block_ngram_repeat", "ignore_when_blocking", "min_length", "replace_unk", "sampling_topk", "sampling_temperature", "seed", "sampling_topp", "return_token_scores")
+    __slots__ = ("strategy", "beam_size", "n_best", "length_penalty", "max_length", "max_length_ratio", "return_attention", "return_scores", "coverage_penalty", "return_diagnostics", "ban_unk", "block_ngram_repeat", "ignore_when_blocking", "min_length", "replace_unk", "sampling_topk", "sampling_temperature", "seed", "sampling_topp", "return_token_scores", "diversity_rate")
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     BEAM_SIZE_FIELD_NUMBER: _ClassVar[int]
     N_BEST_FIELD_NUMBER: _ClassVar[int]
@@ -38,6 +38,7 @@ class DecodeOptions(_message.Message):
     SEED_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_TOPP_FIELD_NUMBER: _ClassVar[int]
     RETURN_TOKEN_SCORES_FIELD_NUMBER: _ClassVar[int]
+    DIVERSITY_RATE_FIELD_NUMBER: _ClassVar[int]
     strategy: Strategy
     beam_size: int
     n_best: int
@@ -58,7 +59,8 @@ class DecodeOptions(_message.Message):
     seed: int
     sampling_topp: float
     return_token_scores: bool
-    def __init__(self, strategy: _Optional[_Union[Strategy, str]] = ..., beam_size: _Optional[int] = ..., n_best: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_length: _Optional[int] = ..., max_length_ratio: _Optional[float] = ..., return_attention: _Optional[bool] = ..., return_scores: _Optional[bool] = ..., coverage_penalty: _Optional[float] = ..., return_diagnostics: _Optional[bool] = ..., ban_unk: _Optional[bool] = ..., block_ngram_repeat: _Optional[int] = ..., ignore_when_blocking: _Optional[_Iterable[str]] = ..., min_length: _Optional[int] = ..., replace_unk: _Optional[bool] = ..., sampling_topk: _Optional[int] = ..., sampling_temperature: _Optional[float] = ..., seed: _Optional[int] = ..., sampling_topp: _Optional[float] = ..., return_token_scores: _Optional[bool] = ...) -> None: ...
+    diversity_rate: float
+    def __init__(self, strategy: _Optional[_Union[Strategy, str]] = ..., beam_size: _Optional[int] = ..., n_best: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_length: _Optional[int] = ..., max_length_ratio: _Optional[float] = ..., return_attention: _Optional[bool] = ..., return_scores: _Optional[bool] = ..., coverage_penalty: _Optional[float] = ..., return_diagnostics: _Optional[bool] = ..., ban_unk: _Optional[bool] = ..., block_ngram_repeat: _Optional[int] = ..., ignore_when_blocking: _Optional[_Iterable[str]] = ..., min_length: _Optional[int] = ..., replace_unk: _Optional[bool] = ..., sampling_topk: _Optional[int] = ..., sampling_temperature: _Optional[float] = ..., seed: _Optional[int] = ..., sampling_topp: _Optional[float] = ..., return_token_scores: _Optional[bool] = ..., diversity_rate: _Optional[float] = ...) -> None: ...
 
 class TranslateRequest(_message.Message):
     __slots__ = ("texts", "model", "options", "target_prefix", "constraints")
