@@ -93,6 +93,15 @@ def add_decoding_args(
         "(Eole's -replace_unk; not with --stream)",
     )
     d.add_argument(
+        "--diversity-rate",
+        metavar="R",
+        type=float,
+        default=None,
+        help="diverse siblings (Li et al. 2016; fairseq's --diversity-rate), with --beam "
+        "2 or more: each step the k-th best continuation of a hypothesis loses k x R, so "
+        "the n-best list varies more (default: 0, off)",
+    )
+    d.add_argument(
         "--sampling-topk",
         metavar="K",
         type=int,
@@ -149,6 +158,11 @@ def check_decoding_args(args: argparse.Namespace) -> str | None:
         return "--ignore-when-blocking goes with --block-ngram-repeat N (N >= 1)"
     if any(not t for t in args.ignore_when_blocking):
         return "--ignore-when-blocking needs a token, not an empty string"
+    r = args.diversity_rate
+    if r is not None and not (math.isfinite(r) and r >= 0):
+        return f"--diversity-rate {r} must be a finite number >= 0 (0: off)"
+    if r and args.beam == 1:
+        return "--diversity-rate ranks a beam's continuations: use it with --beam 2 or more"
     if args.sampling_topk is not None and args.sampling_topk < 0:
         return f"--sampling-topk {args.sampling_topk} must be >= 0 (0 or 1: no sampling)"
     if (args.sampling_topk or 0) > 1 and args.beam > 1:
@@ -182,5 +196,6 @@ def options_from_args(args: argparse.Namespace, **fields) -> DecodeOptions:
         sampling_temperature=args.sampling_temperature,
         sampling_topp=args.sampling_topp,
         seed=args.seed,
+        diversity_rate=args.diversity_rate,
         **fields,
     )

@@ -67,6 +67,9 @@ class DecodeOptions:
     seed: int | None = None
     # Each hypothesis's token log-probs (Hypothesis.token_log_probs), then </s>'s
     return_token_scores: bool = False
+    # Diverse siblings (Li et al. 2016, fairseq's --diversity-rate), beam only: each step
+    # the k-th best continuation of a hypothesis loses k x this from its score (0: off)
+    diversity_rate: float | None = None
 
     def __post_init__(self) -> None:
         if self.strategy is not None and self.strategy not in _STRATEGIES:
@@ -80,10 +83,15 @@ class DecodeOptions:
         beam = self.beam_size or (1 if self.resolved_strategy == "greedy" else None)
         if self.n_best is not None and beam is not None and self.n_best > beam:
             raise ValueError(f"n_best {self.n_best} needs beam_size {self.n_best} or more")
-        for name in ("length_penalty", "max_length_ratio", "coverage_penalty"):
+        for name in ("length_penalty", "max_length_ratio", "coverage_penalty", "diversity_rate"):
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0 (or None), got {value!r}")
+        if self.diversity_rate and beam == 1:
+            raise ValueError(
+                f"diversity_rate {self.diversity_rate!r} ranks a beam's continuations: "
+                "use beam_size 2 or more"
+            )
         t = self.sampling_temperature
         if t is not None and not (math.isfinite(t) and t > 0):
             raise ValueError(f"sampling_temperature must be a finite number > 0, got {t!r}")

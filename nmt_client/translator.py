@@ -181,6 +181,7 @@ class Translator:
         sampling_topp: float | None = None,
         seed: int | None = None,
         return_token_scores: bool | None = None,
+        diversity_rate: float | None = None,
         options: DecodeOptions | None = None,
         model: str | None = None,
         timeout: float | None = None,

@@ -1,0 +1,224 @@
+"""Diverse siblings (Li et al. 2016; fairseq's ``--diversity-rate``;
+:class:`service.strategies.Siblings`) on the scripted fake decoder, its validation, and
+over the wire. Against fairseq's own n-best lists: ``tests/export/test_fairseq_diverse.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from models.options import SEARCHES, DecodeOptions, DecodeOptionsError
+from models.scoring import ScoringRules
+from service.constraints import Constraints
+from service.decoding import make_search
+from service.errors import InvalidRequest
+from service.limits import validate_constraints
+from service.strategies import BEAM, EOLE_BEAM, GREEDY, Prefix, Siblings, strategy_for
+from tests.service.test_decoding import (
+    EOS,
+    SPECIAL,
+    random_sources,
+    random_table,
+    run,
+    vector,
+)
+
+
+def two_lineages(src, prefix):
+    """Step 0: 4 then 5; from 4 both 6 and 7 beat anything from 5; then EOS."""
+    steps = {
+        (): {4: -0.1, 5: -0.5},
+        (4,): {6: -0.1, 7: -0.2},
+        (5,): {6: -1.0, 7: -1.2},
+    }
+    return steps.get(tuple(prefix), {EOS: -0.01})
+
+
+def test_the_penalty_moves_a_place_to_another_parent():
+    """Worked by hand. Plain beam 2 keeps 4 6 and 4 7 (-0.2, -0.3 against 5 6's -1.5);
+    at rate 2 the second child of 4 pays 4 (-4.3) and the first child of 5 pays 2 (-3.5),
+    so 5 6 takes the place. Each hypothesis's log-prob is the model's; its score keeps
+    the penalties: 2 for each first child, at step 1 and at its EOS."""
+    plain = DecodeOptions(beam_size=2, n_best=2)
+    (got,) = run(two_lineages, [(8,)], plain)
+    assert [h.tokens for h in got] == [(4, 6), (4, 7)]
+    diverse = dataclasses.replace(plain, diversity_rate=2.0)
+    (got,) = run(two_lineages, [(8,)], diverse)
+    assert [h.tokens for h in got] == [(4, 6), (5, 6)]
+    assert [h.log_prob for h in got] == pytest.approx([-0.21, -1.51], abs=1e-5)
+    rules = ScoringRules.of(diverse)
+    for h in got:
+        assert h.score == pytest.approx(rules.score(h.log_prob - 4.0, 2, eos=True), abs=1e-5)
+
+
+# Joey's search feeds EOS on to rows that ended, which the fake decoder refuses
+@pytest.mark.parametrize("search", [s for s in SEARCHES if s != "joeynmt"])
+def test_every_search_ranks_siblings_and_keeps_the_models_log_probs(search):
+    """Each search keeps its own rules around the penalty; its hypotheses' token
+    log-probs are the model's own and add up to their log-prob, and the n-best lists
+    change (one first token for several hypotheses less often)."""
+    options = DecodeOptions(beam_size=4, n_best=4, search=search, return_token_scores=True)
+    sources = random_sources(3, 40)
+    table = random_table(11)
+    plain = run(table, sources, options)
+    diverse = run(table, sources, dataclasses.replace(options, diversity_rate=1.5))
+    changed, rules = 0, ScoringRules.of(options)
+    for src, p, d in zip(sources, plain, diverse, strict=True):
+        assert d and all(h.tokens for h in d)
+        changed += [h.tokens for h in p] != [h.tokens for h in d]
+        for h in d:
+            tokens = (*h.tokens, EOS)[: len(h.token_log_probs)]
+            want = [float(vector(table(src, tokens[:j]))[t]) for j, t in enumerate(tokens)]
+            assert h.token_log_probs == pytest.approx(want, abs=0, rel=0)
+            assert h.log_prob == pytest.approx(math.fsum(want), abs=1e-4)
+            # every step but the first took at least the rate off the score's log-prob
+            eos = len(h.token_log_probs) > len(h.tokens)
+            unpenalised = rules.score(h.log_prob, len(h.tokens), eos=eos)
+            assert h.score < unpenalised or search == "opennmt-tf"
+    assert changed >= 10, changed
+
+    def first_tokens(lists) -> float:
+        return float(np.mean([len({h.tokens[0] for h in hyps}) for hyps in lists]))
+
+    if search != "opennmt-tf":  # its n-best are its places, finished early ones too
+        assert first_tokens(diverse) >= first_tokens(plain)
+
+
+def test_a_huge_rate_keeps_one_child_per_parent():
+    """With the penalty beyond any log-prob gap, a step's first children all rank before
+    any second child: live hypotheses share a parent only when first children are short
+    (EOS), so the n-best lists hold more distinct first tokens than plain beam's."""
+    options = DecodeOptions(beam_size=4, n_best=4, search="fairseq")
+    sources = random_sources(5, 40)
+    plain = run(random_table(2), sources, options)
+    diverse = run(random_table(2), sources, dataclasses.replace(options, diversity_rate=100.0))
+
+    def distinct(lists) -> float:
+        return float(np.mean([len({h.tokens[:1] for h in hyps}) for hyps in lists]))
+
+    assert distinct(diverse) > distinct(plain) + 0.5, (distinct(diverse), distinct(plain))
+
+
+def test_a_diverse_sentence_and_its_batch_mates_do_not_change_each_other():
+    """Diverse sentences run outside the beam arrays, one at a time; what each gets
+    is what it gets alone, and the plain ones beside them are unchanged."""
+    options = DecodeOptions(beam_size=3, n_best=3)
+    diverse = dataclasses.replace(options, diversity_rate=0.7)
+    sources = random_sources(7, 36)
+    table = random_table(4)
+    asked = [diverse if i % 2 else options for i in range(len(sources))]
+    together = run(table, sources, asked)
+    plain = run(table, sources, options)
+    for i, src in enumerate(sources):
+        alone = run(table, [src], asked[i])[0]
+        assert [h.tokens for h in together[i]] == [h.tokens for h in alone]
+        assert [h.score for h in together[i]] == [h.score for h in alone]
+        if i % 2 == 0:
+            assert [h.tokens for h in together[i]] == [h.tokens for h in plain[i]]
+
+
+def test_a_target_prefix_starts_every_diverse_hypothesis():
+    options = DecodeOptions(beam_size=3, n_best=3, diversity_rate=1.0)
+    sources = random_sources(9, 10)
+    got = run(random_table(6), sources, options, prefixes=[(5, 6)] * len(sources))
+    for hyps in got:
+        assert len(hyps) == 3 and all(h.tokens[:2] == (5, 6) for h in hyps)
+
+
+def test_strategy_for_wraps_the_models_beam():
+    diverse = DecodeOptions(beam_size=4, diversity_rate=0.5)
+    s = strategy_for(diverse)
+    assert isinstance(s, Siblings) and s.inner is BEAM
+    s = strategy_for(dataclasses.replace(diverse, search="eole"))
+    assert isinstance(s, Siblings) and s.inner is EOLE_BEAM
+    s = strategy_for(diverse, prefix=True)
+    assert isinstance(s, Prefix) and isinstance(s.inner, Siblings) and s.inner.inner is BEAM
+    assert strategy_for(dataclasses.replace(diverse, diversity_rate=0.0)) is BEAM
+    assert strategy_for(DecodeOptions()) is GREEDY
+    search = make_search(3, diverse, SPECIAL)
+    assert search.penalties == [0.0] and not search.beam_batchable
+
+
+@pytest.mark.parametrize(
+    "fields, match",
+    [
+        ({"beam_size": 1, "diversity_rate": 0.5}, "use beam_size 2 or more"),
+        ({"beam_size": 4, "diversity_rate": -0.1}, r"diversity_rate must be in \[0, 100\]"),
+        ({"beam_size": 4, "diversity_rate": math.nan}, "diversity_rate must be in"),
+        ({"beam_size": 4, "diversity_rate": math.inf}, "diversity_rate must be in"),
+        ({"beam_size": 4, "diversity_rate": 100.5}, "diversity_rate must be in"),
+    ],
+)
+def test_impossible_rates_are_refused(fields, match):
+    with pytest.raises(DecodeOptionsError, match=match):
+        DecodeOptions(**fields)
+
+
+def test_constraints_and_siblings_are_refused_together():
+    options = DecodeOptions(beam_size=4, diversity_rate=0.5)
+    with pytest.raises(ValueError, match="ranks no siblings"):
+        make_search(3, options, SPECIAL, constraints=Constraints(((5,),)))
+
+    class Tokens:
+        def encode(self, text: str) -> list[int]:
+            return [5]
+
+    with pytest.raises(InvalidRequest, match=r"constraints\[0\].*leave diversity_rate at 0"):
+        validate_constraints([(["x"], False)], [[4, 5]], options, Tokens(), SPECIAL)
+
+
+# ------------------------------------------------------------------------ over the wire
+
+
+@pytest.fixture(scope="module", params=["off", "on"], ids=["in-process", "engine-process"])
+def diverse_server(request, server_factory):
+    return server_factory(server={"engine_process": request.param})
+
+
+def test_a_served_diverse_nbest_is_the_in_process_one(diverse_server, tiny_bundle):
+    from nmt_client import Translator
+    from service.offline import translate_with_bundle
+    from tests.service.server_helpers import proto_options
+
+    texts = list(tiny_bundle.sentences[:4])
+    with Translator(f"127.0.0.1:{diverse_server.port}", timeout=60, retries=0) as t:
+        served = t.translate(texts, beam_size=5, n_best=5, diversity_rate=1.0)
+        plain = t.translate(texts, beam_size=5, n_best=5)
+    request = proto_options(beam=5, diversity_rate=1.0)
+    assert [r.best.text for r in served] == translate_with_bundle(
+        tiny_bundle.bundle_dir, texts, request
+    )
+    lists = [[h.tokens for h in r.hypotheses] for r in served]
+    assert all(len(hyps) == 5 for hyps in lists)
+    assert lists != [[h.tokens for h in r.hypotheses] for r in plain]
+    for r in served:
+        scores = [h.score for h in r.hypotheses]
+        assert scores == sorted(scores, reverse=True)
+
+
+@pytest.mark.parametrize(
+    "extra, match",
+    [
+        ({"beam_size": 1, "diversity_rate": 0.5}, "use beam_size 2 or more"),
+        ({"beam_size": 4, "diversity_rate": 101.0}, r"diversity_rate must be in \[0, 100\]"),
+    ],
+)
+def test_impossible_rates_are_invalid_argument(diverse_server, tiny_bundle, extra, match):
+    import grpc
+
+    from nmt_api.nmt.v1 import translator_pb2 as pb
+    from tests.service.server_helpers import rpc_error, stub_for
+
+    channel, stub = stub_for(diverse_server.port)
+    try:
+        options = pb.DecodeOptions(**extra)
+        request = pb.TranslateRequest(texts=[tiny_bundle.sentences[0]], options=options)
+        error = rpc_error(lambda: stub.Translate(request, timeout=60))
+    finally:
+        channel.close()
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert match.replace("\\", "") in error.details() or pytest.fail(error.details())
