@@ -265,6 +265,12 @@ def test_decode_options_round_trip_through_the_proto():
     assert DecodeOptions(strategy="beam").to_proto().beam_size == 0  # the server's default
     with pytest.raises(ValueError, match="strategy 'greedy' with beam_size 3"):
         DecodeOptions(strategy="greedy", beam_size=3)
+    with pytest.raises(ValueError, match="diversity_rate must be a finite number >= 0"):
+        DecodeOptions(beam_size=4, diversity_rate=float("nan"))
+    with pytest.raises(ValueError, match="diversity_rate 0.5 ranks a beam's continuations"):
+        DecodeOptions(diversity_rate=0.5)
+    # the server's default beam (5) ranks them
+    assert DecodeOptions(strategy="beam", diversity_rate=0.5).to_proto().diversity_rate == 0.5
 
 
 def test_every_optional_proto_field_round_trips_through_none():
@@ -279,9 +285,9 @@ def test_every_optional_proto_field_round_trips_through_none():
     assert DecodeOptions.from_proto(plain.to_proto()) == plain
     assert not any(plain.to_proto().HasField(name) for name in options._OPTIONAL)
     given = DecodeOptions(
-        strategy="greedy", length_penalty=0.5, max_length_ratio=1.5, coverage_penalty=0.25,
-        min_length=0, ban_unk=False, block_ngram_repeat=2, sampling_temperature=0.75,
-        sampling_topp=0.5, seed=0,
+        strategy="beam", beam_size=4, length_penalty=0.5, max_length_ratio=1.5,
+        coverage_penalty=0.25, min_length=0, ban_unk=False, block_ngram_repeat=2,
+        sampling_temperature=0.75, sampling_topp=0.5, seed=0, diversity_rate=0.5,
     )  # fmt: skip
     msg = given.to_proto()
     assert all(msg.HasField(name) for name in options._OPTIONAL)
