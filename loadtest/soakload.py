@@ -41,6 +41,7 @@ MIX = (
     ("beam5_nbest3", 18),  # Translate, beam 5, 3-best with scores
     ("beam5_attention", 4),  # the same with attention
     ("beam5_constraints", 3),  # Translate, beam 5, with a phrase the translation must hold
+    ("beam5_diverse", 3),  # Translate, beam 5, 3-best, diverse siblings (diversity_rate 1)
     ("stream_greedy", 12),  # TranslateStream
     ("stream_beam5", 4),
     ("list_models", 1),
@@ -186,6 +187,8 @@ class LoadClient(threading.Thread):
                 )
             elif kind == "beam5_constraints":
                 translator.translate(self._texts(1), options=BEAM_NBEST3, constraints=[[PHRASE]])
+            elif kind == "beam5_diverse":
+                translator.translate(self._texts(1), options=BEAM_NBEST3, diversity_rate=1.0)
             elif kind in ("stream_greedy", "stream_beam5"):
                 method = "TranslateStream"
                 options = GREEDY if kind == "stream_greedy" else BEAM_NBEST3

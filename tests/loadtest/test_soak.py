@@ -75,7 +75,7 @@ def test_short_soak_of_a_started_server(tmp_path, capsys):
         "DEADLINE_EXCEEDED": result["kinds"]["half_open"]["codes"].get("DEADLINE_EXCEEDED", -1)
     }
     # requests that answer OK or are turned away while overloaded, never an error
-    for kind in ("greedy", "beam5_nbest3", "beam5_constraints"):
+    for kind in ("greedy", "beam5_nbest3", "beam5_constraints", "beam5_diverse"):
         codes = set(result["kinds"].get(kind, {"codes": {}})["codes"])
         assert codes <= {"OK", "RESOURCE_EXHAUSTED"}, (kind, codes)
     assert result["rejected"]["too_many_inflight"] > 0

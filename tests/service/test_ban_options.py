@@ -118,11 +118,19 @@ def test_min_length_on_the_wire(stub, texts, tiny_checkpoint):
     assert all(len(h[0].pieces) >= 6 for h in got)
 
 
-def test_every_optional_field_but_the_seed_falls_back_to_the_model():
+def test_every_optional_field_but_the_seed_and_the_diversity_rate_falls_back_to_the_model():
+    """A seed is drawn per request; a diversity rate is a request's alone (a model default
+    would refuse every greedy request), and unset is off."""
     from service.messages import MODEL_DEFAULTED
 
     fields = pb.DecodeOptions.DESCRIPTOR.fields_by_name
-    assert {*MODEL_DEFAULTED, "seed"} == {n for n, f in fields.items() if f.has_presence}
+    optional = {n for n, f in fields.items() if f.has_presence}
+    assert {*MODEL_DEFAULTED, "seed", "diversity_rate"} == optional
+    model = DecodeOptions(beam_size=4, diversity_rate=0.5)
+    got = to_options(pb.DecodeOptions(), default_max_length=256, defaults=model)
+    assert got.diversity_rate == 0
+    msg = pb.DecodeOptions(beam_size=4, diversity_rate=1.5)
+    assert to_options(msg, default_max_length=256).diversity_rate == 1.5
 
 
 def test_options_fall_back_to_the_models_defaults():
