@@ -15,6 +15,8 @@ SEARCHES = ("standard", "eole", "opennmt-py-1", "opennmt-py-2", "joeynmt", "fair
 # Longest n-gram block_ngram_repeat may name: longer ones never repeat in a sentence the
 # length limit allows, and each step scans the hypothesis once per row.
 MAX_BLOCK_NGRAM = 32
+# How length_penalty divides a finished hypothesis's log-prob (DecodeOptions.length_penalty_form).
+LENGTH_PENALTY_FORMS = ("", "average", "gnmt")
 # Highest sampling temperature: past it every candidate is about equally likely anyway.
 MAX_TEMPERATURE = 100.0
 # Highest diversity_rate: past it a hypothesis's second continuation already trails the
@@ -52,6 +54,11 @@ class DecodeOptions:
     # "opennmt-tf": OpenNMT-tf 2.x's (service.strategies.ONMT_TF_BEAM), whose finished
     # hypotheses keep their places in the beam until better candidates push them out.
     search: str = "standard"
+    # How length_penalty α divides a finished hypothesis's log-prob: "average" by
+    # length ** α, "gnmt" by ((5 + length) / 6) ** α (GNMT, Wu et al. 2016; Eole's and
+    # OpenNMT-py's -length_penalty wu); "": the search's own (GNMT for Joey NMT's and
+    # OpenNMT-tf's, average for the others). models.scoring.ScoringRules.score.
+    length_penalty_form: str = ""
     # GNMT coverage penalty β (models.scoring.ScoringRules.score); 0: none.
     coverage_penalty: float = 0.0
     # Never emit the unknown token (Eole/OpenNMT-py ``ban_unk_token``).
@@ -156,6 +163,11 @@ class DecodeOptions:
             raise DecodeOptionsError(
                 f"diversity_rate {d:g} ranks the continuations of a beam's hypotheses: use "
                 "beam_size 2 or more, or diversity_rate 0"
+            )
+        if self.length_penalty_form not in LENGTH_PENALTY_FORMS:
+            raise DecodeOptionsError(
+                f"length_penalty_form must be 'average' or 'gnmt' (or '': the search's own), "
+                f"got {self.length_penalty_form!r}"
             )
         if self.search not in SEARCHES:
             raise DecodeOptionsError(f"search must be one of {SEARCHES}, got {self.search!r}")

@@ -51,7 +51,8 @@ class ScoringRules:
     * Score (:meth:`score`): ``log_prob / length ** length_penalty``, ``length`` counting
       EOS, and BOS too with ``bos_in_length`` (Eole's "avg" penalty); with ``wu_length``
       ``log_prob / ((5 + length) / 6) ** length_penalty`` (GNMT's, as Joey NMT's beam
-      search divides by it; its greedy search has none, so neither has greedy here).
+      search divides by it; its greedy search has none, so neither has greedy here), the
+      form ``DecodeOptions.length_penalty_form`` names (else the search's own).
     * ``eos_at_limit``: a hypothesis stopped at the length limit ends with a scored EOS.
       Eole's search (``False``) stops it without one: neither EOS's log-prob nor its
       length count (:meth:`eos_scored`).
@@ -114,7 +115,9 @@ class ScoringRules:
             # Joey NMT's and OpenNMT-tf's greedy searches have no length penalty
             length_penalty=0.0 if (joey or tf) and greedy else options.length_penalty,
             bos_in_length=eole or tf,
-            wu_length=joey or tf,
+            wu_length=(
+                options.length_penalty_form == "gnmt" if options.length_penalty_form else joey or tf
+            ),
             # Eole, Joey, Marian and OpenNMT-tf stop a hypothesis at the limit without an EOS
             eos_at_limit=options.eos_at_limit and not (eole or joey or marian or tf),
             prefix_scored=options.prefix_scored,

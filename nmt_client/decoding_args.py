@@ -41,6 +41,7 @@ def add_decoding_args(
         default=None,
         help="score = log-prob / length^LP (default: the model's, else 1.0)",
     )
+    add_length_penalty_form(d)
     d.add_argument(
         "--coverage-penalty",
         metavar="BETA",
@@ -134,6 +135,17 @@ def add_decoding_args(
     return d
 
 
+def add_length_penalty_form(group: argparse._ArgumentGroup) -> None:
+    """``--length-penalty-form`` (``nmt-translate``, ``nmt-eval``, ``nmt-score``)."""
+    group.add_argument(
+        "--length-penalty-form",
+        choices=("average", "gnmt"),
+        default=None,
+        help="how --length-penalty LP divides the log-prob: average (length ** LP) or gnmt "
+        "(((5 + length) / 6) ** LP: GNMT, Eole's -length_penalty wu; default: the model's)",
+    )
+
+
 def check_decoding_args(args: argparse.Namespace) -> str | None:
     """What is wrong with the decoding flags (``None``: fine), before anything is sent."""
     n_best = getattr(args, "n_best", 1)
@@ -185,6 +197,7 @@ def options_from_args(args: argparse.Namespace, **fields) -> DecodeOptions:
         beam_size=args.beam,
         n_best=getattr(args, "n_best", 1),
         length_penalty=args.length_penalty,
+        length_penalty_form=args.length_penalty_form,
         coverage_penalty=args.coverage_penalty,
         max_length=args.max_length or None,  # 0: the server's default
         min_length=args.min_length,

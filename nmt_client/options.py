@@ -15,6 +15,8 @@ from nmt_api.nmt.v1 import translator_pb2 as pb
 
 Strategy = Literal["greedy", "beam"]
 _STRATEGIES = {"greedy": pb.STRATEGY_GREEDY, "beam": pb.STRATEGY_BEAM}
+PenaltyForm = Literal["average", "gnmt"]
+_FORMS = {"average": pb.LENGTH_PENALTY_AVERAGE, "gnmt": pb.LENGTH_PENALTY_GNMT}
 # Fields that are proto3 ``optional`` of the same name: None here is unset there. Read
 # from the proto, so a new optional field cannot be left out (each must be a field here).
 _OPTIONAL = tuple(f.name for f in pb.DecodeOptions.DESCRIPTOR.fields if f.has_presence)
@@ -70,6 +72,9 @@ class DecodeOptions:
     # Diverse siblings (Li et al. 2016, fairseq's --diversity-rate), beam only: each step
     # the k-th best continuation of a hypothesis loses k x this from its score (0: off)
     diversity_rate: float | None = None
+    # How length_penalty divides the log-prob: "average" (length ** lp) or "gnmt"
+    # (((5 + length) / 6) ** lp, Eole's -length_penalty wu); None: the model's
+    length_penalty_form: PenaltyForm | None = None
 
     def __post_init__(self) -> None:
         if self.strategy is not None and self.strategy not in _STRATEGIES:
@@ -87,6 +92,7 @@ class DecodeOptions:
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0 (or None), got {value!r}")
+        _check_form(self.length_penalty_form)
         if self.diversity_rate and beam == 1:
             raise ValueError(
                 f"diversity_rate {self.diversity_rate!r} ranks a beam's continuations: "
@@ -146,6 +152,8 @@ class DecodeOptions:
         msg.replace_unk = self.replace_unk
         msg.sampling_topk = self.sampling_topk or 0
         msg.return_token_scores = self.return_token_scores
+        if self.length_penalty_form is not None:
+            msg.length_penalty_form = _FORMS[self.length_penalty_form]
         return msg
 
     @classmethod
@@ -164,8 +172,19 @@ class DecodeOptions:
             replace_unk=msg.replace_unk,
             sampling_topk=msg.sampling_topk or None,
             return_token_scores=msg.return_token_scores,
+            length_penalty_form=_form_of(msg.length_penalty_form),
             **{name: getattr(msg, name) if msg.HasField(name) else None for name in _OPTIONAL},
         )
+
+
+def _check_form(form: str | None) -> None:
+    if form is not None and form not in _FORMS:
+        raise ValueError(f"length_penalty_form must be 'average', 'gnmt' or None, got {form!r}")
+
+
+def _form_of(value: int) -> PenaltyForm | None:
+    """A proto ``LengthPenaltyForm`` as its name here (unspecified: None)."""
+    return next((name for name, v in _FORMS.items() if v == value), None)
 
 
 def check_texts(texts: Sequence[str]) -> list[str]:
@@ -239,6 +258,7 @@ def score_request(
     return_attention: bool = False,
     return_diagnostics: bool = False,
     model: str | None = None,
+    length_penalty_form: PenaltyForm | None = None,
 ) -> pb.ScoreRequest:
     """The ``nmt.v1.ScoreRequest`` of ``targets`` (one per text: the translation to
     score); the penalties default to the model's."""
@@ -252,4 +272,7 @@ def score_request(
         options.length_penalty = length_penalty
     if coverage_penalty is not None:
         options.coverage_penalty = coverage_penalty
+    _check_form(length_penalty_form)
+    if length_penalty_form is not None:
+        options.length_penalty_form = _FORMS[length_penalty_form]
     return pb.ScoreRequest(texts=sources, targets=scored, model=model or "", options=options)

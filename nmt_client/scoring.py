@@ -31,6 +31,7 @@ from nmt_client.cli import (
     token_scores_text,
     translator_from_args,
 )
+from nmt_client.decoding_args import add_length_penalty_form
 from nmt_client.errors import InvalidRequest, TranslatorError
 from nmt_client.evaluate import Progress, read_lines
 from nmt_client.options import score_request
@@ -74,6 +75,7 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="score = log_prob / length ** LP (default: the model's)",
     )
+    add_length_penalty_form(s)
     s.add_argument(
         "--coverage-penalty",
         metavar="BETA",
@@ -195,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                     batch_size=args.batch_size,
                     concurrency=args.concurrency,
                     length_penalty=args.length_penalty,
+                    length_penalty_form=args.length_penalty_form,
                     coverage_penalty=args.coverage_penalty,
                 )
             for n, result in enumerate(_counted(scored, progress)):
@@ -237,8 +240,9 @@ def _with_bundle(args: argparse.Namespace, pairs: list[tuple[str, str]]) -> Iter
     --bundle``; tests/nmt_client/test_imports.py)."""
     offline = importlib.import_module("service.offline")
     options = score_request(
-        [], [], length_penalty=args.length_penalty, coverage_penalty=args.coverage_penalty
-    ).options
+        [], [], length_penalty=args.length_penalty, coverage_penalty=args.coverage_penalty,
+        length_penalty_form=args.length_penalty_form,
+    ).options  # fmt: skip
     for pieces, h in offline.score_with_bundle(args.bundle, pairs, options, batch=args.batch_size):
         # text stays empty: the output lines print log-probs and tokens, never the text
         hyp = Hypothesis("", tuple(pieces), h.score, h.log_prob, None, None, h.token_log_probs)

@@ -27,6 +27,7 @@ from nmt_client.errors import (
 )
 from nmt_client.options import (
     DecodeOptions,
+    PenaltyForm,
     Strategy,
     check_texts,
     score_request,
@@ -182,6 +183,7 @@ class Translator:
         seed: int | None = None,
         return_token_scores: bool | None = None,
         diversity_rate: float | None = None,
+        length_penalty_form: PenaltyForm | None = None,
         options: DecodeOptions | None = None,
         model: str | None = None,
         timeout: float | None = None,
@@ -236,16 +238,19 @@ class Translator:
         model: str | None = None,
         timeout: float | None = None,
         request_id: str | None = None,
+        length_penalty_form: PenaltyForm | None = None,
     ) -> list[Result]:
         """Score ``targets`` (one per text: a translation written elsewhere) under the
         model: one :class:`Result` per text, its one hypothesis the target as the model
-        reads it, with ``log_prob``, ``score`` (``length_penalty`` and
-        ``coverage_penalty``: the model's unless given) and ``token_log_probs``. Nothing
-        is searched (forced decoding). Raises :class:`TranslatorError`."""
+        reads it, with ``log_prob``, ``score`` (``length_penalty``, its
+        ``length_penalty_form`` and ``coverage_penalty``: the model's unless given) and
+        ``token_log_probs``. Nothing is searched (forced decoding). Raises
+        :class:`TranslatorError`."""
         request = score_request(
             texts,
             targets,
             length_penalty=length_penalty,
+            length_penalty_form=length_penalty_form,
             coverage_penalty=coverage_penalty,
             return_attention=return_attention,
             return_diagnostics=return_diagnostics,

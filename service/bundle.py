@@ -130,6 +130,7 @@ DECODING_DEFAULTS = {
     "max_length_offset": int,
     "min_length": int,
     "length_penalty": float,
+    "length_penalty_form": str,
     "search": str,
     "ban_unk": bool,
     "block_ngram_repeat": int,

@@ -27,6 +27,8 @@ MODEL_DEFAULTED = (
 )
 # More tokens than anyone would exempt from n-gram blocking: a guard against huge lists.
 MAX_IGNORED_TOKENS = 1024
+# The proto's LengthPenaltyForm -> DecodeOptions.length_penalty_form
+PENALTY_FORMS = {pb.LENGTH_PENALTY_AVERAGE: "average", pb.LENGTH_PENALTY_GNMT: "gnmt"}
 
 
 def to_options(
@@ -70,6 +72,7 @@ def to_options(
         seed=msg.seed if msg.HasField("seed") else _fresh_seed(msg),
         # a request's alone (a model default would refuse every greedy request)
         diversity_rate=msg.diversity_rate if msg.HasField("diversity_rate") else 0.0,
+        length_penalty_form=_penalty_form(msg.length_penalty_form, defaults),
         **{
             name: getattr(msg, name) if msg.HasField(name) else getattr(defaults, name)
             for name in MODEL_DEFAULTED
@@ -105,7 +108,20 @@ def to_score_options(
         coverage_penalty=(
             msg.coverage_penalty if msg.HasField("coverage_penalty") else defaults.coverage_penalty
         ),
+        length_penalty_form=_penalty_form(msg.length_penalty_form, defaults),
     )
+
+
+def _penalty_form(value: int, defaults: DecodeOptions) -> str:
+    """A request's ``length_penalty_form``: unspecified is the model's."""
+    if value == pb.LENGTH_PENALTY_FORM_UNSPECIFIED:
+        return defaults.length_penalty_form
+    if value not in PENALTY_FORMS:  # a client built against a newer proto
+        raise InvalidRequest(
+            f"unknown length_penalty_form {value}: use LENGTH_PENALTY_AVERAGE (1), "
+            "LENGTH_PENALTY_GNMT (2) or leave it unset"
+        )
+    return PENALTY_FORMS[value]
 
 
 def _fresh_seed(msg: pb.DecodeOptions) -> int:

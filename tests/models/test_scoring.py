@@ -193,6 +193,27 @@ def test_score_joeynmt_is_gnmts_penalty_with_beam_and_none_greedy():
     assert not ScoringRules.of(DecodeOptions(beam_size=5)).wu_length
 
 
+@pytest.mark.parametrize(
+    ("search", "form", "length"),
+    [
+        ("standard", "gnmt", 5),  # four tokens and EOS
+        ("eole", "gnmt", 6),  # Eole counts BOS too (-length_penalty wu)
+        ("joeynmt", "average", 5),  # a request may turn Joey's own form off
+        ("fairseq", "", 5),  # the search's own: average
+    ],
+)
+def test_a_length_penalty_form_replaces_the_searchs(search, form, length):
+    options = DecodeOptions(search=search, beam_size=5, length_penalty=0.6,
+                            length_penalty_form=form)  # fmt: skip
+    rules = ScoringRules.of(options)
+    if form == "gnmt":
+        assert rules.score(-6.0, 4) == -6.0 / ((5.0 + length) / 6.0) ** 0.6
+    else:
+        assert rules.score(-6.0, 4) == -6.0 / length**0.6
+    with pytest.raises(DecodeOptionsError, match="length_penalty_form must be 'average' or"):
+        DecodeOptions(length_penalty_form="wu")
+
+
 @pytest.mark.parametrize("search", ["standard", "eole", "joeynmt", "fairseq"])
 def test_eos_scored(search):
     rules = ScoringRules.of(DecodeOptions(search=search))

@@ -271,6 +271,12 @@ def test_decode_options_round_trip_through_the_proto():
         DecodeOptions(diversity_rate=0.5)
     # the server's default beam (5) ranks them
     assert DecodeOptions(strategy="beam", diversity_rate=0.5).to_proto().diversity_rate == 0.5
+    gnmt = DecodeOptions(length_penalty_form="gnmt")
+    assert gnmt.to_proto().length_penalty_form == pb.LENGTH_PENALTY_GNMT
+    assert DecodeOptions.from_proto(gnmt.to_proto()) == dataclasses.replace(gnmt, strategy="greedy")
+    assert DecodeOptions().to_proto().length_penalty_form == pb.LENGTH_PENALTY_FORM_UNSPECIFIED
+    with pytest.raises(ValueError, match="length_penalty_form must be 'average', 'gnmt' or None"):
+        DecodeOptions(length_penalty_form="wu")  # type: ignore[arg-type]
 
 
 def test_every_optional_proto_field_round_trips_through_none():

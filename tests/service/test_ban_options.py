@@ -133,6 +133,17 @@ def test_every_optional_field_but_the_seed_and_the_diversity_rate_falls_back_to_
     assert to_options(msg, default_max_length=256).diversity_rate == 1.5
 
 
+def test_the_length_penalty_form_is_the_requests_else_the_models():
+    model = DecodeOptions(length_penalty_form="gnmt")
+    got = to_options(pb.DecodeOptions(), default_max_length=256, defaults=model)
+    assert got.length_penalty_form == "gnmt"
+    msg = pb.DecodeOptions(length_penalty_form=pb.LENGTH_PENALTY_AVERAGE)
+    assert to_options(msg, default_max_length=256, defaults=model).length_penalty_form == "average"
+    assert to_options(pb.DecodeOptions(), default_max_length=256).length_penalty_form == ""
+    with pytest.raises(InvalidRequest, match="unknown length_penalty_form 7: use"):
+        to_options(pb.DecodeOptions(length_penalty_form=7), default_max_length=256)
+
+
 def test_options_fall_back_to_the_models_defaults():
     model = DecodeOptions(ban_unk=True, block_ngram_repeat=3, min_length=0)
     got = to_options(pb.DecodeOptions(), default_max_length=256, defaults=model)

@@ -12,12 +12,21 @@ class Strategy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     STRATEGY_UNSPECIFIED: _ClassVar[Strategy]
     STRATEGY_GREEDY: _ClassVar[Strategy]
     STRATEGY_BEAM: _ClassVar[Strategy]
+
+class LengthPenaltyForm(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LENGTH_PENALTY_FORM_UNSPECIFIED: _ClassVar[LengthPenaltyForm]
+    LENGTH_PENALTY_AVERAGE: _ClassVar[LengthPenaltyForm]
+    LENGTH_PENALTY_GNMT: _ClassVar[LengthPenaltyForm]
 STRATEGY_UNSPECIFIED: Strategy
 STRATEGY_GREEDY: Strategy
 STRATEGY_BEAM: Strategy
+LENGTH_PENALTY_FORM_UNSPECIFIED: LengthPenaltyForm
+LENGTH_PENALTY_AVERAGE: LengthPenaltyForm
+LENGTH_PENALTY_GNMT: LengthPenaltyForm
 
 class DecodeOptions(_message.Message):
-    __slots__ = ("strategy", "beam_size", "n_best", "length_penalty", "max_length", "max_length_ratio", "return_attention", "return_scores", "coverage_penalty", "return_diagnostics", "ban_unk", "block_ngram_repeat", "ignore_when_blocking", "min_length", "replace_unk", "sampling_topk", "sampling_temperature", "seed", "sampling_topp", "return_token_scores", "diversity_rate")
+    __slots__ = ("strategy", "beam_size", "n_best", "length_penalty", "max_length", "max_length_ratio", "return_attention", "return_scores", "coverage_penalty", "return_diagnostics", "ban_unk", "block_ngram_repeat", "ignore_when_blocking", "min_length", "replace_unk", "sampling_topk", "sampling_temperature", "seed", "sampling_topp", "return_token_scores", "diversity_rate", "length_penalty_form")
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     BEAM_SIZE_FIELD_NUMBER: _ClassVar[int]
     N_BEST_FIELD_NUMBER: _ClassVar[int]
@@ -39,6 +48,7 @@ class DecodeOptions(_message.Message):
     SAMPLING_TOPP_FIELD_NUMBER: _ClassVar[int]
     RETURN_TOKEN_SCORES_FIELD_NUMBER: _ClassVar[int]
     DIVERSITY_RATE_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_PENALTY_FORM_FIELD_NUMBER: _ClassVar[int]
     strategy: Strategy
     beam_size: int
     n_best: int
@@ -60,7 +70,8 @@ class DecodeOptions(_message.Message):
     sampling_topp: float
     return_token_scores: bool
     diversity_rate: float
-    def __init__(self, strategy: _Optional[_Union[Strategy, str]] = ..., beam_size: _Optional[int] = ..., n_best: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_length: _Optional[int] = ..., max_length_ratio: _Optional[float] = ..., return_attention: _Optional[bool] = ..., return_scores: _Optional[bool] = ..., coverage_penalty: _Optional[float] = ..., return_diagnostics: _Optional[bool] = ..., ban_unk: _Optional[bool] = ..., block_ngram_repeat: _Optional[int] = ..., ignore_when_blocking: _Optional[_Iterable[str]] = ..., min_length: _Optional[int] = ..., replace_unk: _Optional[bool] = ..., sampling_topk: _Optional[int] = ..., sampling_temperature: _Optional[float] = ..., seed: _Optional[int] = ..., sampling_topp: _Optional[float] = ..., return_token_scores: _Optional[bool] = ..., diversity_rate: _Optional[float] = ...) -> None: ...
+    length_penalty_form: LengthPenaltyForm
+    def __init__(self, strategy: _Optional[_Union[Strategy, str]] = ..., beam_size: _Optional[int] = ..., n_best: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_length: _Optional[int] = ..., max_length_ratio: _Optional[float] = ..., return_attention: _Optional[bool] = ..., return_scores: _Optional[bool] = ..., coverage_penalty: _Optional[float] = ..., return_diagnostics: _Optional[bool] = ..., ban_unk: _Optional[bool] = ..., block_ngram_repeat: _Optional[int] = ..., ignore_when_blocking: _Optional[_Iterable[str]] = ..., min_length: _Optional[int] = ..., replace_unk: _Optional[bool] = ..., sampling_topk: _Optional[int] = ..., sampling_temperature: _Optional[float] = ..., seed: _Optional[int] = ..., sampling_topp: _Optional[float] = ..., return_token_scores: _Optional[bool] = ..., diversity_rate: _Optional[float] = ..., length_penalty_form: _Optional[_Union[LengthPenaltyForm, str]] = ...) -> None: ...
 
 class TranslateRequest(_message.Message):
     __slots__ = ("texts", "model", "options", "target_prefix", "constraints")
@@ -85,16 +96,18 @@ class TargetConstraints(_message.Message):
     def __init__(self, phrases: _Optional[_Iterable[str]] = ..., ordered: _Optional[bool] = ...) -> None: ...
 
 class ScoreOptions(_message.Message):
-    __slots__ = ("length_penalty", "coverage_penalty", "return_attention", "return_diagnostics")
+    __slots__ = ("length_penalty", "coverage_penalty", "return_attention", "return_diagnostics", "length_penalty_form")
     LENGTH_PENALTY_FIELD_NUMBER: _ClassVar[int]
     COVERAGE_PENALTY_FIELD_NUMBER: _ClassVar[int]
     RETURN_ATTENTION_FIELD_NUMBER: _ClassVar[int]
     RETURN_DIAGNOSTICS_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_PENALTY_FORM_FIELD_NUMBER: _ClassVar[int]
     length_penalty: float
     coverage_penalty: float
     return_attention: bool
     return_diagnostics: bool
-    def __init__(self, length_penalty: _Optional[float] = ..., coverage_penalty: _Optional[float] = ..., return_attention: _Optional[bool] = ..., return_diagnostics: _Optional[bool] = ...) -> None: ...
+    length_penalty_form: LengthPenaltyForm
+    def __init__(self, length_penalty: _Optional[float] = ..., coverage_penalty: _Optional[float] = ..., return_attention: _Optional[bool] = ..., return_diagnostics: _Optional[bool] = ..., length_penalty_form: _Optional[_Union[LengthPenaltyForm, str]] = ...) -> None: ...
 
 class ScoreRequest(_message.Message):
     __slots__ = ("texts", "targets", "model", "options")
