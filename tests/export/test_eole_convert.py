@@ -369,6 +369,7 @@ def test_reduced_precision_variant_keeps_every_tokenizer_file(tmp_path):
 # -- Eole's own outputs for the token-banning options (tests/fixtures/eole/options) ------
 
 OPTIONS = FIXTURE / "options"
+GNMT = {"length_penalty": 0.6, "length_penalty_form": "gnmt"}
 # eole predict flags of each run (make_options.sh) -> the same request here
 OPTION_RUNS = {
     "greedy": {"beam_size": 1, "n_best": 1},
@@ -378,13 +379,18 @@ OPTION_RUNS = {
     "beam5_block3_ignore": {"beam_size": 5, "n_best": 5, "block_ngram_repeat": 3},
     "beam5": {"beam_size": 5, "n_best": 5},
     "beam5_coverage": {"beam_size": 5, "n_best": 5, "coverage_penalty": 0.2},
+    # -length_penalty wu -alpha 0.6 / -length_penalty none
+    "beam5_wu": {"beam_size": 5, "n_best": 5, **GNMT},
+    "greedy_wu": {"beam_size": 1, "n_best": 1, **GNMT},
+    "beam5_lp_none": {"beam_size": 5, "n_best": 5, "length_penalty": 0.0},
 }
 
 
 def test_banning_options_are_eoles(converted):
     """100 dictionary glosses each model never saw (most words unknown to it): Eole's
     n-best lists with -ban_unk_token, -block_ngram_repeat and -ignore_when_blocking,
-    reproduced text for text and score for score."""
+    -coverage_penalty wu and -length_penalty wu / none, reproduced text for text and
+    score for score."""
     name, out = converted
     fixture = json.loads((OPTIONS / f"{name}.json").read_text(encoding="utf-8"))
     bundle = load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
@@ -411,7 +417,8 @@ def test_banning_options_are_eoles(converted):
         assert max_abs_diff(ours, theirs, rtol=1e-5) < 1e-4, run
         texts_of[run] = got
     # each option changed some of Eole's outputs (else the check would prove nothing)
-    for run in ("beam5_block2_ban_unk", "beam5_block3_ignore", "beam5_coverage"):
+    for run in ("beam5_block2_ban_unk", "beam5_block3_ignore", "beam5_coverage", "beam5_wu",
+                "beam5_lp_none"):  # fmt: skip
         assert texts_of[run] != texts_of["beam5"], run
     assert texts_of["greedy_block2"] != texts_of["greedy"]
 
