@@ -200,6 +200,20 @@ def test_a_served_diverse_nbest_is_the_in_process_one(diverse_server, tiny_bundl
         assert scores == sorted(scores, reverse=True)
 
 
+def test_a_streamed_diverse_translation_ends_as_translate_gives_it(diverse_server, tiny_bundle):
+    """The stream's text grows by the prefix every hypothesis shares and ends with the
+    best one, which is Translate's."""
+    from nmt_client import Translator
+
+    text = tiny_bundle.sentences[2]
+    with Translator(f"127.0.0.1:{diverse_server.port}", timeout=60, retries=0) as t:
+        updates = list(t.stream(text, beam_size=5, n_best=3, diversity_rate=1.0))
+        (whole,) = t.translate([text], beam_size=5, n_best=3, diversity_rate=1.0)
+    assert updates[-1].final and updates[-1].result.best.text == whole.best.text
+    texts = [u.text for u in updates]
+    assert all(b.startswith(a) for a, b in zip(texts, texts[1:], strict=False))
+
+
 @pytest.mark.parametrize(
     "extra, match",
     [
