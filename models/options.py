@@ -15,6 +15,8 @@ SEARCHES = ("standard", "eole", "opennmt-py-1", "opennmt-py-2", "joeynmt", "fair
 # Longest n-gram block_ngram_repeat may name: longer ones never repeat in a sentence the
 # length limit allows, and each step scans the hypothesis once per row.
 MAX_BLOCK_NGRAM = 32
+# The beam searches diverse_beam_groups splits (their rules are fairseq's generator's).
+GROUPED_SEARCHES = ("standard", "fairseq")
 # How length_penalty divides a finished hypothesis's log-prob (DecodeOptions.length_penalty_form).
 LENGTH_PENALTY_FORMS = ("", "average", "gnmt")
 # Highest sampling temperature: past it every candidate is about equally likely anyway.
@@ -103,6 +105,14 @@ class DecodeOptions:
     # continuations of one parent and its n-best list varies more
     # (service.strategies.Siblings); 0: off. Beam search only.
     diversity_rate: float = 0.0
+    # Diverse beam search (Vijayakumar et al. 2018; fairseq's --diverse-beam-groups and
+    # --diverse-beam-strength, as its release 0.12.2 computes them): the beam split into
+    # this many groups of beam_size / groups hypotheses; each step a group's candidates
+    # lose diverse_beam_strength for every time an earlier group's candidates hold the
+    # same token (service.groups.GroupedBeam); 0 or 1: off. The standard and fairseq
+    # beam searches only.
+    diverse_beam_groups: int = 0
+    diverse_beam_strength: float = 0.5
 
     def __post_init__(self) -> None:
         if self.beam_size < 1:
@@ -164,6 +174,7 @@ class DecodeOptions:
                 f"diversity_rate {d:g} ranks the continuations of a beam's hypotheses: use "
                 "beam_size 2 or more, or diversity_rate 0"
             )
+        self._check_groups()
         if self.length_penalty_form not in LENGTH_PENALTY_FORMS:
             raise DecodeOptionsError(
                 f"length_penalty_form must be 'average' or 'gnmt' (or '': the search's own), "
@@ -175,6 +186,31 @@ class DecodeOptions:
             raise DecodeOptionsError(
                 "coverage_penalty does not apply to this model's beam search (OpenNMT-tf's, "
                 "which ranks by its places' log-probs): leave it at 0, or use beam_size 1"
+            )
+
+    def _check_groups(self) -> None:
+        groups, strength = self.diverse_beam_groups, self.diverse_beam_strength
+        if not (math.isfinite(strength) and 0.0 <= strength <= MAX_DIVERSITY_RATE):
+            raise DecodeOptionsError(
+                f"diverse_beam_strength must be in [0, {MAX_DIVERSITY_RATE:g}], got {strength}"
+            )
+        if groups < 0:
+            raise DecodeOptionsError(f"diverse_beam_groups must be >= 0 (0: off), got {groups}")
+        if groups <= 1:
+            return
+        if self.beam_size % groups:
+            raise DecodeOptionsError(
+                f"diverse_beam_groups {groups} must divide beam_size {self.beam_size}: each "
+                "group holds beam_size / groups hypotheses"
+            )
+        if self.search not in GROUPED_SEARCHES:
+            raise DecodeOptionsError(
+                f"diverse_beam_groups works with the {' and '.join(GROUPED_SEARCHES)} beam "
+                f"searches, not this model's {self.search!r}: use diversity_rate instead"
+            )
+        if self.diversity_rate > 0.0:
+            raise DecodeOptionsError(
+                "diverse_beam_groups and diversity_rate are two diverse searches: ask for one"
             )
 
     @property

@@ -103,6 +103,22 @@ def add_decoding_args(
         "the n-best list varies more (default: 0, off)",
     )
     d.add_argument(
+        "--diverse-beam-groups",
+        metavar="G",
+        type=int,
+        default=None,
+        help="diverse beam search (Vijayakumar et al. 2018; fairseq's --diverse-beam-groups): "
+        "the beam in G groups (G must divide --beam), each step a group's candidates lose "
+        "--diverse-beam-strength for each earlier group's same token (default: off)",
+    )
+    d.add_argument(
+        "--diverse-beam-strength",
+        metavar="S",
+        type=float,
+        default=None,
+        help="the penalty of --diverse-beam-groups (default: 0.5)",
+    )
+    d.add_argument(
         "--sampling-topk",
         metavar="K",
         type=int,
@@ -175,6 +191,15 @@ def check_decoding_args(args: argparse.Namespace) -> str | None:
         return f"--diversity-rate {r} must be a finite number >= 0 (0: off)"
     if r and args.beam == 1:
         return "--diversity-rate ranks a beam's continuations: use it with --beam 2 or more"
+    groups, strength = args.diverse_beam_groups, args.diverse_beam_strength
+    if groups is not None and groups < 0:
+        return f"--diverse-beam-groups {groups} must be >= 0 (0 or 1: off)"
+    if (groups or 0) > 1 and args.beam % groups:
+        return f"--diverse-beam-groups {groups} must divide --beam {args.beam}"
+    if (groups or 0) > 1 and r:
+        return "--diverse-beam-groups and --diversity-rate are two diverse searches: use one"
+    if strength is not None and not (math.isfinite(strength) and strength >= 0):
+        return f"--diverse-beam-strength {strength} must be a finite number >= 0"
     if args.sampling_topk is not None and args.sampling_topk < 0:
         return f"--sampling-topk {args.sampling_topk} must be >= 0 (0 or 1: no sampling)"
     if (args.sampling_topk or 0) > 1 and args.beam > 1:
@@ -210,5 +235,7 @@ def options_from_args(args: argparse.Namespace, **fields) -> DecodeOptions:
         sampling_topp=args.sampling_topp,
         seed=args.seed,
         diversity_rate=args.diversity_rate,
+        diverse_beam_groups=args.diverse_beam_groups,
+        diverse_beam_strength=args.diverse_beam_strength,
         **fields,
     )

@@ -75,6 +75,11 @@ class DecodeOptions:
     # How length_penalty divides the log-prob: "average" (length ** lp) or "gnmt"
     # (((5 + length) / 6) ** lp, Eole's -length_penalty wu); None: the model's
     length_penalty_form: PenaltyForm | None = None
+    # Diverse beam search (Vijayakumar et al. 2018, fairseq's --diverse-beam-groups): the
+    # beam in this many groups (it must divide beam_size); each step a group's candidates
+    # lose diverse_beam_strength (server default 0.5) for each earlier group's same token
+    diverse_beam_groups: int | None = None
+    diverse_beam_strength: float | None = None
 
     def __post_init__(self) -> None:
         if self.strategy is not None and self.strategy not in _STRATEGIES:
@@ -88,11 +93,18 @@ class DecodeOptions:
         beam = self.beam_size or (1 if self.resolved_strategy == "greedy" else None)
         if self.n_best is not None and beam is not None and self.n_best > beam:
             raise ValueError(f"n_best {self.n_best} needs beam_size {self.n_best} or more")
-        for name in ("length_penalty", "max_length_ratio", "coverage_penalty", "diversity_rate"):
+        for name in ("length_penalty", "max_length_ratio", "coverage_penalty", "diversity_rate",
+                     "diverse_beam_strength"):  # fmt: skip
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0 (or None), got {value!r}")
         _check_form(self.length_penalty_form)
+        groups = self.diverse_beam_groups or 0
+        if groups > 1 and beam is not None and beam % groups:
+            raise ValueError(
+                f"diverse_beam_groups {groups} must divide beam_size {beam}: each group holds "
+                "beam_size / groups hypotheses"
+            )
         if self.diversity_rate and beam == 1:
             raise ValueError(
                 f"diversity_rate {self.diversity_rate!r} ranks a beam's continuations: "
@@ -104,7 +116,8 @@ class DecodeOptions:
         p = self.sampling_topp
         if p is not None and not (math.isfinite(p) and 0 < p <= 1):
             raise ValueError(f"sampling_topp must be in (0, 1], got {p!r}")
-        for name in ("min_length", "block_ngram_repeat", "sampling_topk", "seed"):
+        for name in ("min_length", "block_ngram_repeat", "sampling_topk", "seed",
+                     "diverse_beam_groups"):  # fmt: skip
             value = getattr(self, name)
             if value is not None and (
                 not isinstance(value, int) or isinstance(value, bool) or value < 0
@@ -154,6 +167,7 @@ class DecodeOptions:
         msg.return_token_scores = self.return_token_scores
         if self.length_penalty_form is not None:
             msg.length_penalty_form = _FORMS[self.length_penalty_form]
+        msg.diverse_beam_groups = self.diverse_beam_groups or 0
         return msg
 
     @classmethod
@@ -173,6 +187,7 @@ class DecodeOptions:
             sampling_topk=msg.sampling_topk or None,
             return_token_scores=msg.return_token_scores,
             length_penalty_form=_form_of(msg.length_penalty_form),
+            diverse_beam_groups=msg.diverse_beam_groups or None,
             **{name: getattr(msg, name) if msg.HasField(name) else None for name in _OPTIONAL},
         )
 

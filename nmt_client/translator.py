@@ -184,6 +184,8 @@ class Translator:
         return_token_scores: bool | None = None,
         diversity_rate: float | None = None,
         length_penalty_form: PenaltyForm | None = None,
+        diverse_beam_groups: int | None = None,
+        diverse_beam_strength: float | None = None,
         options: DecodeOptions | None = None,
         model: str | None = None,
         timeout: float | None = None,

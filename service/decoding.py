@@ -150,9 +150,10 @@ class SentenceSearch:
         self.constraints = constraints
         self.constraint_states = [constraints.start()] if constraints else None
         self.step_log_probs: np.ndarray | None = None
-        # Diverse siblings: what the search took off each live row's score so far
-        # (:class:`~service.strategies.Siblings`, set by take())
-        self.penalties: list[float] | None = [0.0] if options.diversity_rate else None
+        # Diverse searches: what the search took off each live row's score so far
+        # (:class:`~service.strategies.Siblings`, :mod:`service.groups`; set by take())
+        diverse = options.diversity_rate > 0.0 or options.diverse_beam_groups > 1
+        self.penalties: list[float] | None = [0.0] if diverse else None
         # One entry per live row: the token its next step is fed, the row of the previous
         # step (or of the initial state, at step 0) it continues, its cumulative log-prob.
         self.prev_tokens: list[int] = [special.bos]
@@ -442,8 +443,8 @@ def make_search(
     if constraints:
         if prefix:
             raise ValueError("a sentence cannot have both a target prefix and constraints")
-        if options.diversity_rate > 0.0:
-            raise ValueError("constrained beam search ranks no siblings: diversity_rate 0")
+        if options.diversity_rate > 0.0 or options.diverse_beam_groups > 1:
+            raise ValueError("constrained beam search is not diverse: diversity_rate 0, no groups")
         strategy = CONSTRAINED
     else:
         strategy = strategy_for(options, prefix=bool(prefix))

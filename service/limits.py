@@ -293,10 +293,10 @@ def validate_constraints(
                 f"{where}: constraints are decoded by beam search; leave sampling_topk and "
                 "sampling_topp unset (beam_size 1 or more)"
             )
-        if options.diversity_rate > 0.0:
+        if options.diversity_rate > 0.0 or options.diverse_beam_groups > 1:
             raise InvalidRequest(
-                f"{where}: constraints are decoded by their own beam search, which ranks no "
-                "siblings; leave diversity_rate at 0"
+                f"{where}: constraints are decoded by their own beam search, which is not "
+                "diverse; leave diversity_rate at 0 and diverse_beam_groups unset"
             )
         if i < len(prefixes) and prefixes[i]:
             raise InvalidRequest(

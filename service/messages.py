@@ -73,6 +73,13 @@ def to_options(
         # a request's alone (a model default would refuse every greedy request)
         diversity_rate=msg.diversity_rate if msg.HasField("diversity_rate") else 0.0,
         length_penalty_form=_penalty_form(msg.length_penalty_form, defaults),
+        # a request's alone, like diversity_rate
+        diverse_beam_groups=msg.diverse_beam_groups,
+        diverse_beam_strength=(
+            msg.diverse_beam_strength
+            if msg.HasField("diverse_beam_strength")
+            else DecodeOptions.diverse_beam_strength
+        ),
         **{
             name: getattr(msg, name) if msg.HasField(name) else getattr(defaults, name)
             for name in MODEL_DEFAULTED

@@ -636,12 +636,20 @@ _PREFIXED: dict[Strategy, Strategy] = {
 
 def strategy_for(options: DecodeOptions, *, prefix: bool = False) -> Strategy:
     """Greedy for ``beam_size == 1`` (cheaper bookkeeping, same results) or sampling when
-    ``options`` ask for it, else the beam search ``options.search`` names (in
-    :class:`Siblings` with a ``diversity_rate``); wrapped in :class:`Prefix` when
-    ``prefix``."""
+    ``options`` ask for it, else the beam search ``options.search`` names (in groups with
+    ``diverse_beam_groups``: :mod:`service.groups`; in :class:`Siblings` with a
+    ``diversity_rate``); wrapped in :class:`Prefix` when ``prefix``."""
     inner = BEAMS[options.search]
     if options.beam_size == 1:
         inner = SAMPLING if options.sampling else GREEDY
+    elif options.diverse_beam_groups > 1:
+        from service.groups import GROUPED  # noqa: PLC0415 - it builds on this module
+
+        inner = GROUPED[options.search]
     elif options.diversity_rate > 0.0:
         inner = _SIBLINGS[inner]
-    return _PREFIXED[inner] if prefix else inner
+    if not prefix:
+        return inner
+    if inner not in _PREFIXED:  # the grouped beams, wrapped on first use
+        _PREFIXED.setdefault(inner, Prefix(inner))
+    return _PREFIXED[inner]

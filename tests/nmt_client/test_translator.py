@@ -294,6 +294,7 @@ def test_every_optional_proto_field_round_trips_through_none():
         strategy="beam", beam_size=4, length_penalty=0.5, max_length_ratio=1.5,
         coverage_penalty=0.25, min_length=0, ban_unk=False, block_ngram_repeat=2,
         sampling_temperature=0.75, sampling_topp=0.5, seed=0, diversity_rate=0.5,
+        diverse_beam_strength=0.25,
     )  # fmt: skip
     msg = given.to_proto()
     assert all(msg.HasField(name) for name in options._OPTIONAL)

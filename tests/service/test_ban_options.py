@@ -118,19 +118,24 @@ def test_min_length_on_the_wire(stub, texts, tiny_checkpoint):
     assert all(len(h[0].pieces) >= 6 for h in got)
 
 
-def test_every_optional_field_but_the_seed_and_the_diversity_rate_falls_back_to_the_model():
-    """A seed is drawn per request; a diversity rate is a request's alone (a model default
-    would refuse every greedy request), and unset is off."""
+def test_every_optional_field_but_the_seed_and_the_diverse_ones_falls_back_to_the_model():
+    """A seed is drawn per request; a diversity rate or group strength is a request's alone
+    (a model default would refuse every greedy request), and unset is off / 0.5."""
     from service.messages import MODEL_DEFAULTED
 
     fields = pb.DecodeOptions.DESCRIPTOR.fields_by_name
     optional = {n for n, f in fields.items() if f.has_presence}
-    assert {*MODEL_DEFAULTED, "seed", "diversity_rate"} == optional
+    assert {*MODEL_DEFAULTED, "seed", "diversity_rate", "diverse_beam_strength"} == optional
     model = DecodeOptions(beam_size=4, diversity_rate=0.5)
     got = to_options(pb.DecodeOptions(), default_max_length=256, defaults=model)
     assert got.diversity_rate == 0
     msg = pb.DecodeOptions(beam_size=4, diversity_rate=1.5)
     assert to_options(msg, default_max_length=256).diversity_rate == 1.5
+    msg = pb.DecodeOptions(beam_size=4, diverse_beam_groups=2)
+    got = to_options(msg, default_max_length=256)
+    assert (got.diverse_beam_groups, got.diverse_beam_strength) == (2, 0.5)
+    msg.diverse_beam_strength = 2.0
+    assert to_options(msg, default_max_length=256).diverse_beam_strength == 2.0
 
 
 def test_the_length_penalty_form_is_the_requests_else_the_models():

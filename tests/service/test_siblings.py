@@ -160,7 +160,7 @@ def test_impossible_rates_are_refused(fields, match):
 
 def test_constraints_and_siblings_are_refused_together():
     options = DecodeOptions(beam_size=4, diversity_rate=0.5)
-    with pytest.raises(ValueError, match="ranks no siblings"):
+    with pytest.raises(ValueError, match="constrained beam search is not diverse"):
         make_search(3, options, SPECIAL, constraints=Constraints(((5,),)))
 
     class Tokens:

@@ -26,7 +26,7 @@ LENGTH_PENALTY_AVERAGE: LengthPenaltyForm
 LENGTH_PENALTY_GNMT: LengthPenaltyForm
 
 class DecodeOptions(_message.Message):
-    __slots__ = ("strategy", "beam_size", "n_best", "length_penalty", "max_length", "max_length_ratio", "return_attention", "return_scores", "coverage_penalty", "return_diagnostics", "ban_unk", "block_ngram_repeat", "ignore_when_blocking", "min_length", "replace_unk", "sampling_topk", "sampling_temperature", "seed", "sampling_topp", "return_token_scores", "diversity_rate", "length_penalty_form")
+    __slots__ = ("strategy", "beam_size", "n_best", "length_penalty", "max_length", "max_length_ratio", "return_attention", "return_scores", "coverage_penalty", "return_diagnostics", "ban_unk", "block_ngram_repeat", "ignore_when_blocking", "min_length", "replace_unk", "sampling_topk", "sampling_temperature", "seed", "sampling_topp", "return_token_scores", "diversity_rate", "length_penalty_form", "diverse_beam_groups", "diverse_beam_strength")
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     BEAM_SIZE_FIELD_NUMBER: _ClassVar[int]
     N_BEST_FIELD_NUMBER: _ClassVar[int]
@@ -49,6 +49,8 @@ class DecodeOptions(_message.Message):
     RETURN_TOKEN_SCORES_FIELD_NUMBER: _ClassVar[int]
     DIVERSITY_RATE_FIELD_NUMBER: _ClassVar[int]
     LENGTH_PENALTY_FORM_FIELD_NUMBER: _ClassVar[int]
+    DIVERSE_BEAM_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    DIVERSE_BEAM_STRENGTH_FIELD_NUMBER: _ClassVar[int]
     strategy: Strategy
     beam_size: int
     n_best: int
@@ -71,7 +73,9 @@ class DecodeOptions(_message.Message):
     return_token_scores: bool
     diversity_rate: float
     length_penalty_form: LengthPenaltyForm
-    def __init__(self, strategy: _Optional[_Union[Strategy, str]] = ..., beam_size: _Optional[int] = ..., n_best: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_length: _Optional[int] = ..., max_length_ratio: _Optional[float] = ..., return_attention: _Optional[bool] = ..., return_scores: _Optional[bool] = ..., coverage_penalty: _Optional[float] = ..., return_diagnostics: _Optional[bool] = ..., ban_unk: _Optional[bool] = ..., block_ngram_repeat: _Optional[int] = ..., ignore_when_blocking: _Optional[_Iterable[str]] = ..., min_length: _Optional[int] = ..., replace_unk: _Optional[bool] = ..., sampling_topk: _Optional[int] = ..., sampling_temperature: _Optional[float] = ..., seed: _Optional[int] = ..., sampling_topp: _Optional[float] = ..., return_token_scores: _Optional[bool] = ..., diversity_rate: _Optional[float] = ..., length_penalty_form: _Optional[_Union[LengthPenaltyForm, str]] = ...) -> None: ...
+    diverse_beam_groups: int
+    diverse_beam_strength: float
+    def __init__(self, strategy: _Optional[_Union[Strategy, str]] = ..., beam_size: _Optional[int] = ..., n_best: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_length: _Optional[int] = ..., max_length_ratio: _Optional[float] = ..., return_attention: _Optional[bool] = ..., return_scores: _Optional[bool] = ..., coverage_penalty: _Optional[float] = ..., return_diagnostics: _Optional[bool] = ..., ban_unk: _Optional[bool] = ..., block_ngram_repeat: _Optional[int] = ..., ignore_when_blocking: _Optional[_Iterable[str]] = ..., min_length: _Optional[int] = ..., replace_unk: _Optional[bool] = ..., sampling_topk: _Optional[int] = ..., sampling_temperature: _Optional[float] = ..., seed: _Optional[int] = ..., sampling_topp: _Optional[float] = ..., return_token_scores: _Optional[bool] = ..., diversity_rate: _Optional[float] = ..., length_penalty_form: _Optional[_Union[LengthPenaltyForm, str]] = ..., diverse_beam_groups: _Optional[int] = ..., diverse_beam_strength: _Optional[float] = ...) -> None: ...
 
 class TranslateRequest(_message.Message):
     __slots__ = ("texts", "model", "options", "target_prefix", "constraints")
