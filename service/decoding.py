@@ -150,10 +150,11 @@ class SentenceSearch:
         self.constraints = constraints
         self.constraint_states = [constraints.start()] if constraints else None
         self.step_log_probs: np.ndarray | None = None
-        # Diverse searches: what the search took off each live row's score so far
-        # (:class:`~service.strategies.Siblings`, :mod:`service.groups`; set by take())
+        # Diverse searches (:class:`~service.strategies.Siblings`, :mod:`service.groups`),
+        # whose scores hold penalties: each live row's cumulative log-prob as the model
+        # gave it (set by take())
         diverse = options.diversity_rate > 0.0 or options.diverse_beam_groups > 1
-        self.penalties: list[float] | None = [0.0] if diverse else None
+        self.own_scores: list[float] | None = [0.0] if diverse else None
         # One entry per live row: the token its next step is fed, the row of the previous
         # step (or of the initial state, at step 0) it continues, its cumulative log-prob.
         self.prev_tokens: list[int] = [special.bos]
@@ -279,7 +280,7 @@ class SentenceSearch:
             # a scored translation's EOS always counts, at the length limit too
             forced_eos = self.eos_rule() is Eos.FORCED and self._forced is None
             scored = self.rules.eos_scored(forced_eos)
-            ended = selection.ended_penalties
+            ended = selection.ended_own_scores
             for j, (row, log_prob) in enumerate(selection.finished):
                 hyp = self._live[row]
                 attn = hyp.attention + [attention[row, : self.src_len]] if keep_attn else None
@@ -292,12 +293,12 @@ class SentenceSearch:
                 if keep_lps:  # an unscored EOS adds no entry (nor its log-prob)
                     eos_lp = own(row, self.eos, log_prob - self.scores[row])
                     lps = hyp.log_probs + [eos_lp] if scored else hyp.log_probs
-                penalty = 0.0
-                if ended:  # an unscored EOS took no step, nor its penalty
-                    penalty = ended[j] if scored else self.penalties[row]  # type: ignore[index]
+                own_lp = None
+                if ended:  # an unscored EOS adds nothing to the row's own log-prob
+                    own_lp = ended[j] if scored else self.own_scores[row]  # type: ignore[index]
                 self.add_finished(
                     hyp.tokens, log_prob, self.scores[row], scored,
-                    np.stack(attn) if keep_attn else None, cov, lps, penalty,
+                    np.stack(attn) if keep_attn else None, cov, lps, own_lp,
                 )  # fmt: skip
         self.step += 1
         self.top_finished = self.top_finished or selection.top_finished
@@ -338,8 +339,8 @@ class SentenceSearch:
         self.prev_tokens = selection.tokens
         self.parents = selection.parents
         self.scores = selection.scores
-        if selection.penalties is not None:
-            self.penalties = list(selection.penalties)
+        if selection.own_scores is not None:
+            self.own_scores = list(selection.own_scores)
         self._update_bans()
 
     def _own_log_prob(
@@ -359,10 +360,14 @@ class SentenceSearch:
             if candidates is None:
                 return fallback
             values, ids = candidates
+            if token == self.eos:
+                # its own column, the last (a step capped at the vocabulary also lists EOS
+                # among the top-k, at -inf)
+                return float(values[row, -1])
             where = np.flatnonzero(ids[row] == token)
             if where.size:
                 return float(values[row, where[0]])
-            if self.step_log_probs is not None and token != self.eos:
+            if self.step_log_probs is not None:
                 # a constraint's token from outside the top-k: the step's whole row
                 return float(self.step_log_probs[row, token])
             return fallback
@@ -378,15 +383,15 @@ class SentenceSearch:
         attention: np.ndarray | None = None,
         coverage: np.ndarray | None = None,
         token_log_probs: Sequence[float] | None = None,
-        penalty: float = 0.0,
+        own_log_prob: float | None = None,
     ) -> None:
         """Record a hypothesis ``tokens`` (no EOS) that ends at this step: ``log_prob``
         with its EOS, ``row_log_prob`` before it (what counts when the EOS is not
         ``scored``: :meth:`ScoringRules.eos_scored`); ``attention`` ``(len, src_len)``
         when kept, ``coverage`` its summed attention when the score needs it,
-        ``token_log_probs`` when kept (``return_token_scores``); ``penalty``: what
-        diverse siblings took off these log-probs, which the score keeps and the
-        hypothesis's log-prob gets back."""
+        ``token_log_probs`` when kept (``return_token_scores``); ``own_log_prob``: for a
+        diverse search, whose ``log_prob`` holds penalties (the score keeps them), the
+        model's own, which the hypothesis reports."""
         if self._forced is not None:  # a whole forced target: its own exact values
             token_log_probs = self._forced
         if not scored:  # ended without EOS: its log-prob is the row's so far
@@ -395,7 +400,7 @@ class SentenceSearch:
             Hypothesis(
                 tokens=tuple(tokens),
                 score=self.rules.score(log_prob, len(tokens), eos=scored, coverage=coverage),
-                log_prob=log_prob + penalty,
+                log_prob=log_prob if own_log_prob is None else own_log_prob,
                 attention=attention,
                 token_log_probs=None if token_log_probs is None else tuple(token_log_probs),
             )

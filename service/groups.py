@@ -60,31 +60,34 @@ class GroupedBeam:
         candidates = self._candidates(s, first, values, ids)
         beam, eos = s.options.beam_size, s.eos
         room = beam - s.finished if self.capped else beam
-        before = s.penalties or [0.0] * s.rows
-        parents, tokens, scores, penalties, finished, ended = [], [], [], [], [], []
-        for place, (score, row, token, penalty) in enumerate(candidates):
-            if token == eos and score != NEG_INF:
-                # fairseq finishes an EOS among the first beam places, in their order
-                if place < beam and len(finished) < room:
+        # each row's own cumulative log-prob (at the first step nothing was taken yet)
+        before = s.scores if s.step == len(s.prefix) else s.own_scores or [0.0] * s.rows
+        parents, tokens, scores, own, finished, ended = [], [], [], [], [], []
+        for place, (score, row, token, raw) in enumerate(candidates):
+            total = float(np.float32(before[row]) + np.float32(raw))  # as a plain beam adds
+            if token == eos:
+                # fairseq finishes an EOS among the first beam places, in their order (a
+                # -inf one, which only a step capped at the vocabulary lists, never)
+                if score != NEG_INF and place < beam and len(finished) < room:
                     finished.append((row, score))
-                    ended.append(before[row] + penalty)
+                    ended.append(total)
                 continue
             if len(parents) < beam:  # the first beam others, -inf ones too (as fairseq)
                 parents.append(row)
                 tokens.append(token)
                 scores.append(score)
-                penalties.append(before[row] + penalty)
+                own.append(total)
         alive = any(score != NEG_INF for score in scores)
         done = s.finished + len(finished) >= beam or not alive
         return Selection(parents, tokens, scores, finished, done,
-                         penalties=tuple(penalties), ended_penalties=tuple(ended))  # fmt: skip
+                         own_scores=tuple(own), ended_own_scores=tuple(ended))  # fmt: skip
 
     @staticmethod
     def _candidates(
         s: SentenceSearch, first: int, values: np.ndarray, ids: np.ndarray
     ) -> list[tuple[float, int, int, float]]:
         """The step's candidates in fairseq's interleaved order: ``(cumulative score, row,
-        token, the penalty it took at this step)``."""
+        token, its log-prob as the model gave it)``."""
         options = s.options
         groups, beam = options.diverse_beam_groups, options.beam_size
         per = 2 * (beam // groups)  # each group's candidates
@@ -98,17 +101,15 @@ class GroupedBeam:
         for g in range(groups):
             rows = [0] if first_step else list(range(g, s.rows, groups))
             vg, ig = v[rows], i[rows]
-            if taken:  # (rows, width): S x the times each candidate's token was taken
+            penalised = vg
+            if taken:  # S x the times each candidate's token was taken, (rows, width)
                 counts = [[taken.get(t, 0) for t in row] for row in ig.tolist()]
-                penalty = strength * np.asarray(counts, dtype=np.float32)
-                vg = vg - penalty
-            else:
-                penalty = np.zeros_like(vg)
-            total = (vg if first_step else scores[rows][:, None] + vg).ravel()
+                penalised = vg - strength * np.asarray(counts, dtype=np.float32)
+            total = (penalised if first_step else scores[rows][:, None] + penalised).ravel()
             order = np.argsort(-total, kind="stable")[:per]
-            flat_ids, flat_penalty = ig.ravel(), penalty.ravel()
+            flat_ids, raw = ig.ravel(), vg.ravel()
             chosen = [
-                (float(total[o]), rows[o // width], int(flat_ids[o]), float(flat_penalty[o]))
+                (float(total[o]), rows[o // width], int(flat_ids[o]), float(raw[o]))
                 for o in order.tolist()
             ]
             for _, _, token, _ in chosen:

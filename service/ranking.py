@@ -58,7 +58,7 @@ def ranked_siblings(
     log-prob, keeps its best ``rank_k`` and takes ``k * rate`` off its k-th (k from 1,
     float32 as fairseq's); then all rows' continuations are ranked together by what is
     left. Returns lists: the row each continues, its penalised cumulative score, token
-    id, and the penalty it took at this step."""
+    id, and its log-prob as the model gave it."""
     v, i = own_columns(values[first : first + s.rows], ids[first : first + s.rows], s.top_k)
     cum = np.array(s.scores, dtype=np.float32)[:, None] + v  # (rows, width) float32
     k = min(s.rank_k, cum.shape[1])
@@ -66,12 +66,13 @@ def ranked_siblings(
     penalty = np.arange(1, k + 1, dtype=np.float32) * np.float32(rate)  # (k,)
     total = (np.take_along_axis(cum, order, axis=1) - penalty).ravel()  # (rows * k,)
     tokens = np.take_along_axis(i, order, axis=1).ravel()
+    raw = np.take_along_axis(v, order, axis=1).ravel()
     ranked = np.argsort(-total, kind="stable")[: s.rank_k]
     return (
         (ranked // k).tolist(),
         total[ranked].tolist(),
         tokens[ranked].tolist(),
-        penalty[ranked % k].tolist(),
+        raw[ranked].tolist(),
     )
 
 

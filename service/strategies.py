@@ -42,9 +42,9 @@ class Selection(NamedTuple):
     their index among the sentence's finished ones), ``slots``: the beam's places after
     this step (OpenNMT-tf's beam: :class:`OnmtTfBeam`); ``states``: each continuing
     row's constraint state (:class:`service.constraints.ConstrainedBeam`);
-    ``penalties``, ``ended_penalties``: what diverse siblings (:class:`Siblings`) took off
-    each continuing and each finishing row's score so far, which its log-prob does not
-    count.
+    ``own_scores``, ``ended_own_scores``: each continuing and each finishing row's
+    cumulative log-prob as the model gave it (float32 sums, as a plain beam's), where a
+    diverse search's ``scores`` (:class:`Siblings`, :mod:`service.groups`) hold penalties.
     """
 
     parents: list[int]
@@ -56,8 +56,8 @@ class Selection(NamedTuple):
     dropped: tuple[int, ...] = ()
     slots: tuple[Slot, ...] | None = None
     states: tuple | None = None
-    penalties: tuple[float, ...] | None = None
-    ended_penalties: tuple[float, ...] = ()
+    own_scores: tuple[float, ...] | None = None
+    ended_own_scores: tuple[float, ...] = ()
 
 
 class Strategy(Protocol):
@@ -545,22 +545,32 @@ class Siblings:
         ]
 
     def _choose(self, s: SentenceSearch, first: int, values, ids) -> Selection:
-        if s.step == len(s.prefix):
-            rows, ranked, tokens = ranked_one(s, first, values, ids)
-            taken = [0.0] * len(rows)
-        else:
-            rate = s.options.diversity_rate
-            rows, ranked, tokens, taken = ranked_siblings(s, first, values, ids, rate)
+        if s.step == len(s.prefix):  # nothing taken yet: the scores are the model's own
+            chosen = self.inner._choose(s, *ranked_one(s, first, values, ids))  # type: ignore[attr-defined]
+            own = tuple(chosen.scores)
+            return chosen._replace(
+                own_scores=own, ended_own_scores=tuple(score for _, score in chosen.finished)
+            )
+        rate = s.options.diversity_rate
+        rows, ranked, tokens, raw = ranked_siblings(s, first, values, ids, rate)
         chosen = self.inner._choose(s, rows, ranked, tokens)  # type: ignore[attr-defined]
-        step = dict(zip(zip(rows, tokens, strict=True), taken, strict=True))
-        before = s.penalties or [0.0] * s.rows
+        step: dict[tuple[int, int], float] = {}
+        for key in zip(rows, tokens, raw, strict=True):
+            # the first of a (row, token): a step capped at the vocabulary also lists EOS
+            # among its top-k, at -inf, after the real one
+            step.setdefault(key[:2], key[2])
+        before = s.own_scores or [0.0] * s.rows
+
+        def own(row: int, token: int) -> float:
+            # float32, as a plain beam adds the same log-probs
+            return float(np.float32(before[row]) + np.float32(step.get((row, token), NEG_INF)))
+
         going_on = zip(chosen.parents, chosen.tokens, strict=True)
         return chosen._replace(
-            penalties=tuple(before[p] + step[p, t] for p, t in going_on),
-            # an EOS a search adds at its length limit unranked (Joey's) took nothing
-            ended_penalties=tuple(
-                before[r] + step.get((r, s.eos), 0.0) for r, _ in chosen.finished
-            ),  # fmt: skip
+            own_scores=tuple(own(p, t) for p, t in going_on),
+            # an EOS a search adds at its length limit unranked (Joey's) is not scored:
+            # take() then reads the row's own score, not this
+            ended_own_scores=tuple(own(r, s.eos) for r, _ in chosen.finished),
         )
 
 

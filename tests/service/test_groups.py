@@ -106,7 +106,7 @@ def test_strategy_for_picks_the_grouped_beams():
     assert strategy_for(grouped, prefix=True) is prefixed  # one wrapper: the loop groups them
     assert strategy_for(dataclasses.replace(grouped, diverse_beam_groups=1)) is BEAM
     search = make_search(3, grouped, SPECIAL)
-    assert search.penalties == [0.0] and not search.beam_batchable
+    assert search.own_scores == [0.0] and not search.beam_batchable
 
 
 @pytest.mark.parametrize(

@@ -140,7 +140,7 @@ def test_strategy_for_wraps_the_models_beam():
     assert strategy_for(dataclasses.replace(diverse, diversity_rate=0.0)) is BEAM
     assert strategy_for(DecodeOptions()) is GREEDY
     search = make_search(3, diverse, SPECIAL)
-    assert search.penalties == [0.0] and not search.beam_batchable
+    assert search.own_scores == [0.0] and not search.beam_batchable
 
 
 @pytest.mark.parametrize(
@@ -236,3 +236,43 @@ def test_impossible_rates_are_invalid_argument(diverse_server, tiny_bundle, extr
         channel.close()
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert match.replace("\\", "") in error.details() or pytest.fail(error.details())
+
+
+@pytest.mark.parametrize("rate", [1.0, 100.0])
+def test_log_probs_are_the_models_float32_sums_even_at_high_rates(rate):
+    """The hypothesis's log-prob is the model's log-probs added as a plain beam adds them
+    (float32), not the penalised score with the penalties added back (which drifts: 6.6e-4
+    at rate 100 on long sentences, review of 2026-11-29)."""
+    options = DecodeOptions(beam_size=4, n_best=4, return_token_scores=True, diversity_rate=rate)
+    sources = random_sources(23, 12, max_len=8)
+    table = random_table(21)
+    for hyps in run(table, sources, options):
+        for h in hyps:
+            total = np.float32(0.0)
+            for x in h.token_log_probs:
+                total = np.float32(total + np.float32(x))
+            assert h.log_prob == float(total), (h.tokens, h.log_prob, float(total))
+
+
+def test_a_step_capped_at_the_vocabulary_reads_the_real_eos():
+    """With 2 x beam + bans past the vocabulary, the decoder's top-k also lists EOS, at
+    -inf, beside its own column: the penalty and the token log-prob of an EOS are the
+    real one's (a positive log-prob came back before, and token scores of -inf that
+    depended on the batch)."""
+    options = DecodeOptions(beam_size=8, n_best=8, ban_unk=True, max_length=2,
+                            diversity_rate=1.0, return_token_scores=True)  # fmt: skip
+    sources = random_sources(29, 6, max_len=3)
+    table = random_table(4)
+    for src, hyps in zip(sources, run(table, sources, options), strict=True):
+        for h in hyps:
+            assert h.log_prob <= 0.0
+            tokens = (*h.tokens, EOS)
+            want = [float(vector(table(src, tokens[:j]))[t]) for j, t in enumerate(tokens)]
+            assert h.token_log_probs == pytest.approx(want, abs=0, rel=0)
+    # the same sentence's token scores beside a wider beam
+    plain = DecodeOptions(beam_size=2, n_best=2, return_token_scores=True, max_length=3)
+    wide = DecodeOptions(beam_size=5, n_best=5, max_length=3)
+    alone = run(table, sources[:1], plain)[0]
+    beside = run(table, sources[:2], [plain, wide])[0]
+    assert [h.token_log_probs for h in alone] == [h.token_log_probs for h in beside]
+    assert all(np.isfinite(h.token_log_probs).all() for h in alone)
