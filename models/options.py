@@ -182,6 +182,13 @@ class DecodeOptions:
             )
         if self.search not in SEARCHES:
             raise DecodeOptionsError(f"search must be one of {SEARCHES}, got {self.search!r}")
+        tf_beam = self.search == "opennmt-tf" and self.beam_size > 1
+        if tf_beam and self.length_penalty_form == "average":
+            raise DecodeOptionsError(
+                "length_penalty_form 'average' does not apply to this model's beam search "
+                "(OpenNMT-tf's, which ranks its places by GNMT's penalty): leave it unset or "
+                "'gnmt', or use beam_size 1"
+            )
         if self.search == "opennmt-tf" and self.beam_size > 1 and self.coverage_penalty > 0:
             raise DecodeOptionsError(
                 "coverage_penalty does not apply to this model's beam search (OpenNMT-tf's, "

@@ -212,6 +212,10 @@ def test_a_length_penalty_form_replaces_the_searchs(search, form, length):
         assert rules.score(-6.0, 4) == -6.0 / length**0.6
     with pytest.raises(DecodeOptionsError, match="length_penalty_form must be 'average' or"):
         DecodeOptions(length_penalty_form="wu")
+    # OpenNMT-tf's beam ranks its places by GNMT's form whatever the rules say: refused
+    with pytest.raises(DecodeOptionsError, match="'average' does not apply to this model's"):
+        DecodeOptions(search="opennmt-tf", beam_size=4, length_penalty_form="average")
+    DecodeOptions(search="opennmt-tf", beam_size=4, length_penalty_form="gnmt")
 
 
 @pytest.mark.parametrize("search", ["standard", "eole", "joeynmt", "fairseq"])
