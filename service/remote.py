@@ -450,10 +450,7 @@ class RemoteEngine(EngineLink):
 
     def _kill(self) -> None:
         self.process.join(STOP_MARGIN_SECONDS)
-        if self.process.is_alive():
-            self.process.terminate()
-            self.process.join(STOP_MARGIN_SECONDS)
-        if self.process.is_alive():
+        if self.process.is_alive():  # SIGKILL: the child ignores SIGTERM (the group's)
             self.process.kill()
             self.process.join(STOP_MARGIN_SECONDS)
 

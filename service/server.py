@@ -32,6 +32,7 @@ from export import spec
 from nmt_api.nmt.v1 import translator_pb2
 from service import heap, logs
 from service.bundle import BundleError, load_bundle
+from service.children import STOP_MARGIN_SECONDS
 from service.config import ServerConfig
 from service.engine import Engine
 from service.flags import parse_args
@@ -48,10 +49,14 @@ log = logging.getLogger(__name__)
 
 WATCHDOG_SECONDS = 1.0
 SHUTDOWN_TASKS_SECONDS = 1.0
-# How far past its grace a shutdown may run before it counts as stuck: ``stop`` bounds
-# each of its own waits after the grace (the engine process's stop and joins, the loop
-# thread's), which add up to less than this.
+# How far past its grace a shutdown may run before it counts as stuck
+# (:meth:`TranslationServer.stop_budget`): ``stop`` bounds each of its own waits after the
+# grace (the loop thread's, the metrics server's: less than this), plus, one after the
+# other, each child process's (CHILD_STOP_SECONDS).
 SHUTDOWN_OVERRUN_SECONDS = 30.0
+# What stopping one engine process or front end may add past the grace: the margin its
+# stop waits, the join before SIGKILL and the one after, its reader thread's join.
+CHILD_STOP_SECONDS = 4 * STOP_MARGIN_SECONDS
 
 
 class ServerError(RuntimeError):
@@ -389,6 +394,13 @@ class TranslationServer:
         self._stopped.set()
         self._close_loop()
 
+    def stop_budget(self, grace: float) -> float:
+        """The longest ``stop(grace)`` may take before it counts as stuck."""
+        children = sum(isinstance(e, RemoteEngine) for e in self.engines.values())
+        if self.frontends is not None:
+            children += len(self.frontends.members)
+        return grace + SHUTDOWN_OVERRUN_SECONDS + children * CHILD_STOP_SECONDS
+
     async def _shutdown(self, grace: float) -> None:
         """Close the port, then let the handlers gRPC cancelled when the grace ran out run
         their own ending (each call counted, its job cancelled) before the loop closes."""
@@ -461,7 +473,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stop.wait()
     if server.failed.is_set():
         log.error("exiting for a restart: %s", server.failure)
-        exit_if_stuck(SHUTDOWN_OVERRUN_SECONDS)
+        exit_if_stuck(server.stop_budget(0))
         server.stop(0)
         return 1
     log.info(
@@ -469,7 +481,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         min(config.drain_announce, config.shutdown_grace),
         config.shutdown_grace,
     )
-    exit_if_stuck(config.shutdown_grace + SHUTDOWN_OVERRUN_SECONDS)
+    exit_if_stuck(server.stop_budget(config.shutdown_grace))
     server.stop()
     return 0
 

@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from nmt_api import RETRY_HINT, SERVICE_NAME
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.remote import RemoteEngine
-from service.server import SHUTDOWN_OVERRUN_SECONDS
+from service.server import CHILD_STOP_SECONDS, SHUTDOWN_OVERRUN_SECONDS
 from service.sessions import HOST_GREEDY_STEPS
 from tests.service.server_fixtures import TINY_MODEL
 from tests.service.server_helpers import (
@@ -478,9 +478,10 @@ def test_nmt_serve_drains_when_the_whole_group_gets_sigterm(serve, tiny_bundle):
         os.killpg(proc.pid, signal.SIGTERM)
         rest = list(stream)
         assert rest and rest[-1].final
-        # past grace + SHUTDOWN_OVERRUN_SECONDS nmt-serve dumps its threads' stacks and
-        # exits 1 (service.server.exit_if_stuck): wait longer, to see them in the log
-        wait = 20 + SHUTDOWN_OVERRUN_SECONDS + 15
+        # past its stop budget (grace 20 s, one engine process) nmt-serve dumps its
+        # threads' stacks and exits 1 (service.server.exit_if_stuck): wait longer, to see
+        # them in the log
+        wait = 20 + SHUTDOWN_OVERRUN_SECONDS + CHILD_STOP_SECONDS + 15
         try:
             code = proc.wait(timeout=wait)
         except subprocess.TimeoutExpired:  # say what the server was doing, not only that

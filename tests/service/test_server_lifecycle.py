@@ -435,6 +435,20 @@ def test_cli_tls_files_are_checked(tiny_bundle, tmp_path, capsys):
     assert "bad.crt is not a PEM certificate" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("engine_process", ["off", "on"])
+def test_the_stop_budget_counts_each_child_process(server_factory, engine_process):
+    """nmt-serve's shutdown timer allows the grace, the overrun, and one child's stop
+    (its margin and joins before SIGKILL) per engine process and front end, one after the
+    other: two wedged engine processes once ran past a flat 30 s and left one running."""
+    from service.server import CHILD_STOP_SECONDS, SHUTDOWN_OVERRUN_SECONDS
+
+    server = server_factory(warm=False, start=False, server={"engine_process": engine_process})
+    children = 1 if engine_process == "on" else 0
+    assert server.stop_budget(10.0) == 10.0 + SHUTDOWN_OVERRUN_SECONDS + children * (
+        CHILD_STOP_SECONDS
+    )
+
+
 def test_a_stuck_shutdown_prints_every_threads_stack_and_exits_1():
     """nmt-serve arms this before it drains: a hang anywhere in ``stop`` (or in the
     interpreter's exit) ends with stacks in the log instead of a process that never goes."""
