@@ -1,12 +1,14 @@
-"""What diverse siblings (``diversity_rate``; :class:`service.strategies.Siblings`) buy
-and cost on a bundle, in process.
+"""What the diverse searches buy and cost on a bundle, in process: diverse siblings
+(``diversity_rate``; :class:`service.strategies.Siblings`) and diverse beam search in
+groups (``diverse_beam_groups``, ``diverse_beam_strength``; :mod:`service.groups`).
 
 ``python -m loadtest.diversity [--bundle DIR] [--sentences 500] [--rates 0,0.5,1,2]
-[--beam 5] [--rounds 3] [--out STEM] [--svg FILE]``
+[--strengths 0.5,1,2] [--groups G] [--beam 5] [--rounds 3] [--out STEM] [--svg FILE]``
 
 The service's decode loop (:func:`service.loop.decode`) translates the first
 ``--sentences`` sentences of the demo model's test split with beam ``--beam`` and as many
-hypotheses, once per rate, and measures for each rate:
+hypotheses: plain (rate 0), once per diversity rate, and once per group strength with
+``--groups`` groups (default: one hypothesis a group, ``--beam``). For each it measures:
 
 * ``bleu``: corpus BLEU of the best hypotheses (sacrebleu), what a user reads;
 * ``oracle_bleu``: corpus BLEU of the hypothesis of each list that scores the best
@@ -16,11 +18,12 @@ hypotheses, once per rate, and measures for each rate:
   hypotheses, divided by their count, averaged over sentences (Li et al. 2016's measure
   of a list's diversity; 1/beam: every hypothesis alike, 1: no word shared);
 * ``distinct_texts``: hypotheses of a list with a text no other has (detokenised), on
-  average; ``sentences_per_second`` (the median of ``--rounds`` interleaved rounds: a
-  rate above 0 decodes its sentences outside the loop's beam arrays, one at a time).
+  average (diverse beam search keeps a hypothesis two groups both found);
+* ``sentences_per_second``: the median of ``--rounds`` interleaved rounds (a diverse
+  search decodes its sentences outside the loop's beam arrays, one at a time).
 
 Writes ``STEM.json`` and ``STEM.md`` with ``--out``; ``--svg`` draws BLEU and oracle
-BLEU against distinct-2, one point per rate (needs matplotlib).
+BLEU against distinct-2, one point per setting (needs matplotlib).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+SEARCHES = ("siblings", "groups")
 
 
 def distinct(texts: list[str], n: int) -> float:
@@ -42,7 +46,24 @@ def distinct(texts: list[str], n: int) -> float:
     return len(set(grams)) / len(grams) if grams else 0.0
 
 
-def measure(bundle_dir: Path, n: int, rates: list[float], beam: int, rounds: int) -> dict:
+def settings(rates: list[float], strengths: list[float]) -> list[tuple[str, float]]:
+    """(search, its setting) of every run: plain beam first (siblings at rate 0)."""
+    return (
+        [("siblings", 0.0)]
+        + [("siblings", r) for r in rates if r > 0]
+        + [("groups", s) for s in strengths]
+    )
+
+
+def measure(
+    bundle_dir: Path,
+    n: int,
+    rates: list[float],
+    beam: int,
+    rounds: int,
+    strengths: list[float] = (),
+    groups: int | None = None,
+) -> dict:
     from sacrebleu.metrics import BLEU
 
     from service.bundle import load_bundle
@@ -56,39 +77,52 @@ def measure(bundle_dir: Path, n: int, rates: list[float], beam: int, rounds: int
     sources = [bundle.src_tokenizer.encode(t)[: bundle.max_source_tokens] for t in texts]
     tgt = bundle.tgt_tokenizer
     sentence_bleu = BLEU(effective_order=True)
-    seconds: dict[float, list[float]] = {rate: [] for rate in rates}
+    groups = groups or beam
+    runs = settings(rates, list(strengths))
+
+    def options(search: str, value: float):
+        base = dataclasses.replace(bundle.decoding, beam_size=beam, n_best=beam)
+        if search == "siblings":
+            return dataclasses.replace(base, diversity_rate=value)
+        return dataclasses.replace(base, diverse_beam_groups=groups, diverse_beam_strength=value)
+
+    seconds: dict[tuple[str, float], list[float]] = {run: [] for run in runs}
     found = {}
     for r in range(rounds):  # interleaved, the order rotated each round
-        for rate in rates[r % len(rates) :] + rates[: r % len(rates)]:
-            options = dataclasses.replace(
-                bundle.decoding, beam_size=beam, n_best=beam, diversity_rate=rate
-            )
+        for run in runs[r % len(runs) :] + runs[: r % len(runs)]:
+            asked = options(*run)
             start = time.perf_counter()
-            found[rate] = decode(bundle.model, sources, options=options, special=bundle.special)
-            seconds[rate].append(time.perf_counter() - start)
+            found[run] = decode(bundle.model, sources, options=asked, special=bundle.special)
+            seconds[run].append(time.perf_counter() - start)
     rows = []
-    for rate in rates:
-        lists = found[rate]
-        outs = [[tgt.decode(list(h.tokens)) for h in hyps] for hyps in lists]
+    for search, value in runs:
+        outs = [[tgt.decode(list(h.tokens)) for h in hyps] for hyps in found[search, value]]
         best = [o[0] for o in outs]
         oracle = [
             max(o, key=lambda h, r=ref: sentence_bleu.sentence_score(h, [r]).score)
             for o, ref in zip(outs, refs, strict=True)
         ]
         rows.append({
-            "rate": rate,
+            "search": search,
+            "setting": value,
             "bleu": BLEU().corpus_score(best, [refs]).score,
             "oracle_bleu": BLEU().corpus_score(oracle, [refs]).score,
             "distinct_1": sum(distinct(o, 1) for o in outs) / len(outs),
             "distinct_2": sum(distinct(o, 2) for o in outs) / len(outs),
             "distinct_texts": sum(len(set(o)) for o in outs) / len(outs),
-            "sentences_per_second": sorted(n / t for t in seconds[rate])[rounds // 2],
+            "sentences_per_second": sorted(n / t for t in seconds[search, value])[rounds // 2],
             "example": outs[0],
         })  # fmt: skip
     shown = bundle_dir.resolve()
     shown = shown.relative_to(ROOT) if shown.is_relative_to(ROOT) else shown
-    return {"bundle": str(shown), "sentences": n, "beam": beam, "rounds": rounds,
-            "source": texts[0], "rates": rows}  # fmt: skip
+    return {"bundle": str(shown), "sentences": n, "beam": beam, "groups": groups,
+            "rounds": rounds, "source": texts[0], "runs": rows}  # fmt: skip
+
+
+def _label(result: dict, row: dict) -> str:
+    if row["search"] == "siblings":
+        return "plain beam" if row["setting"] == 0 else f"diversity_rate {row['setting']:g}"
+    return f"{result['groups']} groups, strength {row['setting']:g}"
 
 
 def report(result: dict) -> str:
@@ -97,19 +131,19 @@ def report(result: dict) -> str:
         f"{result['beam']}-best lists; bundle `{result['bundle']}`; sentences/s: the median "
         f"of {result['rounds']} interleaved rounds",
         "",
-        "| diversity_rate | BLEU (best) | oracle BLEU | distinct-1 | distinct-2 | "
-        "distinct texts | sentences/s |",
+        "| search | BLEU (best) | oracle BLEU | distinct-1 | distinct-2 | distinct texts | "
+        "sentences/s |",
         "|---|---|---|---|---|---|---|",
     ]
-    for r in result["rates"]:
+    for r in result["runs"]:
         lines.append(
-            f"| {r['rate']:g} | {r['bleu']:.2f} | {r['oracle_bleu']:.2f} | "
+            f"| {_label(result, r)} | {r['bleu']:.2f} | {r['oracle_bleu']:.2f} | "
             f"{r['distinct_1']:.3f} | {r['distinct_2']:.3f} | {r['distinct_texts']:.2f} | "
             f"{r['sentences_per_second']:.1f} |"
         )
     lines += ["", f'The first sentence, "{result["source"]}":', ""]
-    for r in result["rates"]:
-        lines.append(f"* {r['rate']:g}: " + " / ".join(r["example"]))
+    for r in result["runs"]:
+        lines.append(f"* {_label(result, r)}: " + " / ".join(r["example"]))
     return "\n".join(lines)
 
 
@@ -119,47 +153,71 @@ def draw(result: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rates = result["rates"]
-    x = [r["distinct_2"] for r in rates]
-    fig, ax = plt.subplots(figsize=(6, 3.6))
-    ax.plot(x, [r["bleu"] for r in rates], "o-", label="BLEU of the best")
-    ax.plot(x, [r["oracle_bleu"] for r in rates], "s--", label="oracle BLEU of the list")
-    for r in rates:
-        ax.annotate(f"{r['rate']:g}", (r["distinct_2"], r["oracle_bleu"]),
-                    textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)  # fmt: skip
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    styles = {"siblings": ("o", "diversity_rate"), "groups": ("s", "diverse_beam_strength")}
+    plain = result["runs"][0]
+    for search, (marker, name) in styles.items():
+        rows = [r for r in result["runs"] if r["search"] == search]
+        if search == "groups" and rows:
+            rows = [plain, *rows]  # strength 0 would not be plain beam: start from it
+        if not rows:
+            continue
+        x = [r["distinct_2"] for r in rows]
+        for what, dash in (("bleu", "-"), ("oracle_bleu", "--")):
+            label = f"{'BLEU of the best' if what == 'bleu' else 'oracle BLEU'}, {name}"
+            ax.plot(x, [r[what] for r in rows], marker + dash, label=label, markersize=5)
+        for r in rows[1:]:
+            where = (r["distinct_2"], r["oracle_bleu"])
+            ax.annotate(f"{r['setting']:g}", where, textcoords="offset points",
+                        xytext=(0, 6), ha="center", fontsize=8)  # fmt: skip
     ax.set_xlabel(f"distinct-2 of the {result['beam']}-best lists (more: more varied)")
     ax.set_ylabel("BLEU")
-    ax.set_title(f"diversity_rate, beam {result['beam']}, {result['sentences']} sentences",
-                 fontsize=10)  # fmt: skip
+    ax.set_title(
+        f"diverse searches on the demo model, beam {result['beam']}, {result['sentences']} "
+        "sentences (leftmost: plain beam)",
+        fontsize=9,
+    )
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, metadata={"Date": None})
     plt.close(fig)
+
+
+def _numbers(text: str, flag: str) -> list[float]:
+    values = [float(v) for v in text.split(",") if v.strip()]
+    if not all(math.isfinite(v) and v >= 0 for v in values):
+        raise ValueError(f"{flag} {text!r}: each must be a finite number >= 0")
+    return values
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m loadtest.diversity", description=__doc__)
     p.add_argument("--bundle", type=Path, default=ROOT / "model_repository" / "en-es" / "8")
     p.add_argument("--sentences", type=int, default=500)
-    p.add_argument("--rates", default="0,0.25,0.5,1,2", help="comma-separated rates")
+    p.add_argument("--rates", default="0.5,1,2,4,8", help="comma-separated diversity rates")
+    p.add_argument("--strengths", default="0.5,1,2,4", help="comma-separated group strengths")
+    p.add_argument("--groups", type=int, default=None, help="groups (default: --beam)")
     p.add_argument("--beam", type=int, default=5)
     p.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds")
     p.add_argument("--out", type=Path, default=None, help="write STEM.json and STEM.md")
     p.add_argument("--svg", type=Path, default=None, help="draw the trade-off here")
     args = p.parse_args(argv)
     try:
-        rates = [float(r) for r in args.rates.split(",")]
-    except ValueError:
-        print(f"--rates {args.rates!r}: give numbers, e.g. 0,0.5,1", file=sys.stderr)
+        rates = _numbers(args.rates, "--rates")
+        strengths = _numbers(args.strengths, "--strengths")
+    except ValueError as exc:
+        message = str(exc) if "each must" in str(exc) else "give numbers, e.g. 0.5,1"
+        print(f"python -m loadtest.diversity: {message}", file=sys.stderr)
         return 2
     if args.sentences < 1 or args.beam < 2 or args.rounds < 1:
         print("--sentences and --rounds must be >= 1, --beam >= 2", file=sys.stderr)
         return 2
-    if not all(math.isfinite(r) and r >= 0 for r in rates):
-        print(f"--rates {args.rates!r}: each must be a finite number >= 0", file=sys.stderr)
+    groups = args.groups or args.beam
+    if groups < 2 or args.beam % groups:
+        print(f"--groups {groups} must be >= 2 and divide --beam {args.beam}", file=sys.stderr)
         return 2
-    result = measure(args.bundle, args.sentences, rates, args.beam, args.rounds)
+    result = measure(args.bundle, args.sentences, rates, args.beam, args.rounds, strengths, groups)
     text = report(result)
     print(text)
     if args.out is not None:
