@@ -154,9 +154,12 @@ def draw(result: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    styles = {"siblings": ("o", "diversity_rate"), "groups": ("s", "diverse_beam_strength")}
+    styles = {
+        "siblings": ("o", "#1f77b4", "diversity_rate"),
+        "groups": ("s", "#d62728", f"{result['groups']} groups, strength"),
+    }
     plain = result["runs"][0]
-    for search, (marker, name) in styles.items():
+    for search, (marker, colour, name) in styles.items():
         rows = [r for r in result["runs"] if r["search"] == search]
         if search == "groups" and rows:
             rows = [plain, *rows]  # strength 0 would not be plain beam: start from it
@@ -164,8 +167,9 @@ def draw(result: dict, path: Path) -> None:
             continue
         x = [r["distinct_2"] for r in rows]
         for what, dash in (("bleu", "-"), ("oracle_bleu", "--")):
-            label = f"{'BLEU of the best' if what == 'bleu' else 'oracle BLEU'}, {name}"
-            ax.plot(x, [r[what] for r in rows], marker + dash, label=label, markersize=5)
+            label = f"{name}: {'BLEU of the best' if what == 'bleu' else 'oracle BLEU'}"
+            ax.plot(x, [r[what] for r in rows], marker + dash, color=colour, label=label,
+                    markersize=5)  # fmt: skip
         for r in rows[1:]:
             where = (r["distinct_2"], r["oracle_bleu"])
             ax.annotate(f"{r['setting']:g}", where, textcoords="offset points",
