@@ -1,6 +1,6 @@
 """Diverse siblings (Li et al. 2016; fairseq's ``--diversity-rate``;
 :class:`service.strategies.Siblings`) on the scripted fake decoder, its validation, and
-over the wire. Against fairseq's own n-best lists: ``tests/export/test_fairseq_diverse.py``.
+over the wire. Against fairseq's own n-best lists: ``tests/export/test_fairseq_search_options.py``.
 """
 
 from __future__ import annotations
