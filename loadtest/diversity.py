@@ -1,6 +1,6 @@
 """What the diverse searches buy and cost on a bundle, in process: diverse siblings
-(``diversity_rate``; :class:`service.strategies.Siblings`) and diverse beam search in
-groups (``diverse_beam_groups``, ``diverse_beam_strength``; :mod:`service.groups`).
+(``diversity_rate``; :class:`service.diverse.Siblings`) and diverse beam search in
+groups (``diverse_beam_groups``, ``diverse_beam_strength``; :class:`service.diverse.GroupedBeam`).
 
 ``python -m loadtest.diversity [--bundle DIR] [--sentences 500] [--rates 0,0.5,1,2]
 [--strengths 0.5,1,2] [--groups G] [--beam 5] [--rounds 3] [--out STEM] [--svg FILE]``

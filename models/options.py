@@ -103,13 +103,13 @@ class DecodeOptions:
     # Neural Generation"; fairseq's --diversity-rate): each step, the k-th best
     # continuation of a hypothesis loses k * diversity_rate, so a beam keeps fewer
     # continuations of one parent and its n-best list varies more
-    # (service.strategies.Siblings); 0: off. Beam search only.
+    # (service.diverse.Siblings); 0: off. Beam search only.
     diversity_rate: float = 0.0
     # Diverse beam search (Vijayakumar et al. 2018; fairseq's --diverse-beam-groups and
     # --diverse-beam-strength, as its release 0.12.2 computes them): the beam split into
     # this many groups of beam_size / groups hypotheses; each step a group's candidates
     # lose diverse_beam_strength for every time an earlier group's candidates hold the
-    # same token (service.groups.GroupedBeam); 0 or 1: off. The standard and fairseq
+    # same token (service.diverse.GroupedBeam); 0 or 1: off. The standard and fairseq
     # beam searches only.
     diverse_beam_groups: int = 0
     diverse_beam_strength: float = 0.5

@@ -150,7 +150,7 @@ class SentenceSearch:
         self.constraints = constraints
         self.constraint_states = [constraints.start()] if constraints else None
         self.step_log_probs: np.ndarray | None = None
-        # Diverse searches (:class:`~service.strategies.Siblings`, :mod:`service.groups`),
+        # Diverse searches (:mod:`service.diverse`),
         # whose scores hold penalties: each live row's cumulative log-prob as the model
         # gave it (set by take())
         diverse = options.diversity_rate > 0.0 or options.diverse_beam_groups > 1

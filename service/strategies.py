@@ -18,14 +18,7 @@ import numpy as np
 
 from models.options import DecodeOptions
 from models.scoring import NEG_INF, Eos
-from service.ranking import (
-    beam_masks,
-    greedy_pick,
-    own_columns,
-    ranked_continuations,
-    ranked_one,
-    ranked_siblings,
-)
+from service.ranking import beam_masks, greedy_pick, own_columns, ranked_continuations, ranked_one
 
 if TYPE_CHECKING:
     from service.decoding import SentenceSearch
@@ -44,7 +37,7 @@ class Selection(NamedTuple):
     row's constraint state (:class:`service.constraints.ConstrainedBeam`);
     ``own_scores``, ``ended_own_scores``: each continuing and each finishing row's
     cumulative log-prob as the model gave it (float32 sums, as a plain beam's), where a
-    diverse search's ``scores`` (:class:`Siblings`, :mod:`service.groups`) hold penalties.
+    diverse search's ``scores`` (:mod:`service.diverse`) hold penalties.
     """
 
     parents: list[int]
@@ -517,63 +510,6 @@ class Sampling:
         return chosen
 
 
-class Siblings:
-    """Diverse siblings (Li et al. 2016, "A Simple, Fast Diverse Decoding Algorithm for
-    Neural Generation"; fairseq's ``--diversity-rate``, ``DiverseSiblingsSearch``) around
-    a beam search ``inner`` (``DecodeOptions.diversity_rate`` > 0).
-
-    Each step ranks every hypothesis's continuations among themselves and takes
-    ``k * diversity_rate`` off its k-th best (k from 1); ``inner`` then ranks all of them
-    by what is left and applies its own rules (which finish, which go on, when the
-    sentence is done), so a beam keeps fewer continuations of one parent. As in fairseq
-    the penalty stays in the cumulative score the search goes on from, and so in the
-    finished hypothesis's ``score``; its ``log_prob`` (and ``token_log_probs``) is the
-    model's own. The search's first free step (one row, nothing to tell apart) is the
-    plain beam's, as fairseq's step 0. Sentences are chosen one at a time.
-    """
-
-    def __init__(self, inner: Strategy) -> None:
-        self.inner = inner
-
-    def top_k(self, options: DecodeOptions) -> int:
-        return self.inner.top_k(options)
-
-    def select(self, searches, first_rows, values, ids) -> list[Selection]:
-        return [
-            self._choose(s, first, values, ids)
-            for s, first in zip(searches, first_rows, strict=True)
-        ]
-
-    def _choose(self, s: SentenceSearch, first: int, values, ids) -> Selection:
-        if s.step == len(s.prefix):  # nothing taken yet: the scores are the model's own
-            chosen = self.inner._choose(s, *ranked_one(s, first, values, ids))  # type: ignore[attr-defined]
-            own = tuple(chosen.scores)
-            return chosen._replace(
-                own_scores=own, ended_own_scores=tuple(score for _, score in chosen.finished)
-            )
-        rate = s.options.diversity_rate
-        rows, ranked, tokens, raw = ranked_siblings(s, first, values, ids, rate)
-        chosen = self.inner._choose(s, rows, ranked, tokens)  # type: ignore[attr-defined]
-        step: dict[tuple[int, int], float] = {}
-        for key in zip(rows, tokens, raw, strict=True):
-            # the first of a (row, token): a step capped at the vocabulary also lists EOS
-            # among its top-k, at -inf, after the real one
-            step.setdefault(key[:2], key[2])
-        before = s.own_scores or [0.0] * s.rows
-
-        def own(row: int, token: int) -> float:
-            # float32, as a plain beam adds the same log-probs
-            return float(np.float32(before[row]) + np.float32(step.get((row, token), NEG_INF)))
-
-        going_on = zip(chosen.parents, chosen.tokens, strict=True)
-        return chosen._replace(
-            own_scores=tuple(own(p, t) for p, t in going_on),
-            # an EOS a search adds at its length limit unranked (Joey's) is not scored:
-            # take() then reads the row's own score, not this
-            ended_own_scores=tuple(own(r, s.eos) for r, _ in chosen.finished),
-        )
-
-
 class Prefix:
     """Forced decoding of a target prefix, around any ``inner`` strategy.
 
@@ -638,28 +574,23 @@ BEAMS: dict[str, Strategy] = {
     "opennmt-tf": ONMT_TF_BEAM,
 }
 # One wrapper per strategy, so that the loop groups such sentences together.
-_SIBLINGS: dict[Strategy, Strategy] = {s: Siblings(s) for s in BEAMS.values()}
-_PREFIXED: dict[Strategy, Strategy] = {
-    s: Prefix(s) for s in (GREEDY, *BEAMS.values(), *_SIBLINGS.values(), SAMPLING)
-}
+_PREFIXED: dict[Strategy, Strategy] = {s: Prefix(s) for s in (GREEDY, *BEAMS.values(), SAMPLING)}
 
 
 def strategy_for(options: DecodeOptions, *, prefix: bool = False) -> Strategy:
     """Greedy for ``beam_size == 1`` (cheaper bookkeeping, same results) or sampling when
-    ``options`` ask for it, else the beam search ``options.search`` names (in groups with
-    ``diverse_beam_groups``: :mod:`service.groups`; in :class:`Siblings` with a
-    ``diversity_rate``); wrapped in :class:`Prefix` when ``prefix``."""
+    ``options`` ask for it, else the beam search ``options.search`` names (made diverse
+    with ``diverse_beam_groups`` or a ``diversity_rate``: :mod:`service.diverse`); wrapped
+    in :class:`Prefix` when ``prefix``."""
     inner = BEAMS[options.search]
     if options.beam_size == 1:
         inner = SAMPLING if options.sampling else GREEDY
-    elif options.diverse_beam_groups > 1:
-        from service.groups import GROUPED  # noqa: PLC0415 - it builds on this module
+    elif options.diverse_beam_groups > 1 or options.diversity_rate > 0.0:
+        from service.diverse import diverse  # noqa: PLC0415 - it builds on this module
 
-        inner = GROUPED[options.search]
-    elif options.diversity_rate > 0.0:
-        inner = _SIBLINGS[inner]
+        inner = diverse(inner, options)
     if not prefix:
         return inner
-    if inner not in _PREFIXED:  # the grouped beams, wrapped on first use
+    if inner not in _PREFIXED:  # the diverse searches, wrapped on first use
         _PREFIXED.setdefault(inner, Prefix(inner))
     return _PREFIXED[inner]

@@ -3,9 +3,9 @@
 itself: ``MODELS="diverse groups norepeat" bash tests/fixtures/fairseq/make_fixture.sh``):
 
 * ``--diversity-rate`` (``DiverseSiblingsSearch``): diverse siblings,
-  :class:`service.strategies.Siblings` (``diversity_rate``);
+  :class:`service.diverse.Siblings` (``diversity_rate``);
 * ``--diverse-beam-groups`` / ``--diverse-beam-strength`` (``DiverseBeamSearch`` as fairseq
-  0.12.2 computes it): :mod:`service.groups` (``diverse_beam_groups``);
+  0.12.2 computes it): :class:`service.diverse.GroupedBeam` (``diverse_beam_groups``);
 * ``--no-repeat-ngram-size`` (``NGramRepeatBlock``, its CPU fallback fixed as fairseq
   #5206 proposes): ``block_ngram_repeat``.
 
@@ -129,16 +129,16 @@ def grouped_bundles(tmp_path_factory):
 
 
 def _near_ties(path, name: str, index: int, options: dict) -> int:
-    """Pairs of one step's interleaved candidates (:mod:`service.groups`) closer than
+    """Pairs of one step's interleaved candidates (:mod:`service.diverse`) closer than
     NEAR_TIE, decoding sentence ``index`` of the model's input alone."""
-    from service import groups
+    from service import diverse
     from service.bundle import load_bundle
     from service.loop import decode
     from service.sessions import RuntimeConfig
     from tests.export.test_fairseq import MODELS
 
     seen = []
-    real = groups.GroupedBeam._candidates
+    real = diverse.GroupedBeam._candidates
 
     def spy(s, first, values, ids):
         out = real(s, first, values, ids)
@@ -148,12 +148,12 @@ def _near_ties(path, name: str, index: int, options: dict) -> int:
 
     bundle = load_bundle(path, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
     line = MODELS[name][1].read_text(encoding="utf-8").splitlines()[index]
-    groups.GroupedBeam._candidates = staticmethod(spy)
+    diverse.GroupedBeam._candidates = staticmethod(spy)
     try:
         decode(bundle.model, [bundle.src_tokenizer.encode(line)], special=bundle.special,
                options=dataclasses.replace(bundle.decoding, **options))  # fmt: skip
     finally:
-        groups.GroupedBeam._candidates = staticmethod(real)
+        diverse.GroupedBeam._candidates = staticmethod(real)
     return sum(seen)
 
 

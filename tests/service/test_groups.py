@@ -1,5 +1,5 @@
-"""Diverse beam search in groups (:mod:`service.groups`) on the scripted fake decoder, its
-validation, and over the wire. Against fairseq's own n-best lists:
+"""Diverse beam search in groups (:class:`service.diverse.GroupedBeam`) on the scripted
+fake decoder, its validation, and over the wire. Against fairseq's own n-best lists:
 ``tests/export/test_fairseq_search_options.py``."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from models.options import DecodeOptions, DecodeOptionsError
 from models.scoring import ScoringRules
 from service.decoding import make_search
-from service.groups import GROUPED_BEAM, GROUPED_FAIRSEQ_BEAM
+from service.diverse import GROUPED_BEAM, GROUPED_FAIRSEQ_BEAM
 from service.strategies import BEAM, Prefix, strategy_for
 from tests.service.test_decoding import (
     EOS,

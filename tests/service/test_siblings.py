@@ -1,5 +1,5 @@
 """Diverse siblings (Li et al. 2016; fairseq's ``--diversity-rate``;
-:class:`service.strategies.Siblings`) on the scripted fake decoder, its validation, and
+:class:`service.diverse.Siblings`) on the scripted fake decoder, its validation, and
 over the wire. Against fairseq's own n-best lists: ``tests/export/test_fairseq_search_options.py``.
 """
 
@@ -15,9 +15,10 @@ from models.options import SEARCHES, DecodeOptions, DecodeOptionsError
 from models.scoring import ScoringRules
 from service.constraints import Constraints
 from service.decoding import make_search
+from service.diverse import Siblings
 from service.errors import InvalidRequest
 from service.limits import validate_constraints
-from service.strategies import BEAM, EOLE_BEAM, GREEDY, Prefix, Siblings, strategy_for
+from service.strategies import BEAM, EOLE_BEAM, GREEDY, Prefix, strategy_for
 from tests.service.test_decoding import (
     EOS,
     SPECIAL,
