@@ -43,7 +43,7 @@ import numpy as np
 from models.options import DecodeOptions
 from models.scoring import NEG_INF, Eos
 from service.ranking import own_columns
-from service.strategies import Selection
+from service.strategies import OneByOne, Selection
 
 if TYPE_CHECKING:
     from service.decoding import SentenceSearch
@@ -270,19 +270,13 @@ class OrderedState:
         return OrderedState(seq, -1)
 
 
-class ConstrainedBeam:
+class ConstrainedBeam(OneByOne):
     """The search of a sentence with constraints, for any beam size (see the module
     docstring). The loop hands each constrained sentence its step's whole log-prob rows
     (:attr:`service.decoding.SentenceSearch.step_log_probs`)."""
 
     def top_k(self, options: DecodeOptions) -> int:
         return 2 * options.beam_size
-
-    def select(self, searches, first_rows, values, ids) -> list[Selection]:
-        return [
-            self._choose(s, first, values, ids)
-            for s, first in zip(searches, first_rows, strict=True)
-        ]
 
     def _candidates(
         self, s: SentenceSearch, first: int, values: np.ndarray, ids: np.ndarray

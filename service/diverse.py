@@ -43,13 +43,13 @@ import numpy as np
 from models.options import DecodeOptions
 from models.scoring import NEG_INF
 from service.ranking import own_columns, ranked_one, ranked_siblings
-from service.strategies import BEAMS, Selection, Strategy
+from service.strategies import BEAMS, OneByOne, Selection, Strategy
 
 if TYPE_CHECKING:
     from service.decoding import SentenceSearch
 
 
-class Siblings:
+class Siblings(OneByOne):
     """Diverse siblings (Li et al. 2016, "A Simple, Fast Diverse Decoding Algorithm for
     Neural Generation"; fairseq's ``--diversity-rate``, ``DiverseSiblingsSearch``) around
     a beam search ``inner`` (``DecodeOptions.diversity_rate`` > 0).
@@ -69,12 +69,6 @@ class Siblings:
 
     def top_k(self, options: DecodeOptions) -> int:
         return self.inner.top_k(options)
-
-    def select(self, searches, first_rows, values, ids) -> list[Selection]:
-        return [
-            self._choose(s, first, values, ids)
-            for s, first in zip(searches, first_rows, strict=True)
-        ]
 
     def _choose(self, s: SentenceSearch, first: int, values, ids) -> Selection:
         if s.step == len(s.prefix):  # nothing taken yet: the scores are the model's own
@@ -106,7 +100,7 @@ class Siblings:
         )
 
 
-class GroupedBeam:
+class GroupedBeam(OneByOne):
     """Diverse beam search over the standard beam's rules, or (``capped``) fairseq's, whose
     step finishes no more hypotheses than the sentence still needs."""
 
@@ -115,12 +109,6 @@ class GroupedBeam:
 
     def top_k(self, options: DecodeOptions) -> int:
         return 2 * options.beam_size
-
-    def select(self, searches, first_rows, values, ids) -> list[Selection]:
-        return [
-            self._choose(s, first, values, ids)
-            for s, first in zip(searches, first_rows, strict=True)
-        ]
 
     def _choose(self, s: SentenceSearch, first: int, values, ids) -> Selection:
         candidates = self._candidates(s, first, values, ids)

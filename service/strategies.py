@@ -510,6 +510,18 @@ class Sampling:
         return chosen
 
 
+class OneByOne:
+    """A strategy that chooses for its sentences one at a time: ``select`` calls
+    ``_choose(search, first_row, values, ids)`` for each (constrained and diverse searches,
+    whose bookkeeping is per sentence)."""
+
+    def select(self, searches, first_rows, values, ids) -> list[Selection]:
+        return [
+            self._choose(s, first, values, ids)  # type: ignore[attr-defined]
+            for s, first in zip(searches, first_rows, strict=True)
+        ]
+
+
 class Prefix:
     """Forced decoding of a target prefix, around any ``inner`` strategy.
 
