@@ -159,7 +159,8 @@ class GroupedBeam(OneByOne):
             if taken:  # S x the times each candidate's token was taken, (rows, width)
                 counts = [[taken.get(t, 0) for t in row] for row in ig.tolist()]
                 penalised = vg - strength * np.asarray(counts, dtype=np.float32)
-            total = (penalised if first_step else scores[rows][:, None] + penalised).ravel()
+            # at the first step too: after a target prefix its row's score is the prefix's
+            total = (scores[rows][:, None] + penalised).ravel()
             order = np.argsort(-total, kind="stable")[:per]
             flat_ids, raw = ig.ravel(), vg.ravel()
             chosen = [

@@ -222,6 +222,19 @@ def test_groups_keep_the_models_log_probs_and_change_the_lists(search, groups):
     assert changed >= 10, changed
 
 
+@pytest.mark.parametrize("search", ["standard", "fairseq"])
+def test_a_target_prefix_counts_in_grouped_scores(search):
+    """At strength 0 a grouped hypothesis's score is its log-prob's, prefix included (it
+    was left out once: 135 of 200 lists in the wrong order, review of 2026-11-29)."""
+    options = DecodeOptions(beam_size=4, n_best=4, search=search, diverse_beam_groups=2,
+                            diverse_beam_strength=0.0)  # fmt: skip
+    rules = ScoringRules.of(options)
+    sources = random_sources(3, 40)
+    for hyps in run(random_table(4), sources, options, prefixes=[(5, 6, 7)] * len(sources)):
+        for h in hyps:
+            assert h.score == pytest.approx(rules.score(h.log_prob, len(h.tokens)), abs=1e-5)
+
+
 def test_strategy_for_picks_the_grouped_beams():
     grouped = DecodeOptions(beam_size=4, diverse_beam_groups=2)
     assert strategy_for(grouped) is GROUPED_BEAM
