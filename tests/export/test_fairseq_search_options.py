@@ -44,21 +44,28 @@ RUNS = [
 
 
 @pytest.fixture(scope="module")
-def converted(tmp_path_factory):
-    out = {}
-    for name, file, *_, flags in RUNS:
-        path = tmp_path_factory.mktemp("fairseq-diverse") / name / "1"
-        assert main(_argv(name, path, *flags, "--parity-limit", "10")) == 0
-        out[name, file] = path
-    return out
+def bundle_for(tmp_path_factory):
+    """``bundle_for(model, flags)``: the fixture model converted with those generation
+    flags (the bundle's decoding defaults), once for the module."""
+    made = {}
+
+    def convert(name: str, flags=()):
+        key = (name, tuple(flags))
+        if key not in made:
+            path = tmp_path_factory.mktemp("fairseq-options") / name / "1"
+            assert main(_argv(name, path, *flags, "--parity-limit", "10")) == 0
+            made[key] = path
+        return made[key]
+
+    return convert
 
 
 @pytest.mark.parametrize(("name", "file", "beam", "n_best", "rate", "flags"), RUNS)
-def test_diverse_nbest_lists_are_fairseqs(converted, name, file, beam, n_best, rate, flags):
+def test_diverse_nbest_lists_are_fairseqs(bundle_for, name, file, beam, n_best, rate, flags):
     command = json.loads((FIXTURE / name / file).read_text(encoding="utf-8"))["command"]
     assert f"--diversity-rate {rate} " in command
     assert f"--beam {beam} --nbest {n_best}" in command and " ".join(flags) in command
-    got = _decode(converted[name, file], name, beam, n_best, diversity_rate=rate)
+    got = _decode(bundle_for(name, flags), name, beam, n_best, diversity_rate=rate)
     want = _fairseq(name, file)
     assert len(want) == 300
     assert _same_lists(got, want) == []
@@ -79,25 +86,15 @@ NO_REPEAT = [
 ]
 
 
-@pytest.fixture(scope="module")
-def plain_bundles(tmp_path_factory):
-    out = {}
-    for name in sorted({run[0] for run in NO_REPEAT}):
-        path = tmp_path_factory.mktemp("fairseq-norepeat") / name / "1"
-        assert main(_argv(name, path, "--parity-limit", "10")) == 0
-        out[name] = path
-    return out
-
-
 @pytest.mark.parametrize(("name", "file", "beam", "size", "plain"), NO_REPEAT)
-def test_no_repeat_ngram_lists_are_fairseqs(plain_bundles, name, file, beam, size, plain):
+def test_no_repeat_ngram_lists_are_fairseqs(bundle_for, name, file, beam, size, plain):
     """fairseq bans every token that would complete an n-gram the hypothesis already
     holds (its tokens start with the BOS it decodes from, which never comes again), as
     ``block_ngram_repeat`` does for n >= 2."""
     command = json.loads((FIXTURE / name / file).read_text(encoding="utf-8"))["command"]
     assert "NGramRepeatBlock's CPU fallback fixed as fairseq #5206" in command
     assert f"--no-repeat-ngram-size {size} --beam {beam} --nbest {beam}" in command
-    got = _decode(plain_bundles[name], name, beam, beam, block_ngram_repeat=size)
+    got = _decode(bundle_for(name), name, beam, beam, block_ngram_repeat=size)
     want = _fairseq(name, file)
     assert len(want) == 300
     assert _same_lists(got, want) == []
@@ -116,16 +113,6 @@ GROUPS = [
 # Closer than this, two candidates' order is the float32 rounding of the converted model's
 # log-probs (the parity gate allows 1e-4 between the ONNX graph's and fairseq's).
 NEAR_TIE = 2e-5
-
-
-@pytest.fixture(scope="module")
-def grouped_bundles(tmp_path_factory):
-    out = {}
-    for name, file, *_, flags in GROUPS:
-        path = tmp_path_factory.mktemp("fairseq-groups") / name / "1"
-        assert main(_argv(name, path, *flags, "--parity-limit", "10")) == 0
-        out[name, file] = path
-    return out
 
 
 def _near_ties(path, name: str, index: int, options: dict) -> int:
@@ -159,7 +146,7 @@ def _near_ties(path, name: str, index: int, options: dict) -> int:
 
 @pytest.mark.parametrize(("name", "file", "beam", "n_best", "groups", "strength", "flags"), GROUPS)
 def test_grouped_nbest_lists_are_fairseqs(
-    grouped_bundles, name, file, beam, n_best, groups, strength, flags
+    bundle_for, name, file, beam, n_best, groups, strength, flags
 ):
     """Every list is fairseq's but where two candidates' scores lie closer than the
     converted model's float32 rounding: there the groups, which are places in the beam,
@@ -169,7 +156,7 @@ def test_grouped_nbest_lists_are_fairseqs(
     assert "DiverseBeamSearch as fairseq v0.12.2" in data["command"]
     assert f"--diverse-beam-groups {groups} --diverse-beam-strength {strength} " in data["command"]
     assert f"--beam {beam} --nbest {n_best}" in data["command"]
-    path = grouped_bundles[name, file]
+    path = bundle_for(name, flags)
     options = {"beam_size": beam, "n_best": n_best, "diverse_beam_groups": groups,
                "diverse_beam_strength": strength}  # fmt: skip
     got = _decode(path, name, beam, n_best, **{k: options[k] for k in list(options)[2:]})
