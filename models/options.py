@@ -189,7 +189,7 @@ class DecodeOptions:
                 "(OpenNMT-tf's, which ranks its places by GNMT's penalty): leave it unset or "
                 "'gnmt', or use beam_size 1"
             )
-        if self.search == "opennmt-tf" and self.beam_size > 1 and self.coverage_penalty > 0:
+        if tf_beam and self.coverage_penalty > 0:
             raise DecodeOptionsError(
                 "coverage_penalty does not apply to this model's beam search (OpenNMT-tf's, "
                 "which ranks by its places' log-probs): leave it at 0, or use beam_size 1"
@@ -224,6 +224,12 @@ class DecodeOptions:
     def sampling(self) -> bool:
         """Whether the tokens are drawn at random (``sampling_topk`` > 1)."""
         return self.sampling_topk > 1
+
+    @property
+    def diverse(self) -> bool:
+        """Whether a diverse beam search decodes (``diversity_rate`` > 0 or
+        ``diverse_beam_groups`` > 1: :mod:`service.diverse`)."""
+        return self.diversity_rate > 0.0 or self.diverse_beam_groups > 1
 
 
 @dataclass(frozen=True)

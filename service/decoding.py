@@ -150,11 +150,9 @@ class SentenceSearch:
         self.constraints = constraints
         self.constraint_states = [constraints.start()] if constraints else None
         self.step_log_probs: np.ndarray | None = None
-        # Diverse searches (:mod:`service.diverse`),
-        # whose scores hold penalties: each live row's cumulative log-prob as the model
-        # gave it (set by take())
-        diverse = options.diversity_rate > 0.0 or options.diverse_beam_groups > 1
-        self.own_scores: list[float] | None = [0.0] if diverse else None
+        # Diverse searches (:mod:`service.diverse`), whose scores hold penalties: each
+        # live row's cumulative log-prob as the model gave it (set by take())
+        self.own_scores: list[float] | None = [0.0] if options.diverse else None
         # One entry per live row: the token its next step is fed, the row of the previous
         # step (or of the initial state, at step 0) it continues, its cumulative log-prob.
         self.prev_tokens: list[int] = [special.bos]
@@ -448,7 +446,7 @@ def make_search(
     if constraints:
         if prefix:
             raise ValueError("a sentence cannot have both a target prefix and constraints")
-        if options.diversity_rate > 0.0 or options.diverse_beam_groups > 1:
+        if options.diverse:
             raise ValueError("constrained beam search is not diverse: diversity_rate 0, no groups")
         strategy = CONSTRAINED
     else:

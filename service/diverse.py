@@ -85,7 +85,7 @@ class Siblings(OneByOne):
             # the first of a (row, token): a step capped at the vocabulary also lists EOS
             # among its top-k, at -inf, after the real one
             step.setdefault(key[:2], key[2])
-        before = s.own_scores or [0.0] * s.rows
+        before = s.own_scores  # set from the search's first free step on
 
         def own(row: int, token: int) -> float:
             # float32, as a plain beam adds the same log-probs
@@ -115,7 +115,7 @@ class GroupedBeam(OneByOne):
         beam, eos = s.options.beam_size, s.eos
         room = beam - s.finished if self.capped else beam
         # each row's own cumulative log-prob (at the first step nothing was taken yet)
-        before = s.scores if s.step == len(s.prefix) else s.own_scores or [0.0] * s.rows
+        before = s.scores if s.step == len(s.prefix) else s.own_scores
         parents, tokens, scores, own, finished, ended = [], [], [], [], [], []
         for place, (score, row, token, raw) in enumerate(candidates):
             total = float(np.float32(before[row]) + np.float32(raw))  # as a plain beam adds

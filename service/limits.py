@@ -293,7 +293,7 @@ def validate_constraints(
                 f"{where}: constraints are decoded by beam search; leave sampling_topk and "
                 "sampling_topp unset (beam_size 1 or more)"
             )
-        if options.diversity_rate > 0.0 or options.diverse_beam_groups > 1:
+        if options.diverse:
             raise InvalidRequest(
                 f"{where}: constraints are decoded by their own beam search, which is not "
                 "diverse; leave diversity_rate at 0 and diverse_beam_groups unset"

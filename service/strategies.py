@@ -597,7 +597,7 @@ def strategy_for(options: DecodeOptions, *, prefix: bool = False) -> Strategy:
     inner = BEAMS[options.search]
     if options.beam_size == 1:
         inner = SAMPLING if options.sampling else GREEDY
-    elif options.diverse_beam_groups > 1 or options.diversity_rate > 0.0:
+    elif options.diverse:
         from service.diverse import diverse  # noqa: PLC0415 - it builds on this module
 
         inner = diverse(inner, options)
