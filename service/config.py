@@ -86,6 +86,8 @@ class ServerConfig:
     port: int = 50051
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 9464
+    # The same methods as JSON over HTTP/1.1 (service/httpapi.py) on --host; -1: off.
+    http_port: int = -1
     reflection: bool = False
     tls_cert: Path | None = None
     tls_key: Path | None = None
@@ -116,8 +118,12 @@ class ServerConfig:
     log: LogConfig = field(default_factory=LogConfig)
 
     def __post_init__(self) -> None:
-        if not 0 <= self.port <= 65535 or not -1 <= self.metrics_port <= 65535:
-            raise ValueError("ports must be in 0..65535 (metrics: -1 disables the endpoint)")
+        if not 0 <= self.port <= 65535 or not all(
+            -1 <= p <= 65535 for p in (self.metrics_port, self.http_port)
+        ):
+            raise ValueError(
+                "ports must be in 0..65535 (metrics and HTTP: -1 turns the endpoint off)"
+            )
         if self.engine_process not in ENGINE_PROCESS_MODES:
             raise ValueError(f"engine_process must be one of {list(ENGINE_PROCESS_MODES)}")
         if not 1 <= self.frontends <= MAX_FRONTENDS:

@@ -103,6 +103,12 @@ FLAGS: tuple[Flag, ...] = (
     Flag("", "metrics_host", "address of the /metrics endpoint (127.0.0.1 keeps it local)"),
     Flag("", "metrics_port", "Prometheus /metrics port; -1 disables it"),
     Flag(
+        "",
+        "http_port",
+        "port of the HTTP/JSON API on --host (POST /v1/translate, /v1/translate/stream, "
+        "/v1/score; GET /v1/models, /v1/health/ready): the gRPC methods as JSON; -1: off",
+    ),
+    Flag(
         "runtime",
         "providers",
         "ONNX Runtime execution providers in preference order (cuda, cpu)",

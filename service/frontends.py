@@ -140,11 +140,23 @@ class Frontends:
     """The front-end processes past the main one: started bound (not serving), then
     :meth:`serve`, watched by :meth:`health`, drained by :meth:`stop` and :meth:`join`."""
 
-    def __init__(self, config: ServerConfig, port: int, engines: dict[str, RemoteEngine]) -> None:
+    def __init__(
+        self,
+        config: ServerConfig,
+        port: int,
+        engines: dict[str, RemoteEngine],
+        *,
+        http_port: int | None = None,
+    ) -> None:
         # Each front end: the same flags on the port the main process bound, no metrics
         # endpoint of its own (the main one sums its samples), engines reached by link.
         child_config = dataclasses.replace(
-            config, port=port, reuse_port=True, metrics_port=-1, frontends=1
+            config,
+            port=port,
+            http_port=-1 if http_port is None else http_port,
+            reuse_port=True,
+            metrics_port=-1,
+            frontends=1,
         )
         context = multiprocessing.get_context(START_METHOD)
         self.members: list[Frontend] = []

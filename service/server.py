@@ -39,6 +39,7 @@ from service.flags import parse_args
 from service.forwarding import ENGINE_METRICS, FRONTEND_METRICS, ProcessSource, forward_metrics
 from service.frontends import FrontendError, Frontends, Links
 from service.lanes import EngineLanes, for_machine, make_engine
+from service.limits import MAX_SECONDS
 from service.listen import ListenError, bind, enable_reflection, server_credentials
 from service.metrics import create_metrics
 from service.remote import EngineLink, EngineProcessError, RemoteEngine
@@ -149,6 +150,10 @@ class TranslationServer:
             self.engines, default, self.metrics, config.rpc, access_log=config.log.access_log
         )
         self.metrics_port: int | None = None
+        # --http-port: the JSON routes (service/httpapi.py), imported only when asked for
+        self.http = None
+        self.http_port: int | None = None
+        self._serving = False  # what gRPC health says, for the HTTP health route
         self._gc_pauses: heap.GcPauses | None = None
         self._metrics_httpd = None
         self._stopped = threading.Event()
@@ -164,7 +169,7 @@ class TranslationServer:
             self.port = self._on_loop(self._build())
             if config.frontends > 1 and links is None:
                 remote = {n: e for n, e in self.engines.items() if isinstance(e, RemoteEngine)}
-                self.frontends = Frontends(config, self.port, remote)
+                self.frontends = Frontends(config, self.port, remote, http_port=self.http_port)
         except FrontendError as exc:
             self._close_loop()
             self._close_engines(self.engines.values())
@@ -296,11 +301,38 @@ class TranslationServer:
             creds = None
             if config.tls_cert is not None:
                 creds = server_credentials(config.tls_cert, config.tls_key, config.tls_client_ca)
-            return bind(self.grpc_server, config.host, config.port, creds, reuse_port=reuse_port)
+            port = bind(self.grpc_server, config.host, config.port, creds, reuse_port=reuse_port)
         except ListenError as exc:
+            raise ServerError(str(exc)) from None
+        if config.http_port >= 0:
+            # Served from now on: until warm_up its translation routes answer UNAVAILABLE
+            # (503) and its readiness 503, as gRPC does once started.
+            await self._start_http(reuse_port)
+        return port
+
+    async def _start_http(self, reuse_port: bool) -> None:
+        from service.httpapi import HttpApi, HttpApiError, ssl_context
+
+        config = self.config
+        context = None
+        if config.tls_cert is not None:
+            try:
+                context = ssl_context(config.tls_cert, config.tls_key, config.tls_client_ca)
+            except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+                raise ServerError(f"TLS for the HTTP port: {exc}") from None
+        idle = config.transport.max_connection_idle or MAX_SECONDS
+        self.http = HttpApi(
+            self.servicer.methods(), lambda: self._serving, config.rpc, idle_seconds=idle
+        )
+        try:
+            self.http_port = await self.http.start(
+                config.host, config.http_port, ssl_context=context, reuse_port=reuse_port
+            )
+        except HttpApiError as exc:
             raise ServerError(str(exc)) from None
 
     async def _set_health(self, status) -> None:
+        self._serving = status == health_pb2.HealthCheckResponse.SERVING
         for service in ("", SERVICE_NAME):
             await self.health.set(service, status)
 
@@ -321,7 +353,12 @@ class TranslationServer:
             engine.start()
         self._on_loop(self.grpc_server.start())
         threading.Thread(target=self._watch, name="nmt-watchdog", daemon=True).start()
-        log.info("gRPC on port %d, metrics on port %s", self.port, self.metrics_port)
+        log.info(
+            "gRPC on port %d, metrics on port %s, HTTP on port %s",
+            self.port,
+            self.metrics_port,
+            self.http_port,
+        )
 
     def _watch(self) -> None:
         """Every second: is every engine alive and making progress? If not: health
@@ -372,6 +409,7 @@ class TranslationServer:
         if self.frontends is not None:
             self.frontends.stop(grace)  # they drain as this process does, side by side
         self._on_loop(self.health.enter_graceful_shutdown())
+        self._serving = False
         # Health checks answer NOT_SERVING now, and new calls are still served: a load
         # balancer that polls health moves away, one that does not (nginx OSS) sees no
         # errors. Once the port closes, nginx's grpc_next_upstream retries elsewhere;
@@ -404,7 +442,10 @@ class TranslationServer:
     async def _shutdown(self, grace: float) -> None:
         """Close the port, then let the handlers gRPC cancelled when the grace ran out run
         their own ending (each call counted, its job cancelled) before the loop closes."""
-        await self.grpc_server.stop(grace)
+        stopping = [self.grpc_server.stop(grace)]
+        if self.http is not None:
+            stopping.append(self.http.stop(grace))
+        await asyncio.gather(*stopping)
         current = asyncio.current_task()
         pending = [t for t in asyncio.all_tasks() if t is not current]
         if pending:

@@ -100,12 +100,22 @@ class TranslatorServicer:
         return grpc.method_handlers_generic_handler(
             SERVICE_NAME,
             {
-                "Translate": unary(self._unary_call("Translate", pb.TranslateRequest)),
-                "TranslateStream": stream(self._stream_call),
-                "Score": unary(self._unary_call("Score", pb.ScoreRequest)),
-                "ListModels": unary(self._unary_call("ListModels", pb.ListModelsRequest)),
+                name: (stream if name == "TranslateStream" else unary)(call)
+                for name, call in self.methods().items()
             },
         )
+
+    def methods(self) -> dict[str, Callable]:
+        """Each method's handler, ``await handler(requests, context)``: ``requests`` an
+        async iterator of the request message's bytes, ``context`` a
+        ``grpc.aio.ServicerContext`` (or what ``service/httpapi.py`` gives in its place).
+        A unary method returns the reply's bytes; TranslateStream writes them."""
+        return {
+            "Translate": self._unary_call("Translate", pb.TranslateRequest),
+            "TranslateStream": self._stream_call,
+            "Score": self._unary_call("Score", pb.ScoreRequest),
+            "ListModels": self._unary_call("ListModels", pb.ListModelsRequest),
+        }
 
     # -- the edge: receive, parse, count, map errors -------------------------------
 

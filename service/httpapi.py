@@ -1,0 +1,405 @@
+"""``nmt-serve --http-port``: the gRPC service's methods as JSON over HTTP/1.1, for
+clients without gRPC (curl, a browser's ``fetch``, a web backend).
+
+Each route runs the gRPC servicer's own handler (``service/servicer.py``) with
+:class:`HttpContext` in place of the ``grpc.aio.ServicerContext``: the same admission,
+limits, validation, deadlines, cancellation, metrics (``nmt_requests_total`` by gRPC
+method), access log and error messages as a gRPC call. Bodies are the messages in
+proto3's JSON mapping (``google.protobuf.json_format``, as grpc-gateway and Envoy's
+transcoder write them): fields by their proto names (lowerCamelCase is read too), fields
+at their default left out, 64-bit integers as strings.
+
+=====  ========================  =================================================
+POST   ``/v1/translate``         ``TranslateRequest`` -> ``TranslateResponse``
+POST   ``/v1/translate/stream``  ``TranslateStreamRequest`` -> server-sent events,
+                                 one ``TranslateStreamResponse`` each
+POST   ``/v1/score``             ``ScoreRequest`` -> ``ScoreResponse``
+GET    ``/v1/models``            ``ListModelsResponse``
+GET    ``/v1/health/live``       200 while the server runs
+GET    ``/v1/health/ready``      200 ``SERVING`` or 503 ``NOT_SERVING``, as gRPC health
+=====  ========================  =================================================
+
+An error is the HTTP status of its gRPC code (:data:`HTTP_STATUS`, the mapping of
+``google.rpc.Code``) with ``{"code", "status", "message"}``; on a stream that has begun,
+an ``event: error`` with the same object. A deadline comes as grpc-gateway takes it, in
+a ``Grpc-Timeout`` header (``2S``, ``500m``); ``X-Request-Id`` goes in and comes back as
+gRPC's ``x-request-id`` metadata does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+import grpc
+from aiohttp import web
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from nmt_api.nmt.v1 import translator_pb2 as pb
+from service.calls import RpcConfig
+from service.errors import InvalidRequest, TooLarge
+from service.logs import REQUEST_ID_HEADER
+
+log = logging.getLogger(__name__)
+
+# google.rpc.Code -> HTTP status, as google/rpc/code.proto documents each code (and
+# grpc-gateway maps them); CANCELLED is nginx's 499 "client closed request".
+HTTP_STATUS = {
+    grpc.StatusCode.OK: 200,
+    grpc.StatusCode.CANCELLED: 499,
+    grpc.StatusCode.UNKNOWN: 500,
+    grpc.StatusCode.INVALID_ARGUMENT: 400,
+    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.ALREADY_EXISTS: 409,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+    grpc.StatusCode.UNAUTHENTICATED: 401,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+    grpc.StatusCode.FAILED_PRECONDITION: 400,
+    grpc.StatusCode.ABORTED: 409,
+    grpc.StatusCode.OUT_OF_RANGE: 400,
+    grpc.StatusCode.UNIMPLEMENTED: 501,
+    grpc.StatusCode.INTERNAL: 500,
+    grpc.StatusCode.UNAVAILABLE: 503,
+    grpc.StatusCode.DATA_LOSS: 500,
+}
+# gRPC's timeout header: at most 8 digits and a unit (hours .. nanoseconds).
+TIMEOUT_HEADER = "Grpc-Timeout"
+_TIMEOUT = re.compile(r"([0-9]{1,8})([HMSmun])")
+_UNIT_SECONDS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
+# A parse error quotes the body; no more of it than this goes back (or into a log).
+MAX_ERROR_CHARS = 300
+# Replies larger than this become JSON on a thread: the event loop keeps serving.
+INLINE_JSON_BYTES = 64 * 1024
+READ_CHUNK_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Route:
+    """An HTTP route: the gRPC method it runs and the messages' types."""
+
+    method: str
+    request: type[Message]
+    response: type[Message]
+    stream: bool = False
+
+
+ROUTES: dict[tuple[str, str], Route] = {
+    ("POST", "/v1/translate"): Route("Translate", pb.TranslateRequest, pb.TranslateResponse),
+    ("POST", "/v1/translate/stream"): Route(
+        "TranslateStream", pb.TranslateStreamRequest, pb.TranslateStreamResponse, stream=True
+    ),
+    ("POST", "/v1/score"): Route("Score", pb.ScoreRequest, pb.ScoreResponse),
+    ("GET", "/v1/models"): Route("ListModels", pb.ListModelsRequest, pb.ListModelsResponse),
+}
+LIVE, READY = "/v1/health/live", "/v1/health/ready"
+ROUTE_LIST = ", ".join(
+    [f"{verb} {path}" for verb, path in ROUTES] + [f"GET {LIVE}", f"GET {READY}"]
+)
+
+
+class HttpApiError(RuntimeError):
+    """The HTTP API cannot start as configured; the message says how to fix it."""
+
+
+class Aborted(Exception):
+    """The servicer ended the call with a status (``context.abort``)."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+class HttpContext:
+    """What the servicer asks of a ``grpc.aio.ServicerContext``, for one HTTP request.
+
+    ``deadline``: the loop's clock at the request's deadline (``None``: none);
+    ``write``: how a stream sends a message's bytes."""
+
+    def __init__(
+        self,
+        asked_id: str | None,
+        deadline: float | None,
+        write: Callable[[bytes], Awaitable[None]] | None = None,
+    ) -> None:
+        self._asked_id = asked_id
+        self._deadline = deadline
+        self._write = write
+        self.request_id = ""
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ((REQUEST_ID_HEADER, self._asked_id),) if self._asked_id else ()
+
+    def set_trailing_metadata(self, metadata) -> None:
+        self.request_id = dict(metadata).get(REQUEST_ID_HEADER, self.request_id)
+
+    def time_remaining(self) -> float | None:
+        if self._deadline is None:
+            return None
+        return self._deadline - asyncio.get_running_loop().time()
+
+    async def write(self, data: bytes) -> None:
+        assert self._write is not None, "only a stream writes"
+        await self._write(data)
+
+    async def abort(self, code: grpc.StatusCode, message: str, trailing_metadata=()) -> None:
+        raise Aborted(code, message)
+
+
+def deadline_of(header: str | None) -> float | None:
+    """The loop-clock deadline a ``Grpc-Timeout`` value sets (``None``: none); a malformed
+    one raises :class:`InvalidRequest`."""
+    if header is None:
+        return None
+    match = _TIMEOUT.fullmatch(header.strip())
+    if match is None:
+        raise InvalidRequest(
+            f"{TIMEOUT_HEADER} {header[:40]!r} is not a gRPC timeout: 1-8 digits and a unit, "
+            "H, M, S, m (ms), u (us) or n (ns), e.g. 2S or 500m"
+        )
+    seconds = int(match[1]) * _UNIT_SECONDS[match[2]]
+    return asyncio.get_running_loop().time() + seconds
+
+
+def to_json(message: Message) -> bytes:
+    """``message`` in proto3's JSON mapping, by proto field names, UTF-8."""
+    fields = json_format.MessageToDict(message, preserving_proto_field_name=True)
+    return json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def error_body(code: grpc.StatusCode, message: str) -> bytes:
+    return json.dumps(
+        {"code": code.value[0], "status": code.name, "message": message}, ensure_ascii=False
+    ).encode()
+
+
+class HttpApi:
+    """The HTTP/JSON routes over ``methods`` (:meth:`TranslatorServicer.methods`), on the
+    running event loop. ``serving()``: what gRPC health says of the service."""
+
+    def __init__(
+        self,
+        methods: dict[str, Callable],
+        serving: Callable[[], bool],
+        rpc: RpcConfig,
+        *,
+        idle_seconds: float,
+    ) -> None:
+        self._methods = methods
+        self._serving = serving
+        self._rpc = rpc
+        self._idle_seconds = idle_seconds
+        self._runner: web.ServerRunner | None = None
+
+    async def start(
+        self, host: str, port: int, *, ssl_context: ssl.SSLContext | None, reuse_port: bool
+    ) -> int:
+        """Bind ``host:port`` (0: a free port) and serve; returns the port."""
+        server = web.Server(
+            self._handle,
+            handler_cancellation=True,  # a client that hangs up cancels its call
+            access_log=None,  # --access-log writes the servicer's line per call
+            keepalive_timeout=self._idle_seconds,
+        )
+        runner = web.ServerRunner(server)
+        await runner.setup()
+        site = web.TCPSite(
+            runner, host, port, ssl_context=ssl_context, reuse_port=reuse_port or None
+        )
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise HttpApiError(
+                f"could not serve HTTP on {host}:{port} ({exc.strerror or exc}): choose "
+                "another --http-port, or -1 to turn the HTTP API off"
+            ) from None
+        self._runner = runner
+        return runner.addresses[0][1]
+
+    async def stop(self, grace: float) -> None:
+        """Close the port at once; requests in flight get ``grace`` seconds to finish,
+        then they are cancelled (each counted, its job freed, as a gRPC call's)."""
+        runner, self._runner = self._runner, None
+        if runner is None:
+            return
+        for site in list(runner.sites):
+            await site.stop()
+        assert runner.server is not None
+        runner.server.pre_shutdown()  # idle keep-alive connections close now
+        # aiohttp reads 0 as "no limit"
+        await runner.server.shutdown(max(grace, 0.001))
+        await runner.cleanup()
+
+    # -- one request ------------------------------------------------------------------
+
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        if request.method == "GET" and request.path in (LIVE, READY):
+            up = request.path == LIVE or self._serving()
+            status = "SERVING" if up else "NOT_SERVING"
+            return web.json_response({"status": status}, status=200 if up else 503)
+        route = ROUTES.get((request.method, request.path))
+        if route is None:
+            verbs = [verb for verb, path in ROUTES if path == request.path]
+            if verbs:
+                return _error_response(
+                    grpc.StatusCode.UNIMPLEMENTED,
+                    f"{request.path} takes {' or '.join(verbs)}",
+                    status=405,
+                    headers={"Allow": ", ".join(verbs)},
+                )
+            return _error_response(
+                grpc.StatusCode.NOT_FOUND,
+                f"no route {request.method} {request.path[:100]}; routes: {ROUTE_LIST}",
+            )
+        asked_id = request.headers.get(REQUEST_ID_HEADER)
+        try:
+            deadline = deadline_of(request.headers.get(TIMEOUT_HEADER))
+            bad_deadline = None
+        except InvalidRequest as exc:
+            deadline, bad_deadline = None, exc
+        if route.stream:
+            return await self._stream(request, route, asked_id, deadline, bad_deadline)
+        context = HttpContext(asked_id, deadline)
+        call = self._methods[route.method]
+        try:
+            async with asyncio.timeout_at(deadline):
+                reply = await call(self._requests(request, route, bad_deadline), context)
+        except Aborted as exc:
+            return _error_response(exc.code, exc.message, context.request_id)
+        except TimeoutError:
+            return _error_response(
+                grpc.StatusCode.DEADLINE_EXCEEDED, _past_deadline(), context.request_id
+            )
+        message = route.response.FromString(reply)
+        if len(reply) > INLINE_JSON_BYTES:
+            body = await asyncio.to_thread(to_json, message)
+        else:
+            body = to_json(message)
+        return web.Response(
+            body=body,
+            content_type="application/json",
+            headers={REQUEST_ID_HEADER: context.request_id},
+        )
+
+    async def _stream(
+        self,
+        request: web.BaseRequest,
+        route: Route,
+        asked_id: str | None,
+        deadline: float | None,
+        bad_deadline: InvalidRequest | None,
+    ) -> web.StreamResponse:
+        """TranslateStream as server-sent events: ``data: <message JSON>`` each."""
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+
+        async def write(data: bytes) -> None:
+            if not response.prepared:
+                response.headers[REQUEST_ID_HEADER] = context.request_id
+                await response.prepare(request)
+            await response.write(b"data: " + to_json(route.response.FromString(data)) + b"\n\n")
+
+        context = HttpContext(asked_id, deadline, write)
+        call = self._methods[route.method]
+        try:
+            async with asyncio.timeout_at(deadline):
+                await call(self._requests(request, route, bad_deadline), context)
+        except Aborted as exc:
+            code, message = exc.code, exc.message
+        except TimeoutError:
+            code, message = grpc.StatusCode.DEADLINE_EXCEEDED, _past_deadline()
+        except (ConnectionError, asyncio.CancelledError):
+            raise  # the client is gone: nobody to answer (the servicer counted the call)
+        except Exception:  # noqa: BLE001 - a failed write, which the servicer counted
+            if response.prepared:
+                return response
+            raise
+        else:
+            await response.write_eof()
+            return response
+        if not response.prepared:
+            return _error_response(code, message, context.request_id)
+        try:
+            await response.write(b"event: error\ndata: " + error_body(code, message) + b"\n\n")
+            await response.write_eof()
+        except ConnectionError:
+            pass  # it hung up meanwhile
+        return response
+
+    async def _requests(
+        self, request: web.BaseRequest, route: Route, bad_deadline: InvalidRequest | None
+    ) -> AsyncIterator[bytes]:
+        """The request message's bytes, read and parsed as the servicer awaits them (its
+        ``--receive-timeout`` bounds a slow body; what fails here it counts)."""
+        if bad_deadline is not None:
+            raise bad_deadline
+        body = await self._body(request)
+        name = route.request.DESCRIPTOR.full_name
+        if not body.strip() and request.method == "GET":
+            yield b""
+            return
+        try:
+            message = json_format.Parse(body, route.request())
+        except (json_format.ParseError, UnicodeDecodeError, RecursionError) as exc:
+            reason = str(exc)
+            if len(reason) > MAX_ERROR_CHARS:
+                reason = reason[:MAX_ERROR_CHARS] + "..."
+            raise InvalidRequest(
+                f"the body is not a JSON {name} (proto3 JSON mapping): {reason}"
+            ) from None
+        yield message.SerializeToString()
+
+    async def _body(self, request: web.BaseRequest) -> bytes:
+        limit = self._rpc.max_message_bytes
+        too_large = TooLarge(f"the request body is larger than {limit} bytes (--max-message-bytes)")
+        if (request.content_length or 0) > limit:
+            raise too_large
+        chunks, size = [], 0
+        while chunk := await request.content.read(READ_CHUNK_BYTES):
+            size += len(chunk)
+            if size > limit:
+                raise too_large
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def _past_deadline() -> str:
+    return f"the request's deadline ({TIMEOUT_HEADER}) passed"
+
+
+def _error_response(
+    code: grpc.StatusCode,
+    message: str,
+    request_id: str = "",
+    *,
+    status: int | None = None,
+    headers: dict[str, str] | None = None,
+) -> web.Response:
+    out = dict(headers or {})
+    if request_id:
+        out[REQUEST_ID_HEADER] = request_id
+    return web.Response(
+        body=error_body(code, message),
+        status=status or HTTP_STATUS[code],
+        content_type="application/json",
+        headers=out,
+    )
+
+
+def ssl_context(cert, key, client_ca) -> ssl.SSLContext:
+    """The gRPC port's TLS (``--tls-cert``/``--tls-key``, ``--tls-client-ca`` for mutual
+    TLS) for the HTTP port."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    if client_ca is not None:
+        context.load_verify_locations(client_ca)
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
