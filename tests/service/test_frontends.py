@@ -55,7 +55,7 @@ def _requests_ok(samples) -> float:
 def pair(server_factory):
     """The in-process engine, and three front ends sharing an engine process."""
     local = server_factory()
-    shared = server_factory(server={"frontends": 3})
+    shared = server_factory(server={"frontends": 3, "http_port": 0})
     assert len(shared.frontends.members) == 2
     return local, shared
 
@@ -93,6 +93,34 @@ def test_every_front_end_answers_like_the_in_process_engine(pair, channels, tiny
     # The calls reached more than one process, and the front ends' own counts say so.
     members = shared.frontends.members
     assert wait_until(lambda: sum(_requests_ok(m.samples) for m in members) > 0, timeout=PROMPT)
+
+
+def test_every_front_end_serves_the_http_port(pair, tiny_bundle):
+    """--http-port with front ends: each binds the main process's HTTP port too."""
+    import http.client
+    import json
+
+    from google.protobuf import json_format
+
+    local, shared = pair
+    members = shared.frontends.members
+    texts = list(tiny_bundle.sentences[:3])
+    _, want_stub = stub_for(local.port)
+    want = want_stub.Translate(pb.TranslateRequest(texts=texts), timeout=TIMEOUT)
+    before = sum(_requests_ok(m.samples) for m in members)
+    for _ in range(CHANNELS):  # a connection each: the kernel spreads them
+        conn = http.client.HTTPConnection("127.0.0.1", shared.http_port, timeout=TIMEOUT)
+        conn.request("POST", "/v1/translate", body=json.dumps({"texts": texts}))
+        response = conn.getresponse()
+        assert response.status == 200
+        got = json_format.Parse(response.read(), pb.TranslateResponse())
+        conn.close()
+        assert [t.hypotheses[0].text for t in got.translations] == [
+            t.hypotheses[0].text for t in want.translations
+        ]
+    assert wait_until(
+        lambda: sum(_requests_ok(m.samples) for m in members) > before, timeout=PROMPT
+    )
 
 
 def test_streams_through_every_front_end(pair, channels, tiny_bundle):

@@ -1,0 +1,448 @@
+"""The HTTP/JSON API (``--http-port``, ``service/httpapi.py``) against a real server on
+loopback, read by the standard library's HTTP client: the same answers as gRPC, the same
+errors and counts, deadlines, hang-ups, limits, health, drain and TLS."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import ssl
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from google.protobuf import json_format
+
+from nmt_api.nmt.v1 import translator_pb2 as pb
+from service.calls import RpcConfig
+from service.config import ServerConfig
+from service.flags import parse_args
+from service.httpapi import HTTP_STATUS, ROUTES, deadline_of
+from service.server import ServerError
+from service.sessions import RuntimeConfig
+from tests.service.server_helpers import (
+    LOOP_SENTENCE,
+    TIMEOUT,
+    mixed_requests,
+    proto_options,
+    slow_decoder,
+    stub_for,
+    wait_until,
+)
+
+MAX_BODY = 64 * 1024  # room for the attention test's reply
+
+
+@pytest.fixture(scope="module")
+def server(server_factory):
+    # one decoder step a call, so slow_decoder slows greedy too
+    runtime = RuntimeConfig(providers=("cpu",), intra_op_threads=1, greedy_steps=1)
+    return server_factory(
+        server={"http_port": 0, "rpc": RpcConfig(max_message_bytes=MAX_BODY), "runtime": runtime},
+        max_target_length=4000,
+    )
+
+
+@pytest.fixture(scope="module")
+def stub(server):
+    channel, stub = stub_for(server.port)
+    yield stub
+    channel.close()
+
+
+def call(port: int, method: str, path: str, body=None, headers=None, *, tls=None):
+    """``(status, headers with lower-case names, body bytes)`` of one request (HTTPS with
+    the ``tls`` context)."""
+    if tls is None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+    else:
+        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=TIMEOUT, context=tls)
+    data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
+    try:
+        conn.request(method, path, body=data, headers=headers or {})
+        response = conn.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        conn.close()
+
+
+def post(server, path: str, body, **headers):
+    return call(server.http_port, "POST", path, body, headers)
+
+
+def as_message(data: bytes, message_type):
+    return json_format.Parse(data, message_type())
+
+
+def without_timing(message):
+    message.ClearField("timing")
+    return message
+
+
+def events(data: bytes) -> list[tuple[str, dict]]:
+    """Server-sent events as ``(event name, JSON data)``."""
+    out = []
+    for block in data.decode().split("\n\n"):
+        if not block.strip():
+            continue
+        fields = dict(line.split(": ", 1) for line in block.split("\n"))
+        out.append((fields.get("event", "message"), json.loads(fields["data"])))
+    return out
+
+
+def requests_counted(server, method: str, code: str) -> float:
+    labels = {"method": method, "code": code}
+    return server.registry.get_sample_value("nmt_requests_total", labels) or 0.0
+
+
+# -- the same answers as gRPC ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        proto_options(),
+        proto_options(beam=4, n_best=3, return_scores=True),
+        proto_options(beam=2, return_attention=True, return_token_scores=True),
+        proto_options(return_diagnostics=True, return_scores=True, length_penalty=0.5),
+    ],
+    ids=["greedy", "beam4-nbest3-scores", "attention-token-scores", "diagnostics"],
+)
+def test_translate_answers_as_grpc_does(server, stub, tiny_bundle, options):
+    request = pb.TranslateRequest(texts=tiny_bundle.sentences[:3], options=options)
+    want = stub.Translate(request, timeout=TIMEOUT)
+    body = json_format.MessageToDict(request, preserving_proto_field_name=True)
+    status, headers, data = post(server, "/v1/translate", body)
+    assert status == 200, data
+    assert headers["content-type"].startswith("application/json")
+    got = as_message(data, pb.TranslateResponse)
+    assert without_timing(got) == without_timing(want)  # every float32 as it was
+    assert json.loads(data)["translations"][0]["hypotheses"][0]["text"]  # proto names
+
+
+def test_camel_case_fields_are_read_too(server, stub, tiny_bundle):
+    text = tiny_bundle.sentences[1]
+    want = stub.Translate(
+        pb.TranslateRequest(texts=[text], options=pb.DecodeOptions(beam_size=3, n_best=2)),
+        timeout=TIMEOUT,
+    )
+    body = {"texts": [text], "options": {"beamSize": 3, "nBest": 2}}
+    status, _, data = post(server, "/v1/translate", body)
+    assert status == 200, data
+    assert without_timing(as_message(data, pb.TranslateResponse)) == without_timing(want)
+
+
+def test_score_and_list_models_answer_as_grpc_does(server, stub, tiny_bundle):
+    texts = list(tiny_bundle.sentences[:2])
+    targets = [
+        h.hypotheses[0].text
+        for h in stub.Translate(pb.TranslateRequest(texts=texts), timeout=TIMEOUT).translations
+    ]
+    request = pb.ScoreRequest(texts=texts, targets=targets)
+    want = stub.Score(request, timeout=TIMEOUT)
+    status, _, data = post(server, "/v1/score", json_format.MessageToDict(request))
+    assert status == 200, data
+    assert without_timing(as_message(data, pb.ScoreResponse)) == without_timing(want)
+
+    status, _, data = call(server.http_port, "GET", "/v1/models")
+    assert status == 200, data
+    assert as_message(data, pb.ListModelsResponse) == stub.ListModels(
+        pb.ListModelsRequest(), timeout=TIMEOUT
+    )
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_stream_sends_events_as_grpc_sends_messages(server, stub, tiny_bundle, beam):
+    request = pb.TranslateStreamRequest(
+        text=tiny_bundle.sentences[5], options=proto_options(beam=beam)
+    )
+    want = list(stub.TranslateStream(request, timeout=TIMEOUT))
+    status, headers, data = post(server, "/v1/translate/stream", json_format.MessageToDict(request))
+    assert status == 200, data
+    assert headers["content-type"] == "text/event-stream"
+    got = events(data)
+    assert {name for name, _ in got} == {"message"}
+    messages = [json_format.ParseDict(fields, pb.TranslateStreamResponse()) for _, fields in got]
+    assert [without_timing(m) for m in messages] == [without_timing(m) for m in want]
+    assert "".join(m.delta for m in messages) == messages[-1].text
+    assert messages[-1].final and not any(m.final for m in messages[:-1])
+
+
+def test_answers_under_concurrent_load_match_grpc(server, stub, tiny_bundle):
+    """Requests of mixed beams in flight at once: each answer is the one gRPC gives the
+    same request (a translation does not depend on its batch mates)."""
+    requests = mixed_requests(tiny_bundle.sentences, n=24)
+    want = [without_timing(stub.Translate(r, timeout=TIMEOUT)) for r in requests]
+
+    def one(request):
+        status, _, data = post(server, "/v1/translate", json_format.MessageToDict(request))
+        assert status == 200, data
+        return without_timing(as_message(data, pb.TranslateResponse))
+
+    with ThreadPoolExecutor(12) as pool:
+        got = list(pool.map(one, requests))
+    for g, w in zip(got, want, strict=True):
+        assert [[h.text for h in t.hypotheses] for t in g.translations] == [
+            [h.text for h in t.hypotheses] for t in w.translations
+        ]
+        for gt, wt in zip(g.translations, w.translations, strict=True):
+            for gh, wh in zip(gt.hypotheses, wt.hypotheses, strict=True):
+                assert gh.score == pytest.approx(wh.score, abs=1e-4)
+
+
+# -- errors -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "match"),
+    [
+        (b"", "not a JSON nmt.v1.TranslateRequest"),
+        (b"not json", "not a JSON nmt.v1.TranslateRequest"),
+        (b"[1, 2]", "not a JSON nmt.v1.TranslateRequest"),
+        (b'{"txts": ["a"]}', 'no field named "txts"'),
+        (b'{"texts": "a"}', "not a JSON nmt.v1.TranslateRequest"),
+        (b'{"texts": ["a"], "options": {"beam_size": -1}}', "not a JSON"),
+        (b'{"texts": ["a"], "options": {"length_penalty": "NaN"}}', "length_penalty"),
+        (b'{"texts": ["a"], "options": {"temperature": "Infinity"}}', "temperature"),
+        (b'{"texts": ["a"], "model": "nope"}', "unknown model 'nope'"),
+        (b'{"texts": []}', "texts"),
+        (b"\xff\xfe{}", "not a JSON"),
+        ('{"texts": ["' + "x" * 3000 + '"], "bad": 1}', "no field named"),
+    ],
+    ids=[
+        "empty",
+        "not-json",
+        "a-list",
+        "unknown-field",
+        "wrong-type",
+        "negative-uint",
+        "nan",
+        "infinity",
+        "unknown-model",
+        "no-texts",
+        "not-utf8",
+        "long-echo",
+    ],
+)
+def test_a_bad_request_is_400_with_grpcs_reason_and_counted(server, body, match):
+    before = requests_counted(server, "Translate", "INVALID_ARGUMENT")
+    data = body.encode() if isinstance(body, str) else body
+    status, headers, reply = post(server, "/v1/translate", data)
+    assert status == 400, reply
+    error = json.loads(reply)
+    assert error["code"] == 3 and error["status"] == "INVALID_ARGUMENT"
+    assert match in error["message"]
+    assert len(error["message"]) < 600  # a long body is not echoed back
+    assert len(headers["x-request-id"]) == 32
+    assert requests_counted(server, "Translate", "INVALID_ARGUMENT") == before + 1
+    # and the server still translates
+    assert post(server, "/v1/translate", {"texts": ["Hello."]})[0] == 200
+
+
+def test_unknown_routes_and_methods_say_what_exists(server):
+    status, _, data = call(server.http_port, "GET", "/v2/translate")
+    assert status == 404
+    message = json.loads(data)["message"]
+    for verb, path in ROUTES:
+        assert f"{verb} {path}" in message
+    status, headers, data = call(server.http_port, "GET", "/v1/translate")
+    assert status == 405 and headers["allow"] == "POST"
+    assert json.loads(data)["status"] == "UNIMPLEMENTED"
+
+
+@pytest.mark.parametrize("value", ["", "5", "1.5S", "123456789S", "5s", "-1S", "S"])
+def test_a_malformed_timeout_is_400(server, value):
+    status, _, data = post(server, "/v1/translate", {"texts": ["Hi."]}, **{"Grpc-Timeout": value})
+    assert status == 400, data
+    assert "Grpc-Timeout" in json.loads(data)["message"]
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [("2S", 2.0), ("500m", 0.5), ("1M", 60.0), ("1H", 3600.0), ("250000u", 0.25), ("7n", 7e-9)],
+)
+def test_grpc_timeout_units(value, seconds):
+    import asyncio
+
+    async def offset():
+        return deadline_of(value) - asyncio.get_running_loop().time()
+
+    assert asyncio.run(offset()) == pytest.approx(seconds, abs=0.05)
+
+
+def test_a_body_over_the_limit_is_refused_and_counted(server):
+    before = requests_counted(server, "Translate", "RESOURCE_EXHAUSTED")
+    big = json.dumps({"texts": ["x" * MAX_BODY]}).encode()
+    status, _, data = post(server, "/v1/translate", big)
+    assert status == 429 and "--max-message-bytes" in json.loads(data)["message"]
+    # chunked, without a Content-Length: refused as it is read
+    conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=TIMEOUT)
+    conn.request("POST", "/v1/translate", body=iter([big[:1000], big[1000:]]), encode_chunked=True)
+    response = conn.getresponse()
+    assert response.status == 429, response.read()
+    conn.close()
+    assert requests_counted(server, "Translate", "RESOURCE_EXHAUSTED") == before + 2
+    assert post(server, "/v1/translate", {"texts": ["Hello."]})[0] == 200
+
+
+def test_request_ids_come_back(server):
+    status, headers, _ = post(
+        server, "/v1/translate", {"texts": ["Hi."]}, **{"X-Request-Id": "abc-1"}
+    )
+    assert status == 200 and headers["x-request-id"] == "abc-1"
+    status, headers, _ = post(server, "/v1/translate", b"{", **{"X-Request-Id": "abc-2"})
+    assert status == 400 and headers["x-request-id"] == "abc-2"
+    status, headers, _ = post(server, "/v1/translate/stream", {"text": "Hi."})
+    assert status == 200 and len(headers["x-request-id"]) == 32
+
+
+def test_an_error_before_a_stream_starts_is_a_plain_error(server):
+    status, headers, data = post(
+        server, "/v1/translate/stream", {"text": "Hi.", "options": {"replace_unk": True}}
+    )
+    assert status == 400 and headers["content-type"].startswith("application/json")
+    assert "replace_unk is for Translate" in json.loads(data)["message"]
+
+
+# -- deadlines and hang-ups ---------------------------------------------------------------
+
+
+def test_a_deadline_mid_decode_is_504_and_frees_the_rows(server, tiny_bundle, monkeypatch):
+    slow_decoder(monkeypatch, server)
+    before = requests_counted(server, "Translate", "DEADLINE_EXCEEDED")
+    body = {
+        "texts": [tiny_bundle.sentences[LOOP_SENTENCE]],
+        "options": {"beam_size": 5, "max_length": 4000, "max_length_ratio": 100.0},
+    }
+    start = time.monotonic()
+    status, _, data = post(server, "/v1/translate", body, **{"Grpc-Timeout": "300m"})
+    assert status == 504 and json.loads(data)["status"] == "DEADLINE_EXCEEDED"
+    assert time.monotonic() - start < 5
+    assert requests_counted(server, "Translate", "DEADLINE_EXCEEDED") == before + 1
+    assert wait_until(lambda: server.registry.get_sample_value("nmt_live_rows") == 0, timeout=5)
+
+
+def test_a_deadline_mid_stream_ends_it_with_an_error_event(server, tiny_bundle, monkeypatch):
+    slow_decoder(monkeypatch, server)
+    body = {
+        "text": tiny_bundle.sentences[LOOP_SENTENCE],
+        "options": {"min_length": 3999, "max_length": 4000, "max_length_ratio": 100.0},
+    }
+    status, _, data = post(server, "/v1/translate/stream", body, **{"Grpc-Timeout": "400m"})
+    assert status == 200
+    got = events(data)
+    assert len(got) > 1 and {name for name, _ in got[:-1]} == {"message"}
+    assert got[-1] == (
+        "error",
+        {
+            "code": 4,
+            "status": "DEADLINE_EXCEEDED",
+            "message": "the request's deadline (Grpc-Timeout) passed",
+        },
+    )
+    assert wait_until(lambda: server.registry.get_sample_value("nmt_live_rows") == 0, timeout=5)
+
+
+@pytest.mark.parametrize("path", ["/v1/translate", "/v1/translate/stream"])
+def test_a_client_that_hangs_up_is_counted_and_its_rows_freed(
+    server, tiny_bundle, monkeypatch, path
+):
+    slow_decoder(monkeypatch, server)
+    method = "TranslateStream" if path.endswith("stream") else "Translate"
+    before = requests_counted(server, method, "CANCELLED")
+    text = tiny_bundle.sentences[LOOP_SENTENCE]
+    options = {"beam_size": 5, "max_length": 4000, "max_length_ratio": 100.0}
+    body = json.dumps(
+        {"text": text, "options": options} if method == "TranslateStream" else
+        {"texts": [text], "options": options}
+    ).encode()  # fmt: skip
+    sock = socket.create_connection(("127.0.0.1", server.http_port), timeout=TIMEOUT)
+    sock.sendall(
+        f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body
+    )
+    reg = server.registry
+    assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") >= 5, timeout=5)
+    sock.close()
+    assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") == 0, timeout=5)
+    assert wait_until(lambda: requests_counted(server, method, "CANCELLED") == before + 1)
+
+
+# -- health, readiness, drain, the port ----------------------------------------------------
+
+
+def test_health_follows_readiness_and_drain(server_factory):
+    server = server_factory(warm=False, server={"http_port": 0, "drain_announce": 1.5})
+    port = server.http_port
+    assert call(port, "GET", "/v1/health/live")[0] == 200
+    status, _, data = call(port, "GET", "/v1/health/ready")
+    assert (status, json.loads(data)) == (503, {"status": "NOT_SERVING"})
+    status, _, data = call(port, "POST", "/v1/translate", {"texts": ["Hi."]})
+    assert status == 503 and "warming up" in json.loads(data)["message"]
+    server.warm_up()
+    assert call(port, "GET", "/v1/health/ready")[:1] == (200,)
+    stopping = threading.Thread(target=server.stop, args=(3.0,))
+    stopping.start()
+    try:
+        # announced NOT_SERVING while new calls are still served
+        assert wait_until(lambda: call(port, "GET", "/v1/health/ready")[0] == 503, timeout=1)
+        assert call(port, "POST", "/v1/translate", {"texts": ["Hi."]})[0] == 200
+    finally:
+        stopping.join()
+    with pytest.raises(ConnectionRefusedError):
+        call(port, "GET", "/v1/health/live")
+
+
+def test_off_by_default(server_factory):
+    assert ServerConfig().http_port == -1
+    assert server_factory().http_port is None
+
+
+def test_a_port_in_use_stops_the_start(server_factory):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ServerError, match=f"could not serve HTTP on 127.0.0.1:{port}"):
+            server_factory(start=False, server={"http_port": port})
+
+
+def test_flag_variable_and_range():
+    assert parse_args(["--http-port", "8000"]).http_port == 8000
+    assert parse_args([], environ={"NMT_HTTP_PORT": "8001"}).http_port == 8001
+    for bad in (-2, 65536):
+        with pytest.raises(ValueError, match="-1 turns the endpoint off"):
+            ServerConfig(http_port=bad)
+
+
+def test_every_grpc_code_has_an_http_status():
+    import grpc
+
+    assert set(HTTP_STATUS) == set(grpc.StatusCode)
+    assert HTTP_STATUS[grpc.StatusCode.OK] == 200
+    assert all(400 <= s < 600 for c, s in HTTP_STATUS.items() if c != grpc.StatusCode.OK)
+
+
+def test_tls_serves_https_with_the_grpc_certificate(server_factory, pki):
+    server = server_factory(
+        server={
+            "http_port": 0,
+            "tls_cert": pki / "server.crt",
+            "tls_key": pki / "server.key",
+            "tls_client_ca": pki / "ca.crt",
+        }
+    )
+    trusted = ssl.create_default_context(cafile=pki / "server.crt")
+    trusted.check_hostname = False
+    # mutual TLS: no client certificate, no answer (TLS 1.3 refuses it after the handshake)
+    with pytest.raises((ssl.SSLError, ConnectionError)):
+        call(server.http_port, "GET", "/v1/health/ready", tls=trusted)
+    trusted.load_cert_chain(pki / "client.crt", pki / "client.key")
+    status, _, data = call(
+        server.http_port, "POST", "/v1/translate", {"texts": ["Hi."]}, tls=trusted
+    )
+    assert status == 200, data
+    assert json.loads(data)["translations"][0]["hypotheses"][0]["text"]
+    with pytest.raises((ConnectionError, http.client.HTTPException)):  # not plain HTTP
+        call(server.http_port, "GET", "/v1/health/ready")
