@@ -2,8 +2,10 @@
 #
 #   docker build --target cpu -t rnn-nmt-serving:cpu .    # onnxruntime on python:3.11-slim
 #   docker build --target gpu -t rnn-nmt-serving:gpu .    # onnxruntime-gpu on nvidia/cuda
-#   docker run --rm -p 50051:50051 -p 9464:9464 rnn-nmt-serving:cpu
-#   docker run --rm --gpus all -p 50051:50051 -p 9464:9464 rnn-nmt-serving:gpu
+#   docker run --rm -p 50051:50051 -p 8000:8000 -p 9464:9464 rnn-nmt-serving:cpu
+#   docker run --rm --gpus all -p 50051:50051 -p 8000:8000 -p 9464:9464 rnn-nmt-serving:gpu
+#
+# gRPC on 50051, the HTTP/JSON API on 8000 (NMT_HTTP_PORT; -1 turns it off), /metrics on 9464.
 #
 # model_repository/ is baked in at /models (NMT_MODEL_REPOSITORY); serve other bundles by
 # mounting a repository over it read-only: -v "$PWD/my-repo:/models:ro".
@@ -75,11 +77,12 @@ ENV PATH=/opt/venv/bin:$PATH \
     NMT_MODEL_REPOSITORY=/models \
     NMT_HOST=0.0.0.0 \
     NMT_PORT=50051 \
+    NMT_HTTP_PORT=8000 \
     NMT_METRICS_PORT=9464 \
     NMT_PROVIDERS=cpu
 USER 10001:10001
 WORKDIR /tmp
-EXPOSE 50051 9464
+EXPOSE 50051 8000 9464
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
     CMD ["python", "/usr/local/bin/nmt-healthcheck"]
@@ -124,13 +127,14 @@ ENV PATH=/opt/venv/bin:$PATH \
     NMT_MODEL_REPOSITORY=/models \
     NMT_HOST=0.0.0.0 \
     NMT_PORT=50051 \
+    NMT_HTTP_PORT=8000 \
     NMT_METRICS_PORT=9464 \
     NMT_PROVIDERS=cuda,cpu \
     NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility
 USER 10001:10001
 WORKDIR /tmp
-EXPOSE 50051 9464
+EXPOSE 50051 8000 9464
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=10s --timeout=5s --start-period=90s --retries=3 \
     CMD ["python", "/usr/local/bin/nmt-healthcheck"]

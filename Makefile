@@ -43,8 +43,8 @@ install-dev: $(PYTHON)
 
 serve: $(PYTHON)
 	$(PYTHON) -m pip install -q -e '.[viz,eval]'
-	@echo "serving on :50051; in another terminal: . $(VENV)/bin/activate && nmt-translate 'The house is old.'"
-	$(BIN)/nmt-serve --providers cpu
+	@echo "serving gRPC on :50051 and HTTP/JSON on :8000; in another terminal: . $(VENV)/bin/activate && nmt-translate 'The house is old.'"
+	$(BIN)/nmt-serve --providers cpu --http-port 8000
 
 # Translate with the PyTorch checkpoint (no server, needs torch).
 demo: $(PYTHON)

@@ -97,6 +97,10 @@ def closed_loop(
     (gRPC's global subchannel pool: what a program with several channels to one target
     gets), or ``client``, one connection each (as separate programs or hosts have; what
     ``SO_REUSEPORT`` spreads over several server processes, ``--frontends``).
+
+    A ``target`` of the form ``http://HOST:PORT`` is the server's HTTP/JSON API
+    (``--http-port``): each client POSTs ``/v1/translate`` over a keep-alive connection
+    of its own (:class:`HttpTranslate`).
     """
     if connections not in CONNECTION_MODES:
         raise ValueError(f"connections must be one of {list(CONNECTION_MODES)}")
@@ -110,10 +114,13 @@ def closed_loop(
             with lock:
                 return next(counter)
 
+    def client():
+        if target.startswith(HTTP_SCHEME):
+            return HttpTranslate(target, options)
+        return Translator(target, timeout=60, retries=0, channel_options=channel_options)
+
     def worker() -> None:
-        with Translator(
-            target, timeout=60, retries=0, channel_options=channel_options
-        ) as translator:
+        with client() as translator:
             while True:
                 i = take()
                 if i >= len(sentences):
@@ -121,7 +128,7 @@ def closed_loop(
                 start = time.perf_counter()
                 try:
                     (reply,) = translator.translate([sentences[i]], options=options)
-                except TranslatorError:
+                except (TranslatorError, HttpFailed):
                     with lock:
                         result.errors += 1
                     continue
@@ -146,6 +153,57 @@ def closed_loop(
         t.join()
     result.end = time.time()
     return result
+
+
+HTTP_SCHEME = "http://"
+
+
+class HttpFailed(Exception):
+    """An HTTP call that did not answer 200."""
+
+
+class HttpTranslate:
+    """A benchmark client of the HTTP/JSON API: ``translate(texts, options=)`` as
+    :class:`nmt_client.Translator` answers it (``TranslationResult`` objects), over one
+    keep-alive connection, the request's JSON built once per text from ``options``."""
+
+    def __init__(self, target: str, options: DecodeOptions) -> None:
+        import http.client
+
+        from google.protobuf import json_format
+
+        host, _, port = target.removeprefix(HTTP_SCHEME).rstrip("/").rpartition(":")
+        self._conn = http.client.HTTPConnection(host, int(port), timeout=60)
+        self._options = json_format.MessageToDict(
+            options.to_proto(), preserving_proto_field_name=True
+        )
+
+    def translate(self, texts: list[str], *, options: DecodeOptions):
+        import http.client
+
+        from google.protobuf import json_format
+
+        from nmt_api.nmt.v1 import translator_pb2 as pb
+        from nmt_client.results import results_from_proto
+
+        body = json.dumps({"texts": texts, "options": self._options})
+        try:
+            self._conn.request("POST", "/v1/translate", body=body)
+            response = self._conn.getresponse()
+            data = response.read()
+        except (OSError, http.client.HTTPException) as exc:
+            self._conn.close()  # reconnects on the next request
+            raise HttpFailed(str(exc)) from None
+        if response.status != 200:
+            raise HttpFailed(f"HTTP {response.status}: {data[:200]!r}")
+        reply = json_format.Parse(data, pb.TranslateResponse())
+        return results_from_proto(texts, reply, scores=options.return_scores)
+
+    def __enter__(self) -> HttpTranslate:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._conn.close()
 
 
 def strategy_name(beam: int) -> str:
@@ -213,6 +271,7 @@ def start_server(
     cuda_graphs: str = "auto",
     encoder_thread: bool | None = None,
     greedy_steps: int | None = None,
+    http_port: int = -1,
 ):
     """Start and warm up an in-process server on a free 127.0.0.1 port (no metrics
     endpoint; the CUDA provider is required when listed first); returns
@@ -220,7 +279,8 @@ def start_server(
     ``max_inflight`` (per gRPC process), ``max_queue``, ``decode_lanes`` and
     ``max_live_rows``: the server's own when None; ``encoder_thread``: the engine's
     ``background_encoder`` (the server's own when None); ``greedy_steps``: the runtime's
-    (its default when None)."""
+    (its default when None); ``http_port``: the HTTP/JSON API's (0: a free port; the
+    server's ``http_port`` then says which)."""
     from service.calls import RpcConfig
     from service.limits import EngineConfig
     from service.server import ServerConfig, create_server
@@ -253,6 +313,7 @@ def start_server(
             ),
             engine_process=engine_process,
             frontends=frontends,
+            http_port=http_port,
             **extra,
         ),
         registry=registry,

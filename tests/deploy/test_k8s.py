@@ -371,6 +371,11 @@ def check_ports(objects) -> None:
     ):
         found = port_named(container, name)
         assert found == port == default, f"container port {name} {found}: nmt-serve uses {port}"
+    # the HTTP API: on in the image (NMT_HTTP_PORT), off in nmt-serve's own defaults
+    found = port_named(container, "http")
+    assert found == config.http_port >= 0, (
+        f"container port http {found}: nmt-serve uses {config.http_port}"
+    )
 
 
 def check_probes(objects) -> None:
@@ -745,6 +750,7 @@ BROKEN_SEMANTICS = {
     "misspelt-variable": (_set_env("NMT_SHUTDOWN_GRCE", "5"), "check_env", "not an nmt-serve flag"),
     "unparsable-variable": (_set_env("NMT_REQUIRE_GPU", "maybe"), "check_env", "NMT_REQUIRE_GPU"),
     "port-moved": (_ports, "check_ports", "container port grpc 50052"),
+    "http-port-off": (_set_env("NMT_HTTP_PORT", "-1"), "check_ports", "container port http 8000"),
     "hpa-metric-not-exported": (
         lambda o: the(o, "HorizontalPodAutoscaler")["spec"]["metrics"][0]["pods"]["metric"].update(
             name="nmt_inflight"

@@ -369,6 +369,17 @@ def test_a_client_that_hangs_up_is_counted_and_its_rows_freed(
     assert wait_until(lambda: requests_counted(server, method, "CANCELLED") == before + 1)
 
 
+def test_a_body_that_never_comes_ends_at_the_receive_timeout(server_factory):
+    server = server_factory(server={"http_port": 0, "rpc": RpcConfig(receive_timeout=0.5)})
+    before = requests_counted(server, "Translate", "DEADLINE_EXCEEDED")
+    with socket.create_connection(("127.0.0.1", server.http_port), timeout=TIMEOUT) as sock:
+        sock.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+        reply = sock.recv(65536).decode()
+    assert reply.startswith("HTTP/1.1 504"), reply
+    assert "--receive-timeout" in reply
+    assert requests_counted(server, "Translate", "DEADLINE_EXCEEDED") == before + 1
+
+
 # -- health, readiness, drain, the port ----------------------------------------------------
 
 

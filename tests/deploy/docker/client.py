@@ -1,9 +1,12 @@
-"""gRPC calls of the docker tests, made from the host with the project's own stubs.
+"""gRPC calls of the docker tests, made from the host with the project's own stubs, and
+calls of the HTTP/JSON API with the standard library's client.
 
 The one place the docker tests import the generated stubs."""
 
 from __future__ import annotations
 
+import http.client
+import json
 import threading
 import time
 from dataclasses import dataclass, field
@@ -36,6 +39,23 @@ def translate(port: int, text: str = SENTENCES[0], beam: int = 1) -> list[str]:
         )
     (translation,) = reply.translations
     return [h.text for h in translation.hypotheses]
+
+
+def http_translate(port: int, text: str = SENTENCES[0]) -> tuple[str, str]:
+    """``(best text, ready status)`` from the HTTP API on 127.0.0.1:``port``: a POST of
+    /v1/translate and a GET of /v1/health/ready, on one keep-alive connection."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+    try:
+        conn.request("POST", "/v1/translate", body=json.dumps({"texts": [text]}))
+        response = conn.getresponse()
+        reply = json.loads(response.read())
+        assert response.status == 200, reply
+        conn.request("GET", "/v1/health/ready")
+        ready = json.loads(conn.getresponse().read())["status"]
+    finally:
+        conn.close()
+    (translation,) = reply["translations"]
+    return translation["hypotheses"][0]["text"], ready
 
 
 def list_models(port: int) -> list[tuple[str, str]]:

@@ -99,6 +99,7 @@ def compose_env(standins: dict[str, str], cpu_image: str) -> dict[str, str]:
         "PROMETHEUS_IMAGE": standins["prometheus"],
         "NGINX_IMAGE": standins["nginx"],
         "NMT_GRPC_PORT": str(free_port()),
+        "NMT_HTTP_HOST_PORT": str(free_port()),
         "NMT_METRICS_HOST_PORT": str(free_port()),
         "PROMETHEUS_PORT": str(free_port()),
         "GRAFANA_PORT": str(free_port()),

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.deploy.docker.client import SENTENCES, translate
+from tests.deploy.docker.client import SENTENCES, http_translate, translate
 from tests.deploy.helpers import DASHBOARD, dashboard_exprs, prometheus_query, wait_until
 
 CALLS = 5
@@ -40,6 +40,11 @@ def test_translator_serves_on_the_published_ports(docker, translator, compose_en
         text = SENTENCES[i % len(SENTENCES)]
         (out,) = translate(port, text)
         assert out.strip() and out != text
+    (want,) = translate(port, SENTENCES[0])
+    assert http_translate(int(compose_env["NMT_HTTP_HOST_PORT"]), SENTENCES[0]) == (
+        want,
+        "SERVING",
+    )
     ports = docker.inspect(translator)["NetworkSettings"]["Ports"]
     # Metrics on the loopback only, on the port the variable chose.
     assert {(b["HostIp"], b["HostPort"]) for b in ports["9464/tcp"]} == {

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.committed import EN_ES_INT8_VERSION
-from tests.deploy.docker.client import SENTENCES, list_models, translate
+from tests.deploy.docker.client import SENTENCES, http_translate, list_models, translate
 from tests.deploy.docker.conftest import dockerfile_arg
 from tests.deploy.docker.engine import Docker
 from tests.deploy.helpers import scrape
@@ -19,7 +19,8 @@ UID = "10001"
 CALLS = 6
 # The Kubernetes pod's restrictions: read-only root filesystem, a small /tmp, no capabilities.
 POD_RESTRICTIONS = ("--read-only", "--tmpfs", "/tmp:size=64m", "--cap-drop", "ALL")
-PUBLISHED = ("-p", "127.0.0.1::50051", "-p", "127.0.0.1::9464")  # Docker picks the ports
+# Docker picks the host ports: gRPC, HTTP/JSON, metrics
+PUBLISHED = ("-p", "127.0.0.1::50051", "-p", "127.0.0.1::8000", "-p", "127.0.0.1::9464")
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +51,14 @@ def test_translates_over_the_published_port(docker, container):
         assert text.strip() and text != SENTENCES[i % len(SENTENCES)]
     n_best = translate(port, SENTENCES[0], beam=4)
     assert len(n_best) == 2 and all(t.strip() for t in n_best)
+
+
+def test_serves_the_http_api_on_8000(docker, container):
+    """The image's NMT_HTTP_PORT: the same translation over HTTP/JSON as over gRPC."""
+    grpc_port, http_port = docker.host_port(container, 50051), docker.host_port(container, 8000)
+    for sentence in SENTENCES[:2]:
+        (want,) = translate(grpc_port, sentence)
+        assert http_translate(http_port, sentence) == (want, "SERVING")
 
 
 def test_serves_metrics_counting_the_calls(docker, container):
@@ -114,6 +123,8 @@ def test_frontends_share_the_engine_under_the_pods_security_context(docker, cpu_
         for sentence in SENTENCES[:CALLS]:
             (text,) = translate(port, sentence)
             assert text.strip() and text != sentence
+            # every front end serves the HTTP port too (a connection each: spread)
+            assert http_translate(docker.host_port(name, 8000), sentence) == (text, "SERVING")
         metrics = scrape(docker.host_port(name, 9464))
         rss = metrics.value("nmt_frontend_process_resident_memory_bytes", frontend="1")
         assert rss is not None and rss > 10e6
