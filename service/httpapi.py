@@ -316,12 +316,10 @@ class HttpApi:
             code, message = exc.code, exc.message
         except TimeoutError:
             code, message = grpc.StatusCode.DEADLINE_EXCEEDED, _past_deadline()
-        except (ConnectionError, asyncio.CancelledError):
-            raise  # the client is gone: nobody to answer (the servicer counted the call)
-        except Exception:  # noqa: BLE001 - a failed write, which the servicer counted
+        except Exception:  # noqa: BLE001 - a write failed: the client left (counted CANCELLED)
             if response.prepared:
                 return response
-            raise
+            return _error_response(grpc.StatusCode.CANCELLED, "the client left", context.request_id)
         else:
             await response.write_eof()
             return response
