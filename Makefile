@@ -11,8 +11,9 @@ BIN := $(abspath $(VENV))/bin
 # What `make test` installs with apt-get (--no-install-recommends): Apertium and WordNet
 # (the corpus tests), nginx and Prometheus (run by the tests on free ports; on a systemd
 # host the packages also start their own services on :80 and :9090), docker.io and
-# debootstrap (the deployment tests build and run the image on a real Docker engine).
-APT_PACKAGES = apertium apertium-eng-spa wordnet-base prometheus nginx docker.io debootstrap
+# debootstrap (the deployment tests build and run the image on a real Docker engine),
+# nodejs (runs the HTTP demo page's script: tests/service/test_demo_page.py).
+APT_PACKAGES = apertium apertium-eng-spa wordnet-base prometheus nginx docker.io debootstrap nodejs
 SENTENCE ?= She is looking for a new job.
 
 .PHONY: serve demo test apt venv install-dev lint

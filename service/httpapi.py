@@ -17,6 +17,8 @@ POST   ``/v1/score``             ``ScoreRequest`` -> ``ScoreResponse``
 GET    ``/v1/models``            ``ListModelsResponse``
 GET    ``/v1/health/live``       200 while the server runs
 GET    ``/v1/health/ready``      200 ``SERVING`` or 503 ``NOT_SERVING``, as gRPC health
+GET    ``/``                     a demo page (``service/static/index.html``) that
+                                 translates through ``/v1/translate`` and draws attention
 =====  ========================  =================================================
 
 An error is the HTTP status of its gRPC code (:data:`HTTP_STATUS`, the mapping of
@@ -35,6 +37,7 @@ import re
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 from aiohttp import web
@@ -99,8 +102,10 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("GET", "/v1/models"): Route("ListModels", pb.ListModelsRequest, pb.ListModelsResponse),
 }
 LIVE, READY = "/v1/health/live", "/v1/health/ready"
+PAGE = Path(__file__).resolve().parent / "static" / "index.html"
 ROUTE_LIST = ", ".join(
-    [f"{verb} {path}" for verb, path in ROUTES] + [f"GET {LIVE}", f"GET {READY}"]
+    [f"{verb} {path}" for verb, path in ROUTES]
+    + [f"GET {LIVE}", f"GET {READY}", "GET / (a demo page)"]
 )
 
 
@@ -196,6 +201,7 @@ class HttpApi:
         self._rpc = rpc
         self._idle_seconds = idle_seconds
         self._runner: web.ServerRunner | None = None
+        self._page = PAGE.read_bytes()
 
     async def start(
         self, host: str, port: int, *, ssl_context: ssl.SSLContext | None, reuse_port: bool
@@ -244,6 +250,8 @@ class HttpApi:
             up = request.path == LIVE or self._serving()
             status = "SERVING" if up else "NOT_SERVING"
             return web.json_response({"status": status}, status=200 if up else 503)
+        if request.method == "GET" and request.path == "/":
+            return web.Response(body=self._page, content_type="text/html", charset="utf-8")
         route = ROUTES.get((request.method, request.path))
         if route is None:
             verbs = [verb for verb, path in ROUTES if path == request.path]
