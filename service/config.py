@@ -7,6 +7,7 @@ Every command-line flag and ``NMT_<FLAG>`` variable is derived from these fields
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -88,6 +89,9 @@ class ServerConfig:
     metrics_port: int = 9464
     # The same methods as JSON over HTTP/1.1 (service/httpapi.py) on --host; -1: off.
     http_port: int = -1
+    # Origins whose browser pages may call the HTTP API (CORS), e.g.
+    # ("https://app.example.com",), or ("*",) for any; none: only same-origin pages.
+    http_cors_origins: tuple[str, ...] = ()
     reflection: bool = False
     tls_cert: Path | None = None
     tls_key: Path | None = None
@@ -124,6 +128,17 @@ class ServerConfig:
             raise ValueError(
                 "ports must be in 0..65535 (metrics and HTTP: -1 turns the endpoint off)"
             )
+        if self.http_port > 0 and self.http_port in (self.port, self.metrics_port):
+            # with SO_REUSEPORT both would bind it, and each take some of the other's clients
+            raise ValueError(
+                f"--http-port {self.http_port} is also the gRPC or metrics port: choose another"
+            )
+        for origin in self.http_cors_origins:
+            if origin != "*" and not re.fullmatch(r"https?://[^/\s]+", origin):
+                raise ValueError(
+                    f"--http-cors-origins: {origin!r} is not an origin: scheme://host[:port] "
+                    "with no path (https://app.example.com), or * for any"
+                )
         if self.engine_process not in ENGINE_PROCESS_MODES:
             raise ValueError(f"engine_process must be one of {list(ENGINE_PROCESS_MODES)}")
         if not 1 <= self.frontends <= MAX_FRONTENDS:

@@ -83,7 +83,7 @@ def _by_device(name: str) -> str:
     return f"{ADMISSION[False][name]} on a CPU, {ADMISSION[True][name]} on CUDA"
 
 
-def _providers(text: str) -> tuple[str, ...]:
+def _comma_list(text: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in text.split(",") if x.strip())
 
 
@@ -109,10 +109,18 @@ FLAGS: tuple[Flag, ...] = (
         "/v1/score; GET /v1/models, /v1/health/ready): the gRPC methods as JSON; -1: off",
     ),
     Flag(
+        "",
+        "http_cors_origins",
+        "comma-separated origins whose browser pages may call the HTTP API (CORS), e.g. "
+        "https://app.example.com, or * for any",
+        parse=_comma_list,
+        show=",".join,
+    ),
+    Flag(
         "runtime",
         "providers",
         "ONNX Runtime execution providers in preference order (cuda, cpu)",
-        parse=_providers,
+        parse=_comma_list,
         show=",".join,
     ),
     Flag("runtime", "require_gpu", "fail at start instead of falling back to the CPU"),

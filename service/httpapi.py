@@ -31,6 +31,7 @@ gRPC's ``x-request-id`` metadata does.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
 import re
@@ -41,12 +42,16 @@ from pathlib import Path
 
 import grpc
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestPayloadError
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.calls import RpcConfig
 from service.errors import InvalidRequest, TooLarge
+from service.httpconn import Connection, Server
+from service.listen import WILDCARDS, listen_hosts
 from service.logs import REQUEST_ID_HEADER
 
 log = logging.getLogger(__name__)
@@ -79,8 +84,18 @@ _UNIT_SECONDS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e
 # A parse error quotes the body; no more of it than this goes back (or into a log).
 MAX_ERROR_CHARS = 300
 # Replies larger than this become JSON on a thread: the event loop keeps serving.
+# (A request body as large is parsed there too: json_format takes a second on 4 MB.)
 INLINE_JSON_BYTES = 64 * 1024
 READ_CHUNK_BYTES = 64 * 1024
+# After the grace, how long cancelled handlers and their last writes may take.
+CANCELLED_SECONDS = 1.0
+# Pending connections the port queues (the kernel caps it at net.core.somaxconn).
+BACKLOG = 4096
+# What a cross-origin page may send (--http-cors-origins).
+CORS_REQUEST_HEADERS = f"Content-Type, {TIMEOUT_HEADER}, {REQUEST_ID_HEADER}"
+# A wildcard's IPv6 half fails with these where the machine has no IPv6.
+NO_IPV6 = (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL, errno.EPROTONOSUPPORT)
+DRAINED = "the server is shutting down: retry, on another replica if there is one"
 
 
 @dataclass(frozen=True)
@@ -195,57 +210,158 @@ class HttpApi:
         rpc: RpcConfig,
         *,
         idle_seconds: float,
+        max_age_seconds: float = 0.0,
+        cors_origins: tuple[str, ...] = (),
     ) -> None:
+        """``idle_seconds``: keep-alive (``--max-connection-idle``); ``max_age_seconds``:
+        answers past it close their connection (``--max-connection-age``; 0: never);
+        ``cors_origins``: origins whose pages may call (``*``: any)."""
+        self._cors_origins = cors_origins
         self._methods = methods
         self._serving = serving
         self._rpc = rpc
         self._idle_seconds = idle_seconds
+        self._max_age_seconds = max_age_seconds
         self._runner: web.ServerRunner | None = None
         self._page = PAGE.read_bytes()
+        self._handlers: set[asyncio.Task] = set()
+        self._draining = False
 
     async def start(
         self, host: str, port: int, *, ssl_context: ssl.SSLContext | None, reuse_port: bool
     ) -> int:
-        """Bind ``host:port`` (0: a free port) and serve; returns the port."""
-        server = web.Server(
+        """Bind ``host:port`` (0: a free port) and serve; returns the port. A wildcard
+        host binds every address of both families, as the gRPC port does."""
+        server = Server(
             self._handle,
+            header_seconds=self._rpc.receive_timeout,
+            max_age_seconds=self._max_age_seconds,
             handler_cancellation=True,  # a client that hangs up cancels its call
             access_log=None,  # --access-log writes the servicer's line per call
             keepalive_timeout=self._idle_seconds,
         )
         runner = web.ServerRunner(server)
         await runner.setup()
-        site = web.TCPSite(
-            runner, host, port, ssl_context=ssl_context, reuse_port=reuse_port or None
-        )
-        try:
-            await site.start()
-        except OSError as exc:
-            await runner.cleanup()
-            raise HttpApiError(
-                f"could not serve HTTP on {host}:{port} ({exc.strerror or exc}): choose "
-                "another --http-port, or -1 to turn the HTTP API off"
-            ) from None
+        # Every address the gRPC port binds for this host, all on one port (the first
+        # bind's, when 0 asks for any); a wildcard binds both families, as gRPC's does,
+        # IPv6 only where the machine has it.
+        if host in WILDCARDS:
+            addresses = ["0.0.0.0", "::"]
+        else:
+            addresses = [a.removeprefix("[").removesuffix("]") for a in listen_hosts(host)]
+        for i, address in enumerate(addresses):
+            site = web.TCPSite(
+                runner,
+                address,
+                port,
+                ssl_context=ssl_context,
+                reuse_port=reuse_port or None,
+                backlog=BACKLOG,
+            )
+            try:
+                await site.start()
+            except OSError as exc:
+                if host in WILDCARDS and i > 0 and exc.errno in NO_IPV6:
+                    continue
+                await runner.cleanup()
+                raise HttpApiError(
+                    f"could not serve HTTP on {address}:{port} ({exc.strerror or exc}): "
+                    "choose another --http-port, or -1 to turn the HTTP API off"
+                ) from None
+            port = runner.addresses[0][1]
         self._runner = runner
-        return runner.addresses[0][1]
+        return port
 
     async def stop(self, grace: float) -> None:
         """Close the port at once; requests in flight get ``grace`` seconds to finish,
-        then they are cancelled (each counted, its job freed, as a gRPC call's)."""
+        then they are cancelled, each counted and its job freed as a gRPC call's, and
+        answered 503 UNAVAILABLE (a stream: an ``error`` event) as gRPC answers them."""
         runner, self._runner = self._runner, None
         if runner is None:
             return
+        self._draining = True
         for site in list(runner.sites):
             await site.stop()
         assert runner.server is not None
         runner.server.pre_shutdown()  # idle keep-alive connections close now
-        # aiohttp reads 0 as "no limit"
-        await runner.server.shutdown(max(grace, 0.001))
+        if self._handlers:
+            _, late = await asyncio.wait(set(self._handlers), timeout=grace)
+            for task in late:
+                task.cancel()
+            if late:
+                await asyncio.wait(late, timeout=CANCELLED_SECONDS)
+        # what is left: answers being written (aiohttp reads 0 as "no limit")
+        await runner.server.shutdown(CANCELLED_SECONDS)
         await runner.cleanup()
 
     # -- one request ------------------------------------------------------------------
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        connection = request.protocol
+        try:
+            response = await self._route(request)
+            if not response.prepared:  # (a stream has sent its headers already)
+                response.headers.update(self._cors(request))
+                if isinstance(connection, Connection) and connection.too_old():
+                    response.force_close()  # Connection: close: the client reconnects
+            return response
+        finally:
+            self._handlers.discard(task)
+            if isinstance(connection, Connection):
+                connection.request_ended()
+
+    def _cors(self, request: web.BaseRequest) -> dict[str, str]:
+        """The CORS headers an answer to this request carries (none: same origin only)."""
+        origin = request.headers.get("Origin")
+        if not origin or not self._cors_origins:
+            return {}
+        if "*" in self._cors_origins:
+            allowed = "*"
+        elif origin in self._cors_origins:
+            allowed = origin
+        else:
+            return {}
+        return {
+            "Access-Control-Allow-Origin": allowed,
+            "Access-Control-Expose-Headers": REQUEST_ID_HEADER,
+            "Vary": "Origin",
+        }
+
+    def _preflight(self, request: web.BaseRequest) -> web.StreamResponse:
+        """A browser's OPTIONS before a cross-origin call (``--http-cors-origins``)."""
+        verbs = [verb for verb, path in ROUTES if path == request.path]
+        if request.path in (LIVE, READY, "/"):
+            verbs = ["GET"]
+        if not verbs:
+            return _error_response(grpc.StatusCode.NOT_FOUND, f"no route {request.path[:100]}")
+        if not self._cors(request):
+            return _error_response(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"origin {request.headers.get('Origin', '')[:100]!r} may not call this API "
+                "(--http-cors-origins)",
+            )
+        return web.Response(
+            status=204,
+            headers={
+                "Access-Control-Allow-Methods": ", ".join(verbs),
+                "Access-Control-Allow-Headers": CORS_REQUEST_HEADERS,
+                "Access-Control-Max-Age": "600",
+            },
+        )
+
+    async def _route(self, request: web.BaseRequest) -> web.StreamResponse:
+        if request.method == "OPTIONS" and self._cors_origins:
+            return self._preflight(request)
+        if request.path in (LIVE, READY, "/") and request.method != "GET":
+            return _error_response(
+                grpc.StatusCode.UNIMPLEMENTED,
+                f"{request.path} takes GET",
+                status=405,
+                headers={"Allow": "GET"},
+            )
         if request.method == "GET" and request.path in (LIVE, READY):
             up = request.path == LIVE or self._serving()
             status = "SERVING" if up else "NOT_SERVING"
@@ -279,6 +395,10 @@ class HttpApi:
         try:
             async with asyncio.timeout_at(deadline):
                 reply = await call(self._requests(request, route, bad_deadline), context)
+        except asyncio.CancelledError:
+            if not self._draining:
+                raise  # the client hung up
+            return _error_response(grpc.StatusCode.UNAVAILABLE, DRAINED, context.request_id)
         except Aborted as exc:
             return _error_response(exc.code, exc.message, context.request_id)
         except TimeoutError:
@@ -312,6 +432,10 @@ class HttpApi:
         async def write(data: bytes) -> None:
             if not response.prepared:
                 response.headers[REQUEST_ID_HEADER] = context.request_id
+                response.headers.update(self._cors(request))
+                connection = request.protocol
+                if isinstance(connection, Connection) and connection.too_old():
+                    response.force_close()
                 await response.prepare(request)
             await response.write(b"data: " + to_json(route.response.FromString(data)) + b"\n\n")
 
@@ -320,6 +444,10 @@ class HttpApi:
         try:
             async with asyncio.timeout_at(deadline):
                 await call(self._requests(request, route, bad_deadline), context)
+        except asyncio.CancelledError:
+            if not self._draining:
+                raise  # the client hung up
+            code, message = grpc.StatusCode.UNAVAILABLE, DRAINED
         except Aborted as exc:
             code, message = exc.code, exc.message
         except TimeoutError:
@@ -334,10 +462,11 @@ class HttpApi:
         if not response.prepared:
             return _error_response(code, message, context.request_id)
         try:
-            await response.write(b"event: error\ndata: " + error_body(code, message) + b"\n\n")
-            await response.write_eof()
-        except ConnectionError:
-            pass  # it hung up meanwhile
+            async with asyncio.timeout(CANCELLED_SECONDS):  # a reader that stopped reading
+                await response.write(b"event: error\ndata: " + error_body(code, message) + b"\n\n")
+                await response.write_eof()
+        except (ConnectionError, TimeoutError):
+            pass  # it hung up meanwhile, or reads no more
         return response
 
     async def _requests(
@@ -348,33 +477,52 @@ class HttpApi:
         if bad_deadline is not None:
             raise bad_deadline
         body = await self._body(request)
-        name = route.request.DESCRIPTOR.full_name
         if not body.strip() and request.method == "GET":
             yield b""
             return
-        try:
-            message = json_format.Parse(body, route.request())
-        except (json_format.ParseError, UnicodeDecodeError, RecursionError) as exc:
-            reason = str(exc)
-            if len(reason) > MAX_ERROR_CHARS:
-                reason = reason[:MAX_ERROR_CHARS] + "..."
-            raise InvalidRequest(
-                f"the body is not a JSON {name} (proto3 JSON mapping): {reason}"
-            ) from None
-        yield message.SerializeToString()
+        if len(body) > INLINE_JSON_BYTES:
+            yield await asyncio.to_thread(_parse, body, route.request)
+        else:
+            yield _parse(body, route.request)
 
     async def _body(self, request: web.BaseRequest) -> bytes:
         limit = self._rpc.max_message_bytes
         too_large = TooLarge(f"the request body is larger than {limit} bytes (--max-message-bytes)")
         if (request.content_length or 0) > limit:
             raise too_large
+        if request.version >= (1, 1) and request.headers.get("Expect", "").lower() == (
+            "100-continue"
+        ):
+            # curl asks this before sending a body over 1 MB, and waits a second without it
+            await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         chunks, size = [], 0
-        while chunk := await request.content.read(READ_CHUNK_BYTES):
-            size += len(chunk)
-            if size > limit:
-                raise too_large
-            chunks.append(chunk)
+        try:
+            while chunk := await request.content.read(READ_CHUNK_BYTES):
+                size += len(chunk)
+                if size > limit:
+                    raise too_large
+                chunks.append(chunk)
+        except (RequestPayloadError, HttpProcessingError) as exc:
+            raise InvalidRequest(
+                f"the request body could not be read (its chunked or Content-Encoding "
+                f"framing is broken): {str(exc)[:MAX_ERROR_CHARS]}"
+            ) from None
         return b"".join(chunks)
+
+
+def _parse(body: bytes, request_type: type[Message]) -> bytes:
+    """``body`` (JSON) as the bytes of a ``request_type`` message, or InvalidRequest."""
+    try:
+        message = json_format.Parse(body, request_type())
+    except (json_format.ParseError, UnicodeDecodeError, RecursionError) as exc:
+        reason = str(exc)
+        if len(reason) > MAX_ERROR_CHARS:
+            reason = reason[:MAX_ERROR_CHARS] + "..."
+        name = request_type.DESCRIPTOR.full_name
+        raise InvalidRequest(
+            f"the body is not a JSON {name} (proto3 JSON mapping): {reason}"
+        ) from None
+    return message.SerializeToString()
 
 
 def _past_deadline() -> str:

@@ -322,7 +322,12 @@ class TranslationServer:
                 raise ServerError(f"TLS for the HTTP port: {exc}") from None
         idle = config.transport.max_connection_idle or MAX_SECONDS
         self.http = HttpApi(
-            self.servicer.methods(), lambda: self._serving, config.rpc, idle_seconds=idle
+            self.servicer.methods(),
+            lambda: self._serving,
+            config.rpc,
+            idle_seconds=idle,
+            max_age_seconds=config.transport.max_connection_age,
+            cors_origins=config.http_cors_origins,
         )
         try:
             self.http_port = await self.http.start(

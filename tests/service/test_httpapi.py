@@ -32,7 +32,7 @@ from tests.service.server_helpers import (
     wait_until,
 )
 
-MAX_BODY = 64 * 1024  # room for the attention test's reply
+MAX_BODY = 256 * 1024  # room for the attention test's reply and a body parsed off the loop
 
 
 @pytest.fixture(scope="module")
@@ -405,6 +405,197 @@ def test_health_follows_readiness_and_drain(server_factory):
         call(port, "GET", "/v1/health/live")
 
 
+def test_drain_answers_what_outlasts_the_grace_503_in_time(server_factory, tiny_bundle):
+    """A call still decoding when the grace ends is cancelled (its rows freed, counted
+    CANCELLED) and answered 503 UNAVAILABLE; a stream ends with an error event. gRPC
+    ends such calls UNAVAILABLE too, at the grace, not later."""
+    server = server_factory(server={"http_port": 0, "drain_announce": 0.0}, max_target_length=4000)
+    port = server.http_port
+    long = {"min_length": 3999, "max_length": 4000, "max_length_ratio": 100.0, "beam_size": 5}
+    text = tiny_bundle.sentences[LOOP_SENTENCE]
+    with ThreadPoolExecutor(2) as pool:
+        unary = pool.submit(call, port, "POST", "/v1/translate", {"texts": [text], "options": long})
+        stream = pool.submit(
+            call, port, "POST", "/v1/translate/stream", {"text": text, "options": long}
+        )
+        reg = server.registry
+        assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") >= 10, timeout=10)
+        start = time.monotonic()
+        server.stop(1.0)
+        stopped = time.monotonic() - start
+        status, _, data = unary.result(timeout=10)
+        assert (status, json.loads(data)["status"]) == (503, "UNAVAILABLE")
+        status, _, data = stream.result(timeout=10)
+        assert status == 200 and events(data)[-1][1]["status"] == "UNAVAILABLE"
+    assert stopped < 1.0 + 3.0, stopped  # the grace and the cancelled calls' ending
+    assert requests_counted(server, "Translate", "CANCELLED") == 1
+    assert requests_counted(server, "TranslateStream", "CANCELLED") == 1
+
+
+def test_slow_headers_close_the_connection_and_big_ones_are_refused(server_factory, caplog):
+    server = server_factory(server={"http_port": 0, "rpc": RpcConfig(receive_timeout=0.5)})
+    port = server.http_port
+    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as sock:
+        sock.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: x\r\n")
+        start = time.monotonic()
+        for _ in range(20):  # a header a while, never the blank line
+            try:
+                sock.sendall(b"X-Drip: 1\r\n")
+            except OSError:
+                break
+            if sock.recv(1024, socket.MSG_DONTWAIT) if _readable(sock) else None:
+                break
+            time.sleep(0.2)
+        assert sock.recv(1024) == b""  # closed by the server
+        assert time.monotonic() - start < 3.5
+    # more header fields than a request may carry: refused, one log line, no traceback
+    caplog.clear()
+    for _ in range(5):
+        headers = "".join(f"X-Field-{i}: {'v' * 100}\r\n" for i in range(100))
+        with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as sock:
+            sock.sendall(f"GET /v1/models HTTP/1.1\r\nHost: x\r\n{headers}\r\n".encode())
+            assert sock.recv(1024).split(b" ")[1] == b"400"
+    lines = [r for r in caplog.records if r.name.startswith("service.httpconn")]
+    assert len(lines) <= 1 and not any(r.exc_info for r in lines)
+    assert call(port, "GET", "/v1/health/live")[0] == 200
+
+
+def _readable(sock: socket.socket) -> bool:
+    import select
+
+    return bool(select.select([sock], [], [], 0)[0])
+
+
+def test_a_broken_body_is_400_not_internal(server, caplog):
+    before = requests_counted(server, "Translate", "INVALID_ARGUMENT")
+    internal = requests_counted(server, "Translate", "INTERNAL")
+    caplog.clear()
+    for _ in range(3):
+        with socket.create_connection(("127.0.0.1", server.http_port), timeout=TIMEOUT) as sock:
+            sock.sendall(
+                b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\n"
+                b"Content-Length: 10\r\n\r\nnot gzip!!"
+            )
+            reply = sock.recv(4096).decode()
+        assert reply.startswith("HTTP/1.1 400"), reply
+        assert "could not be read" in reply
+    assert requests_counted(server, "Translate", "INVALID_ARGUMENT") == before + 3
+    assert requests_counted(server, "Translate", "INTERNAL") == internal
+    assert not any(r.exc_info for r in caplog.records), [r.getMessage() for r in caplog.records]
+
+
+def test_a_large_body_parses_and_expect_100_continue_is_answered(server):
+    body = json.dumps({"texts": ["Hello."], "options": {"beam_size": 2}}) + " " * 70_000
+    status, _, data = post(server, "/v1/translate", body.encode())
+    assert status == 200, data  # parsed off the event loop (over 64 KB)
+    with socket.create_connection(("127.0.0.1", server.http_port), timeout=TIMEOUT) as sock:
+        small = b'{"texts": ["Hello."]}'
+        sock.sendall(
+            b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(small)
+        )
+        assert sock.recv(1024).startswith(b"HTTP/1.1 100 Continue")
+        sock.sendall(small)
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+
+
+def test_old_connections_are_told_to_close(server_factory):
+    from service.config import TransportConfig
+
+    server = server_factory(
+        server={"http_port": 0, "transport": TransportConfig(max_connection_age=0.3)}
+    )
+    conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=TIMEOUT)
+    conn.request("GET", "/v1/health/live")
+    first = conn.getresponse()
+    first.read()
+    assert first.getheader("Connection") != "close"
+    time.sleep(0.5)
+    conn.request("GET", "/v1/health/live")
+    second = conn.getresponse()
+    second.read()
+    assert second.status == 200 and second.getheader("Connection") == "close"
+    conn.close()
+
+
+def test_health_and_page_take_only_get(server):
+    for path in ("/v1/health/ready", "/v1/health/live", "/"):
+        status, headers, data = call(server.http_port, "POST", path, b"{}")
+        assert status == 405 and headers["allow"] == "GET", (path, data)
+
+
+def test_the_http_port_cannot_be_another_port():
+    with pytest.raises(ValueError, match="--http-port 50051 is also the gRPC or metrics port"):
+        ServerConfig(http_port=50051)
+    with pytest.raises(ValueError, match="also the gRPC or metrics port"):
+        ServerConfig(http_port=9464)
+    assert ServerConfig(port=0, http_port=0).http_port == 0
+
+
+def test_a_wildcard_host_serves_both_families(server_factory):
+    from service.listen import _has_ipv6_loopback
+
+    server = server_factory(server={"http_port": 0, "host": "0.0.0.0"})
+    assert call(server.http_port, "GET", "/v1/health/live")[0] == 200
+    if _has_ipv6_loopback():  # as the gRPC port does on a wildcard
+        conn = http.client.HTTPConnection("::1", server.http_port, timeout=TIMEOUT)
+        conn.request("GET", "/v1/health/live")
+        assert conn.getresponse().status == 200
+        conn.close()
+
+
+@pytest.mark.parametrize("origins", [("https://app.example.com",), ("*",)])
+def test_cors_lets_the_named_origins_call(server_factory, origins):
+    server = server_factory(server={"http_port": 0, "http_cors_origins": origins})
+    port, page = server.http_port, "https://app.example.com"
+    allowed = "*" if origins == ("*",) else page
+    status, headers, _ = call(
+        port,
+        "OPTIONS",
+        "/v1/translate",
+        headers={"Origin": page, "Access-Control-Request-Method": "POST"},
+    )
+    assert status == 204
+    assert headers["access-control-allow-origin"] == allowed
+    assert headers["access-control-allow-methods"] == "POST"
+    assert "Grpc-Timeout" in headers["access-control-allow-headers"]
+    status, headers, _ = call(port, "POST", "/v1/translate", {"texts": ["Hi."]}, {"Origin": page})
+    assert status == 200 and headers["access-control-allow-origin"] == allowed
+    assert headers["access-control-expose-headers"] == "x-request-id"
+    status, headers, _ = call(
+        port, "POST", "/v1/translate/stream", {"text": "Hi."}, {"Origin": page}
+    )
+    assert status == 200 and headers["access-control-allow-origin"] == allowed
+    status, headers, _ = call(port, "POST", "/v1/translate", b"{", {"Origin": page})
+    assert status == 400 and headers["access-control-allow-origin"] == allowed
+    other = {"Origin": "https://elsewhere.example.org"}
+    status, headers, _ = call(port, "OPTIONS", "/v1/translate", headers=other)
+    if origins == ("*",):
+        assert status == 204
+    else:
+        assert status == 403 and "access-control-allow-origin" not in headers
+        status, headers, _ = call(port, "POST", "/v1/translate", {"texts": ["Hi."]}, other)
+        assert status == 200 and "access-control-allow-origin" not in headers
+
+
+def test_without_cors_no_page_elsewhere_may_call(server):
+    page = {"Origin": "https://app.example.com"}
+    status, headers, _ = call(server.http_port, "OPTIONS", "/v1/translate", headers=page)
+    assert status == 405 and "access-control-allow-origin" not in headers
+    status, headers, _ = call(server.http_port, "POST", "/v1/translate", {"texts": ["Hi."]}, page)
+    assert status == 200 and "access-control-allow-origin" not in headers
+
+
+@pytest.mark.parametrize("origin", ["app.example.com", "https://a.example.com/path", ""])
+def test_a_cors_origin_must_be_an_origin(origin):
+    with pytest.raises(ValueError, match="is not an origin"):
+        ServerConfig(http_cors_origins=(origin,))
+    assert parse_args(["--http-cors-origins", "https://a.b,http://c:8080"]).http_cors_origins == (
+        "https://a.b",
+        "http://c:8080",
+    )
+
+
 def test_off_by_default(server_factory):
     assert ServerConfig().http_port == -1
     assert server_factory().http_port is None
@@ -415,7 +606,7 @@ def test_a_port_in_use_stops_the_start(server_factory):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        with pytest.raises(ServerError, match=f"could not serve HTTP on 127.0.0.1:{port}"):
+        with pytest.raises(ServerError, match=f"could not serve HTTP on 127.0.0.1:{port} "):
             server_factory(start=False, server={"http_port": port})
 
 

@@ -1,0 +1,132 @@
+"""The HTTP port's connections (``service/httpapi.py``'s server): what one client may hold
+and how long, and what its malformed bytes may write to the log.
+
+aiohttp bounds the size of a request line and of each header, but not the time a client
+may take to send them: a client dripping headers (slowloris), or a thousand of them each
+holding ``max_headers`` fields of 8 KB, held connections and memory for as long as the
+keep-alive timeout. Here each request's headers must be complete within
+``header_seconds`` of their first byte (the gRPC port's ``--receive-timeout``), or the
+connection closes; a connection past ``max_age_seconds`` (``--max-connection-age``) is
+told ``Connection: close`` with its next answer, so that clients reconnect and spread
+over the replicas again, as gRPC's GOAWAY makes them do. aiohttp's own complaints about
+malformed requests (a bad header line, a broken chunked or gzip body) go to a logger that
+writes at most one line a minute and no traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
+
+log = logging.getLogger(__name__)
+
+# How many header fields a request may carry (aiohttp's default, 128, let 8 KB fields
+# add up to 1 MB a connection); browsers and proxies send a few dozen at most.
+MAX_HEADERS = 64
+BAD_REQUEST_LOG_SECONDS = 60.0
+
+
+class _OncePerPeriod(logging.Filter):
+    """Lets one record through per ``period`` seconds, without its traceback, counting
+    the ones it held back: aiohttp logs each malformed request at ERROR with a stack."""
+
+    def __init__(self, period: float) -> None:
+        super().__init__()
+        self.period = period
+        self._next = 0.0
+        self._held = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        now = time.monotonic()
+        if now < self._next:
+            self._held += 1
+            return False
+        reason = f": {record.exc_info[1]}" if record.exc_info and record.exc_info[1] else ""
+        more = f" (and {self._held} more since the last report)" if self._held else ""
+        record.msg = f"refused a malformed HTTP request ({record.getMessage()}{reason}){more}"
+        record.args = None
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        record.exc_info = record.exc_text = None
+        self._next, self._held = now + self.period, 0
+        return True
+
+
+# aiohttp's request handlers write here (logger=); one filter for the process.
+protocol_log = logging.getLogger(f"{__name__}.protocol")
+protocol_log.addFilter(_OncePerPeriod(BAD_REQUEST_LOG_SECONDS))
+
+
+class Connection(RequestHandler):
+    """aiohttp's HTTP/1.1 protocol with a deadline on each request's headers and an age.
+
+    ``busy`` is set from the request's creation (its headers are complete) to the end of
+    its handler (:meth:`HttpApi._handle`); bytes that arrive while it is not start the
+    header timer, unless one runs."""
+
+    def __init__(
+        self, manager: web.Server, *, header_seconds: float, max_age_seconds: float, **kwargs
+    ) -> None:
+        super().__init__(manager, **kwargs)
+        self.header_seconds = header_seconds
+        self.max_age_seconds = max_age_seconds
+        self.opened = time.monotonic()
+        self.busy = False
+        self._header_timer: asyncio.TimerHandle | None = None
+
+    def data_received(self, data: bytes) -> None:
+        if not self.busy and self._header_timer is None and data:
+            loop = asyncio.get_running_loop()
+            self._header_timer = loop.call_later(self.header_seconds, self._too_slow)
+        super().data_received(data)
+
+    def request_started(self) -> None:
+        self.busy = True
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def request_ended(self) -> None:
+        self.busy = False
+
+    def too_old(self) -> bool:
+        age = self.max_age_seconds
+        return age > 0 and time.monotonic() - self.opened > age
+
+    def _too_slow(self) -> None:
+        self._header_timer = None
+        if not self.busy:
+            log.debug("closed a connection: request headers took over %g s", self.header_seconds)
+            self.force_close()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+        super().connection_lost(exc)
+
+
+class Server(web.Server):
+    """aiohttp's low-level server making :class:`Connection` protocols."""
+
+    def __init__(self, handler, *, header_seconds: float, max_age_seconds: float, **kwargs: Any):
+        super().__init__(handler, request_factory=self._request, **kwargs)
+        self._connection_args = {
+            "header_seconds": header_seconds,
+            "max_age_seconds": max_age_seconds,
+            "max_headers": MAX_HEADERS,
+            "logger": protocol_log,
+        }
+
+    def __call__(self) -> Connection:
+        return Connection(self, loop=self._loop, **self._kwargs, **self._connection_args)
+
+    def _request(self, message, payload, protocol, writer, task) -> web.BaseRequest:
+        # called once a request's headers are complete, before its handler runs
+        if isinstance(protocol, Connection):
+            protocol.request_started()
+        return self._make_request(message, payload, protocol, writer, task)
