@@ -19,7 +19,8 @@ from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.calls import RpcConfig
 from service.config import ServerConfig
 from service.flags import parse_args
-from service.httpapi import HTTP_STATUS, ROUTES, deadline_of
+from service.httpapi import ROUTES
+from service.httpgrpc import HTTP_STATUS, deadline_of
 from service.server import ServerError
 from service.sessions import RuntimeConfig
 from tests.service.server_helpers import (

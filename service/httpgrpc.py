@@ -1,0 +1,131 @@
+"""An HTTP request as the gRPC servicer sees it (``service/httpapi.py``): the stand-in for
+the ``grpc.aio.ServicerContext`` its handlers use, ``Grpc-Timeout`` deadlines, gRPC status
+codes as HTTP statuses, and messages to and from proto3's JSON mapping."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Awaitable, Callable
+
+import grpc
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from service.errors import InvalidRequest
+from service.logs import REQUEST_ID_HEADER
+
+# google.rpc.Code -> HTTP status, as google/rpc/code.proto documents each code (and
+# grpc-gateway maps them); CANCELLED is nginx's 499 "client closed request".
+HTTP_STATUS = {
+    grpc.StatusCode.OK: 200,
+    grpc.StatusCode.CANCELLED: 499,
+    grpc.StatusCode.UNKNOWN: 500,
+    grpc.StatusCode.INVALID_ARGUMENT: 400,
+    grpc.StatusCode.DEADLINE_EXCEEDED: 504,
+    grpc.StatusCode.NOT_FOUND: 404,
+    grpc.StatusCode.ALREADY_EXISTS: 409,
+    grpc.StatusCode.PERMISSION_DENIED: 403,
+    grpc.StatusCode.UNAUTHENTICATED: 401,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: 429,
+    grpc.StatusCode.FAILED_PRECONDITION: 400,
+    grpc.StatusCode.ABORTED: 409,
+    grpc.StatusCode.OUT_OF_RANGE: 400,
+    grpc.StatusCode.UNIMPLEMENTED: 501,
+    grpc.StatusCode.INTERNAL: 500,
+    grpc.StatusCode.UNAVAILABLE: 503,
+    grpc.StatusCode.DATA_LOSS: 500,
+}
+# gRPC's timeout header: at most 8 digits and a unit (hours .. nanoseconds).
+TIMEOUT_HEADER = "Grpc-Timeout"
+_TIMEOUT = re.compile(r"([0-9]{1,8})([HMSmun])")
+_UNIT_SECONDS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
+# A parse error quotes the body; no more of it than this goes back (or into a log).
+MAX_ERROR_CHARS = 300
+
+
+class Aborted(Exception):
+    """The servicer ended the call with a status (``context.abort``)."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+class HttpContext:
+    """What the servicer asks of a ``grpc.aio.ServicerContext``, for one HTTP request.
+
+    ``deadline``: the loop's clock at the request's deadline (``None``: none);
+    ``write``: how a stream sends a message's bytes."""
+
+    def __init__(
+        self,
+        asked_id: str | None,
+        deadline: float | None,
+        write: Callable[[bytes], Awaitable[None]] | None = None,
+    ) -> None:
+        self._asked_id = asked_id
+        self._deadline = deadline
+        self._write = write
+        self.request_id = ""
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ((REQUEST_ID_HEADER, self._asked_id),) if self._asked_id else ()
+
+    def set_trailing_metadata(self, metadata) -> None:
+        self.request_id = dict(metadata).get(REQUEST_ID_HEADER, self.request_id)
+
+    def time_remaining(self) -> float | None:
+        if self._deadline is None:
+            return None
+        return self._deadline - asyncio.get_running_loop().time()
+
+    async def write(self, data: bytes) -> None:
+        assert self._write is not None, "only a stream writes"
+        await self._write(data)
+
+    async def abort(self, code: grpc.StatusCode, message: str, trailing_metadata=()) -> None:
+        raise Aborted(code, message)
+
+
+def deadline_of(header: str | None) -> float | None:
+    """The loop-clock deadline a ``Grpc-Timeout`` value sets (``None``: none); a malformed
+    one raises :class:`InvalidRequest`."""
+    if header is None:
+        return None
+    match = _TIMEOUT.fullmatch(header.strip())
+    if match is None:
+        raise InvalidRequest(
+            f"{TIMEOUT_HEADER} {header[:40]!r} is not a gRPC timeout: 1-8 digits and a unit, "
+            "H, M, S, m (ms), u (us) or n (ns), e.g. 2S or 500m"
+        )
+    seconds = int(match[1]) * _UNIT_SECONDS[match[2]]
+    return asyncio.get_running_loop().time() + seconds
+
+
+def to_json(message: Message) -> bytes:
+    """``message`` in proto3's JSON mapping, by proto field names, UTF-8."""
+    fields = json_format.MessageToDict(message, preserving_proto_field_name=True)
+    return json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def error_body(code: grpc.StatusCode, message: str) -> bytes:
+    return json.dumps(
+        {"code": code.value[0], "status": code.name, "message": message}, ensure_ascii=False
+    ).encode()
+
+
+def parse(body: bytes, request_type: type[Message]) -> bytes:
+    """``body`` (JSON) as the bytes of a ``request_type`` message, or InvalidRequest."""
+    try:
+        message = json_format.Parse(body, request_type())
+    except (json_format.ParseError, UnicodeDecodeError, RecursionError) as exc:
+        reason = str(exc)
+        if len(reason) > MAX_ERROR_CHARS:
+            reason = reason[:MAX_ERROR_CHARS] + "..."
+        name = request_type.DESCRIPTOR.full_name
+        raise InvalidRequest(
+            f"the body is not a JSON {name} (proto3 JSON mapping): {reason}"
+        ) from None
+    return message.SerializeToString()
