@@ -223,6 +223,15 @@ class HttpApi:
             if isinstance(connection, Connection):
                 connection.request_ended()
 
+    def _drained(self) -> bool:
+        """Whether the cancel just caught was :meth:`stop`'s, once the grace ran out; if so
+        the task takes it back, to answer the call."""
+        task = asyncio.current_task()
+        if not self._draining or task is None:
+            return False
+        task.uncancel()
+        return True
+
     def _cors(self, request: web.BaseRequest) -> dict[str, str]:
         """The CORS headers an answer to this request carries (none: same origin only)."""
         origin = request.headers.get("Origin")
@@ -306,7 +315,7 @@ class HttpApi:
             async with asyncio.timeout_at(deadline):
                 reply = await call(self._requests(request, route, bad_deadline), context)
         except asyncio.CancelledError:
-            if not self._draining:
+            if not self._drained():
                 raise  # the client hung up
             return _error_response(grpc.StatusCode.UNAVAILABLE, DRAINED, context.request_id)
         except Aborted as exc:
@@ -355,7 +364,7 @@ class HttpApi:
             async with asyncio.timeout_at(deadline):
                 await call(self._requests(request, route, bad_deadline), context)
         except asyncio.CancelledError:
-            if not self._draining:
+            if not self._drained():
                 raise  # the client hung up
             code, message = grpc.StatusCode.UNAVAILABLE, DRAINED
         except Aborted as exc:
