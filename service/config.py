@@ -133,6 +133,10 @@ class ServerConfig:
             raise ValueError(
                 f"--http-port {self.http_port} is also the gRPC or metrics port: choose another"
             )
+        # browsers send an origin lower-case
+        object.__setattr__(
+            self, "http_cors_origins", tuple(o.lower() for o in self.http_cors_origins)
+        )
         for origin in self.http_cors_origins:
             if origin != "*" and not re.fullmatch(r"https?://[^/\s]+", origin):
                 raise ValueError(

@@ -193,7 +193,10 @@ class HttpApi:
         for site in list(runner.sites):
             await site.stop()
         assert runner.server is not None
-        runner.server.pre_shutdown()  # idle keep-alive connections close now
+        for connection in runner.server.connections:
+            if isinstance(connection, Connection) and not connection.busy:
+                connection.force_close()  # idle: closed now, the client retries elsewhere
+        runner.server.pre_shutdown()  # busy ones close once answered
         if self._handlers:
             _, late = await asyncio.wait(set(self._handlers), timeout=grace)
             for task in late:
@@ -220,8 +223,6 @@ class HttpApi:
             return response
         finally:
             self._handlers.discard(task)
-            if isinstance(connection, Connection):
-                connection.request_ended()
 
     def _drained(self) -> bool:
         """Whether the cancel just caught was :meth:`stop`'s, once the grace ran out; if so
@@ -234,19 +235,23 @@ class HttpApi:
 
     def _cors(self, request: web.BaseRequest) -> dict[str, str]:
         """The CORS headers an answer to this request carries (none: same origin only)."""
-        origin = request.headers.get("Origin")
-        if not origin or not self._cors_origins:
+        if not self._cors_origins:
             return {}
+        # the answer depends on Origin unless any origin is allowed: caches must know
+        vary = {} if "*" in self._cors_origins else {"Vary": "Origin"}
+        origin = request.headers.get("Origin", "").lower()
+        if not origin:
+            return vary
         if "*" in self._cors_origins:
             allowed = "*"
         elif origin in self._cors_origins:
             allowed = origin
         else:
-            return {}
+            return vary
         return {
             "Access-Control-Allow-Origin": allowed,
             "Access-Control-Expose-Headers": REQUEST_ID_HEADER,
-            "Vary": "Origin",
+            **vary,
         }
 
     def _preflight(self, request: web.BaseRequest) -> web.StreamResponse:
@@ -256,7 +261,8 @@ class HttpApi:
             verbs = ["GET"]
         if not verbs:
             return _error_response(grpc.StatusCode.NOT_FOUND, f"no route {request.path[:100]}")
-        if not self._cors(request):
+        allowed = self._cors(request)
+        if "Access-Control-Allow-Origin" not in allowed:
             return _error_response(
                 grpc.StatusCode.PERMISSION_DENIED,
                 f"origin {request.headers.get('Origin', '')[:100]!r} may not call this API "
@@ -265,6 +271,7 @@ class HttpApi:
         return web.Response(
             status=204,
             headers={
+                **allowed,
                 "Access-Control-Allow-Methods": ", ".join(verbs),
                 "Access-Control-Allow-Headers": CORS_REQUEST_HEADERS,
                 "Access-Control-Max-Age": "600",

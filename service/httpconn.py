@@ -21,7 +21,8 @@ import time
 from typing import Any
 
 from aiohttp import web
-from aiohttp.web_protocol import RequestHandler
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +30,15 @@ log = logging.getLogger(__name__)
 # add up to 1 MB a connection); browsers and proxies send a few dozen at most.
 MAX_HEADERS = 64
 BAD_REQUEST_LOG_SECONDS = 60.0
+# What a malformed request raises: its headers, or its chunked or gzip framing.
+MALFORMED = (HttpProcessingError, RequestPayloadError)
 
 
 class _OncePerPeriod(logging.Filter):
-    """Lets one record through per ``period`` seconds, without its traceback, counting
-    the ones it held back: aiohttp logs each malformed request at ERROR with a stack."""
+    """Of the records about malformed requests (:data:`MALFORMED`: aiohttp logs
+    each at ERROR with a stack), lets one through per ``period`` seconds as a warning
+    without its traceback, counting the ones it held back. Any other record (a real error
+    in a handler) passes as it is."""
 
     def __init__(self, period: float) -> None:
         super().__init__()
@@ -42,6 +47,8 @@ class _OncePerPeriod(logging.Filter):
         self._held = 0
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if not (record.exc_info and isinstance(record.exc_info[1], MALFORMED)):
+            return True
         now = time.monotonic()
         if now < self._next:
             self._held += 1
@@ -64,9 +71,10 @@ protocol_log.addFilter(_OncePerPeriod(BAD_REQUEST_LOG_SECONDS))
 class Connection(RequestHandler):
     """aiohttp's HTTP/1.1 protocol with a deadline on each request's headers and an age.
 
-    ``busy`` is set from the request's creation (its headers are complete) to the end of
-    its handler (:meth:`HttpApi._handle`); bytes that arrive while it is not start the
-    header timer, unless one runs."""
+    ``busy`` is set from the request's creation (its headers are complete) until its
+    answer is written; bytes that arrive while it is not start the header timer, unless
+    one runs. (Bytes of a next request that come with or during one are not timed: a
+    partial request pipelined behind a complete one waits for the keep-alive timeout.)"""
 
     def __init__(
         self, manager: web.Server, *, header_seconds: float, max_age_seconds: float, **kwargs
@@ -90,8 +98,11 @@ class Connection(RequestHandler):
             self._header_timer.cancel()
             self._header_timer = None
 
-    def request_ended(self) -> None:
-        self.busy = False
+    async def finish_response(self, request, resp, start_time):
+        try:
+            return await super().finish_response(request, resp, start_time)
+        finally:
+            self.busy = False  # written: what comes next is a new request
 
     def too_old(self) -> bool:
         age = self.max_age_seconds

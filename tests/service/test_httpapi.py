@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import socket
 import ssl
 import threading
@@ -433,6 +434,37 @@ def test_drain_answers_what_outlasts_the_grace_503_in_time(server_factory, tiny_
     assert requests_counted(server, "TranslateStream", "CANCELLED") == 1
 
 
+def test_drain_closes_idle_keep_alive_connections_at_once(server_factory, tiny_bundle, monkeypatch):
+    server = server_factory(server={"http_port": 0, "drain_announce": 0.0}, max_target_length=4000)
+    slow_decoder(monkeypatch, server)  # the busy call outlasts the grace
+    port = server.http_port
+    idle = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+    idle.request("GET", "/v1/health/live")
+    idle.getresponse().read()  # answered; the connection stays open, idle
+    long = {"min_length": 3999, "max_length": 4000, "max_length_ratio": 100.0, "beam_size": 5}
+    with ThreadPoolExecutor(1) as pool:
+        busy = pool.submit(
+            call,
+            port,
+            "POST",
+            "/v1/translate",
+            {"texts": [tiny_bundle.sentences[LOOP_SENTENCE]], "options": long},
+        )
+        reg = server.registry
+        assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") >= 5, timeout=10)
+        stopping = threading.Thread(target=server.stop, args=(5.0,))
+        start = time.monotonic()
+        stopping.start()
+        try:
+            # closed while the busy call still has its grace, not at the grace's end
+            assert idle.sock.recv(1) == b""
+            assert time.monotonic() - start < 2.5 and stopping.is_alive()
+        finally:
+            stopping.join()
+            idle.close()
+        assert busy.result(timeout=10)[0] == 503
+
+
 def test_slow_headers_close_the_connection_and_big_ones_are_refused(server_factory, caplog):
     server = server_factory(server={"http_port": 0, "rpc": RpcConfig(receive_timeout=0.5)})
     port = server.http_port
@@ -459,6 +491,23 @@ def test_slow_headers_close_the_connection_and_big_ones_are_refused(server_facto
     lines = [r for r in caplog.records if r.name.startswith("service.httpconn")]
     assert len(lines) <= 1 and not any(r.exc_info for r in lines)
     assert call(port, "GET", "/v1/health/live")[0] == 200
+
+
+def test_a_real_error_is_logged_whole_and_malformed_requests_are_condensed(
+    server_factory, caplog, monkeypatch
+):
+    from service import httpapi
+
+    server = server_factory(server={"http_port": 0})
+
+    async def broken(self, request):
+        raise RuntimeError("a bug in a handler")
+
+    monkeypatch.setattr(httpapi.HttpApi, "_route", broken)
+    caplog.clear()
+    assert call(server.http_port, "GET", "/v1/models")[0] == 500
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert any(r.exc_info and "a bug in a handler" in str(r.exc_info[1]) for r in errors)
 
 
 def _readable(sock: socket.socket) -> bool:
@@ -545,7 +594,7 @@ def test_a_wildcard_host_serves_both_families(server_factory):
         conn.close()
 
 
-@pytest.mark.parametrize("origins", [("https://app.example.com",), ("*",)])
+@pytest.mark.parametrize("origins", [("https://App.Example.com",), ("*",)])
 def test_cors_lets_the_named_origins_call(server_factory, origins):
     server = server_factory(server={"http_port": 0, "http_cors_origins": origins})
     port, page = server.http_port, "https://app.example.com"
@@ -577,6 +626,9 @@ def test_cors_lets_the_named_origins_call(server_factory, origins):
         assert status == 403 and "access-control-allow-origin" not in headers
         status, headers, _ = call(port, "POST", "/v1/translate", {"texts": ["Hi."]}, other)
         assert status == 200 and "access-control-allow-origin" not in headers
+        # a cache between must know the answer depends on Origin, whatever it was
+        assert headers["vary"] == "Origin"
+        assert call(port, "GET", "/v1/health/live")[1]["vary"] == "Origin"
 
 
 def test_without_cors_no_page_elsewhere_may_call(server):
