@@ -450,7 +450,11 @@ class TranslationServer:
         stopping = [self.grpc_server.stop(grace)]
         if self.http is not None:
             stopping.append(self.http.stop(grace))
-        await asyncio.gather(*stopping)
+        # side by side; one port failing to close must not leave the other open or the
+        # rest of the shutdown undone
+        for outcome in await asyncio.gather(*stopping, return_exceptions=True):
+            if isinstance(outcome, Exception):
+                log.error("closing a port failed", exc_info=outcome)
         current = asyncio.current_task()
         pending = [t for t in asyncio.all_tasks() if t is not current]
         if pending:
