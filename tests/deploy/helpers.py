@@ -195,9 +195,19 @@ def _sub_once(pattern: str, replacement: str, text: str) -> str:
     return new
 
 
-def local_nginx_conf(template: str, backends: Sequence[int], listen: int, prefix: Path) -> str:
+def local_nginx_conf(
+    template: str,
+    backends: Sequence[int],
+    listen: int,
+    prefix: Path,
+    *,
+    http_backends: Sequence[int] = (),
+    http_listen: int = 0,
+) -> str:
     """deploy/nginx/nginx.conf for 127.0.0.1: the replica upstream becomes ``backends``,
-    the listener 127.0.0.1:``listen``, and pid, logs and temp files live under ``prefix``."""
+    the listener 127.0.0.1:``listen``, and pid, logs and temp files live under ``prefix``;
+    the HTTP upstream ``http_backends`` (default: port 9, which nobody serves) and its
+    listener 127.0.0.1:``http_listen`` (default: any free port)."""
     conf = _sub_once(r"^pid\s+[^;]*;", f"pid {prefix / 'nginx.pid'};", template)
     conf = _sub_once(r"^error_log\s+[^;]*;", f"error_log {prefix / 'error.log'} notice;", conf)
     temp = "".join(
@@ -213,6 +223,16 @@ def local_nginx_conf(template: str, backends: Sequence[int], listen: int, prefix
         conf,
     )
     conf = _sub_once(r"^(\s*)listen\s+50051\s+http2;", rf"\1listen 127.0.0.1:{listen} http2;", conf)
+    conf = _sub_once(
+        r"^(\s*)server\s+translator-replica:8000([^;]*);",
+        "".join(rf"\1server 127.0.0.1:{port}\2;" + "\n" for port in http_backends or [9]).rstrip(
+            "\n"
+        ),
+        conf,
+    )
+    conf = _sub_once(
+        r"^(\s*)listen\s+8000;", rf"\1listen 127.0.0.1:{http_listen or free_port()};", conf
+    )
     conf = _sub_once(r"^worker_processes\s+[^;]*;", "worker_processes 1;", conf)
     if os.geteuid() == 0:  # workers as root can use the test's private tmp dir
         conf = "user root;\n" + re.sub(r"^user\s+[^;]*;\n", "", conf, flags=re.M)

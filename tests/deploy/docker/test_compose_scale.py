@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.deploy.docker.client import Stream, translate
+from tests.deploy.docker.client import SENTENCES, Stream, http_translate, translate
 from tests.deploy.helpers import NGINX_CONF, wait_until
 
 log = logging.getLogger(__name__)
@@ -80,6 +80,21 @@ def test_both_replicas_serve_behind_the_lb(docker, replicas, lb_port):
     gained = [ok_calls(docker, r) - b for r, b in zip(replicas, before, strict=True)]
     assert all(g > 0 for g in gained), gained
     assert sum(gained) == len(calls), (gained, len(calls))
+
+
+def test_the_http_api_is_balanced_too(docker, replicas, lb_port, compose_env):
+    """The load balancer's :8000 spreads HTTP/JSON calls over the replicas' HTTP ports."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    port = int(compose_env["NMT_HTTP_HOST_PORT"])
+    before = [ok_calls(docker, r) for r in replicas]
+    calls = 24
+    with ThreadPoolExecutor(4) as pool:  # 4 clients, a connection a call
+        answers = list(pool.map(lambda i: http_translate(port, SENTENCES[i % 4]), range(calls)))
+    assert all(text.strip() and ready == "SERVING" for text, ready in answers), answers
+    gained = [ok_calls(docker, r) - b for r, b in zip(replicas, before, strict=True)]
+    assert all(g > 0 for g in gained), gained
+    assert sum(gained) == calls, (gained, calls)
 
 
 def lb_access(log: str) -> dict[str, tuple[str, str]]:
