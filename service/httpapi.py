@@ -98,11 +98,19 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("GET", "/v1/models"): Route("ListModels", pb.ListModelsRequest, pb.ListModelsResponse),
 }
 LIVE, READY = "/v1/health/live", "/v1/health/ready"
+GET_ONLY = (LIVE, READY, "/")  # health and the demo page
 PAGE = Path(__file__).resolve().parent / "static" / "index.html"
 ROUTE_LIST = ", ".join(
     [f"{verb} {path}" for verb, path in ROUTES]
     + [f"GET {LIVE}", f"GET {READY}", "GET / (a demo page)"]
 )
+
+
+def verbs_of(path: str) -> list[str]:
+    """The methods ``path`` takes (none: no such route)."""
+    if path in GET_ONLY:
+        return ["GET"]
+    return [verb for verb, route_path in ROUTES if route_path == path]
 
 
 class HttpApiError(RuntimeError):
@@ -256,9 +264,7 @@ class HttpApi:
 
     def _preflight(self, request: web.BaseRequest) -> web.StreamResponse:
         """A browser's OPTIONS before a cross-origin call (``--http-cors-origins``)."""
-        verbs = [verb for verb, path in ROUTES if path == request.path]
-        if request.path in (LIVE, READY, "/"):
-            verbs = ["GET"]
+        verbs = verbs_of(request.path)
         if not verbs:
             return _error_response(grpc.StatusCode.NOT_FOUND, f"no route {request.path[:100]}")
         allowed = self._cors(request)
@@ -281,13 +287,6 @@ class HttpApi:
     async def _route(self, request: web.BaseRequest) -> web.StreamResponse:
         if request.method == "OPTIONS" and self._cors_origins:
             return self._preflight(request)
-        if request.path in (LIVE, READY, "/") and request.method != "GET":
-            return _error_response(
-                grpc.StatusCode.UNIMPLEMENTED,
-                f"{request.path} takes GET",
-                status=405,
-                headers={"Allow": "GET"},
-            )
         if request.method == "GET" and request.path in (LIVE, READY):
             up = request.path == LIVE or self._serving()
             status = "SERVING" if up else "NOT_SERVING"
@@ -296,8 +295,7 @@ class HttpApi:
             return web.Response(body=self._page, content_type="text/html", charset="utf-8")
         route = ROUTES.get((request.method, request.path))
         if route is None:
-            verbs = [verb for verb, path in ROUTES if path == request.path]
-            if verbs:
+            if verbs := verbs_of(request.path):
                 return _error_response(
                     grpc.StatusCode.UNIMPLEMENTED,
                     f"{request.path} takes {' or '.join(verbs)}",
