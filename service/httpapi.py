@@ -17,6 +17,7 @@ POST   ``/v1/score``             ``ScoreRequest`` -> ``ScoreResponse``
 GET    ``/v1/models``            ``ListModelsResponse``
 GET    ``/v1/health/live``       200 while the server runs
 GET    ``/v1/health/ready``      200 ``SERVING`` or 503 ``NOT_SERVING``, as gRPC health
+GET    ``/v1/openapi.json``      this API as OpenAPI 3.1 (generated: ``service/openapi.py``)
 GET    ``/``                     a demo page (``service/static/index.html``) that
                                  translates through ``/v1/translate`` and draws attention
 =====  ========================  =================================================
@@ -97,12 +98,15 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("POST", "/v1/score"): Route("Score", pb.ScoreRequest, pb.ScoreResponse),
     ("GET", "/v1/models"): Route("ListModels", pb.ListModelsRequest, pb.ListModelsResponse),
 }
-LIVE, READY = "/v1/health/live", "/v1/health/ready"
-GET_ONLY = (LIVE, READY, "/")  # health and the demo page
-PAGE = Path(__file__).resolve().parent / "static" / "index.html"
+LIVE, READY, OPENAPI = "/v1/health/live", "/v1/health/ready", "/v1/openapi.json"
+GET_ONLY = (LIVE, READY, OPENAPI, "/")  # health, this API's description, the demo page
+STATIC = Path(__file__).resolve().parent / "static"
+PAGE = STATIC / "index.html"
+# generated from translator.proto and ROUTES by service/openapi.py
+OPENAPI_FILE = STATIC / "openapi.json"
 ROUTE_LIST = ", ".join(
     [f"{verb} {path}" for verb, path in ROUTES]
-    + [f"GET {LIVE}", f"GET {READY}", "GET / (a demo page)"]
+    + [f"GET {LIVE}", f"GET {READY}", f"GET {OPENAPI}", "GET / (a demo page)"]
 )
 
 
@@ -142,6 +146,7 @@ class HttpApi:
         self._max_age_seconds = max_age_seconds
         self._runner: web.ServerRunner | None = None
         self._page = PAGE.read_bytes()
+        self._openapi = OPENAPI_FILE.read_bytes()
         self._handlers: set[asyncio.Task] = set()
         self._draining = False
 
@@ -293,6 +298,8 @@ class HttpApi:
             return web.json_response({"status": status}, status=200 if up else 503)
         if request.method == "GET" and request.path == "/":
             return web.Response(body=self._page, content_type="text/html", charset="utf-8")
+        if request.method == "GET" and request.path == OPENAPI:
+            return web.Response(body=self._openapi, content_type="application/json")
         route = ROUTES.get((request.method, request.path))
         if route is None:
             if verbs := verbs_of(request.path):

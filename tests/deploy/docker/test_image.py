@@ -4,11 +4,13 @@ published ports, clean start log, pinned runtime, and a clean exit on `docker st
 
 from __future__ import annotations
 
+import http.client
 import subprocess
 from collections.abc import Iterator
 
 import pytest
 
+from service.httpapi import OPENAPI, OPENAPI_FILE, PAGE
 from tests.committed import EN_ES_INT8_VERSION
 from tests.deploy.docker.client import SENTENCES, http_translate, list_models, translate
 from tests.deploy.docker.conftest import dockerfile_arg
@@ -59,6 +61,15 @@ def test_serves_the_http_api_on_8000(docker, container):
     for sentence in SENTENCES[:2]:
         (want,) = translate(grpc_port, sentence)
         assert http_translate(http_port, sentence) == (want, "SERVING")
+    # the installed package carries its static files: the demo page and the API's document
+    for path, local in (("/", PAGE), (OPENAPI, OPENAPI_FILE)):
+        conn = http.client.HTTPConnection("127.0.0.1", http_port, timeout=30)
+        try:
+            conn.request("GET", path)
+            response = conn.getresponse()
+            assert (response.status, response.read()) == (200, local.read_bytes()), path
+        finally:
+            conn.close()
 
 
 def test_serves_metrics_counting_the_calls(docker, container):
