@@ -1,4 +1,4 @@
-"""Locust load test of the ``nmt.v1.Translator`` gRPC service.
+"""Locust load test of the ``nmt.v1.Translator`` service, over gRPC or its HTTP/JSON API.
 
 Headless run, 32 users for 60 s, statistics in /tmp/nmt_stats.csv (and _failures, _history):
 
@@ -6,16 +6,19 @@ Headless run, 32 users for 60 s, statistics in /tmp/nmt_stats.csv (and _failures
         --host 127.0.0.1:50051 --csv /tmp/nmt --only-summary
 
 ``--host`` is ``HOST:PORT`` (a ``grpc://`` prefix is accepted, ``grpcs://`` uses TLS with
-the system roots). Each user keeps one channel and loops over three weighted tasks:
+the system roots), or ``http://HOST:PORT`` (``https://``) for the HTTP/JSON API
+(``nmt-serve --http-port``): the same tasks, each a ``POST /v1/translate``. Each user
+keeps one channel (one keep-alive connection) and loops over three weighted tasks:
 
 * ``Translate greedy short`` (6): a sentence from the shorter half of the file, greedy;
 * ``Translate beam5 long`` (3): a sentence from the longest quarter, beam 5 with scores;
 * ``Translate beam5 attention`` (1): any sentence, beam 5, attention matrix returned.
 
 A gRPC client interceptor times every RPC and fires Locust's ``request`` event named
-after its task. ``RESOURCE_EXHAUSTED`` (the server's overload answer: queue full or too
-many in flight) is reported as ``<task> [RESOURCE_EXHAUSTED]``, a row of its own, so
-overload is never mixed up with other failures.
+after its task (over HTTP, Locust's own client does). ``RESOURCE_EXHAUSTED`` (the server's
+overload answer: queue full or too many in flight; HTTP 429) is reported as ``<task>
+[RESOURCE_EXHAUSTED]``, a row of its own, so overload is never mixed up with other
+failures; an HTTP failure is reported by the gRPC status its error body names.
 
 Options (flag, environment variable, default):
 
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import json
 import logging
 import random
 import re
@@ -46,10 +50,13 @@ from typing import Any
 
 import grpc
 import grpc.experimental.gevent as grpc_gevent
+from google.protobuf import json_format
 from locust import User, events, task
+from locust.contrib.fasthttp import FastHttpSession
 from locust.env import Environment
 from locust.runners import WorkerRunner
 
+from nmt_api import TIMEOUT_HEADER
 from nmt_client import DecodeOptions, Translator, TranslatorError
 
 # Locust users are greenlets: gRPC must yield to gevent instead of blocking the process.
@@ -79,15 +86,34 @@ def default_sentences() -> Path:
     return PRETRAINED_SENTENCES if PRETRAINED_SENTENCES.is_file() else SAMPLE_SENTENCES
 
 
-def parse_target(host: str | None) -> tuple[str, bool]:
-    """``(HOST:PORT, tls)`` from Locust's ``--host`` (``grpc://`` and ``grpcs://`` allowed)."""
+@dataclass(frozen=True)
+class Target:
+    """Where Locust's ``--host`` points: ``HOST:PORT``, over TLS or not, by gRPC or HTTP."""
+
+    address: str
+    tls: bool
+    http: bool
+
+    @property
+    def base_url(self) -> str:
+        return f"{'https' if self.tls else 'http'}://{self.address}"
+
+
+def parse_target(host: str | None) -> Target:
+    """The :class:`Target` of Locust's ``--host``: ``HOST:PORT``, ``grpc://`` or
+    ``grpcs://HOST:PORT`` (gRPC), ``http://`` or ``https://HOST:PORT`` (the HTTP API)."""
     if not host:
         raise ValueError("give the server as --host HOST:PORT, e.g. --host 127.0.0.1:50051")
-    tls = host.startswith("grpcs://")
-    target = re.sub(r"^grpcs?://", "", host.strip()).rstrip("/")
-    if not re.fullmatch(r"[^\s/]+:\d+", target):
-        raise ValueError(f"--host must be HOST:PORT (optionally grpc://HOST:PORT), got {host!r}")
-    return target, tls
+    scheme, _, rest = host.strip().rpartition("://")
+    if scheme not in ("", "grpc", "grpcs", "http", "https"):
+        raise ValueError(f"--host: unknown scheme {scheme!r}: use grpc, grpcs, http or https")
+    address = rest.rstrip("/")
+    if not re.fullmatch(r"[^\s/]+:\d+", address):
+        raise ValueError(
+            "--host must be HOST:PORT (optionally grpc://HOST:PORT, or http://HOST:PORT for "
+            f"the HTTP API), got {host!r}"
+        )
+    return Target(address, tls=scheme in ("grpcs", "https"), http=scheme.startswith("http"))
 
 
 @dataclass(frozen=True)
@@ -232,8 +258,93 @@ def load_corpus(environment: Environment, **_kwargs: Any) -> None:
     )
 
 
+class GrpcTranslate:
+    """The tasks over gRPC: one channel, a :class:`nmt_client.Translator` per task on it,
+    each call timed and reported by :class:`LocustInterceptor`."""
+
+    def __init__(self, user: User, target: Target, model: str, timeout: float) -> None:
+        options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+        if target.tls:
+            credentials = grpc.ssl_channel_credentials()
+            self.channel = grpc.secure_channel(target.address, credentials, options)
+        else:
+            self.channel = grpc.insecure_channel(target.address, options)
+        interceptor = LocustInterceptor(user.environment.events)
+        intercepted = grpc.intercept_channel(self.channel, interceptor)
+        # The task's name goes with every call for the interceptor; a failed call is
+        # reported, never sent again.
+        self.translators = {
+            name: Translator(
+                target.address,
+                channel=intercepted,
+                metadata=((NAME_KEY, name),),
+                retries=0,
+                timeout=timeout,
+                model=model or None,
+            )
+            for name in TASKS
+        }
+
+    def translate(self, name: str, text: str) -> None:
+        with contextlib.suppress(TranslatorError):  # the interceptor reported it
+            self.translators[name].translate([text], options=TASKS[name])
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+def http_failure(status: int, body: bytes, error: Exception | None) -> RpcFailure:
+    """An HTTP answer other than 200 as the gRPC status its error body names (a body that
+    is not the server's error object, e.g. a proxy's page: UNKNOWN with the HTTP status)."""
+    try:
+        answer = json.loads(body)
+        return RpcFailure(grpc.StatusCode[answer["status"]], answer["message"])
+    except (ValueError, KeyError, TypeError):
+        text = body[:100].decode(errors="replace")
+        reason = text if error is None else type(error).__name__
+        return RpcFailure(grpc.StatusCode.UNKNOWN, f"HTTP {status}: {reason}")
+
+
+class HttpTranslate:
+    """The tasks over the HTTP/JSON API: ``POST /v1/translate`` on one keep-alive
+    connection, timed and reported by Locust's own HTTP client."""
+
+    def __init__(self, user: User, target: Target, model: str, timeout: float) -> None:
+        self.session = FastHttpSession(
+            target.base_url,
+            user.environment.events.request,
+            user=user,
+            insecure=False,
+            connection_timeout=timeout,
+            network_timeout=timeout,
+        )
+        # the same deadline a gRPC call carries, as grpc-gateway takes it
+        self.headers = {TIMEOUT_HEADER: f"{max(1, round(timeout * 1000))}m"}
+        extra = {"model": model} if model else {}
+        self.bodies = {
+            name: {**extra, "options": json_format.MessageToDict(options.to_proto())}
+            for name, options in TASKS.items()
+        }
+
+    def translate(self, name: str, text: str) -> None:
+        body = {"texts": [text], **self.bodies[name]}
+        with self.session.post(
+            "/v1/translate", json=body, name=name, headers=self.headers, catch_response=True
+        ) as response:
+            if response.status_code == 200:
+                response.success()
+                return
+            failure = http_failure(response.status_code, response.content or b"", response.error)
+            if failure.code == OVERLOAD:
+                response.request_meta["name"] = name + OVERLOAD_SUFFIX
+            response.failure(failure)
+
+    def close(self) -> None:
+        self.session.client.clientpool.close()
+
+
 class TranslatorUser(User):
-    """One client with its own channel, translating one sentence per RPC."""
+    """One client with its own channel (or HTTP connection), one sentence per call."""
 
     def __init__(self, environment: Environment) -> None:
         super().__init__(environment)
@@ -243,43 +354,23 @@ class TranslatorUser(User):
         self.model = str(_option(environment, "model", ""))
         self.timeout = float(_option(environment, "rpc_timeout", 30.0))
         self.think_time = float(_option(environment, "think_time", 0.0))
-        self.channel: grpc.Channel | None = None
-        self.translators: dict[str, Translator] = {}
+        self.client: GrpcTranslate | HttpTranslate | None = None
 
     def wait_time(self) -> float:
         return self.think_time
 
     def on_start(self) -> None:
-        target, tls = parse_target(self.host)
-        options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
-        if tls:
-            self.channel = grpc.secure_channel(target, grpc.ssl_channel_credentials(), options)
-        else:
-            self.channel = grpc.insecure_channel(target, options)
-        intercepted = grpc.intercept_channel(
-            self.channel, LocustInterceptor(self.environment.events)
-        )
-        # One translator per task on the user's channel: the task's name goes with every
-        # call for the interceptor; a failed call is reported, never sent again.
-        self.translators = {
-            name: Translator(
-                target,
-                channel=intercepted,
-                metadata=((NAME_KEY, name),),
-                retries=0,
-                timeout=self.timeout,
-                model=self.model or None,
-            )
-            for name in TASKS
-        }
+        target = parse_target(self.host)
+        transport = HttpTranslate if target.http else GrpcTranslate
+        self.client = transport(self, target, self.model, self.timeout)
 
     def on_stop(self) -> None:
-        if self.channel is not None:
-            self.channel.close()
+        if self.client is not None:
+            self.client.close()
 
     def _translate(self, name: str, pool: Sequence[str]) -> None:
-        with contextlib.suppress(TranslatorError):  # the interceptor reported it
-            self.translators[name].translate([self.rng.choice(pool)], options=TASKS[name])
+        assert self.client is not None, "on_start made it"
+        self.client.translate(name, self.rng.choice(pool))
 
     @task(6)
     def greedy_short(self) -> None:

@@ -17,7 +17,17 @@ NOT_READY_HINT = "retry shortly"
 # Metadata key of a call's request id: sent by a client that wants to name its call,
 # returned by the server in the trailing metadata of every call (errors included).
 REQUEST_ID_HEADER = "x-request-id"
+# The HTTP/JSON API's header for a call's deadline, as grpc-gateway reads it: 1-8 digits
+# and a unit, H, M, S, m (ms), u (us) or n (ns), e.g. 2S or 500m.
+TIMEOUT_HEADER = "Grpc-Timeout"
 # The longest n-gram DecodeOptions.block_ngram_repeat may name.
 MAX_BLOCK_NGRAM = 32
 
-__all__ = ["MAX_BLOCK_NGRAM", "NOT_READY_HINT", "REQUEST_ID_HEADER", "RETRY_HINT", "SERVICE_NAME"]
+__all__ = [
+    "MAX_BLOCK_NGRAM",
+    "NOT_READY_HINT",
+    "REQUEST_ID_HEADER",
+    "RETRY_HINT",
+    "SERVICE_NAME",
+    "TIMEOUT_HEADER",
+]

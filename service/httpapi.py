@@ -45,6 +45,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestPayloadError
 from google.protobuf.message import Message
 
+from nmt_api import TIMEOUT_HEADER
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.calls import RpcConfig
 from service.errors import InvalidRequest, TooLarge
@@ -52,7 +53,6 @@ from service.httpconn import Connection, Server
 from service.httpgrpc import (
     HTTP_STATUS,
     MAX_ERROR_CHARS,
-    TIMEOUT_HEADER,
     Aborted,
     HttpContext,
     deadline_of,

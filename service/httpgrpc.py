@@ -13,6 +13,7 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from nmt_api import TIMEOUT_HEADER
 from service.errors import InvalidRequest
 from service.logs import REQUEST_ID_HEADER
 
@@ -37,9 +38,8 @@ HTTP_STATUS = {
     grpc.StatusCode.UNAVAILABLE: 503,
     grpc.StatusCode.DATA_LOSS: 500,
 }
-# gRPC's timeout header: at most 8 digits and a unit (hours .. nanoseconds).
-TIMEOUT_HEADER = "Grpc-Timeout"
-_TIMEOUT = re.compile(r"([0-9]{1,8})([HMSmun])")
+# TIMEOUT_HEADER's value: at most 8 digits and a unit (hours .. nanoseconds).
+TIMEOUT_VALUE = re.compile(r"([0-9]{1,8})([HMSmun])")
 _UNIT_SECONDS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
 # A parse error quotes the body; no more of it than this goes back (or into a log).
 MAX_ERROR_CHARS = 300
@@ -94,7 +94,7 @@ def deadline_of(header: str | None) -> float | None:
     one raises :class:`InvalidRequest`."""
     if header is None:
         return None
-    match = _TIMEOUT.fullmatch(header.strip())
+    match = TIMEOUT_VALUE.fullmatch(header.strip())
     if match is None:
         raise InvalidRequest(
             f"{TIMEOUT_HEADER} {header[:40]!r} is not a gRPC timeout: 1-8 digits and a unit, "

@@ -22,8 +22,9 @@ from typing import Any
 import grpc
 from google.protobuf import descriptor_pb2
 
+from nmt_api import TIMEOUT_HEADER
 from service.httpapi import LIVE, OPENAPI, READY, ROUTES, Route
-from service.httpgrpc import TIMEOUT_HEADER
+from service.httpgrpc import TIMEOUT_VALUE
 from service.logs import REQUEST_ID_HEADER
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -194,7 +195,7 @@ def _operation(route: Route, comments: dict[tuple[int, ...], str], methods: list
                 "in": "header",
                 "description": "the call's deadline as gRPC writes it: 1-8 digits and a unit "
                 "(H, M, S, m, u, n), e.g. 2S or 500m",
-                "schema": {"type": "string", "pattern": "^[0-9]{1,8}[HMSmun]$"},
+                "schema": {"type": "string", "pattern": f"^{TIMEOUT_VALUE.pattern}$"},
             },
             {
                 "name": REQUEST_ID_HEADER,

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.deploy.helpers import LOCUSTFILE, ROOT
 
 OVERLOAD_SUFFIX = " [RESOURCE_EXHAUSTED]"
@@ -63,12 +65,21 @@ def aggregated(stats: list[dict[str, str]]) -> dict[str, str]:
     return row
 
 
-def test_locust_smoke_run_passes_its_slo(server_factory, tmp_path):
+def host(server, transport: str) -> str:
+    """Locust's ``--host`` for the server's gRPC port or its HTTP/JSON API."""
+    if transport == "http":
+        return f"http://127.0.0.1:{server.http_port}"
+    return f"127.0.0.1:{server.port}"
+
+
+@pytest.mark.parametrize("transport", ["grpc", "http"])
+def test_locust_smoke_run_passes_its_slo(server_factory, tmp_path, transport):
     # The tiny test model's 120-piece vocabulary turns long sample sentences into more
     # than the default 128 source pieces; a real model does not.
-    server = server_factory(max_source_tokens=1024)
+    server = server_factory(max_source_tokens=1024, server={"http_port": 0})
+    before = requests_counted(server)
     result, stats, failures = locust(
-        tmp_path, f"127.0.0.1:{server.port}", seconds=15, NMT_SLO_P95_MS="20000"
+        tmp_path, host(server, transport), seconds=15, NMT_SLO_P95_MS="20000"
     )
     log = result.stderr[-4000:]
     assert result.returncode == 0, log
@@ -83,15 +94,31 @@ def test_locust_smoke_run_passes_its_slo(server_factory, tmp_path):
         "Translate beam5 attention",
     }, names
     assert "SLO met" in result.stderr
+    # through the transport asked for (Locust's HTTP client reports POST), to the server
+    assert {r["Type"] for r in stats if r["Name"] != "Aggregated"} == {
+        "http": {"POST"},
+        "grpc": {"grpc"},
+    }[transport]
+    assert requests_counted(server) - before >= int(total["Request Count"])
 
 
-def test_locust_reports_overload_under_its_own_name(server_factory, tmp_path):
-    server = server_factory()
+def requests_counted(server) -> float:
+    return (
+        server.registry.get_sample_value(
+            "nmt_requests_total", {"method": "Translate", "code": "OK"}
+        )
+        or 0.0
+    )
+
+
+@pytest.mark.parametrize("transport", ["grpc", "http"])
+def test_locust_reports_overload_under_its_own_name(server_factory, tmp_path, transport):
+    server = server_factory(server={"http_port": 0})
     server.servicer._inflight = 1 << 30  # every translation is refused: RESOURCE_EXHAUSTED
     sentences = tmp_path / "sentences.txt"
     sentences.write_text("A small house.\nThe dog barked at the man in the garden.\n")
     result, stats, failures = locust(
-        tmp_path, f"127.0.0.1:{server.port}", seconds=4, NMT_SENTENCES=str(sentences)
+        tmp_path, host(server, transport), seconds=4, NMT_SENTENCES=str(sentences)
     )
     assert result.returncode == 1, result.stderr[-4000:]
     assert "SLO violated" in result.stderr and str(sentences) in result.stderr
@@ -112,3 +139,25 @@ def test_locust_fails_the_run_when_p95_misses_the_target(server_factory, tmp_pat
     assert result.returncode == 1, result.stderr[-4000:]
     assert "SLO violated: p95" in result.stderr
     assert int(aggregated(stats)["Request Count"]) > 0 and failures == []
+
+
+@pytest.mark.parametrize(
+    "given, match",
+    [
+        ("ftp://127.0.0.1:50051", "unknown scheme 'ftp'"),
+        ("http://127.0.0.1", "must be HOST:PORT"),
+        ("127.0.0.1:port", "must be HOST:PORT"),
+    ],
+)
+def test_a_bad_host_is_one_clear_error(given, match):
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "-t", "1s"]
+    result = subprocess.run(
+        [*cmd, "--host", given],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert match in result.stderr and "Traceback" not in result.stderr, result.stderr[-2000:]
