@@ -5,6 +5,8 @@ imports neither."""
 
 from __future__ import annotations
 
+from nmt_api.nmt.v1 import translator_pb2 as _pb
+
 # The gRPC service name of ``nmt.v1.Translator`` (also its health-check service name).
 SERVICE_NAME = "nmt.v1.Translator"
 # Ends the message of every RESOURCE_EXHAUSTED that the server sends because it is busy
@@ -22,8 +24,16 @@ REQUEST_ID_HEADER = "x-request-id"
 TIMEOUT_HEADER = "Grpc-Timeout"
 # The longest n-gram DecodeOptions.block_ngram_repeat may name.
 MAX_BLOCK_NGRAM = 32
+# LengthPenaltyForm's values by the names the client library, the server's decoding
+# options and the manifests give them (LENGTH_PENALTY_GNMT: "gnmt"); unspecified has none.
+LENGTH_PENALTY_FORMS: dict[str, int] = {
+    value.name.removeprefix("LENGTH_PENALTY_").lower(): value.number
+    for value in _pb.LengthPenaltyForm.DESCRIPTOR.values
+    if value.number != _pb.LENGTH_PENALTY_FORM_UNSPECIFIED
+}
 
 __all__ = [
+    "LENGTH_PENALTY_FORMS",
     "MAX_BLOCK_NGRAM",
     "NOT_READY_HINT",
     "REQUEST_ID_HEADER",

@@ -11,12 +11,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
+from nmt_api import LENGTH_PENALTY_FORMS
 from nmt_api.nmt.v1 import translator_pb2 as pb
 
 Strategy = Literal["greedy", "beam"]
 _STRATEGIES = {"greedy": pb.STRATEGY_GREEDY, "beam": pb.STRATEGY_BEAM}
 PenaltyForm = Literal["average", "gnmt"]
-_FORMS = {"average": pb.LENGTH_PENALTY_AVERAGE, "gnmt": pb.LENGTH_PENALTY_GNMT}
+_FORMS = LENGTH_PENALTY_FORMS
 # Fields that are proto3 ``optional`` of the same name: None here is unset there. Read
 # from the proto, so a new optional field cannot be left out (each must be a field here).
 _OPTIONAL = tuple(f.name for f in pb.DecodeOptions.DESCRIPTOR.fields if f.has_presence)
@@ -194,7 +195,8 @@ class DecodeOptions:
 
 def _check_form(form: str | None) -> None:
     if form is not None and form not in _FORMS:
-        raise ValueError(f"length_penalty_form must be 'average', 'gnmt' or None, got {form!r}")
+        names = ", ".join(repr(name) for name in _FORMS)
+        raise ValueError(f"length_penalty_form must be one of {names} or None, got {form!r}")
 
 
 def _form_of(value: int) -> PenaltyForm | None:

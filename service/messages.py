@@ -8,6 +8,7 @@ import secrets
 from collections.abc import Mapping, Sequence
 
 from models.options import DecodeOptions
+from nmt_api import LENGTH_PENALTY_FORMS
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.diagnostics import Diagnostics
 from service.engine import Job, TranslationResult, decode_options
@@ -28,7 +29,7 @@ MODEL_DEFAULTED = (
 # More tokens than anyone would exempt from n-gram blocking: a guard against huge lists.
 MAX_IGNORED_TOKENS = 1024
 # The proto's LengthPenaltyForm -> DecodeOptions.length_penalty_form
-PENALTY_FORMS = {pb.LENGTH_PENALTY_AVERAGE: "average", pb.LENGTH_PENALTY_GNMT: "gnmt"}
+PENALTY_FORMS = {number: name for name, number in LENGTH_PENALTY_FORMS.items()}
 
 
 def to_options(
@@ -124,10 +125,8 @@ def _penalty_form(value: int, defaults: DecodeOptions) -> str:
     if value == pb.LENGTH_PENALTY_FORM_UNSPECIFIED:
         return defaults.length_penalty_form
     if value not in PENALTY_FORMS:  # a client built against a newer proto
-        raise InvalidRequest(
-            f"unknown length_penalty_form {value}: use LENGTH_PENALTY_AVERAGE (1), "
-            "LENGTH_PENALTY_GNMT (2) or leave it unset"
-        )
+        known = ", ".join(f"{pb.LengthPenaltyForm.Name(n)} ({n})" for n in PENALTY_FORMS)
+        raise InvalidRequest(f"unknown length_penalty_form {value}: use {known} or leave it unset")
     return PENALTY_FORMS[value]
 
 

@@ -275,7 +275,7 @@ def test_decode_options_round_trip_through_the_proto():
     assert gnmt.to_proto().length_penalty_form == pb.LENGTH_PENALTY_GNMT
     assert DecodeOptions.from_proto(gnmt.to_proto()) == dataclasses.replace(gnmt, strategy="greedy")
     assert DecodeOptions().to_proto().length_penalty_form == pb.LENGTH_PENALTY_FORM_UNSPECIFIED
-    with pytest.raises(ValueError, match="length_penalty_form must be 'average', 'gnmt' or None"):
+    with pytest.raises(ValueError, match="must be one of 'average', 'gnmt' or None, got 'wu'"):
         DecodeOptions(length_penalty_form="wu")  # type: ignore[arg-type]
 
 

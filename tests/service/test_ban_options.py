@@ -11,7 +11,9 @@ import re
 import grpc
 import pytest
 
+from models.options import LENGTH_PENALTY_FORMS as SCORER_FORMS
 from models.options import DecodeOptions
+from nmt_api import LENGTH_PENALTY_FORMS
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.errors import InvalidRequest
 from service.messages import to_options
@@ -145,8 +147,20 @@ def test_the_length_penalty_form_is_the_requests_else_the_models():
     msg = pb.DecodeOptions(length_penalty_form=pb.LENGTH_PENALTY_AVERAGE)
     assert to_options(msg, default_max_length=256, defaults=model).length_penalty_form == "average"
     assert to_options(pb.DecodeOptions(), default_max_length=256).length_penalty_form == ""
-    with pytest.raises(InvalidRequest, match="unknown length_penalty_form 7: use"):
+    with pytest.raises(
+        InvalidRequest,
+        match=r"unknown length_penalty_form 7: use LENGTH_PENALTY_AVERAGE \(1\), "
+        r"LENGTH_PENALTY_GNMT \(2\) or leave it unset",
+    ):
         to_options(pb.DecodeOptions(length_penalty_form=7), default_max_length=256)
+
+
+def test_the_wire_names_of_the_length_penalty_forms_are_the_scorers():
+    # nmt_api's names for the proto's values are the forms the scorer knows, all of them
+    assert sorted(LENGTH_PENALTY_FORMS) == sorted(f for f in SCORER_FORMS if f)
+    for name, number in LENGTH_PENALTY_FORMS.items():
+        msg = pb.DecodeOptions(length_penalty_form=number)
+        assert to_options(msg, default_max_length=256).length_penalty_form == name
 
 
 def test_options_fall_back_to_the_models_defaults():
