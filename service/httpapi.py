@@ -44,6 +44,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestPayloadError
 from google.protobuf.message import Message
+from prometheus_client import Counter
 
 from nmt_api import TIMEOUT_HEADER
 from nmt_api.nmt.v1 import translator_pb2 as pb
@@ -134,11 +135,14 @@ class HttpApi:
         idle_seconds: float,
         max_age_seconds: float = 0.0,
         cors_origins: tuple[str, ...] = (),
+        answers: Counter | None = None,
     ) -> None:
         """``idle_seconds``: keep-alive (``--max-connection-idle``); ``max_age_seconds``:
         answers past it close their connection (``--max-connection-age``; 0: never);
-        ``cors_origins``: origins whose pages may call (``*``: any)."""
+        ``cors_origins``: origins whose pages may call (``*``: any); ``answers``: counts
+        each answer by route and status (``nmt_http_responses_total``)."""
         self._cors_origins = cors_origins
+        self._answers = answers
         self._methods = methods
         self._serving = serving
         self._rpc = rpc
@@ -159,6 +163,7 @@ class HttpApi:
             self._handle,
             header_seconds=self._rpc.receive_timeout,
             max_age_seconds=self._max_age_seconds,
+            answered=self._answered if self._answers is not None else None,
             handler_cancellation=True,  # a client that hangs up cancels its call
             access_log=None,  # --access-log writes the servicer's line per call
             keepalive_timeout=self._idle_seconds,
@@ -219,6 +224,12 @@ class HttpApi:
         # what is left: answers being written (aiohttp reads 0 as "no limit")
         await runner.server.shutdown(CANCELLED_SECONDS)
         await runner.cleanup()
+
+    def _answered(self, path: str | None, status: int) -> None:
+        assert self._answers is not None
+        # the label takes only the routes' paths: a scan of random paths adds no series
+        route = "malformed" if path is None else path if verbs_of(path) else "other"
+        self._answers.labels(route, str(status)).inc()
 
     # -- one request ------------------------------------------------------------------
 

@@ -18,10 +18,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import ERROR as UNPARSED  # aiohttp's message for a malformed request
 from aiohttp.web_protocol import RequestHandler, RequestPayloadError
 
 log = logging.getLogger(__name__)
@@ -32,6 +34,10 @@ MAX_HEADERS = 64
 BAD_REQUEST_LOG_SECONDS = 60.0
 # What a malformed request raises: its headers, or its chunked or gzip framing.
 MALFORMED = (HttpProcessingError, RequestPayloadError)
+# Told of each answer written: the request's path (None: a request that could not be
+# parsed) and the HTTP status.
+Answered = Callable[[str | None, int], None]
+_UNPARSED_KEY = web.RequestKey("nmt_unparsed", bool)
 
 
 class _OncePerPeriod(logging.Filter):
@@ -77,11 +83,18 @@ class Connection(RequestHandler):
     partial request pipelined behind a complete one waits for the keep-alive timeout.)"""
 
     def __init__(
-        self, manager: web.Server, *, header_seconds: float, max_age_seconds: float, **kwargs
+        self,
+        manager: web.Server,
+        *,
+        header_seconds: float,
+        max_age_seconds: float,
+        answered: Answered | None = None,
+        **kwargs,
     ) -> None:
         super().__init__(manager, **kwargs)
         self.header_seconds = header_seconds
         self.max_age_seconds = max_age_seconds
+        self._answered = answered
         self.opened = time.monotonic()
         self.busy = False
         self._header_timer: asyncio.TimerHandle | None = None
@@ -99,6 +112,10 @@ class Connection(RequestHandler):
             self._header_timer = None
 
     async def finish_response(self, request, resp, start_time):
+        if self._answered is not None:
+            # Every answer passes here: the handler's, and aiohttp's own 400 / 500; counted
+            # before it is written, so a client that has it sees it counted.
+            self._answered(None if request.get(_UNPARSED_KEY) else request.path, resp.status)
         try:
             return await super().finish_response(request, resp, start_time)
         finally:
@@ -124,11 +141,20 @@ class Connection(RequestHandler):
 class Server(web.Server):
     """aiohttp's low-level server making :class:`Connection` protocols."""
 
-    def __init__(self, handler, *, header_seconds: float, max_age_seconds: float, **kwargs: Any):
+    def __init__(
+        self,
+        handler,
+        *,
+        header_seconds: float,
+        max_age_seconds: float,
+        answered: Answered | None = None,
+        **kwargs: Any,
+    ):
         super().__init__(handler, request_factory=self._request, **kwargs)
         self._connection_args = {
             "header_seconds": header_seconds,
             "max_age_seconds": max_age_seconds,
+            "answered": answered,
             "max_headers": MAX_HEADERS,
             "logger": protocol_log,
         }
@@ -140,4 +166,7 @@ class Server(web.Server):
         # called once a request's headers are complete, before its handler runs
         if isinstance(protocol, Connection):
             protocol.request_started()
-        return self._make_request(message, payload, protocol, writer, task)
+        request = self._make_request(message, payload, protocol, writer, task)
+        if message is UNPARSED:  # its path is aiohttp's placeholder, "/"
+            request[_UNPARSED_KEY] = True
+        return request

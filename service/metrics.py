@@ -70,6 +70,7 @@ class Metrics:
     coverage_deficit: Histogram
     gc_pause: Histogram
     requests: Counter
+    http_answers: Counter
     generated_tokens: Counter
     source_tokens: Counter
     rejected: Counter
@@ -150,6 +151,13 @@ def create_metrics(registry: CollectorRegistry, prefix: str = "nmt") -> Metrics:
             name("requests_total"),
             "Finished requests by gRPC method and status code.",
             ["method", "code"],
+            registry=registry,
+        ),
+        http_answers=Counter(
+            name("http_responses_total"),
+            "Answers of the HTTP/JSON API (--http-port) by route (other: no such route; "
+            "malformed: a request that could not be parsed) and HTTP status.",
+            ["route", "status"],
             registry=registry,
         ),
         generated_tokens=Counter(

@@ -328,6 +328,7 @@ class TranslationServer:
             idle_seconds=idle,
             max_age_seconds=config.transport.max_connection_age,
             cors_origins=config.http_cors_origins,
+            answers=self.servicer.metrics.http_answers,
         )
         try:
             self.http_port = await self.http.start(

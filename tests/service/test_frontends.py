@@ -108,6 +108,8 @@ def test_every_front_end_serves_the_http_port(pair, tiny_bundle):
     _, want_stub = stub_for(local.port)
     want = want_stub.Translate(pb.TranslateRequest(texts=texts), timeout=TIMEOUT)
     before = sum(_requests_ok(m.samples) for m in members)
+    ok = {"route": "/v1/translate", "status": "200"}
+    answered = shared.registry.get_sample_value("nmt_http_responses_total", ok) or 0.0
     for _ in range(CHANNELS):  # a connection each: the kernel spreads them
         conn = http.client.HTTPConnection("127.0.0.1", shared.http_port, timeout=TIMEOUT)
         conn.request("POST", "/v1/translate", body=json.dumps({"texts": texts}))
@@ -120,6 +122,13 @@ def test_every_front_end_serves_the_http_port(pair, tiny_bundle):
         ]
     assert wait_until(
         lambda: sum(_requests_ok(m.samples) for m in members) > before, timeout=PROMPT
+    )
+    # every process's HTTP answers are counted in the main process's metrics
+    assert wait_until(
+        lambda: (
+            shared.registry.get_sample_value("nmt_http_responses_total", ok) == answered + CHANNELS
+        ),
+        timeout=PROMPT,
     )
 
 

@@ -20,7 +20,7 @@ from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.calls import RpcConfig
 from service.config import ServerConfig
 from service.flags import parse_args
-from service.httpapi import ROUTES
+from service.httpapi import GET_ONLY, ROUTES
 from service.httpgrpc import HTTP_STATUS, deadline_of
 from service.server import ServerError
 from service.sessions import RuntimeConfig
@@ -532,6 +532,49 @@ def test_a_broken_body_is_400_not_internal(server, caplog):
     assert requests_counted(server, "Translate", "INVALID_ARGUMENT") == before + 3
     assert requests_counted(server, "Translate", "INTERNAL") == internal
     assert not any(r.exc_info for r in caplog.records), [r.getMessage() for r in caplog.records]
+
+
+def answers(server) -> dict[tuple[str, str], float]:
+    """``nmt_http_responses_total`` by ``(route, status)``."""
+    (family,) = [m for m in server.registry.collect() if m.name == "nmt_http_responses"]
+    return {
+        (s.labels["route"], s.labels["status"]): s.value
+        for s in family.samples
+        if s.name.endswith("_total")
+    }
+
+
+def raw_answer(server, data: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", server.http_port), timeout=TIMEOUT) as sock:
+        sock.sendall(data)
+        return sock.recv(4096)
+
+
+def test_every_answer_is_counted_by_route_and_status(server):
+    port = server.http_port
+    calls = [
+        (lambda: post(server, "/v1/translate", {"texts": ["Hi."]}), ("/v1/translate", "200")),
+        (lambda: post(server, "/v1/translate", b"{"), ("/v1/translate", "400")),
+        (lambda: call(port, "GET", "/v1/translate"), ("/v1/translate", "405")),
+        (lambda: call(port, "GET", "/v1/health/ready"), ("/v1/health/ready", "200")),
+        (lambda: call(port, "GET", "/scan/1"), ("other", "404")),
+        (lambda: call(port, "DELETE", "/scan/2?x=1"), ("other", "404")),
+        (lambda: raw_answer(server, b"NOT HTTP AT ALL\r\n\r\n"), ("malformed", "400")),
+        (lambda: raw_answer(server, b"GET / HTTP/1.1\r\nBad Header\r\n\r\n"), ("malformed", "400")),
+    ]
+    for send, label in calls:
+        before = answers(server)
+        send()
+        after = answers(server)
+        changed = {k: v - before.get(k, 0.0) for k, v in after.items() if v != before.get(k)}
+        assert changed == {label: 1.0}, (label, changed)
+    # the paths a scanner tries make no series of their own
+    assert {route for route, _ in answers(server)} <= {
+        "other",
+        "malformed",
+        *(path for _, path in ROUTES),
+        *GET_ONLY,
+    }
 
 
 def test_a_large_body_parses_and_expect_100_continue_is_answered(server):
