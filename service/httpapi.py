@@ -100,6 +100,7 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("GET", "/v1/models"): Route("ListModels", pb.ListModelsRequest, pb.ListModelsResponse),
 }
 LIVE, READY, OPENAPI = "/v1/health/live", "/v1/health/ready", "/v1/openapi.json"
+SERVING, NOT_SERVING = "SERVING", "NOT_SERVING"  # the health routes' answers, gRPC health's names
 GET_ONLY = (LIVE, READY, OPENAPI, "/")  # health, this API's description, the demo page
 STATIC = Path(__file__).resolve().parent / "static"
 PAGE = STATIC / "index.html"
@@ -305,7 +306,7 @@ class HttpApi:
             return self._preflight(request)
         if request.method == "GET" and request.path in (LIVE, READY):
             up = request.path == LIVE or self._serving()
-            status = "SERVING" if up else "NOT_SERVING"
+            status = SERVING if up else NOT_SERVING
             return web.json_response({"status": status}, status=200 if up else 503)
         if request.method == "GET" and request.path == "/":
             return web.Response(body=self._page, content_type="text/html", charset="utf-8")

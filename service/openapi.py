@@ -1,13 +1,18 @@
 """The HTTP/JSON API (``service/httpapi.py``) as an OpenAPI 3.1 document, generated from
 ``protos/nmt/v1/translator.proto`` and the route table, as grpc-gateway's
 protoc-gen-openapiv2 does: a schema per message and enum in proto3's JSON mapping (the
-form ``json_format`` reads and writes), the ``.proto``'s comments as descriptions.
+form ``json_format`` writes), the ``.proto``'s comments as descriptions.
 
     python -m service.openapi            # rewrite service/static/openapi.json
     python -m service.openapi --check    # exit 1 if the committed file is stale
 
 The server serves the committed file at ``GET /v1/openapi.json``; generating it needs
 grpcio-tools (a dev dependency), which serving never imports.
+
+The schemas describe what the server writes. It reads more (lowerCamelCase field names,
+enums by number, 64-bit integers as JSON numbers, ``null`` for a field left unset): the
+descriptions say so, and the schemas leave ``additionalProperties`` open, so that a field
+added to the ``.proto`` later does not break a client generated from an older document.
 """
 
 from __future__ import annotations
@@ -22,10 +27,9 @@ from typing import Any
 import grpc
 from google.protobuf import descriptor_pb2
 
-from nmt_api import TIMEOUT_HEADER
-from service.httpapi import LIVE, OPENAPI, READY, ROUTES, Route
-from service.httpgrpc import TIMEOUT_VALUE
-from service.logs import REQUEST_ID_HEADER
+from nmt_api import REQUEST_ID_HEADER, TIMEOUT_HEADER
+from service.httpapi import LIVE, NOT_SERVING, OPENAPI, READY, ROUTES, SERVING, Route
+from service.httpgrpc import HTTP_STATUS, TIMEOUT_VALUE
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTO = Path("nmt/v1/translator.proto")  # under protos/
@@ -33,38 +37,52 @@ OUT = Path(__file__).resolve().parent / "static" / "openapi.json"
 PACKAGE = "nmt.v1"
 
 F = descriptor_pb2.FieldDescriptorProto
-# proto3's JSON mapping of each scalar type. 64-bit integers are written as strings (read
-# as either). A float that is not finite is written as a string, "NaN", "Infinity" or
-# "-Infinity": said in words, as grpc-gateway does, for a schema of plain numbers gives
-# generated clients plain float fields (a union type gave each field a class of its own).
-NOT_FINITE = 'not finite: the string "NaN", "Infinity" or "-Infinity"'
+_INT64 = {"type": "string", "format": "int64", "pattern": "^-?[0-9]+$"}
+_UINT64 = {"type": "string", "format": "uint64", "pattern": "^[0-9]+$"}
+# 32-bit unsigned: OpenAPI's formats have no uint32, and int32 would cap it at 2^31 - 1.
+_UINT32 = {"type": "integer", "format": "int64", "minimum": 0, "maximum": 2**32 - 1}
+# proto3's JSON mapping of each scalar type, as json_format writes it. 64-bit integers are
+# strings (grpc-gateway's schema too); a float that is not finite is a string ("NaN",
+# "Infinity", "-Infinity"): said in words (the document's description), for a union type
+# would give every float field of a generated client a class of its own.
 SCALARS: dict[int, dict[str, Any]] = {
     F.TYPE_DOUBLE: {"type": "number", "format": "double"},
     F.TYPE_FLOAT: {"type": "number", "format": "float"},
     F.TYPE_INT32: {"type": "integer", "format": "int32"},
     F.TYPE_SINT32: {"type": "integer", "format": "int32"},
     F.TYPE_SFIXED32: {"type": "integer", "format": "int32"},
-    F.TYPE_UINT32: {"type": "integer", "format": "int64", "minimum": 0, "maximum": 2**32 - 1},
-    F.TYPE_FIXED32: {"type": "integer", "format": "int64", "minimum": 0, "maximum": 2**32 - 1},
-    F.TYPE_INT64: {"type": ["string", "integer"], "format": "int64", "pattern": "^-?[0-9]+$"},
-    F.TYPE_SINT64: {"type": ["string", "integer"], "format": "int64", "pattern": "^-?[0-9]+$"},
-    F.TYPE_SFIXED64: {"type": ["string", "integer"], "format": "int64", "pattern": "^-?[0-9]+$"},
-    F.TYPE_UINT64: {"type": ["string", "integer"], "format": "uint64", "pattern": "^[0-9]+$"},
-    F.TYPE_FIXED64: {"type": ["string", "integer"], "format": "uint64", "pattern": "^[0-9]+$"},
+    F.TYPE_UINT32: _UINT32,
+    F.TYPE_FIXED32: _UINT32,
+    F.TYPE_INT64: _INT64,
+    F.TYPE_SINT64: _INT64,
+    F.TYPE_SFIXED64: _INT64,
+    F.TYPE_UINT64: _UINT64,
+    F.TYPE_FIXED64: _UINT64,
     F.TYPE_BOOL: {"type": "boolean"},
     F.TYPE_STRING: {"type": "string"},
     F.TYPE_BYTES: {"type": "string", "contentEncoding": "base64"},
 }
-# source_code_info paths (descriptor.proto's field numbers)
-MESSAGE, FIELD, ENUM, ENUM_VALUE, SERVICE, METHOD = 4, 2, 5, 2, 6, 2
+# source_code_info paths: descriptor.proto's field numbers
+MESSAGE = descriptor_pb2.FileDescriptorProto.MESSAGE_TYPE_FIELD_NUMBER
+FIELD = descriptor_pb2.DescriptorProto.FIELD_FIELD_NUMBER
+ENUM = descriptor_pb2.FileDescriptorProto.ENUM_TYPE_FIELD_NUMBER
+ENUM_VALUE = descriptor_pb2.EnumDescriptorProto.VALUE_FIELD_NUMBER
+SERVICE = descriptor_pb2.FileDescriptorProto.SERVICE_FIELD_NUMBER
+METHOD = descriptor_pb2.ServiceDescriptorProto.METHOD_FIELD_NUMBER
 
 ERROR = "Error"
 HEALTH = "HealthStatus"
 JSON = "application/json"
+# The stream route's media type names its events' schema here (OpenAPI 3.1 has no way to
+# type the items of a text/event-stream; 3.2's itemSchema does).
+SSE_DATA = "x-sse-data"
+
+Comments = dict[tuple[int, ...], str]
 
 
 class OpenApiError(RuntimeError):
-    """The document cannot be generated (the .proto has a form this mapping lacks)."""
+    """The document cannot be generated: the .proto or a route has a form this mapping
+    lacks, or a route does not match its method in the .proto."""
 
 
 def compile_proto(proto_root: Path = ROOT / "protos") -> descriptor_pb2.FileDescriptorProto:
@@ -86,7 +104,7 @@ def compile_proto(proto_root: Path = ROOT / "protos") -> descriptor_pb2.FileDesc
     return files[0]
 
 
-def _comments(proto: descriptor_pb2.FileDescriptorProto) -> dict[tuple[int, ...], str]:
+def comments_of(proto: descriptor_pb2.FileDescriptorProto) -> Comments:
     """Each commented element's path -> its leading and trailing comments as one text."""
     out = {}
     for location in proto.source_code_info.location:
@@ -119,9 +137,9 @@ def _field_schema(field: descriptor_pb2.FieldDescriptorProto) -> dict[str, Any]:
     return schema
 
 
-def schemas(proto: descriptor_pb2.FileDescriptorProto) -> dict[str, dict[str, Any]]:
-    """A JSON Schema per message and enum of ``proto``, named ``nmt.v1.Name``."""
-    comments = _comments(proto)
+def schemas(proto: descriptor_pb2.FileDescriptorProto, comments: Comments) -> dict[str, Any]:
+    """A JSON Schema per message and enum of ``proto`` (named ``nmt.v1.Name``), the error
+    object and the health answer."""
     out: dict[str, dict[str, Any]] = {}
     for i, enum in enumerate(proto.enum_type):
         values = [
@@ -144,26 +162,23 @@ def schemas(proto: descriptor_pb2.FileDescriptorProto) -> dict[str, dict[str, An
             for j, field in enumerate(message.field)
         }
         out[f"{PACKAGE}.{message.name}"] = _described(
-            {"type": "object", "properties": properties, "additionalProperties": False},
-            comments.get((MESSAGE, i)),
+            {"type": "object", "properties": properties}, comments.get((MESSAGE, i))
         )
     out[ERROR] = {
         "type": "object",
         "description": "A call that did not succeed: its gRPC status, whose code sets the "
-        "HTTP status (google.rpc.Code's mapping), and what to do about it.",
+        "HTTP status, and what to do about it.",
         "properties": {
             "code": {"type": "integer", "description": "the gRPC status code (google.rpc.Code)"},
             "status": {"type": "string", "enum": [code.name for code in grpc.StatusCode]},
             "message": {"type": "string"},
         },
         "required": ["code", "status", "message"],
-        "additionalProperties": False,
     }
     out[HEALTH] = {
         "type": "object",
-        "properties": {"status": {"type": "string", "enum": ["SERVING", "NOT_SERVING"]}},
+        "properties": {"status": {"type": "string", "enum": [SERVING, NOT_SERVING]}},
         "required": ["status"],
-        "additionalProperties": False,
     }
     return out
 
@@ -173,22 +188,49 @@ def _content(schema: dict[str, Any], media: str = JSON) -> dict[str, Any]:
 
 
 def _error_responses() -> dict[str, Any]:
+    mapping = ", ".join(f"{code.name} {status}" for code, status in HTTP_STATUS.items())
     return {
         "default": {
-            "description": "An error: the HTTP status of its gRPC code (400 INVALID_ARGUMENT, "
-            "429 RESOURCE_EXHAUSTED, 503 UNAVAILABLE, 504 DEADLINE_EXCEEDED...)",
-            "content": _content(_ref(ERROR)),
+            "description": f"An error, with the HTTP status of its gRPC code ({mapping}); "
+            "a route that does not take the method answers 405 (UNIMPLEMENTED) with Allow. A "
+            "request the server cannot read as HTTP (e.g. headers over 8190 bytes) gets "
+            "the HTTP server's own 400 as text/plain.",
+            "content": {**_content(_ref(ERROR)), **_content({"type": "string"}, "text/plain")},
         }
     }
 
 
-def _operation(route: Route, comments: dict[tuple[int, ...], str], methods: list[str]) -> dict:
-    index = methods.index(route.method)
+def _checked_method(
+    route: Route, service: descriptor_pb2.ServiceDescriptorProto
+) -> tuple[int, descriptor_pb2.MethodDescriptorProto]:
+    """The ``.proto``'s method a route runs, and its index; a route that does not match
+    it (messages, streaming) is an :class:`OpenApiError`."""
+    found = [(i, m) for i, m in enumerate(service.method) if m.name == route.method]
+    if not found:
+        raise OpenApiError(f"route method {route.method} is not in service {service.name}")
+    ((index, method),) = found
+    wanted = (
+        f".{route.request.DESCRIPTOR.full_name}",
+        f".{route.response.DESCRIPTOR.full_name}",
+        route.stream,
+    )
+    if (method.input_type, method.output_type, method.server_streaming) != wanted:
+        raise OpenApiError(
+            f"route for {route.method} takes {wanted}, the .proto's method "
+            f"({method.input_type}, {method.output_type}, {method.server_streaming})"
+        )
+    return index, method
+
+
+def _operation(
+    route: Route, service: descriptor_pb2.ServiceDescriptorProto, comments: Comments
+) -> dict[str, Any]:
+    index, _ = _checked_method(route, service)
     about = comments.get((SERVICE, 0, METHOD, index), route.method)
     operation: dict[str, Any] = {
         "operationId": route.method,
         "summary": about.split(". ")[0].rstrip("."),
-        "description": f"{about} (gRPC: {PACKAGE}.Translator/{route.method})",
+        "description": f"{about} (gRPC: {PACKAGE}.{service.name}/{route.method})",
         "parameters": [
             {
                 "name": TIMEOUT_HEADER,
@@ -206,17 +248,17 @@ def _operation(route: Route, comments: dict[tuple[int, ...], str], methods: list
             },
         ],
     }
-    request = route.request.DESCRIPTOR.full_name
     if route.request.DESCRIPTOR.fields:
-        operation["requestBody"] = {"required": True, "content": _content(_ref(request))}
+        request = _ref(route.request.DESCRIPTOR.full_name)
+        operation["requestBody"] = {"required": True, "content": _content(request)}
     reply = _ref(route.response.DESCRIPTOR.full_name)
     if route.stream:
         ok = {
-            "description": "Server-sent events: each event's data is a JSON "
-            f"{route.response.DESCRIPTOR.full_name} (schema {reply['$ref']}), the last "
+            "description": f"Server-sent events: each event's data is a JSON "
+            f"{route.response.DESCRIPTOR.full_name} (the media type's {SSE_DATA}), the last "
             f"with final true; a failure after the first event is an event named error "
             f"whose data is an {ERROR}",
-            "content": _content({"type": "string"}, "text/event-stream"),
+            "content": {"text/event-stream": {"schema": {}, SSE_DATA: reply}},
         }
     else:
         ok = {"description": "OK", "content": _content(reply)}
@@ -224,66 +266,73 @@ def _operation(route: Route, comments: dict[tuple[int, ...], str], methods: list
     return operation
 
 
+def _fixed_paths() -> dict[str, dict[str, Any]]:
+    """The routes that run no gRPC method: health, this document, the demo page."""
+    health = _content(_ref(HEALTH))
+    return {
+        LIVE: {
+            "get": {
+                "operationId": "Live",
+                "summary": f"Liveness: 200 {SERVING} while the process serves HTTP",
+                "responses": {"200": {"description": "serving", "content": health}},
+            }
+        },
+        READY: {
+            "get": {
+                "operationId": "Ready",
+                "summary": f"Readiness, as gRPC health says: 200 {SERVING} once warmed up, "
+                f"503 {NOT_SERVING} while starting or draining",
+                "responses": {
+                    "200": {"description": "serving", "content": health},
+                    "503": {"description": "not serving", "content": health},
+                },
+            }
+        },
+        OPENAPI: {
+            "get": {
+                "operationId": "OpenApi",
+                "summary": "This document",
+                "responses": {"200": {"description": "OpenAPI 3.1", "content": _content({})}},
+            }
+        },
+        "/": {
+            "get": {
+                "operationId": "DemoPage",
+                "summary": "A demo page: translate, with n-best lists, scores and attention maps",
+                "responses": {"200": {"description": "HTML", "content": {"text/html": {}}}},
+            }
+        },
+    }
+
+
 def document(proto: descriptor_pb2.FileDescriptorProto | None = None) -> dict[str, Any]:
     """The OpenAPI 3.1 document of the routes in ``service/httpapi.py``."""
     proto = proto or compile_proto()
     if proto.package != PACKAGE or len(proto.service) != 1:
         raise OpenApiError(f"{PROTO}: expected package {PACKAGE} with one service")
-    comments = _comments(proto)
-    methods = [method.name for method in proto.service[0].method]
+    comments = comments_of(proto)
+    (service,) = proto.service
     paths: dict[str, dict[str, Any]] = {}
     for (verb, path), route in ROUTES.items():
-        operation = _operation(route, comments, methods)
-        paths.setdefault(path, {})[verb.lower()] = operation
-    health = {
-        "200": {"description": "serving", "content": _content(_ref(HEALTH))},
-        "503": {"description": "not serving", "content": _content(_ref(HEALTH))},
-    }
-    paths[LIVE] = {
-        "get": {
-            "operationId": "Live",
-            "summary": "Liveness: 200 while the process serves HTTP",
-            "responses": {"200": health["200"]},
-        }
-    }
-    paths[READY] = {
-        "get": {
-            "operationId": "Ready",
-            "summary": "Readiness, as gRPC health says: 200 SERVING once warmed up, 503 "
-            "NOT_SERVING while starting or draining",
-            "responses": health,
-        }
-    }
-    paths[OPENAPI] = {
-        "get": {
-            "operationId": "OpenApi",
-            "summary": "This document",
-            "responses": {"200": {"description": "OpenAPI 3.1", "content": _content({})}},
-        }
-    }
-    paths["/"] = {
-        "get": {
-            "operationId": "DemoPage",
-            "summary": "A demo page: translate, with n-best lists, scores and attention maps",
-            "responses": {"200": {"description": "HTML", "content": {"text/html": {}}}},
-        }
-    }
+        paths.setdefault(path, {})[verb.lower()] = _operation(route, service, comments)
+    paths.update(_fixed_paths())
     return {
         "openapi": "3.1.0",
         "info": {
             "title": "NMT translation service, HTTP/JSON",
             "version": "v1",
             "description": (
-                f"{comments.get((SERVICE, 0), '')} The gRPC service {PACKAGE}.Translator "
-                "over HTTP/1.1 (nmt-serve --http-port): bodies are its messages in proto3's "
-                "JSON mapping, fields by their proto names (lowerCamelCase is read too), "
-                "fields at their default left out of answers, 64-bit integers as strings, "
-                f"a float {NOT_FINITE}. "
-                "Generated from translator.proto by python -m service.openapi."
-            ).strip(),
+                f"The gRPC service {PACKAGE}.{service.name} over HTTP/1.1 (nmt-serve "
+                "--http-port): bodies are its messages in proto3's JSON mapping. Answers "
+                "name fields by their proto names and leave out fields at their default; "
+                "64-bit integers are strings, and a float that is not finite is the string "
+                '"NaN", "Infinity" or "-Infinity". Requests may also use lowerCamelCase '
+                "names, enum numbers, JSON numbers for 64-bit integers and null for a field "
+                "left unset. Generated from translator.proto by python -m service.openapi."
+            ),
         },
         "paths": paths,
-        "components": {"schemas": schemas(proto)},
+        "components": {"schemas": schemas(proto, comments)},
     }
 
 

@@ -17,11 +17,18 @@ from openapi_spec_validator.exceptions import OpenAPIError
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
+from nmt_api import TIMEOUT_HEADER
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from service import openapi
-from service.httpapi import GET_ONLY, OPENAPI, OPENAPI_FILE, ROUTES, verbs_of
+from service.httpapi import GET_ONLY, LIVE, OPENAPI, OPENAPI_FILE, READY, ROUTES, Route, verbs_of
 from service.sessions import RuntimeConfig
-from tests.service.server_helpers import TIMEOUT, proto_options, stub_for
+from tests.service.server_helpers import (
+    LOOP_SENTENCE,
+    TIMEOUT,
+    proto_options,
+    slow_decoder,
+    stub_for,
+)
 from tests.service.test_httpapi import call, events, post
 
 DOC_URI = "urn:nmt-openapi"
@@ -34,19 +41,62 @@ def doc() -> dict:
 
 @pytest.fixture(scope="module")
 def server(server_factory):
-    runtime = RuntimeConfig(providers=("cpu",), intra_op_threads=1)
-    return server_factory(server={"http_port": 0, "runtime": runtime})
+    # one decoder step a call, so slow_decoder slows a stream down
+    runtime = RuntimeConfig(providers=("cpu",), intra_op_threads=1, greedy_steps=1)
+    return server_factory(server={"http_port": 0, "runtime": runtime}, max_target_length=4000)
+
+
+def strict(node):
+    """``node`` with every object schema closed (``additionalProperties: false``): the
+    published document leaves them open for clients' sake; the tests want a misspelt or
+    invented field in an answer to fail."""
+    if isinstance(node, dict):
+        out = {key: strict(value) for key, value in node.items()}
+        if "properties" in node:
+            out["additionalProperties"] = False
+        return out
+    if isinstance(node, list):
+        return [strict(value) for value in node]
+    return node
+
+
+def validate(doc: dict, schema: dict, instance) -> None:
+    """Validate ``instance`` against ``schema`` (whose ``$ref`` point into ``doc``), with
+    every object schema closed."""
+    registry = Registry().with_resource(
+        DOC_URI, Resource.from_contents(strict(doc), default_specification=DRAFT202012)
+    )
+    rebased = json.loads(json.dumps(strict(schema)).replace('"#/', f'"{DOC_URI}#/'))
+    jsonschema.Draft202012Validator(rebased, registry=registry).validate(instance)
 
 
 def check(doc: dict, name: str, instance) -> None:
     """Validate ``instance`` against ``#/components/schemas/name`` of ``doc``."""
-    registry = Registry().with_resource(
-        DOC_URI, Resource.from_contents(doc, default_specification=DRAFT202012)
-    )
-    validator = jsonschema.Draft202012Validator(
-        {"$ref": f"{DOC_URI}#/components/schemas/{name}"}, registry=registry
-    )
-    validator.validate(instance)
+    validate(doc, {"$ref": f"#/components/schemas/{name}"}, instance)
+
+
+def check_answer(doc: dict, verb: str, path: str, answer: tuple[int, dict, bytes]) -> None:
+    """Validate a real answer against what ``doc`` says ``verb path`` answers with its
+    status (else ``default``) and content type; a stream's events against the media
+    type's event schema (an error event: the Error schema)."""
+    status, headers, data = answer
+    responses = doc["paths"][path][verb.lower()]["responses"]
+    response = responses.get(str(status), responses.get("default"))
+    assert response is not None, f"{verb} {path} does not document {status}"
+    media_type = headers["content-type"].split(";")[0].strip()
+    assert media_type in response.get("content", {}), (path, status, media_type)
+    media = response["content"][media_type]
+    if media_type == "text/event-stream":
+        received = events(data)
+        assert received
+        for name, event in received:
+            schema = media[openapi.SSE_DATA] if name == "message" else {"$ref": ERROR_REF}
+            validate(doc, schema, event)
+    else:
+        validate(doc, media["schema"], json.loads(data))
+
+
+ERROR_REF = f"#/components/schemas/{openapi.ERROR}"
 
 
 # -- the file --------------------------------------------------------------------------
@@ -152,59 +202,114 @@ def test_the_server_serves_the_document(server):
     ],
     ids=["greedy", "beam-nbest-scores", "attention-diagnostics"],
 )
-def test_translate_requests_and_answers_fit_their_schemas(server, doc, tiny_bundle, options):
+def test_translate_requests_and_answers_fit_the_document(server, doc, tiny_bundle, options):
     request = pb.TranslateRequest(texts=tiny_bundle.sentences[:2], options=options)
     body = json_format.MessageToDict(request, preserving_proto_field_name=True)
-    check(doc, "nmt.v1.TranslateRequest", body)
-    status, _, data = post(server, "/v1/translate", body)
-    assert status == 200, data
-    answer = json.loads(data)
-    assert answer["translations"]
-    check(doc, "nmt.v1.TranslateResponse", answer)
+    operation = doc["paths"]["/v1/translate"]["post"]
+    validate(doc, operation["requestBody"]["content"]["application/json"]["schema"], body)
+    answer = post(server, "/v1/translate", body)
+    assert answer[0] == 200, answer[2]
+    assert json.loads(answer[2])["translations"]
+    check_answer(doc, "POST", "/v1/translate", answer)
 
 
-def test_score_stream_models_and_health_fit_their_schemas(server, doc, tiny_bundle):
+def test_score_stream_models_and_health_fit_the_document(server, doc, tiny_bundle):
     text = tiny_bundle.sentences[0]
     score = {"texts": [text], "targets": [""], "options": {"return_attention": True}}
     check(doc, "nmt.v1.ScoreRequest", score)
-    status, _, data = post(server, "/v1/score", score)
-    assert status == 200, data
-    check(doc, "nmt.v1.ScoreResponse", json.loads(data))
+    answer = post(server, "/v1/score", score)
+    assert answer[0] == 200, answer[2]
+    check_answer(doc, "POST", "/v1/score", answer)
 
     stream = {"text": text, "options": {"return_scores": True}}
     check(doc, "nmt.v1.TranslateStreamRequest", stream)
-    status, headers, data = post(server, "/v1/translate/stream", stream)
-    assert status == 200 and headers["content-type"].startswith("text/event-stream")
-    received = events(data)
-    assert received and received[-1][1].get("final") is True
-    for name, event in received:
-        assert name == "message"
-        check(doc, "nmt.v1.TranslateStreamResponse", event)
+    answer = post(server, "/v1/translate/stream", stream)
+    assert answer[0] == 200
+    received = events(answer[2])
+    assert [name for name, _ in received] == ["message"] * len(received)
+    assert received[-1][1].get("final") is True
+    check_answer(doc, "POST", "/v1/translate/stream", answer)
 
-    status, _, data = call(server.http_port, "GET", "/v1/models")
-    assert status == 200
-    models = json.loads(data)
-    assert models["models"]
-    check(doc, "nmt.v1.ListModelsResponse", models)
+    answer = call(server.http_port, "GET", "/v1/models")
+    assert answer[0] == 200 and json.loads(answer[2])["models"]
+    check_answer(doc, "GET", "/v1/models", answer)
+    for path in (LIVE, READY):
+        answer = call(server.http_port, "GET", path)
+        assert answer[0] == 200
+        check_answer(doc, "GET", path, answer)
 
-    for path in ("/v1/health/live", "/v1/health/ready"):
-        status, _, data = call(server.http_port, "GET", path)
-        assert status == 200
-        check(doc, "HealthStatus", json.loads(data))
+
+def test_readiness_503_fits_the_document(server_factory, doc):
+    cold = server_factory(warm=False, server={"http_port": 0})
+    answer = call(cold.http_port, "GET", READY)
+    assert answer[0] == 503
+    check_answer(doc, "GET", READY, answer)
+    answer = post(cold, "/v1/translate", {"texts": ["Hi."]})
+    assert answer[0] == 503
+    check_answer(doc, "POST", "/v1/translate", answer)
 
 
 @pytest.mark.parametrize(
-    "path, body, status",
+    "verb, path, body, headers, status",
     [
-        ("/v1/translate", {"texts": ["a"], "nope": 1}, 400),
-        ("/v1/translate", {"texts": ["a"], "model": "no-such-model"}, 400),
-        ("/v1/nothing", {}, 404),
+        ("POST", "/v1/translate", {"texts": ["a"], "nope": 1}, {}, 400),
+        ("POST", "/v1/translate", {"texts": ["a"], "model": "no-such-model"}, {}, 400),
+        ("POST", "/v1/translate", {"texts": ["a"]}, {TIMEOUT_HEADER: "2s"}, 400),
+        ("POST", "/v1/translate", {"texts": ["a " * 100] * 3}, {TIMEOUT_HEADER: "1n"}, 504),
     ],
+    ids=["unknown-field", "unknown-model", "bad-timeout", "504"],
 )
-def test_errors_fit_the_error_schema(server, doc, path, body, status):
-    got, _, data = post(server, path, body)
-    assert got == status, data
-    check(doc, "Error", json.loads(data))
+def test_errors_fit_the_document(server, doc, verb, path, body, headers, status):
+    answer = call(server.http_port, verb, path, body, headers)
+    assert answer[0] == status, answer[2]
+    check_answer(doc, verb, path, answer)
+
+
+@pytest.mark.parametrize(
+    "verb, path, status",
+    [("GET", "/v1/translate", 405), ("POST", "/v1/models", 405), ("GET", "/v1/nothing", 404)],
+)
+def test_a_verb_or_path_not_served_answers_the_error_object(server, doc, verb, path, status):
+    got, headers, data = call(server.http_port, verb, path, {} if verb == "POST" else None)
+    assert got == status
+    check(doc, openapi.ERROR, json.loads(data))
+    if status == 405:  # documented beside every route's errors
+        (served,) = [op for op in doc["paths"][path].values()]
+        assert "405 (UNIMPLEMENTED)" in served["responses"]["default"]["description"]
+        assert headers["allow"] == ", ".join(verbs_of(path))
+
+
+def test_a_stream_s_error_event_fits_the_document(server, doc, tiny_bundle, monkeypatch):
+    slow_decoder(monkeypatch, server)  # a deadline that passes mid-stream
+    body = {
+        "text": tiny_bundle.sentences[LOOP_SENTENCE],
+        "options": {"min_length": 3999, "max_length": 4000, "max_length_ratio": 100.0},
+    }
+    answer = post(server, "/v1/translate/stream", body, **{TIMEOUT_HEADER: "400m"})
+    assert answer[0] == 200
+    assert [name for name, _ in events(answer[2])][-2:] == ["message", "error"]
+    check_answer(doc, "POST", "/v1/translate/stream", answer)
+
+
+def timeout_schema(doc: dict) -> dict:
+    parameters = doc["paths"]["/v1/translate"]["post"]["parameters"]
+    (schema,) = [p["schema"] for p in parameters if p["name"] == TIMEOUT_HEADER]
+    return schema
+
+
+@pytest.mark.parametrize("value", ["2S", "500m", "1H", "3M", "99999999u", "99999999n"])
+def test_the_timeout_pattern_takes_what_the_server_takes(server, doc, value):
+    jsonschema.validate(value, timeout_schema(doc))
+    status, _, data = post(server, "/v1/translate", {"texts": ["Hi."]}, **{TIMEOUT_HEADER: value})
+    assert status == 200, data
+
+
+@pytest.mark.parametrize("value", ["2s", "123456789S", "S", "2 S", "1.5S", "-1S"])
+def test_the_timeout_pattern_refuses_what_the_server_refuses(server, doc, value):
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(value, timeout_schema(doc))
+    status, _, data = post(server, "/v1/translate", {"texts": ["Hi."]}, **{TIMEOUT_HEADER: value})
+    assert status == 400, data
 
 
 @pytest.mark.parametrize(
@@ -216,6 +321,7 @@ def test_errors_fit_the_error_schema(server, doc, path, body, status):
         ("nmt.v1.Translation", {"source_tokens": -1}),
         ("nmt.v1.DecodeOptions", {"strategy": "STRATEGY_SIDEWAYS"}),
         ("nmt.v1.DecodeOptions", {"seed": "12a"}),
+        ("nmt.v1.DecodeOptions", {"seed": 7}),  # the server writes 64-bit integers as strings
         ("Error", {"code": 3, "status": "INVALID_ARGUMENT"}),  # no message
         ("HealthStatus", {}),
     ],
@@ -225,12 +331,36 @@ def test_the_schemas_refuse_what_the_mapping_does_not_write(doc, name, instance)
         check(doc, name, instance)
 
 
-def test_the_schemas_take_the_mapping_s_special_forms(doc):
-    # 64-bit integers as strings or numbers, enums by name
+def test_the_published_schemas_stay_open_to_fields_added_later(doc):
+    # a client generated from this document keeps working when the .proto grows
+    schemas = doc["components"]["schemas"]
+    assert not [name for name, s in schemas.items() if s.get("additionalProperties") is False]
+    jsonschema.Draft202012Validator(schemas["nmt.v1.Timing"]).validate({"later_ms": 1.0})
+
+
+def test_the_schemas_take_the_mapping_s_forms(doc):
+    # 64-bit integers as strings, enums by name
     largest = str(2**64 - 1)
     check(doc, "nmt.v1.DecodeOptions", {"seed": largest, "strategy": "STRATEGY_BEAM"})
-    check(doc, "nmt.v1.DecodeOptions", {"seed": 7})
     check(doc, "nmt.v1.ModelInfo", {"parameters": "1234"})
+
+
+# -- a route that does not match the .proto ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "route, match",
+    [
+        (Route("Detect", pb.TranslateRequest, pb.TranslateResponse), "not in service"),
+        (Route("Translate", pb.ScoreRequest, pb.TranslateResponse), "the .proto's method"),
+        (Route("Translate", pb.TranslateRequest, pb.TranslateResponse, stream=True), "method"),
+    ],
+    ids=["unknown-method", "wrong-request", "wrong-streaming"],
+)
+def test_a_route_that_does_not_match_its_method_is_refused(monkeypatch, route, match):
+    monkeypatch.setitem(openapi.ROUTES, ("POST", "/v1/odd"), route)
+    with pytest.raises(openapi.OpenApiError, match=match):
+        openapi.document()
 
 
 # -- a client generated from it by another tool ----------------------------------------
