@@ -66,6 +66,9 @@ from service.logs import REQUEST_ID_HEADER
 
 log = logging.getLogger(__name__)
 
+# Answers this large are compressed for a client that accepts gzip or deflate (aiohttp
+# compresses them on a thread: the event loop keeps serving); smaller ones gain little.
+COMPRESS_BYTES = 4096
 # Replies larger than this become JSON on a thread: the event loop keeps serving.
 # (A request body as large is parsed there too: json_format takes a second on 4 MB.)
 INLINE_JSON_BYTES = 64 * 1024
@@ -245,6 +248,7 @@ class HttpApi:
                 response.headers.update(self._cors(request))
                 if isinstance(connection, Connection) and connection.too_old():
                     response.force_close()  # Connection: close: the client reconnects
+                _compress(response)
             return response
         finally:
             self._handlers.discard(task)
@@ -451,6 +455,16 @@ class HttpApi:
                 f"framing is broken): {str(exc)[:MAX_ERROR_CHARS]}"
             ) from None
         return b"".join(chunks)
+
+
+def _compress(response: web.StreamResponse) -> None:
+    """Compress a large answer if the client accepts it (aiohttp picks the coding from
+    Accept-Encoding); caches are told the body depends on that header."""
+    if not isinstance(response, web.Response) or len(response.body or b"") < COMPRESS_BYTES:
+        return
+    response.enable_compression()
+    vary = [v for v in response.headers.getall("Vary", ()) if v]
+    response.headers["Vary"] = ", ".join([*vary, "Accept-Encoding"])
 
 
 def _past_deadline() -> str:

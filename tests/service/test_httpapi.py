@@ -11,6 +11,7 @@ import socket
 import ssl
 import threading
 import time
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -20,7 +21,7 @@ from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.calls import RpcConfig
 from service.config import ServerConfig
 from service.flags import parse_args
-from service.httpapi import GET_ONLY, ROUTES
+from service.httpapi import COMPRESS_BYTES, GET_ONLY, ROUTES
 from service.httpgrpc import HTTP_STATUS, deadline_of
 from service.server import ServerError
 from service.sessions import RuntimeConfig
@@ -575,6 +576,30 @@ def test_every_answer_is_counted_by_route_and_status(server):
         *(path for _, path in ROUTES),
         *GET_ONLY,
     }
+
+
+@pytest.mark.parametrize("coding", ["gzip", "deflate"])
+def test_large_answers_are_compressed_for_clients_that_accept_it(server, tiny_bundle, coding):
+    body = {
+        "texts": tiny_bundle.sentences[:6],
+        "options": {"beam_size": 3, "n_best": 3, "return_attention": True},
+    }
+    plain = post(server, "/v1/translate", body)
+    packed = post(server, "/v1/translate", body, **{"Accept-Encoding": coding})
+    assert plain[0] == packed[0] == 200
+    assert "content-encoding" not in plain[1] and len(plain[2]) >= COMPRESS_BYTES
+    assert packed[1]["content-encoding"] == coding
+    assert "Accept-Encoding" in packed[1]["vary"]
+    raw = zlib.decompress(packed[2], wbits=31 if coding == "gzip" else 15)
+    assert len(packed[2]) < len(raw) / 2
+    got, want = json.loads(raw), json.loads(plain[2])
+    assert got["translations"] == want["translations"]
+    # a small answer, and a stream, go as they are
+    small = post(server, "/v1/translate", {"texts": ["Hi."]}, **{"Accept-Encoding": coding})
+    assert small[0] == 200 and "content-encoding" not in small[1]
+    stream = post(server, "/v1/translate/stream", {"text": "Hi."}, **{"Accept-Encoding": coding})
+    assert stream[0] == 200 and "content-encoding" not in stream[1]
+    assert events(stream[2])[-1][1]["final"] is True
 
 
 def test_a_large_body_parses_and_expect_100_continue_is_answered(server):
