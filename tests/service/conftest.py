@@ -9,6 +9,7 @@ if str(ROOT) not in sys.path:
 
 from tests.service.server_fixtures import (  # noqa: E402, F401 - fixtures of the server tests
     server_factory,
+    stub,
     tiny_bundle,
     tiny_checkpoint,
 )

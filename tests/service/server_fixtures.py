@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.service.server_helpers import ROOT, one_torch_thread
+from tests.service.server_helpers import ROOT, one_torch_thread, stub_for
 
 SAMPLE_EN = ROOT / "models" / "sample" / "sample.en"
 SAMPLE_ES = ROOT / "models" / "sample" / "sample.es"
@@ -151,3 +151,12 @@ def server_factory(tiny_bundle: TinyBundle) -> Iterator[ServerFactory]:
     factory = ServerFactory(tiny_bundle.repo)
     yield factory
     factory.close()
+
+
+@pytest.fixture(scope="module")
+def stub(server):
+    """A gRPC stub on the test module's ``server`` (each server test module defines its
+    own ``server`` fixture), closed with the module."""
+    channel, grpc_stub = stub_for(server.port)
+    yield grpc_stub
+    channel.close()

@@ -25,7 +25,6 @@ from tests.service.server_helpers import (
     reference,
     rpc_error,
     served,
-    stub_for,
 )
 
 # 0 (LOOP_SENTENCE) runs to the length limit, repeating itself: blocking changes it
@@ -35,13 +34,6 @@ SENTENCES = (0, 1, 2, 5, 6, 7, 9, 13)
 @pytest.fixture(scope="module")
 def server(server_factory):
     return server_factory(max_live_rows=256, max_beam_size=8, max_n_best=8)
-
-
-@pytest.fixture(scope="module")
-def stub(server):
-    channel, stub = stub_for(server.port)
-    yield stub
-    channel.close()
 
 
 @pytest.fixture(scope="module")

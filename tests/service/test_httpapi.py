@@ -31,7 +31,6 @@ from tests.service.server_helpers import (
     mixed_requests,
     proto_options,
     slow_decoder,
-    stub_for,
     wait_until,
 )
 
@@ -46,13 +45,6 @@ def server(server_factory):
         server={"http_port": 0, "rpc": RpcConfig(max_message_bytes=MAX_BODY), "runtime": runtime},
         max_target_length=4000,
     )
-
-
-@pytest.fixture(scope="module")
-def stub(server):
-    channel, stub = stub_for(server.port)
-    yield stub
-    channel.close()
 
 
 def call(port: int, method: str, path: str, body=None, headers=None, *, tls=None):

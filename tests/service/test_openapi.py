@@ -27,7 +27,6 @@ from tests.service.server_helpers import (
     TIMEOUT,
     proto_options,
     slow_decoder,
-    stub_for,
 )
 from tests.service.test_httpapi import call, events, post
 
@@ -397,7 +396,7 @@ def generated(tmp_path_factory):
             del sys.modules[name]
 
 
-def test_a_generated_client_translates_as_grpc_does(server, generated, tiny_bundle):
+def test_a_generated_client_translates_as_grpc_does(server, stub, generated, tiny_bundle):
     translate, list_models = (
         importlib.import_module(f"nmtc.api.default.{name}") for name in ("translate", "list_models")
     )
@@ -410,19 +409,18 @@ def test_a_generated_client_translates_as_grpc_does(server, generated, tiny_bund
     reply = translate.sync(
         client=client, body=models.NmtV1TranslateRequest(texts=texts, options=options)
     )
-    channel, stub = stub_for(server.port)
-    with channel:
-        want = stub.Translate(
-            pb.TranslateRequest(texts=texts, options=proto_options(3, 2, return_scores=True)),
-            timeout=TIMEOUT,
-        )
+    want = stub.Translate(
+        pb.TranslateRequest(texts=texts, options=proto_options(3, 2, return_scores=True)),
+        timeout=TIMEOUT,
+    )
     got = [[(h.text, h.score) for h in t.hypotheses] for t in reply.translations]
     assert got == [
         [(h.text, pytest.approx(h.score)) for h in t.hypotheses] for t in want.translations
     ]
 
     listed = list_models.sync(client=client)
-    assert [m.name for m in listed.models] == [m.name for m in stub_models(server)]
+    models_listed = stub.ListModels(pb.ListModelsRequest(), timeout=TIMEOUT).models
+    assert [m.name for m in listed.models] == [m.name for m in models_listed]
 
     refused = translate.sync_detailed(
         client=client, body=models.NmtV1TranslateRequest(texts=["a"], model="no-such-model")
@@ -430,9 +428,3 @@ def test_a_generated_client_translates_as_grpc_does(server, generated, tiny_bund
     assert refused.status_code == 400
     assert refused.parsed.status.value == "INVALID_ARGUMENT"
     assert "no-such-model" in refused.parsed.message
-
-
-def stub_models(server):
-    channel, stub = stub_for(server.port)
-    with channel:
-        return stub.ListModels(pb.ListModelsRequest(), timeout=TIMEOUT).models

@@ -17,7 +17,6 @@ from tests.service.server_helpers import (
     mixed_requests,
     one_torch_thread,
     rpc_error,
-    stub_for,
 )
 
 SENTENCES = (1, 2, 5, 6, 7, 9, 13)
@@ -28,13 +27,6 @@ TEST_SPLIT = ROOT / "models" / "pretrained" / "en-es" / "test.en"
 def server(server_factory, request):
     engine_process = "on" if request.param == "engine-process" else "off"
     return server_factory(server={"engine_process": engine_process}, max_target_length=128)
-
-
-@pytest.fixture(scope="module")
-def stub(server):
-    channel, stub = stub_for(server.port)
-    yield stub
-    channel.close()
 
 
 @pytest.fixture(scope="module")

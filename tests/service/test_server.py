@@ -20,7 +20,6 @@ from tests.service.server_helpers import (
     proto_options,
     reference,
     served,
-    stub_for,
     wait_until,
 )
 
@@ -38,13 +37,6 @@ def server(server_factory, request):
     return server_factory(
         max_live_rows=256, max_beam_size=8, max_n_best=8, decode_lanes=request.param
     )
-
-
-@pytest.fixture(scope="module")
-def stub(server):
-    channel, stub = stub_for(server.port)
-    yield stub
-    channel.close()
 
 
 @pytest.fixture(scope="module")

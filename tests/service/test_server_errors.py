@@ -34,13 +34,6 @@ def server(server_factory):
     )
 
 
-@pytest.fixture(scope="module")
-def stub(server):
-    channel, stub = stub_for(server.port)
-    yield stub
-    channel.close()
-
-
 def _request(texts=("A short sentence.",), model="", **options):
     return pb.TranslateRequest(texts=list(texts), model=model, options=pb.DecodeOptions(**options))
 
