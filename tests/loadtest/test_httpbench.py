@@ -85,3 +85,9 @@ def test_http_client_of_the_closed_loop(server_factory, tiny_bundle):
         pytest.raises(HttpFailed, match="HTTP 400"),
     ):
         client.translate(["Hello."], options=DecodeOptions(beam_size=99))
+    # it sends the options it was made with, and says so rather than send others
+    with (
+        HttpTranslate(target, DecodeOptions(beam_size=2)) as client,
+        pytest.raises(ValueError, match="the options it was made with"),
+    ):
+        client.translate(["Hello."], options=DecodeOptions(beam_size=3))
