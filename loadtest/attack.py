@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import multiprocessing
 import os
 import platform
@@ -41,6 +40,7 @@ from pathlib import Path
 import grpc
 
 from loadtest.hostile import HalfOpenCalls, health_latencies, own_channel, percentile
+from loadtest.outputs import write_result
 from loadtest.trees import commit_of, free_port, start_server, stop, wait_serving
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
@@ -219,10 +219,8 @@ def main(argv=None) -> int:
         print(f"attack: {tree} ({commit_of(tree)})", file=sys.stderr)
         phases = run(tree, args.half_open, args.overload, args.seconds)
         report["trees"].append({"tree": str(tree), "commit": commit_of(tree), "phases": phases})
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
     markdown = to_markdown(report)
-    args.out.with_suffix(".md").write_text(markdown)
+    write_result(args.out, report, markdown)
     print(markdown)
     return 0
 

@@ -26,7 +26,6 @@ Greedy ratios compare with PyTorch greedy, beam ratios with PyTorch beam. Writes
 from __future__ import annotations
 
 import importlib.util
-import json
 import logging
 import os
 import platform
@@ -40,6 +39,7 @@ from loadtest import plot, report, threadcpu
 from loadtest.benchargs import parse_args, providers
 from loadtest.clients import ClientProcess, start_noop_server
 from loadtest.machine import cpu_name, shown
+from loadtest.outputs import write_result
 from loadtest.roofline import measure_peak, model_flops
 from models.config import ModelConfig
 from models.options import DecodeOptions
@@ -472,9 +472,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     markdown = report.markdown(result)
     print(markdown)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.with_suffix(".md").write_text(markdown, encoding="utf-8")
-        args.out.with_suffix(".json").write_text(json.dumps(result, indent=2), encoding="utf-8")
+        write_result(args.out, result, markdown)
         log.info("wrote %s.md and %s.json", args.out, args.out)
         _figure(args.out)
     if args.readme:

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import re
 import sys
 import time
 from pathlib import Path
+
+from loadtest.outputs import write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = (
@@ -135,11 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     text = report(result)
     print(text)
     if args.out is not None:
-        args.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
-        args.out.with_suffix(".md").write_text(
-            f"`python -m loadtest.constraintcost --sentences {args.sentences} --rounds "
-            f"{args.rounds}`\n\n{text}\n"
+        command = (
+            f"python -m loadtest.constraintcost --sentences {args.sentences} --rounds {args.rounds}"
         )
+        write_result(args.out, result, f"`{command}`\n\n{text}")
     return 0
 
 

@@ -10,13 +10,13 @@ share of the best hypothesis.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import sys
 import time
 from pathlib import Path
 
+from loadtest.outputs import write_result
 from models.commands import show_defaults
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,8 +110,6 @@ def main(argv: list[str] | None = None) -> int:
         "greedy": True,
         "sets": report,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n")
     lines = [
         f"`{command}` ({data['date']}, bundle {data['bundle']}, greedy, best hypothesis; "
         "p10 / median / p90)",
@@ -124,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             " / ".join(f"{figures[f][q]:.3g}" for q in ("p10", "median", "p90")) for f in FIGURES
         ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    write_result(args.out, data, "\n".join(lines))
     print("\n".join(lines))
     return 0
 

@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import sys
 import time
 from pathlib import Path
+
+from loadtest.outputs import write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 SEARCHES = ("siblings", "groups")
@@ -225,9 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     text = report(result)
     print(text)
     if args.out is not None:
-        args.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
         command = " ".join(["python -m loadtest.diversity", *(argv or sys.argv[1:])])
-        args.out.with_suffix(".md").write_text(f"`{command}`\n\n{text}\n")
+        write_result(args.out, result, f"`{command}`\n\n{text}")
     if args.svg is not None:
         draw(result, args.svg)
     return 0

@@ -14,7 +14,6 @@ copies of one model cost, so the ratios say what an ensemble of n such models co
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -24,6 +23,7 @@ import numpy as np
 
 from loadtest.machine import ROOT, cpu_name, shown
 from loadtest.marianbench import BEAMS, THREADS, bundle_runs
+from loadtest.outputs import write_result
 
 ALONE = 20  # sentences decoded one at a time
 
@@ -76,7 +76,6 @@ def main(argv: list[str] | None = None) -> int:
             "sentences": len(lines), "sources": shown(args.sources), "rounds": args.rounds,
             "threads": THREADS, "command": "python -m loadtest.ensemblebench "
             + " ".join(argv if argv is not None else sys.argv[1:])}  # fmt: skip
-    args.out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     table = [
         "| models | beam | sentences/s | × one model | one alone p50 ms | "
         "same best as one model | max abs score diff |",
@@ -97,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         + "\n".join(table)
         + "\n"
     )
-    args.out.with_suffix(".md").write_text(text)
+    write_result(args.out, {"meta": meta, "rows": rows}, text)
     print(text)
     return 0
 

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from loadtest.outputs import write_result
+
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ("plain", "exposed", "exposed_fetched")
 
@@ -121,10 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out is not None:
-        args.out.with_suffix(".json").write_text(
-            json.dumps({"meta": meta, "rows": results}, indent=1)
-        )
-        args.out.with_suffix(".md").write_text(text)
+        write_result(args.out, {"meta": meta, "rows": results}, text)
     return 0 if all(r["same_top_k"] for r in results) else 1
 
 

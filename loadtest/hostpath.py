@@ -35,6 +35,7 @@ from prometheus_client import CollectorRegistry
 from export import spec
 from loadtest.clients import ClientProcess
 from loadtest.concurrency import DEFAULT_SENTENCES, beam_of, start_server
+from loadtest.outputs import write_result
 from loadtest.threadcpu import snapshot
 from nmt_client import DecodeOptions
 from service.remote import RemoteEngine, on_engine
@@ -418,10 +419,8 @@ def main(argv=None) -> int:
     markdown = report(settings, summary, paired)
     print(markdown)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
         result = {"settings": settings, "summary": summary, "ratios": paired, "rows": rows}
-        args.out.with_suffix(".json").write_text(json.dumps(result, indent=2))
-        args.out.with_suffix(".md").write_text(markdown + "\n")
+        write_result(args.out, result, markdown)
     return 0
 
 

@@ -16,7 +16,6 @@ translations equal gRPC's. Writes ``PREFIX.json`` and ``PREFIX.md``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -33,6 +32,7 @@ from loadtest.concurrency import (
     strategy_name,
 )
 from loadtest.machine import cpu_name
+from loadtest.outputs import write_result
 from nmt_client import DecodeOptions
 
 TRANSPORTS = ("grpc", "http")
@@ -174,10 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "summary": summarize(runs, texts),
         "runs": runs,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
     report = markdown(result)
-    args.out.with_suffix(".md").write_text(report)
+    write_result(args.out, result, report)
     print(report)
     return 0
 

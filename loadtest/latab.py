@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import math
 import os
 import shlex
@@ -36,6 +35,7 @@ from pathlib import Path
 from loadtest.concurrency import percentile, read_sentences_arg
 from loadtest.hostile import own_channel
 from loadtest.machine import cpu_name, shown
+from loadtest.outputs import write_result
 from loadtest.trees import ab_servers, free_port, start_server, stop, wait_serving
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -241,9 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     text = markdown(result)
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
-        args.out.with_suffix(".md").write_text(text)
+        write_result(args.out, result, text)
     print(text, end="")
     return 0
 

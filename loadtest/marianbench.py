@@ -49,6 +49,8 @@ from pathlib import Path
 
 import numpy as np
 
+from loadtest.outputs import write_result
+
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "fixtures" / "fairseq" / "data"
 VOCAB = 16000
@@ -201,7 +203,6 @@ def _score_report(args, marian: dict, ours: dict, pairs: int, tokens: int) -> in
             "mini_batch": MINI_BATCH, "cpu": _cpu(),
             "command": "python -m loadtest.marianbench --score"
             + ("" if args.shape == "s2s" else f" --shape {args.shape}")}  # fmt: skip
-    args.out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": [row]}, indent=1))
     text = (
         f"# Marian's scorer vs the bundle's Score path ({meta['date']})\n\n"
         f"`{meta['command']}` on {meta['cpu']}: Marian "
@@ -216,7 +217,7 @@ def _score_report(args, marian: dict, ours: dict, pairs: int, tokens: int) -> in
         f"{row['mean_abs_log_prob_gap']:.2e} | {row['marian_pairs_per_s']:.1f} | "
         f"{row['bundle_pairs_per_s']:.1f} | {row['bundle_over_marian']:.2f}x |\n"
     )
-    args.out.with_suffix(".md").write_text(text)
+    write_result(args.out, {"meta": meta, "rows": [row]}, text)
     print(text)
     return 0
 
@@ -313,7 +314,6 @@ def main(argv: list[str] | None = None) -> int:
             "command": "python -m loadtest.marianbench"
             + ("" if args.shape == "s2s" else f" --shape {args.shape}")
             + ("" if args.members == 1 else f" --members {args.members}")}  # fmt: skip
-    args.out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     table = [
         "| beam | same translations | target tokens Marian / bundle | Marian sent/s | "
         "bundle sent/s | bundle / Marian | Marian alone p50 ms | bundle alone p50 ms |",
@@ -340,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{THREADS} threads each; Marian mini-batch "
         f"{MINI_BATCH}, the bundle one call of `service.loop.decode`.\n\n" + "\n".join(table) + "\n"
     )
-    args.out.with_suffix(".md").write_text(text)
+    write_result(args.out, {"meta": meta, "rows": rows}, text)
     print(text)
     return 0
 

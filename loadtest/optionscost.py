@@ -15,13 +15,13 @@ others; ``nmt-serve --max-sampling-topk`` bounds it.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from pathlib import Path
 
 from loadtest.machine import cpu_name
+from loadtest.outputs import write_result
 from models.commands import show_defaults
 from models.options import DecodeOptions
 
@@ -101,8 +101,6 @@ def main(argv: list[str] | None = None) -> int:
         "sentences": len(sources),
         "rows": rows,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(data, indent=2) + "\n")
     lines = [
         f"`{data['command']}` ({data['date']}; {data['machine']}; bundle {data['bundle']}; "
         f"{len(sources)} greedy sentences, {LIVE} at a time, one in {EVERY} with the "
@@ -115,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             for r in rows
         ),
     ]
-    args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    write_result(args.out, data, "\n".join(lines))
     print("\n".join(lines))
     return 0
 
