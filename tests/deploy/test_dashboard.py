@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 
 import pytest
@@ -27,14 +28,20 @@ REQUIRED_METRICS = {
     "nmt_model_info",
     "nmt_attention_entropy_bucket",
     "nmt_coverage_deficit_bucket",
+    "nmt_http_responses_total",
 }
 HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum")
 
 
 @pytest.fixture(scope="module")
 def live_scrape(server_factory, tiny_bundle):
-    """/metrics of a real server after greedy, beam and streaming requests."""
-    server = server_factory()
+    """/metrics of a real server after greedy, beam and streaming requests, and one over
+    the HTTP/JSON API."""
+    server = server_factory(server={"http_port": 0})
+    conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=TIMEOUT)
+    conn.request("GET", "/v1/health/ready")
+    assert conn.getresponse().status == 200
+    conn.close()
     channel, stub = stub_for(server.port)
     with channel:
         text = tiny_bundle.sentences[1]
