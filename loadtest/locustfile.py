@@ -45,6 +45,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
@@ -293,16 +294,41 @@ class GrpcTranslate:
         self.channel.close()
 
 
+# The gRPC code of an HTTP status that carries no error object of the server's (a proxy's
+# page, no answer at all): gRPC's own mapping (grpc/doc/http-grpc-status-mapping.md),
+# except 429, which is overload here as it is from the server.
+HTTP_CODES = {
+    0: grpc.StatusCode.UNAVAILABLE,  # no answer: refused, reset, TLS failed
+    400: grpc.StatusCode.INTERNAL,
+    401: grpc.StatusCode.UNAUTHENTICATED,
+    403: grpc.StatusCode.PERMISSION_DENIED,
+    404: grpc.StatusCode.UNIMPLEMENTED,
+    429: OVERLOAD,
+    502: grpc.StatusCode.UNAVAILABLE,
+    503: grpc.StatusCode.UNAVAILABLE,
+    504: grpc.StatusCode.UNAVAILABLE,
+}
+
+
 def http_failure(status: int, body: bytes, error: Exception | None) -> RpcFailure:
-    """An HTTP answer other than 200 as the gRPC status its error body names (a body that
-    is not the server's error object, e.g. a proxy's page: UNKNOWN with the HTTP status)."""
+    """An HTTP answer other than 200 as the gRPC status its error body names; a body that
+    is not the server's error object (a proxy's page) by its HTTP status, named in words
+    (the failures table masks numbers), with the start of the body or the client's
+    error."""
     try:
         answer = json.loads(body)
         return RpcFailure(grpc.StatusCode[answer["status"]], answer["message"])
     except (ValueError, KeyError, TypeError):
-        text = body[:100].decode(errors="replace")
-        reason = text if error is None else type(error).__name__
-        return RpcFailure(grpc.StatusCode.UNKNOWN, f"HTTP {status}: {reason}")
+        pass
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = "no answer" if status == 0 else "unknown status"
+    text = " ".join(body[:80].decode(errors="replace").split())
+    if not text and error is not None:
+        text = type(error).__name__
+    code = HTTP_CODES.get(status, grpc.StatusCode.UNKNOWN)
+    return RpcFailure(code, f"HTTP {phrase}: {text}")
 
 
 class HttpTranslate:

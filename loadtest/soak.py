@@ -46,7 +46,6 @@ against a server on this machine.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import shlex
@@ -57,6 +56,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from loadtest.outputs import write_result
 from loadtest.soakload import (
     CALL_TIMEOUT,
     MIX,
@@ -421,10 +421,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = markdown(result)
     print(text)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        Path(f"{args.out}.md").write_text(text, encoding="utf-8")
-        Path(f"{args.out}.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
-        log.info("wrote %s.md and %s.json", args.out, args.out)
+        json_path, md_path = write_result(args.out, result, text)
+        log.info("wrote %s and %s", md_path, json_path)
     return 0 if result["passed"] else 1
 
 

@@ -16,8 +16,8 @@ from nmt_api.nmt.v1 import translator_pb2 as pb
 
 Strategy = Literal["greedy", "beam"]
 _STRATEGIES = {"greedy": pb.STRATEGY_GREEDY, "beam": pb.STRATEGY_BEAM}
+# for type checkers; the names are LENGTH_PENALTY_FORMS's (a test holds them equal)
 PenaltyForm = Literal["average", "gnmt"]
-_FORMS = LENGTH_PENALTY_FORMS
 # Fields that are proto3 ``optional`` of the same name: None here is unset there. Read
 # from the proto, so a new optional field cannot be left out (each must be a field here).
 _OPTIONAL = tuple(f.name for f in pb.DecodeOptions.DESCRIPTOR.fields if f.has_presence)
@@ -167,7 +167,7 @@ class DecodeOptions:
         msg.sampling_topk = self.sampling_topk or 0
         msg.return_token_scores = self.return_token_scores
         if self.length_penalty_form is not None:
-            msg.length_penalty_form = _FORMS[self.length_penalty_form]
+            msg.length_penalty_form = LENGTH_PENALTY_FORMS[self.length_penalty_form]
         msg.diverse_beam_groups = self.diverse_beam_groups or 0
         return msg
 
@@ -194,14 +194,14 @@ class DecodeOptions:
 
 
 def _check_form(form: str | None) -> None:
-    if form is not None and form not in _FORMS:
-        names = ", ".join(repr(name) for name in _FORMS)
+    if form is not None and form not in LENGTH_PENALTY_FORMS:
+        names = ", ".join(repr(name) for name in LENGTH_PENALTY_FORMS)
         raise ValueError(f"length_penalty_form must be one of {names} or None, got {form!r}")
 
 
 def _form_of(value: int) -> PenaltyForm | None:
     """A proto ``LengthPenaltyForm`` as its name here (unspecified: None)."""
-    return next((name for name, v in _FORMS.items() if v == value), None)
+    return next((name for name, v in LENGTH_PENALTY_FORMS.items() if v == value), None)
 
 
 def check_texts(texts: Sequence[str]) -> list[str]:
@@ -291,5 +291,5 @@ def score_request(
         options.coverage_penalty = coverage_penalty
     _check_form(length_penalty_form)
     if length_penalty_form is not None:
-        options.length_penalty_form = _FORMS[length_penalty_form]
+        options.length_penalty_form = LENGTH_PENALTY_FORMS[length_penalty_form]
     return pb.ScoreRequest(texts=sources, targets=scored, model=model or "", options=options)

@@ -50,7 +50,7 @@ from nmt_api import TIMEOUT_HEADER
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.calls import RpcConfig
 from service.errors import InvalidRequest, TooLarge
-from service.httpconn import Connection, Server
+from service.httpconn import Connection, Server, compress
 from service.httpgrpc import (
     HTTP_STATUS,
     MAX_ERROR_CHARS,
@@ -66,9 +66,6 @@ from service.logs import REQUEST_ID_HEADER
 
 log = logging.getLogger(__name__)
 
-# Answers this large are compressed for a client that accepts gzip or deflate (aiohttp
-# compresses them on a thread: the event loop keeps serving); smaller ones gain little.
-COMPRESS_BYTES = 4096
 # Replies larger than this become JSON on a thread: the event loop keeps serving.
 # (A request body as large is parsed there too: json_format takes a second on 4 MB.)
 INLINE_JSON_BYTES = 64 * 1024
@@ -248,7 +245,7 @@ class HttpApi:
                 response.headers.update(self._cors(request))
                 if isinstance(connection, Connection) and connection.too_old():
                     response.force_close()  # Connection: close: the client reconnects
-                _compress(response)
+                compress(response, request.headers.get("Accept-Encoding", ""))
             return response
         finally:
             self._handlers.discard(task)
@@ -455,16 +452,6 @@ class HttpApi:
                 f"framing is broken): {str(exc)[:MAX_ERROR_CHARS]}"
             ) from None
         return b"".join(chunks)
-
-
-def _compress(response: web.StreamResponse) -> None:
-    """Compress a large answer if the client accepts it (aiohttp picks the coding from
-    Accept-Encoding); caches are told the body depends on that header."""
-    if not isinstance(response, web.Response) or len(response.body or b"") < COMPRESS_BYTES:
-        return
-    response.enable_compression()
-    vary = [v for v in response.headers.getall("Vary", ()) if v]
-    response.headers["Vary"] = ", ".join([*vary, "Accept-Encoding"])
 
 
 def _past_deadline() -> str:

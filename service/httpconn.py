@@ -10,7 +10,9 @@ connection closes; a connection past ``max_age_seconds`` (``--max-connection-age
 told ``Connection: close`` with its next answer, so that clients reconnect and spread
 over the replicas again, as gRPC's GOAWAY makes them do. aiohttp's own complaints about
 malformed requests (a bad header line, a broken chunked or gzip body) go to a logger that
-writes at most one line a minute and no traceback.
+writes at most one line a minute and no traceback. Large answers are compressed as the
+client's ``Accept-Encoding`` weighs the codings (:func:`compress`), and every answer is
+counted by the ``answered`` callback.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import ERROR as UNPARSED  # aiohttp's message for a malformed request
 from aiohttp.web_protocol import RequestHandler, RequestPayloadError
+from aiohttp.web_response import ContentCoding
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +41,9 @@ MALFORMED = (HttpProcessingError, RequestPayloadError)
 # parsed) and the HTTP status.
 Answered = Callable[[str | None, int], None]
 _UNPARSED_KEY = web.RequestKey("nmt_unparsed", bool)
+# Answers this large are compressed for a client that takes gzip or deflate (aiohttp
+# compresses them on a thread: the event loop keeps serving); smaller ones gain little.
+COMPRESS_BYTES = 4096
 
 
 class _OncePerPeriod(logging.Filter):
@@ -72,6 +78,40 @@ class _OncePerPeriod(logging.Filter):
 # aiohttp's request handlers write here (logger=); one filter for the process.
 protocol_log = logging.getLogger(f"{__name__}.protocol")
 protocol_log.addFilter(_OncePerPeriod(BAD_REQUEST_LOG_SECONDS))
+
+
+def accepted_coding(accept_encoding: str) -> ContentCoding | None:
+    """The coding to compress an answer with for this ``Accept-Encoding``: gzip or
+    deflate, whichever the client weighs higher (gzip on a tie), none that it gives
+    ``q=0`` (aiohttp's own choice looks for the names alone and prefers deflate)."""
+    weights: dict[str, float] = {}
+    for item in accept_encoding.lower().split(","):
+        name, *params = (part.strip() for part in item.split(";"))
+        q = 1.0
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        weights[{"x-gzip": "gzip"}.get(name, name)] = q
+    anything = weights.get("*", 0.0)
+    best = max(("gzip", "deflate"), key=lambda c: (weights.get(c, anything), c == "gzip"))
+    return ContentCoding(best) if weights.get(best, anything) > 0 else None
+
+
+def compress(response: web.StreamResponse, accept_encoding: str) -> None:
+    """Compress an answer of :data:`COMPRESS_BYTES` or more if the client takes it
+    (aiohttp then compresses it on a thread); caches are told it depends on the header."""
+    body = response.body if isinstance(response, web.Response) else None
+    if not isinstance(body, bytes) or len(body) < COMPRESS_BYTES:
+        return  # a stream, or too small to gain
+    vary = [v for v in response.headers.getall("Vary", ()) if v]
+    response.headers["Vary"] = ", ".join([*vary, "Accept-Encoding"])
+    coding = accepted_coding(accept_encoding)
+    if coding is not None:
+        response.enable_compression(coding)
 
 
 class Connection(RequestHandler):
@@ -114,7 +154,9 @@ class Connection(RequestHandler):
     async def finish_response(self, request, resp, start_time):
         if self._answered is not None:
             # Every answer passes here: the handler's, and aiohttp's own 400 / 500; counted
-            # before it is written, so a client that has it sees it counted.
+            # before it is written, so a client that has it sees it counted (a stream: once
+            # written to its end, by the status its headers carried). A client that hangs
+            # up first gets no answer: not counted here (nmt_requests_total has it).
             self._answered(None if request.get(_UNPARSED_KEY) else request.path, resp.status)
         try:
             return await super().finish_response(request, resp, start_time)

@@ -161,3 +161,40 @@ def test_a_bad_host_is_one_clear_error(given, match):
     )
     assert result.returncode == 2, result.stderr[-2000:]
     assert match in result.stderr and "Traceback" not in result.stderr, result.stderr[-2000:]
+
+
+def test_http_failures_read_as_grpc_statuses():
+    """What the HTTP user reports for an answer: the server's error object by its status;
+    a proxy's page or no answer by the HTTP status, in words (numbers are masked)."""
+    script = """
+import json
+from locust.contrib.fasthttp import LocustBadStatusCode
+from loadtest.locustfile import http_failure
+error = LocustBadStatusCode("/v1/translate", code=502)
+server = json.dumps({"code": 8, "status": "RESOURCE_EXHAUSTED", "message": "3 in flight"})
+for status, body, exc in [
+    (429, server.encode(), error),
+    (502, b"<html>\\n<h1>502 Bad Gateway</h1></html>", error),
+    (429, b"Too Many Requests", error),
+    (0, b"", ConnectionRefusedError()),
+    (418, b"", error),
+]:
+    failure = http_failure(status, body, exc)
+    print(failure.code.name, "|", failure)
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines() == [
+        "RESOURCE_EXHAUSTED | RESOURCE_EXHAUSTED: N in flight",
+        "UNAVAILABLE | UNAVAILABLE: HTTP Bad Gateway: <html> <hN>N Bad Gateway</hN></html>",
+        "RESOURCE_EXHAUSTED | RESOURCE_EXHAUSTED: HTTP Too Many Requests: Too Many Requests",
+        "UNAVAILABLE | UNAVAILABLE: HTTP no answer: ConnectionRefusedError",
+        "UNKNOWN | UNKNOWN: HTTP I'm a Teapot: LocustBadStatusCode",
+    ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import get_args
 
 import grpc
 import pytest
@@ -15,6 +16,7 @@ from models.options import LENGTH_PENALTY_FORMS as SCORER_FORMS
 from models.options import DecodeOptions
 from nmt_api import LENGTH_PENALTY_FORMS
 from nmt_api.nmt.v1 import translator_pb2 as pb
+from nmt_client.options import PenaltyForm
 from service.errors import InvalidRequest
 from service.messages import to_options
 from tests.service.server_helpers import (
@@ -150,6 +152,7 @@ def test_the_length_penalty_form_is_the_requests_else_the_models():
 def test_the_wire_names_of_the_length_penalty_forms_are_the_scorers():
     # nmt_api's names for the proto's values are the forms the scorer knows, all of them
     assert sorted(LENGTH_PENALTY_FORMS) == sorted(f for f in SCORER_FORMS if f)
+    assert sorted(get_args(PenaltyForm)) == sorted(LENGTH_PENALTY_FORMS)  # the client's type
     for name, number in LENGTH_PENALTY_FORMS.items():
         msg = pb.DecodeOptions(length_penalty_form=number)
         assert to_options(msg, default_max_length=256).length_penalty_form == name

@@ -21,7 +21,8 @@ from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.calls import RpcConfig
 from service.config import ServerConfig
 from service.flags import parse_args
-from service.httpapi import COMPRESS_BYTES, GET_ONLY, ROUTES
+from service.httpapi import GET_ONLY, OPENAPI, ROUTES
+from service.httpconn import COMPRESS_BYTES, accepted_coding
 from service.httpgrpc import HTTP_STATUS, deadline_of
 from service.server import ServerError
 from service.sessions import RuntimeConfig
@@ -592,6 +593,30 @@ def test_large_answers_are_compressed_for_clients_that_accept_it(server, tiny_bu
     stream = post(server, "/v1/translate/stream", {"text": "Hi."}, **{"Accept-Encoding": coding})
     assert stream[0] == 200 and "content-encoding" not in stream[1]
     assert events(stream[2])[-1][1]["final"] is True
+
+
+@pytest.mark.parametrize(
+    "header, coding",
+    [
+        ("gzip, deflate, br", "gzip"),
+        ("deflate", "deflate"),
+        ("gzip;q=0, identity", None),
+        ("gzip;q=0.5, deflate;q=0.8", "deflate"),
+        ("GZIP", "gzip"),
+        ("x-gzip", "gzip"),
+        ("*", "gzip"),
+        ("*;q=0", None),
+        ("br, zstd", None),
+        ("", None),
+        ("gzip;q=bad", None),
+    ],
+)
+def test_the_coding_follows_accept_encoding_and_its_weights(server, header, coding):
+    assert (None if (c := accepted_coding(header)) is None else c.value) == coding
+    status, headers, _ = call(server.http_port, "GET", OPENAPI, headers={"Accept-Encoding": header})
+    assert status == 200
+    assert headers.get("content-encoding") == coding
+    assert "Accept-Encoding" in headers["vary"]
 
 
 def test_a_large_body_parses_and_expect_100_continue_is_answered(server):
