@@ -16,13 +16,24 @@ from tests.deploy.helpers import LOCUSTFILE, ROOT
 OVERLOAD_SUFFIX = " [RESOURCE_EXHAUSTED]"
 
 
+def python(*args: str, timeout: float = 60, **env: str) -> subprocess.CompletedProcess:
+    """``python ARGS`` from the repository root (importable), output captured."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def locust(
     tmp_path: Path, host: str, seconds: int, users: int = 4, **env: str
 ) -> tuple[subprocess.CompletedProcess, list[dict[str, str]], list[dict[str, str]]]:
     """Run Locust headless: ``(process, stats rows, failure rows)`` from its CSV files."""
     prefix = tmp_path / "nmt"
     cmd = [
-        sys.executable,
         "-m",
         "locust",
         "-f",
@@ -42,14 +53,7 @@ def locust(
         "--stop-timeout",
         "10",
     ]
-    result = subprocess.run(
-        cmd,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
-        capture_output=True,
-        text=True,
-        timeout=seconds + 90,
-    )
+    result = python(*cmd, timeout=seconds + 90, **env)
 
     def rows(suffix: str) -> list[dict[str, str]]:
         path = Path(f"{prefix}_{suffix}.csv")
@@ -150,14 +154,8 @@ def test_locust_fails_the_run_when_p95_misses_the_target(server_factory, tmp_pat
     ],
 )
 def test_a_bad_host_is_one_clear_error(given, match):
-    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "-t", "1s"]
-    result = subprocess.run(
-        [*cmd, "--host", given],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=60,
+    result = python(
+        "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "-t", "1s", "--host", given
     )
     assert result.returncode == 2, result.stderr[-2000:]
     assert match in result.stderr and "Traceback" not in result.stderr, result.stderr[-2000:]
@@ -182,14 +180,7 @@ for status, body, exc in [
     failure = http_failure(status, body, exc)
     print(failure.code.name, "|", failure)
 """
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = python("-c", script)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.splitlines() == [
         "RESOURCE_EXHAUSTED | RESOURCE_EXHAUSTED: N in flight",
