@@ -46,7 +46,7 @@ from aiohttp.web_protocol import RequestPayloadError
 from google.protobuf.message import Message
 from prometheus_client import Counter
 
-from nmt_api import TIMEOUT_HEADER
+from nmt_api import RETRY_HINT, TIMEOUT_HEADER
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.calls import RpcConfig
 from service.errors import InvalidRequest, TooLarge
@@ -79,6 +79,8 @@ CORS_REQUEST_HEADERS = f"Content-Type, {TIMEOUT_HEADER}, {REQUEST_ID_HEADER}"
 # A wildcard's IPv6 half fails with these where the machine has no IPv6.
 NO_IPV6 = (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL, errno.EPROTONOSUPPORT)
 DRAINED = "the server is shutting down: retry, on another replica if there is one"
+# What a 503 (warming up, draining) or an overloaded 429 says in Retry-After.
+RETRY_AFTER_SECONDS = 1
 
 
 @dataclass(frozen=True)
@@ -113,10 +115,17 @@ ROUTE_LIST = ", ".join(
 
 
 def verbs_of(path: str) -> list[str]:
-    """The methods ``path`` takes (none: no such route)."""
+    """The methods ``path`` takes (none: no such route); HEAD goes with GET, answered as
+    GET is without the body (:func:`allowed`)."""
     if path in GET_ONLY:
         return ["GET"]
     return [verb for verb, route_path in ROUTES if route_path == path]
+
+
+def allowed(path: str) -> list[str]:
+    """What a 405 answer's ``Allow`` lists for ``path``: its methods, HEAD with GET."""
+    verbs = verbs_of(path)
+    return [*verbs, "HEAD"] if "GET" in verbs else verbs
 
 
 class HttpApiError(RuntimeError):
@@ -305,17 +314,19 @@ class HttpApi:
     async def _route(self, request: web.BaseRequest) -> web.StreamResponse:
         if request.method == "OPTIONS" and self._cors_origins:
             return self._preflight(request)
-        if request.method == "GET" and request.path in (LIVE, READY):
+        # HEAD is GET without the body (aiohttp writes none for it)
+        method = "GET" if request.method == "HEAD" else request.method
+        if method == "GET" and request.path in (LIVE, READY):
             up = request.path == LIVE or self._serving()
             status = SERVING if up else NOT_SERVING
             return web.json_response({"status": status}, status=200 if up else 503)
-        if request.method == "GET" and request.path == "/":
+        if method == "GET" and request.path == "/":
             return web.Response(body=self._page, content_type="text/html", charset="utf-8")
-        if request.method == "GET" and request.path == OPENAPI:
+        if method == "GET" and request.path == OPENAPI:
             return web.Response(body=self._openapi, content_type="application/json")
-        route = ROUTES.get((request.method, request.path))
+        route = ROUTES.get((method, request.path))
         if route is None:
-            if verbs := verbs_of(request.path):
+            if verbs := allowed(request.path):
                 return _error_response(
                     grpc.StatusCode.UNIMPLEMENTED,
                     f"{request.path} takes {' or '.join(verbs)}",
@@ -421,7 +432,7 @@ class HttpApi:
         if bad_deadline is not None:
             raise bad_deadline
         body = await self._body(request)
-        if not body.strip() and request.method == "GET":
+        if not body.strip() and request.method in ("GET", "HEAD"):
             yield b""
             return
         if len(body) > INLINE_JSON_BYTES:
@@ -469,6 +480,10 @@ def _error_response(
     out = dict(headers or {})
     if request_id:
         out[REQUEST_ID_HEADER] = request_id
+    if code == grpc.StatusCode.UNAVAILABLE or message.endswith(RETRY_HINT):
+        # the same call succeeds shortly (warming up, draining: elsewhere; busy: later);
+        # a 429 for a body over the limit carries no hint, and no Retry-After
+        out["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return web.Response(
         body=error_body(code, message),
         status=status or HTTP_STATUS[code],

@@ -195,6 +195,14 @@ def _error_responses() -> dict[str, Any]:
             "a route that does not take the method answers 405 (UNIMPLEMENTED) with Allow. A "
             "request the server cannot read as HTTP (e.g. headers over 8190 bytes) gets "
             "the HTTP server's own 400 as text/plain.",
+            "headers": {
+                "Retry-After": {
+                    "description": "seconds after which the same call may succeed: on a 503 "
+                    "(warming up, draining) and on a 429 for overload, not on one for a body "
+                    "over the size limit",
+                    "schema": {"type": "integer"},
+                }
+            },
             "content": {**_content(_ref(ERROR)), **_content({"type": "string"}, "text/plain")},
         }
     }

@@ -653,10 +653,41 @@ def test_old_connections_are_told_to_close(server_factory):
     conn.close()
 
 
-def test_health_and_page_take_only_get(server):
-    for path in ("/v1/health/ready", "/v1/health/live", "/"):
+def test_health_and_page_take_only_get_and_head(server):
+    for path in ("/v1/health/ready", "/v1/health/live", "/", "/v1/openapi.json"):
         status, headers, data = call(server.http_port, "POST", path, b"{}")
-        assert status == 405 and headers["allow"] == "GET", (path, data)
+        assert status == 405 and headers["allow"] == "GET, HEAD", (path, data)
+
+
+MODELS = "/v1/models"
+
+
+@pytest.mark.parametrize("path", ["/v1/health/ready", "/v1/health/live", "/", OPENAPI, MODELS])
+def test_head_is_get_without_the_body(server, path):
+    get_status, get_headers, get_data = call(server.http_port, "GET", path)
+    status, headers, data = call(server.http_port, "HEAD", path)
+    assert (status, data) == (get_status, b"") and get_data
+    assert headers["content-type"] == get_headers["content-type"]
+    status, headers, _ = call(server.http_port, "HEAD", "/v1/translate")
+    assert status == 405 and headers["allow"] == "POST"
+
+
+def test_retry_after_goes_with_what_a_retry_can_mend(server_factory, server):
+    cold = server_factory(warm=False, server={"http_port": 0})
+    status, headers, _ = post(cold, "/v1/translate", {"texts": ["Hi."]})
+    assert status == 503 and headers["retry-after"] == "1"  # warming up
+    busy = server.servicer._inflight
+    server.servicer._inflight = 1 << 30  # every translation refused: overloaded
+    try:
+        status, headers, data = post(server, "/v1/translate", {"texts": ["Hi."]})
+    finally:
+        server.servicer._inflight = busy
+    assert status == 429 and headers["retry-after"] == "1", data
+    # a body over the limit gets no hint: sending it again fails the same way
+    status, headers, data = post(server, "/v1/translate", b"{" + b" " * (MAX_BODY + 10) + b"}")
+    assert status == 429 and "retry-after" not in headers, data
+    status, headers, _ = post(server, "/v1/translate", {"texts": []})
+    assert status == 400 and "retry-after" not in headers
 
 
 def test_the_http_port_cannot_be_another_port():
