@@ -156,17 +156,22 @@ def _receive(process, conn, timeout: float | None):
     return conn.recv()
 
 
+def echo_reply(request: pb.TranslateRequest) -> pb.TranslateResponse:
+    """The answer of a server with no model: each sentence as its own one-best hypothesis
+    (text and whitespace tokens), so replies are as large as real ones."""
+    reply = pb.TranslateResponse(model="noop")
+    for text in request.texts:
+        words = text.split()
+        translation = reply.translations.add(source_tokens=len(words))
+        translation.hypotheses.add(text=text, tokens=words)
+    return reply
+
+
 class NoopTranslator(pb_grpc.TranslatorServicer):
-    """``Translate`` with no model: each sentence comes back as its own one-best
-    hypothesis (text and whitespace tokens), so replies are as large as real ones."""
+    """``Translate`` with no model (:func:`echo_reply`)."""
 
     def Translate(self, request: pb.TranslateRequest, context) -> pb.TranslateResponse:  # noqa: N802
-        reply = pb.TranslateResponse(model="noop")
-        for text in request.texts:
-            words = text.split()
-            translation = reply.translations.add(source_tokens=len(words))
-            translation.hypotheses.add(text=text, tokens=words)
-        return reply
+        return echo_reply(request)
 
 
 def start_noop_server(*, workers: int = 128) -> tuple[grpc.Server, str]:

@@ -43,6 +43,18 @@ def read_sentences_arg(p: argparse.ArgumentParser, path: Path, count: int) -> li
     return texts
 
 
+def int_list(p: argparse.ArgumentParser, flag: str, text: str) -> list[int]:
+    """``flag``'s comma-separated integers (each >= 1); anything else is a one-line
+    ``p.error``."""
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        p.error(f"{flag} takes comma-separated integers, got {text!r}")
+    if not values or min(values) < 1:
+        p.error(f"{flag} takes integers >= 1, got {text!r}")
+    return values
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     if not ordered:

@@ -27,6 +27,7 @@ from pathlib import Path
 from loadtest.concurrency import (
     DEFAULT_SENTENCES,
     HTTP_SCHEME,
+    int_list,
     read_sentences_arg,
     start_server,
     strategy_name,
@@ -38,16 +39,6 @@ from nmt_client import DecodeOptions
 TRANSPORTS = ("grpc", "http")
 
 
-def _ints(p: argparse.ArgumentParser, flag: str, text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        p.error(f"{flag} takes comma-separated integers, got {text!r}")
-    if not values or min(values) < 1:
-        p.error(f"{flag} takes integers >= 1, got {text!r}")
-    return values
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m loadtest.httpbench", description=__doc__)
     p.add_argument("--clients", default="1,8,32", help="concurrent clients per level")
@@ -57,8 +48,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--file", type=Path, default=DEFAULT_SENTENCES, help="one sentence a line")
     p.add_argument("--out", type=Path, required=True, help="writes OUT.json and OUT.md")
     args = p.parse_args(argv)
-    args.clients = _ints(p, "--clients", args.clients)
-    args.beams = _ints(p, "--beams", args.beams)
+    args.clients = int_list(p, "--clients", args.clients)
+    args.beams = int_list(p, "--beams", args.beams)
     if args.rounds < 1 or args.sentences < 1:
         p.error("--rounds and --sentences must be >= 1")
     args.texts = read_sentences_arg(p, args.file, args.sentences)

@@ -37,7 +37,8 @@ from pathlib import Path
 import grpc
 from google.protobuf import json_format
 
-from loadtest.concurrency import DEFAULT_SENTENCES, HTTP_SCHEME, read_sentences_arg
+from loadtest.clients import ClientProcess, echo_reply
+from loadtest.concurrency import DEFAULT_SENTENCES, HTTP_SCHEME, int_list, read_sentences_arg
 from loadtest.machine import cpu_name
 from loadtest.outputs import write_result
 from loadtest.threadcpu import breakdown, snapshot
@@ -61,24 +62,14 @@ def thread_group(name: str | None) -> str:
     return "other"
 
 
-def reply_to(request: pb.TranslateRequest) -> pb.TranslateResponse:
-    """Every text as its own one-best translation, tokens split on whitespace."""
-    reply = pb.TranslateResponse(model="noop")
-    for text in request.texts:
-        words = text.split()
-        translation = reply.translations.add(source_tokens=len(words))
-        translation.hypotheses.add(text=text, tokens=words)
-    return reply
-
-
 async def _stream_call(requests, context) -> bytes:
     async with asyncio.timeout(RECEIVE_SECONDS):
         raw = await anext(requests)
-    return reply_to(pb.TranslateRequest.FromString(raw)).SerializeToString()
+    return echo_reply(pb.TranslateRequest.FromString(raw)).SerializeToString()
 
 
 async def _unary_call(raw: bytes, context) -> bytes:
-    return reply_to(pb.TranslateRequest.FromString(raw)).SerializeToString()
+    return echo_reply(pb.TranslateRequest.FromString(raw)).SerializeToString()
 
 
 async def _grpc_server(handler) -> tuple[grpc.aio.Server, int]:
@@ -95,7 +86,7 @@ async def _http_server():
 
     async def handle(request: web.BaseRequest) -> web.StreamResponse:
         message = json_format.Parse(await request.read(), pb.TranslateRequest())
-        fields = json_format.MessageToDict(reply_to(message), preserving_proto_field_name=True)
+        fields = json_format.MessageToDict(echo_reply(message), preserving_proto_field_name=True)
         body = json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode()
         return web.Response(body=body, content_type="application/json")
 
@@ -136,16 +127,6 @@ class Servers:
         self._thread.join(10)
 
 
-def _ints(p: argparse.ArgumentParser, text: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        values = []
-    if not values or min(values) < 1:
-        p.error(f"--clients takes comma-separated integers >= 1, got {text!r}")
-    return values
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m loadtest.transportcost", description=__doc__)
     p.add_argument("--clients", default="1,32", help="concurrent clients per level")
@@ -154,7 +135,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--file", type=Path, default=DEFAULT_SENTENCES, help="one sentence a line")
     p.add_argument("--out", type=Path, required=True, help="writes OUT.json and OUT.md")
     args = p.parse_args(argv)
-    args.clients = _ints(p, args.clients)
+    args.clients = int_list(p, "--clients", args.clients)
     if args.rounds < 1 or args.sentences < 1:
         p.error("--rounds and --sentences must be >= 1")
     texts = read_sentences_arg(p, args.file, args.sentences)
@@ -205,8 +186,6 @@ def markdown(result: dict) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    from loadtest.clients import ClientProcess
-
     servers = Servers()
     runs: list[dict] = []
     options = DecodeOptions(return_scores=False)

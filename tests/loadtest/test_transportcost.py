@@ -7,6 +7,8 @@ import json
 import pytest
 
 from loadtest import transportcost
+from loadtest.clients import echo_reply
+from nmt_api.nmt.v1 import translator_pb2 as pb
 
 
 def test_a_smoke_run_measures_every_server(tmp_path):
@@ -33,8 +35,8 @@ def test_a_smoke_run_measures_every_server(tmp_path):
 
 
 def test_the_reply_echoes_every_text():
-    request = transportcost.pb.TranslateRequest(texts=["a b", "c"])
-    reply = transportcost.reply_to(request)
+    request = pb.TranslateRequest(texts=["a b", "c"])
+    reply = echo_reply(request)
     assert [(t.hypotheses[0].text, list(t.hypotheses[0].tokens)) for t in reply.translations] == [
         ("a b", ["a", "b"]),
         ("c", ["c"]),
@@ -45,7 +47,7 @@ def test_the_reply_echoes_every_text():
     "argv, match",
     [
         (["--clients", "0"], "--clients takes"),
-        (["--clients", "x"], "--clients takes"),
+        (["--clients", "x"], "--clients takes comma-separated"),
         (["--rounds", "0"], "must be >= 1"),
     ],
 )
