@@ -111,6 +111,12 @@ def test_promtool_accepts_prometheus_config(tmp_path):
 
 def test_nginx_accepts_the_load_balancer_config(tmp_path, compose):
     assert "grpc_pass grpc://backends;" in NGINX_CONF.read_text()
+    # least_conn over one count shared by the workers, for gRPC and HTTP alike
+    upstreams = re.findall(r"upstream\s+(\w+)\s*\{([^}]*)\}", NGINX_CONF.read_text())
+    assert sorted(name for name, _ in upstreams) == ["backends", "http_backends"]
+    for name, body in upstreams:
+        assert re.search(rf"^\s*zone\s+{name}\s+\d+k;", body, re.M), name
+        assert re.search(r"^\s*least_conn;", body, re.M), name
     conf = tmp_path / "nginx.conf"
     conf.write_text(local_nginx_conf(NGINX_CONF.read_text(), [free_port()], free_port(), tmp_path))
     result = run(["nginx", "-t", "-c", str(conf), "-p", str(tmp_path)])
