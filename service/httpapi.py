@@ -144,8 +144,8 @@ class HttpApi:
         *,
         idle_seconds: float,
         max_age_seconds: float = 0.0,
+        answers: Counter,
         cors_origins: tuple[str, ...] = (),
-        answers: Counter | None = None,
     ) -> None:
         """``idle_seconds``: keep-alive (``--max-connection-idle``); ``max_age_seconds``:
         answers past it close their connection (``--max-connection-age``; 0: never);
@@ -173,7 +173,7 @@ class HttpApi:
             self._handle,
             header_seconds=self._rpc.receive_timeout,
             max_age_seconds=self._max_age_seconds,
-            answered=self._answered if self._answers is not None else None,
+            answered=self._answered,
             handler_cancellation=True,  # a client that hangs up cancels its call
             access_log=None,  # --access-log writes the servicer's line per call
             keepalive_timeout=self._idle_seconds,
@@ -236,7 +236,6 @@ class HttpApi:
         await runner.cleanup()
 
     def _answered(self, path: str | None, status: int) -> None:
-        assert self._answers is not None
         # the label takes only the routes' paths: a scan of random paths adds no series
         route = "malformed" if path is None else path if verbs_of(path) else "other"
         self._answers.labels(route, str(status)).inc()

@@ -128,7 +128,7 @@ class Connection(RequestHandler):
         *,
         header_seconds: float,
         max_age_seconds: float,
-        answered: Answered | None = None,
+        answered: Answered,
         **kwargs,
     ) -> None:
         super().__init__(manager, **kwargs)
@@ -152,12 +152,11 @@ class Connection(RequestHandler):
             self._header_timer = None
 
     async def finish_response(self, request, resp, start_time):
-        if self._answered is not None:
-            # Every answer passes here: the handler's, and aiohttp's own 400 / 500; counted
-            # before it is written, so a client that has it sees it counted (a stream: once
-            # written to its end, by the status its headers carried). A client that hangs
-            # up first gets no answer: not counted here (nmt_requests_total has it).
-            self._answered(None if request.get(_UNPARSED_KEY) else request.path, resp.status)
+        # Every answer passes here: the handler's, and aiohttp's own 400 / 500; counted
+        # before it is written, so a client that has it sees it counted (a stream: once
+        # written to its end, by the status its headers carried). A client that hangs up
+        # first gets no answer: not counted here (nmt_requests_total has it).
+        self._answered(None if request.get(_UNPARSED_KEY) else request.path, resp.status)
         try:
             return await super().finish_response(request, resp, start_time)
         finally:
@@ -189,7 +188,7 @@ class Server(web.Server):
         *,
         header_seconds: float,
         max_age_seconds: float,
-        answered: Answered | None = None,
+        answered: Answered,
         **kwargs: Any,
     ):
         super().__init__(handler, request_factory=self._request, **kwargs)

@@ -208,11 +208,9 @@ def _error_responses() -> dict[str, Any]:
     }
 
 
-def _checked_method(
-    route: Route, service: descriptor_pb2.ServiceDescriptorProto
-) -> tuple[int, descriptor_pb2.MethodDescriptorProto]:
-    """The ``.proto``'s method a route runs, and its index; a route that does not match
-    it (messages, streaming) is an :class:`OpenApiError`."""
+def _method_index(route: Route, service: descriptor_pb2.ServiceDescriptorProto) -> int:
+    """The index in ``service`` of the ``.proto`` method a route runs; a route that does
+    not match it (messages, streaming) is an :class:`OpenApiError`."""
     found = [(i, m) for i, m in enumerate(service.method) if m.name == route.method]
     if not found:
         raise OpenApiError(f"route method {route.method} is not in service {service.name}")
@@ -227,13 +225,13 @@ def _checked_method(
             f"route for {route.method} takes {wanted}, the .proto's method "
             f"({method.input_type}, {method.output_type}, {method.server_streaming})"
         )
-    return index, method
+    return index
 
 
 def _operation(
     route: Route, service: descriptor_pb2.ServiceDescriptorProto, comments: Comments
 ) -> dict[str, Any]:
-    index, _ = _checked_method(route, service)
+    index = _method_index(route, service)
     about = comments.get((SERVICE, 0, METHOD, index), route.method)
     operation: dict[str, Any] = {
         "operationId": route.method,
