@@ -47,6 +47,7 @@ def test_the_reply_echoes_every_text():
     "argv, match",
     [
         (["--clients", "0"], "--clients takes"),
+        (["--clients", ""], "--clients takes"),
         (["--clients", "x"], "--clients takes comma-separated"),
         (["--rounds", "0"], "must be >= 1"),
     ],
