@@ -217,6 +217,12 @@ def parser() -> argparse.ArgumentParser:
         "</s>=log-prob), as nmt-score --tokens prints them",
     )
     o.add_argument(
+        "--alignment",
+        action="store_true",
+        help="print each hypothesis's hard alignment to the source's pieces: source-target "
+        "index pairs (0-0 2-1 ...), as fairseq's --print-alignment hard",
+    )
+    o.add_argument(
         "--diagnostics",
         action="store_true",
         help="print each hypothesis's attention diagnostics: mean entropy (nats), coverage "
@@ -368,6 +374,8 @@ def _stream(
         suffix += "\t" + _diagnostics_text(best.diagnostics)
     if best is not None and best.token_log_probs is not None:  # asked for: --token-scores
         suffix += "\t" + token_scores_text(best)  # () on a hypothesis of none: ""
+    if best is not None and best.alignment is not None:  # asked for: --alignment
+        suffix += "\t" + best.pharaoh()
     print(suffix)
     return result
 
@@ -383,6 +391,8 @@ def _print_result(result: Result | None, args: argparse.Namespace) -> None:
             suffix += "\t" + _diagnostics_text(hyp.diagnostics)
         if args.token_scores:  # a column on every line, empty when a hypothesis has none
             suffix += "\t" + token_scores_text(hyp)
+        if args.alignment:  # a column on every line, empty for a source of no tokens
+            suffix += "\t" + hyp.pharaoh()
         print(f"{prefix}{hyp.text}{suffix}")
 
 
@@ -418,6 +428,7 @@ def run(args: argparse.Namespace) -> int:
         return_scores=args.scores,
         return_diagnostics=args.diagnostics,
         return_token_scores=args.token_scores,
+        return_alignment=args.alignment,
     )
     first: Result | None = None
     glossary, problem = Glossary.for_cli(args.glossary)

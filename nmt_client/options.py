@@ -70,6 +70,9 @@ class DecodeOptions:
     seed: int | None = None
     # Each hypothesis's token log-probs (Hypothesis.token_log_probs), then </s>'s
     return_token_scores: bool = False
+    # Each hypothesis's hard alignment (Hypothesis.alignment: per target token, the index
+    # in Result.source_pieces of the source token it attended to most)
+    return_alignment: bool = False
     # Diverse siblings (Li et al. 2016, fairseq's --diversity-rate), beam only: each step
     # the k-th best continuation of a hypothesis loses k x this from its score (0: off)
     diversity_rate: float | None = None
@@ -166,6 +169,7 @@ class DecodeOptions:
         msg.replace_unk = self.replace_unk
         msg.sampling_topk = self.sampling_topk or 0
         msg.return_token_scores = self.return_token_scores
+        msg.return_alignment = self.return_alignment
         if self.length_penalty_form is not None:
             msg.length_penalty_form = LENGTH_PENALTY_FORMS[self.length_penalty_form]
         msg.diverse_beam_groups = self.diverse_beam_groups or 0
@@ -187,6 +191,7 @@ class DecodeOptions:
             replace_unk=msg.replace_unk,
             sampling_topk=msg.sampling_topk or None,
             return_token_scores=msg.return_token_scores,
+            return_alignment=msg.return_alignment,
             length_penalty_form=_form_of(msg.length_penalty_form),
             diverse_beam_groups=msg.diverse_beam_groups or None,
             **{name: getattr(msg, name) if msg.HasField(name) else None for name in _OPTIONAL},
@@ -276,6 +281,7 @@ def score_request(
     return_diagnostics: bool = False,
     model: str | None = None,
     length_penalty_form: PenaltyForm | None = None,
+    return_alignment: bool = False,
 ) -> pb.ScoreRequest:
     """The ``nmt.v1.ScoreRequest`` of ``targets`` (one per text: the translation to
     score); the penalties default to the model's."""
@@ -283,7 +289,9 @@ def score_request(
     if len(scored) != len(sources):
         raise ValueError(f"{len(scored)} targets for {len(sources)} texts: give one per text")
     options = pb.ScoreOptions(
-        return_attention=return_attention, return_diagnostics=return_diagnostics
+        return_attention=return_attention,
+        return_diagnostics=return_diagnostics,
+        return_alignment=return_alignment,
     )
     if length_penalty is not None:
         options.length_penalty = length_penalty

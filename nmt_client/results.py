@@ -95,7 +95,9 @@ class Hypothesis:
     asked for); ``token_log_probs``: from :meth:`Translator.score`, or with
     ``return_token_scores``, each token's log-prob, then ``</s>``'s (``len(tokens) + 1``;
     ``len(tokens)`` for a hypothesis a search stopped at its length limit without
-    scoring one), adding up to ``log_prob``."""
+    scoring one), adding up to ``log_prob``; ``alignment`` (``None`` unless asked for):
+    per token of ``tokens``, the index in :attr:`Result.source_pieces` of the source
+    token its step attended to most (:meth:`pharaoh` writes it as fairseq prints it)."""
 
     text: str
     tokens: tuple[str, ...]
@@ -104,13 +106,28 @@ class Hypothesis:
     attention: Attention | None = None
     diagnostics: Diagnostics | None = None
     token_log_probs: tuple[float, ...] | None = None
+    alignment: tuple[int, ...] | None = None
+
+    def pharaoh(self) -> str:
+        """The alignment as ``source-target`` index pairs (``"0-0 2-1 1-2"``), the format
+        of fairseq's ``--print-alignment`` and Marian's ``--alignment``; raises
+        ``ValueError`` when it was not asked for."""
+        if self.alignment is None:
+            raise ValueError("no alignment: translate with return_alignment=True")
+        return " ".join(f"{s}-{t}" for t, s in enumerate(self.alignment))
 
     @classmethod
     def from_proto(
-        cls, msg: pb.Hypothesis, *, scores: bool, token_scores: bool = False
+        cls,
+        msg: pb.Hypothesis,
+        *,
+        scores: bool,
+        token_scores: bool = False,
+        alignment: bool = False,
     ) -> Hypothesis:
-        """``token_scores``: they were asked for (an empty list is then ``()``: a
-        hypothesis of no tokens stopped at a length limit without an EOS)."""
+        """``token_scores``, ``alignment``: they were asked for (an empty list is then
+        ``()``: a hypothesis of no tokens stopped at a length limit without an EOS, a
+        source of no tokens of its own)."""
         return cls(
             msg.text,
             tuple(msg.tokens),
@@ -119,6 +136,7 @@ class Hypothesis:
             Attention.from_proto(msg.attention) if msg.HasField("attention") else None,
             Diagnostics.from_proto(msg.diagnostics) if msg.HasField("diagnostics") else None,
             tuple(msg.token_log_probs) if token_scores or msg.token_log_probs else None,
+            tuple(msg.alignment) if alignment or msg.alignment else None,
         )
 
 
@@ -139,8 +157,10 @@ class Timing:
 @dataclass(frozen=True)
 class Result:
     """The translation of one sentence: ``hypotheses`` best first, ``source_tokens``
-    the number of source pieces. ``model``, ``model_version``, ``timing`` and
-    ``request_id`` belong to the request it was part of."""
+    the number of source pieces (the tokenizer's markers counted); ``source_pieces``
+    (with alignments) the source as the model's tokenizer split it, markers left out.
+    ``model``, ``model_version``, ``timing`` and ``request_id`` belong to the request it
+    was part of."""
 
     source: str
     hypotheses: tuple[Hypothesis, ...]
@@ -149,6 +169,7 @@ class Result:
     model_version: str = ""
     timing: Timing | None = None
     request_id: str | None = None
+    source_pieces: tuple[str, ...] = ()
 
     @property
     def best(self) -> Hypothesis:
@@ -220,6 +241,7 @@ def results_from_proto(
     scores: bool,
     token_scores: bool = False,
     request_id: str | None = None,
+    alignment: bool = False,
 ) -> list[Result]:
     """One :class:`Result` per sentence of a ``TranslateResponse`` (or ``ScoreResponse``)."""
     timing = Timing.from_proto(reply.timing)
@@ -229,6 +251,7 @@ def results_from_proto(
             t,
             scores=scores,
             token_scores=token_scores,
+            alignment=alignment,
             model=reply.model,
             version=reply.model_version,
             timing=timing,
@@ -244,6 +267,7 @@ def result_from_proto(
     *,
     scores: bool,
     token_scores: bool = False,
+    alignment: bool = False,
     model: str = "",
     version: str = "",
     timing: Timing | None = None,
@@ -252,7 +276,7 @@ def result_from_proto(
     return Result(
         source=source,
         hypotheses=tuple(
-            Hypothesis.from_proto(h, scores=scores, token_scores=token_scores)
+            Hypothesis.from_proto(h, scores=scores, token_scores=token_scores, alignment=alignment)
             for h in msg.hypotheses
         ),
         source_tokens=msg.source_tokens,
@@ -260,4 +284,5 @@ def result_from_proto(
         model_version=version,
         timing=timing,
         request_id=request_id,
+        source_pieces=tuple(msg.source_pieces),
     )

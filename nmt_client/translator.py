@@ -182,6 +182,7 @@ class Translator:
         sampling_topp: float | None = None,
         seed: int | None = None,
         return_token_scores: bool | None = None,
+        return_alignment: bool | None = None,
         diversity_rate: float | None = None,
         length_penalty_form: PenaltyForm | None = None,
         diverse_beam_groups: int | None = None,
@@ -223,6 +224,7 @@ class Translator:
                 reply,
                 scores=opts.return_scores,
                 token_scores=opts.return_token_scores,
+                alignment=opts.return_alignment,
                 request_id=rid,
             )
 
@@ -241,12 +243,14 @@ class Translator:
         timeout: float | None = None,
         request_id: str | None = None,
         length_penalty_form: PenaltyForm | None = None,
+        return_alignment: bool = False,
     ) -> list[Result]:
         """Score ``targets`` (one per text: a translation written elsewhere) under the
         model: one :class:`Result` per text, its one hypothesis the target as the model
         reads it, with ``log_prob``, ``score`` (``length_penalty``, its
         ``length_penalty_form`` and ``coverage_penalty``: the model's unless given) and
-        ``token_log_probs``. Nothing is searched (forced decoding). Raises
+        ``token_log_probs``; ``return_alignment``: the target's hard alignment to its
+        source (:attr:`Hypothesis.alignment`). Nothing is searched (forced decoding). Raises
         :class:`TranslatorError`."""
         request = score_request(
             texts,
@@ -256,6 +260,7 @@ class Translator:
             coverage_penalty=coverage_penalty,
             return_attention=return_attention,
             return_diagnostics=return_diagnostics,
+            return_alignment=return_alignment,
             model=self._model(model),
         )
         sources = list(request.texts)
@@ -266,7 +271,12 @@ class Translator:
             reply, call = self._stub.Score.with_call(request, timeout=remaining, metadata=metadata)
             rid = _request_id(call.trailing_metadata())
             return results_from_proto(
-                sources, reply, scores=True, token_scores=True, request_id=rid
+                sources,
+                reply,
+                scores=True,
+                token_scores=True,
+                alignment=return_alignment,
+                request_id=rid,
             )
 
         return self._retrying(attempt, timeout, request_id)
@@ -359,6 +369,7 @@ class Translator:
                         message.translation,
                         scores=opts.return_scores,
                         token_scores=opts.return_token_scores,
+                        alignment=opts.return_alignment,
                         timing=_Timing.from_proto(message.timing),
                         request_id=_request_id(call.trailing_metadata()),
                     )

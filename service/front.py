@@ -13,6 +13,7 @@ import abc
 from collections.abc import Sequence
 
 from models.options import DecodeOptions, Hypothesis
+from service.alignment import replace_unknowns, source_span
 from service.bundle import Bundle
 from service.constraints import Constraints
 from service.errors import DeadlineExpired, InvalidRequest
@@ -29,38 +30,6 @@ DEADLINE_MESSAGE = (
     "the deadline passed before the translation finished: allow a longer deadline, "
     "send fewer sentences or lower max_length"
 )
-
-
-def replace_unknowns(
-    pieces: list[str],
-    hyp: Hypothesis,
-    source: Sequence[str],
-    unk_id: int,
-    marks: tuple[int, int] = (0, 0),
-    pad: str | None = None,
-) -> list[str]:
-    """``pieces`` (of ``hyp.tokens``) with each unknown token replaced by the ``source``
-    token (as written) with the most attention at its step; ``hyp.attention``
-    ``(len(tokens) + 1, src_len)``. ``marks``: how many of ``source``'s first and last
-    tokens are the tokenizer's start and end markers (``<sos>``, ``EOS``; see
-    :attr:`service.bundle.Bundle.source_marks`): those are never copied, whatever their
-    attention, but the real word with the most attention at that step is; a source with
-    no real word leaves the unknown token as it is. Ties: the first such source word,
-    as argmax. ``pad``: the token the source was padded with after its end markers
-    (:attr:`service.bundle.Bundle.source_pad`), never copied either."""
-    if hyp.attention is None:
-        raise ValueError("replace_unk needs the hypothesis's attention")
-    end = len(source)
-    while pad is not None and end > 0 and source[end - 1] == pad:
-        end -= 1
-    first, end = marks[0], end - marks[1]
-    out = list(pieces)
-    if first >= end:
-        return out
-    for step, token in enumerate(hyp.tokens):
-        if token == unk_id:
-            out[step] = source[first + int(hyp.attention[step][first:end].argmax())]
-    return out
 
 
 def check_forcing(bundle: Bundle) -> None:
@@ -179,11 +148,13 @@ class EngineFront(abc.ABC):
                     rendered.append((tgt_tok.detokenize(pieces), pieces, h))
                 else:
                     rendered.append((tgt_tok.decode(h.tokens), pieces, h))
+            source_pieces = src_tok.pieces(ids)
             out.append(
                 TranslationResult(
-                    source_pieces=src_tok.pieces(ids),
+                    source_pieces=source_pieces,
                     hypotheses=rendered,
                     source_ids=tuple(ids),
+                    source_span=source_span(source_pieces, marks, pad),
                 )
             )
         return out

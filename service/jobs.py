@@ -91,6 +91,8 @@ class TranslationResult:
     source_pieces: list[str]
     hypotheses: list[tuple[str, list[str], Hypothesis]]
     source_ids: tuple[int, ...] = ()
+    # (first, end): the source_pieces the request's text wrote (service.front.source_span)
+    source_span: tuple[int, int] = (0, 0)
 
 
 def decode_options(defaults: DecodeOptions | None = None, **fields) -> DecodeOptions:

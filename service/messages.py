@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from models.options import DecodeOptions
 from nmt_api import LENGTH_PENALTY_FORMS
 from nmt_api.nmt.v1 import translator_pb2 as pb
+from service.alignment import hard_alignment
 from service.diagnostics import Diagnostics
 from service.engine import Job, TranslationResult, decode_options
 from service.errors import InvalidRequest
@@ -64,8 +65,13 @@ def to_options(
         beam_size=beam,
         n_best=msg.n_best or 1,
         max_length=msg.max_length or min(default_max_length, defaults.max_length),
-        # Diagnostics and replace_unk read the attention: the loop must keep it.
-        return_attention=msg.return_attention or msg.return_diagnostics or msg.replace_unk,
+        # Diagnostics, alignments and replace_unk read the attention: the loop must keep it.
+        return_attention=(
+            msg.return_attention
+            or msg.return_diagnostics
+            or msg.return_alignment
+            or msg.replace_unk
+        ),
         ignore_when_blocking=_token_ids(msg.ignore_when_blocking, target_index),
         replace_unk=msg.replace_unk,
         return_token_scores=msg.return_token_scores,
@@ -104,7 +110,7 @@ def to_score_options(
         max_length_ratio=0.0,
         max_length_offset=max_length,
         min_length=0,
-        return_attention=msg.return_attention or msg.return_diagnostics,
+        return_attention=msg.return_attention or msg.return_diagnostics or msg.return_alignment,
         ban_unk=False,
         block_ngram_repeat=0,
         ignore_when_blocking=(),
@@ -178,11 +184,16 @@ def to_translation(
     scores: bool,
     attention: bool = True,
     diagnostics: Sequence[Diagnostics] | None = None,
+    alignment: bool = False,
 ) -> pb.Translation:
     """``result`` as a message; ``attention``: include the matrices the hypotheses carry
     (a request for diagnostics alone makes the loop keep them too); ``diagnostics``: one
-    per hypothesis, or None."""
+    per hypothesis, or None; ``alignment``: each hypothesis's hard alignment, from the
+    attention the loop kept for it, and the source pieces it indexes."""
     out = pb.Translation(source_tokens=len(result.source_pieces))
+    span = result.source_span
+    if alignment:
+        out.source_pieces.extend(result.source_pieces[span[0] : span[1]])
     for i, (text, pieces, hyp) in enumerate(result.hypotheses):
         h = out.hypotheses.add(text=text, tokens=pieces)
         if scores:
@@ -191,6 +202,8 @@ def to_translation(
             h.token_log_probs.extend(hyp.token_log_probs)
         if diagnostics is not None:
             h.diagnostics.CopyFrom(to_diagnostics(diagnostics[i]))
+        if alignment and hyp.attention is not None:
+            h.alignment.extend(hard_alignment(hyp.attention, span, len(hyp.tokens)))
         if attention and hyp.attention is not None:
             rows, cols = hyp.attention.shape
             h.attention.rows, h.attention.cols = rows, cols

@@ -11,8 +11,9 @@ from pathlib import Path
 
 from models.options import Hypothesis
 from nmt_api.nmt.v1 import translator_pb2 as pb
+from service.alignment import replace_unknowns
 from service.bundle import load_bundle
-from service.front import check_forcing, replace_unknowns
+from service.front import check_forcing
 from service.limits import EngineConfig, validate_constraints, validate_request, validate_targets
 from service.loop import decode
 from service.messages import to_options, to_score_options

@@ -81,6 +81,7 @@ class Replies:
             scores=options.return_scores,
             attention=options.return_attention,
             diagnostics=diagnostics,
+            alignment=options.return_alignment,
         )
 
     async def off_loop(

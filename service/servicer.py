@@ -316,6 +316,7 @@ class TranslatorServicer:
             return_scores=True,
             return_attention=request.options.return_attention,
             return_diagnostics=request.options.return_diagnostics,
+            return_alignment=request.options.return_alignment,
         )
         return await self._answer(
             request.model, len(request.texts), context, record, submit, pb.ScoreResponse, shown

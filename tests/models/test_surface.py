@@ -1,6 +1,6 @@
 """Every bundle tokenizer kind's ``surface`` (source tokens as written, one per id) and
 ``detokenize`` (text of token strings, some copied from a source): what ``replace_unk``
-renders with (service.front.replace_unknowns)."""
+renders with (service.alignment.replace_unknowns)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from models.options import DecodeOptions, Hypothesis
 from models.pieces import PieceTokenizer
 from models.tokenizer import Tokenizer
 from models.words import WordTokenizer
-from service.front import replace_unknowns
+from service.alignment import replace_unknowns
 from tests.committed import EN_ES_INT8
 
 ROOT = Path(__file__).resolve().parents[2]

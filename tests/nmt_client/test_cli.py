@@ -402,3 +402,20 @@ def test_token_scores(translator, address, capsys):
     streamed = capsys.readouterr().out.strip().split("\t")
     greedy = translator.translate_one(text, return_token_scores=True).best
     assert streamed[-1] == cli.token_scores_text(greedy)
+
+
+def test_alignment(translator, address, capsys):
+    text = "The visiting team swept the series"
+    argv = ["--server", address, "--alignment", "--beam", "2", "--n-best", "2", text]
+    assert cli.main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    results = translator.translate_one(text, beam_size=2, n_best=2, return_alignment=True)
+    assert results.source_pieces and len(lines) == 2
+    for line, hyp in zip(lines, results.hypotheses, strict=True):
+        rank, translation, pairs = line.split("\t")
+        assert translation == hyp.text and pairs == hyp.pharaoh()
+        assert [int(p.split("-")[1]) for p in pairs.split(" ")] == list(range(len(hyp.tokens)))
+        assert all(int(p.split("-")[0]) < len(results.source_pieces) for p in pairs.split(" "))
+    assert cli.main(["--server", address, "--alignment", "--stream", text]) == 0
+    streamed = capsys.readouterr().out.strip().split("\t")
+    assert streamed[-1] == translator.translate_one(text, return_alignment=True).best.pharaoh()

@@ -26,7 +26,7 @@ LENGTH_PENALTY_AVERAGE: LengthPenaltyForm
 LENGTH_PENALTY_GNMT: LengthPenaltyForm
 
 class DecodeOptions(_message.Message):
-    __slots__ = ("strategy", "beam_size", "n_best", "length_penalty", "max_length", "max_length_ratio", "return_attention", "return_scores", "coverage_penalty", "return_diagnostics", "ban_unk", "block_ngram_repeat", "ignore_when_blocking", "min_length", "replace_unk", "sampling_topk", "sampling_temperature", "seed", "sampling_topp", "return_token_scores", "diversity_rate", "length_penalty_form", "diverse_beam_groups", "diverse_beam_strength")
+    __slots__ = ("strategy", "beam_size", "n_best", "length_penalty", "max_length", "max_length_ratio", "return_attention", "return_scores", "coverage_penalty", "return_diagnostics", "ban_unk", "block_ngram_repeat", "ignore_when_blocking", "min_length", "replace_unk", "sampling_topk", "sampling_temperature", "seed", "sampling_topp", "return_token_scores", "diversity_rate", "length_penalty_form", "diverse_beam_groups", "diverse_beam_strength", "return_alignment")
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     BEAM_SIZE_FIELD_NUMBER: _ClassVar[int]
     N_BEST_FIELD_NUMBER: _ClassVar[int]
@@ -51,6 +51,7 @@ class DecodeOptions(_message.Message):
     LENGTH_PENALTY_FORM_FIELD_NUMBER: _ClassVar[int]
     DIVERSE_BEAM_GROUPS_FIELD_NUMBER: _ClassVar[int]
     DIVERSE_BEAM_STRENGTH_FIELD_NUMBER: _ClassVar[int]
+    RETURN_ALIGNMENT_FIELD_NUMBER: _ClassVar[int]
     strategy: Strategy
     beam_size: int
     n_best: int
@@ -75,7 +76,8 @@ class DecodeOptions(_message.Message):
     length_penalty_form: LengthPenaltyForm
     diverse_beam_groups: int
     diverse_beam_strength: float
-    def __init__(self, strategy: _Optional[_Union[Strategy, str]] = ..., beam_size: _Optional[int] = ..., n_best: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_length: _Optional[int] = ..., max_length_ratio: _Optional[float] = ..., return_attention: _Optional[bool] = ..., return_scores: _Optional[bool] = ..., coverage_penalty: _Optional[float] = ..., return_diagnostics: _Optional[bool] = ..., ban_unk: _Optional[bool] = ..., block_ngram_repeat: _Optional[int] = ..., ignore_when_blocking: _Optional[_Iterable[str]] = ..., min_length: _Optional[int] = ..., replace_unk: _Optional[bool] = ..., sampling_topk: _Optional[int] = ..., sampling_temperature: _Optional[float] = ..., seed: _Optional[int] = ..., sampling_topp: _Optional[float] = ..., return_token_scores: _Optional[bool] = ..., diversity_rate: _Optional[float] = ..., length_penalty_form: _Optional[_Union[LengthPenaltyForm, str]] = ..., diverse_beam_groups: _Optional[int] = ..., diverse_beam_strength: _Optional[float] = ...) -> None: ...
+    return_alignment: bool
+    def __init__(self, strategy: _Optional[_Union[Strategy, str]] = ..., beam_size: _Optional[int] = ..., n_best: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_length: _Optional[int] = ..., max_length_ratio: _Optional[float] = ..., return_attention: _Optional[bool] = ..., return_scores: _Optional[bool] = ..., coverage_penalty: _Optional[float] = ..., return_diagnostics: _Optional[bool] = ..., ban_unk: _Optional[bool] = ..., block_ngram_repeat: _Optional[int] = ..., ignore_when_blocking: _Optional[_Iterable[str]] = ..., min_length: _Optional[int] = ..., replace_unk: _Optional[bool] = ..., sampling_topk: _Optional[int] = ..., sampling_temperature: _Optional[float] = ..., seed: _Optional[int] = ..., sampling_topp: _Optional[float] = ..., return_token_scores: _Optional[bool] = ..., diversity_rate: _Optional[float] = ..., length_penalty_form: _Optional[_Union[LengthPenaltyForm, str]] = ..., diverse_beam_groups: _Optional[int] = ..., diverse_beam_strength: _Optional[float] = ..., return_alignment: _Optional[bool] = ...) -> None: ...
 
 class TranslateRequest(_message.Message):
     __slots__ = ("texts", "model", "options", "target_prefix", "constraints")
@@ -100,18 +102,20 @@ class TargetConstraints(_message.Message):
     def __init__(self, phrases: _Optional[_Iterable[str]] = ..., ordered: _Optional[bool] = ...) -> None: ...
 
 class ScoreOptions(_message.Message):
-    __slots__ = ("length_penalty", "coverage_penalty", "return_attention", "return_diagnostics", "length_penalty_form")
+    __slots__ = ("length_penalty", "coverage_penalty", "return_attention", "return_diagnostics", "length_penalty_form", "return_alignment")
     LENGTH_PENALTY_FIELD_NUMBER: _ClassVar[int]
     COVERAGE_PENALTY_FIELD_NUMBER: _ClassVar[int]
     RETURN_ATTENTION_FIELD_NUMBER: _ClassVar[int]
     RETURN_DIAGNOSTICS_FIELD_NUMBER: _ClassVar[int]
     LENGTH_PENALTY_FORM_FIELD_NUMBER: _ClassVar[int]
+    RETURN_ALIGNMENT_FIELD_NUMBER: _ClassVar[int]
     length_penalty: float
     coverage_penalty: float
     return_attention: bool
     return_diagnostics: bool
     length_penalty_form: LengthPenaltyForm
-    def __init__(self, length_penalty: _Optional[float] = ..., coverage_penalty: _Optional[float] = ..., return_attention: _Optional[bool] = ..., return_diagnostics: _Optional[bool] = ..., length_penalty_form: _Optional[_Union[LengthPenaltyForm, str]] = ...) -> None: ...
+    return_alignment: bool
+    def __init__(self, length_penalty: _Optional[float] = ..., coverage_penalty: _Optional[float] = ..., return_attention: _Optional[bool] = ..., return_diagnostics: _Optional[bool] = ..., length_penalty_form: _Optional[_Union[LengthPenaltyForm, str]] = ..., return_alignment: _Optional[bool] = ...) -> None: ...
 
 class ScoreRequest(_message.Message):
     __slots__ = ("texts", "targets", "model", "options")
@@ -152,7 +156,7 @@ class AttentionMatrix(_message.Message):
     def __init__(self, rows: _Optional[int] = ..., cols: _Optional[int] = ..., values: _Optional[_Iterable[float]] = ..., source_tokens: _Optional[_Iterable[str]] = ..., target_tokens: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Hypothesis(_message.Message):
-    __slots__ = ("text", "tokens", "score", "log_prob", "attention", "diagnostics", "token_log_probs")
+    __slots__ = ("text", "tokens", "score", "log_prob", "attention", "diagnostics", "token_log_probs", "alignment")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TOKENS_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
@@ -160,6 +164,7 @@ class Hypothesis(_message.Message):
     ATTENTION_FIELD_NUMBER: _ClassVar[int]
     DIAGNOSTICS_FIELD_NUMBER: _ClassVar[int]
     TOKEN_LOG_PROBS_FIELD_NUMBER: _ClassVar[int]
+    ALIGNMENT_FIELD_NUMBER: _ClassVar[int]
     text: str
     tokens: _containers.RepeatedScalarFieldContainer[str]
     score: float
@@ -167,7 +172,8 @@ class Hypothesis(_message.Message):
     attention: AttentionMatrix
     diagnostics: AttentionDiagnostics
     token_log_probs: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, text: _Optional[str] = ..., tokens: _Optional[_Iterable[str]] = ..., score: _Optional[float] = ..., log_prob: _Optional[float] = ..., attention: _Optional[_Union[AttentionMatrix, _Mapping]] = ..., diagnostics: _Optional[_Union[AttentionDiagnostics, _Mapping]] = ..., token_log_probs: _Optional[_Iterable[float]] = ...) -> None: ...
+    alignment: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, text: _Optional[str] = ..., tokens: _Optional[_Iterable[str]] = ..., score: _Optional[float] = ..., log_prob: _Optional[float] = ..., attention: _Optional[_Union[AttentionMatrix, _Mapping]] = ..., diagnostics: _Optional[_Union[AttentionDiagnostics, _Mapping]] = ..., token_log_probs: _Optional[_Iterable[float]] = ..., alignment: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class AttentionDiagnostics(_message.Message):
     __slots__ = ("entropy_mean", "entropy_max", "coverage_deficit", "over_attention", "unk_share")
@@ -184,12 +190,14 @@ class AttentionDiagnostics(_message.Message):
     def __init__(self, entropy_mean: _Optional[float] = ..., entropy_max: _Optional[float] = ..., coverage_deficit: _Optional[float] = ..., over_attention: _Optional[float] = ..., unk_share: _Optional[float] = ...) -> None: ...
 
 class Translation(_message.Message):
-    __slots__ = ("hypotheses", "source_tokens")
+    __slots__ = ("hypotheses", "source_tokens", "source_pieces")
     HYPOTHESES_FIELD_NUMBER: _ClassVar[int]
     SOURCE_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_PIECES_FIELD_NUMBER: _ClassVar[int]
     hypotheses: _containers.RepeatedCompositeFieldContainer[Hypothesis]
     source_tokens: int
-    def __init__(self, hypotheses: _Optional[_Iterable[_Union[Hypothesis, _Mapping]]] = ..., source_tokens: _Optional[int] = ...) -> None: ...
+    source_pieces: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, hypotheses: _Optional[_Iterable[_Union[Hypothesis, _Mapping]]] = ..., source_tokens: _Optional[int] = ..., source_pieces: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Timing(_message.Message):
     __slots__ = ("queue_ms", "encode_ms", "decode_ms", "total_ms")
