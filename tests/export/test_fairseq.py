@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from export.convert import main
+from service.alignment import hard_alignment, source_span
 from service.bundle import load_bundle
 from service.loop import decode
 from service.sessions import RuntimeConfig
@@ -121,7 +122,35 @@ def test_beam_is_fairseqs(converted):
     assert len(diffs) == 1500 and diffs.max() < 1e-5
 
 
-SCORED = ("lstm_word", "lstm_bi2_bpe", "lstm_wiseman_spm")  # with a score.json
+SCORED = ("lstm_word", "lstm_bi2_bpe", "lstm_wiseman_spm")  # with a score.json and align.json
+
+
+@pytest.mark.parametrize("converted", SCORED, indirect=True)
+def test_hard_alignments_are_fairseqs(converted):
+    """``return_alignment``'s rule (:mod:`service.alignment`) against fairseq-interactive
+    ``--print-alignment hard`` on the beam-5 5-best lists of all 300 sources: every
+    hypothesis's (source, target) index pairs, the source's EOS never aligned to (the
+    models attend to it: counting it would change many)."""
+    name, out = converted
+    bundle = load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
+    options = dataclasses.replace(bundle.decoding, beam_size=5, n_best=5, return_attention=True)
+    lines = MODELS[name][1].read_text(encoding="utf-8").splitlines()
+    sources = [bundle.src_tokenizer.encode(line) for line in lines]
+    nbest = decode(bundle.model, sources, options=options, special=bundle.special)
+    want = _fairseq(name, "align.json")
+    pairs, differ = 0, []
+    for i, (ids, hyps, theirs) in enumerate(zip(sources, nbest, want, strict=True)):
+        pieces = bundle.src_tokenizer.pieces(ids)
+        span = source_span(pieces, bundle.source_marks, bundle.source_pad)
+        assert pieces[span[1] :] == ["</s>"]  # fairseq's source EOS, left out
+        for h, w in zip(hyps, theirs, strict=True):
+            assert bundle.tgt_tokenizer.pieces(h.tokens) == w["tokens"]
+            got = [[s, t] for t, s in enumerate(hard_alignment(h.attention, span, len(h.tokens)))]
+            pairs += len(got)
+            if got != w["alignment"]:
+                differ.append((i, got, w["alignment"]))
+    assert len(want) == 300 and pairs > 10_000
+    assert differ == []
 
 
 @pytest.mark.parametrize("converted", SCORED, indirect=True)
