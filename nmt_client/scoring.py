@@ -65,7 +65,14 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument(
         "--json",
         action="store_true",
-        help="one JSON object a line: log_prob, score, tokens, token_log_probs",
+        help="one JSON object a line: log_prob, score, tokens, token_log_probs (and "
+        "alignment, source_pieces with --alignment)",
+    )
+    i.add_argument(
+        "--alignment",
+        action="store_true",
+        help="append the target's hard alignment to the source's pieces: source-target "
+        "index pairs (0-0 2-1 ...), as fairseq's --print-alignment hard",
     )
     s = p.add_argument_group("scoring")
     s.add_argument(
@@ -153,10 +160,15 @@ def render(result: Result | None, args: argparse.Namespace) -> str:
             "tokens": list(h.tokens),
             "token_log_probs": [_finite(x) for x in h.token_log_probs or ()],
         }
+        if args.alignment:
+            record["alignment"] = list(h.alignment or ())
+            record["source_pieces"] = list(result.source_pieces)
         return json.dumps(record, ensure_ascii=False, allow_nan=False)
     line = f"{h.score if args.normalize else h.log_prob:.6f}"
     if args.tokens:
         line += "\t" + token_scores_text(h)
+    if args.alignment:
+        line += "\t" + h.pharaoh()
     return line
 
 
@@ -199,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
                     length_penalty=args.length_penalty,
                     length_penalty_form=args.length_penalty_form,
                     coverage_penalty=args.coverage_penalty,
+                    return_alignment=args.alignment,
                 )
             for n, result in enumerate(_counted(scored, progress)):
                 results[kept[n]] = result
@@ -241,12 +254,16 @@ def _with_bundle(args: argparse.Namespace, pairs: list[tuple[str, str]]) -> Iter
     offline = importlib.import_module("service.offline")
     options = score_request(
         [], [], length_penalty=args.length_penalty, coverage_penalty=args.coverage_penalty,
-        length_penalty_form=args.length_penalty_form,
+        length_penalty_form=args.length_penalty_form, return_alignment=args.alignment,
     ).options  # fmt: skip
-    for pieces, h in offline.score_with_bundle(args.bundle, pairs, options, batch=args.batch_size):
+    scored = offline.score_with_bundle(args.bundle, pairs, options, batch=args.batch_size)
+    for pieces, h, source_pieces, alignment in scored:
         # text stays empty: the output lines print log-probs and tokens, never the text
-        hyp = Hypothesis("", tuple(pieces), h.score, h.log_prob, None, None, h.token_log_probs)
-        yield Result(source="", hypotheses=(hyp,))
+        hyp = Hypothesis(
+            "", tuple(pieces), h.score, h.log_prob, None, None, h.token_log_probs,
+            None if alignment is None else tuple(alignment),
+        )  # fmt: skip
+        yield Result(source="", hypotheses=(hyp,), source_pieces=tuple(source_pieces))
 
 
 def _counted(results: Iterator[Result], progress: Progress) -> Iterator[Result]:

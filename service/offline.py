@@ -11,7 +11,7 @@ from pathlib import Path
 
 from models.options import Hypothesis
 from nmt_api.nmt.v1 import translator_pb2 as pb
-from service.alignment import replace_unknowns
+from service.alignment import hard_alignment, replace_unknowns, source_span
 from service.bundle import load_bundle
 from service.front import check_forcing
 from service.limits import EngineConfig, validate_constraints, validate_request, validate_targets
@@ -105,10 +105,12 @@ def score_with_bundle(
     *,
     batch: int = 32,
     on_done: Callable[[int], None] | None = None,
-) -> list[tuple[list[str], Hypothesis]]:
+) -> list[tuple[list[str], Hypothesis, list[str], list[int] | None]]:
     """Each ``(source, target)`` pair scored as the ``Score`` RPC scores it (the options of
     ``request``, the model's defaults under them), ``batch`` pairs a request: the target's
-    pieces and its :class:`~models.options.Hypothesis` (``token_log_probs`` set).
+    pieces and its :class:`~models.options.Hypothesis` (``token_log_probs`` set); with
+    ``request.return_alignment`` also the source's pieces (markers left out) and the
+    target's hard alignment to them (:mod:`service.alignment`), else ``[]`` and None.
     ``on_done(n)`` after every ``n`` pairs. Raises
     :class:`service.errors.InvalidRequest` for what a server with the default limits
     would refuse, in its words (``texts[i]``/``targets[i]``: ``pairs[i]``)."""
@@ -118,7 +120,9 @@ def score_with_bundle(
         request or pb.ScoreOptions(), max_length=limits.max_target_length, defaults=bundle.decoding
     )
     src_tok, tgt_tok, special = bundle.src_tokenizer, bundle.tgt_tokenizer, bundle.special
-    out: list[tuple[list[str], Hypothesis]] = []
+    aligned = request is not None and request.return_alignment
+    marks, pad = bundle.source_marks, bundle.source_pad
+    out: list[tuple[list[str], Hypothesis, list[str], list[int] | None]] = []
     for first in range(0, len(pairs), batch):
         chunk = pairs[first : first + batch]
         texts, targets = [s for s, _ in chunk], [t for _, t in chunk]
@@ -128,7 +132,14 @@ def score_with_bundle(
         )  # fmt: skip
         forced = validate_targets(targets, sources, options, tgt_tok, special, first_index=first)
         scored = decode(bundle.model, sources, options=options, special=special, prefixes=forced)
-        out += [(tgt_tok.pieces(hyps[0].tokens), hyps[0]) for hyps in scored]
+        for ids, (h,) in zip(sources, scored, strict=True):
+            if not aligned:
+                out.append((tgt_tok.pieces(h.tokens), h, [], None))
+                continue
+            pieces = src_tok.pieces(ids)
+            span = source_span(pieces, marks, pad)
+            alignment = hard_alignment(h.attention, span, len(h.tokens))
+            out.append((tgt_tok.pieces(h.tokens), h, pieces[span[0] : span[1]], alignment))
         if on_done is not None:
             on_done(len(chunk))
     return out

@@ -242,3 +242,29 @@ def test_asked_for_token_scores_stay_a_tuple_when_empty():
     assert (
         some.token_log_probs == (-1.0, -0.5) and token_scores_text(some) == "a=-1.0000 </s>=-0.5000"
     )
+
+
+def test_alignment_from_the_server_and_from_a_bundle(
+    translator, address, tiny_bundle, pairs, tmp_path, capsys
+):
+    """``--alignment``: the target's hard alignment to its source, as Score gives it;
+    ``--bundle`` aligns the same in this process."""
+    src, tgt = _write(tmp_path, pairs[:4])
+    files = ["--src", str(src), "--tgt", str(tgt), "--alignment"]
+    want = translator.score(
+        [s for s, _ in pairs[:4]], [t for _, t in pairs[:4]], return_alignment=True
+    )
+    assert cli.main(["--server", address, *files]) == 0
+    served = capsys.readouterr().out.splitlines()
+    assert [line.split("\t")[1] for line in served] == [r.best.pharaoh() for r in want]
+    assert all(r.best.alignment and r.source_pieces for r in want)
+    assert cli.main(["--bundle", str(tiny_bundle.bundle_dir), *files]) == 0
+    local = capsys.readouterr().out.splitlines()
+    assert [line.split("\t")[1] for line in local] == [line.split("\t")[1] for line in served]
+    assert cli.main(["--bundle", str(tiny_bundle.bundle_dir), *files, "--json"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    for record, r in zip(records, want, strict=True):
+        assert record["alignment"] == list(r.best.alignment)
+        assert record["source_pieces"] == list(r.source_pieces)
+    assert cli.main(["--server", address, "--src", str(src), "--tgt", str(tgt), "--json"]) == 0
+    assert "alignment" not in json.loads(capsys.readouterr().out.splitlines()[0])
