@@ -45,6 +45,11 @@ from service.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
+# How long stop() waits, past its timeout, for the threads to leave the ONNX Runtime call
+# they are in (one decoder step or encoder call: well under a second, bar a hang)
+ABANDON_SECONDS = 10.0
+SHUT_DOWN_MESSAGE = "the server shut down before this request finished: send it again"
+
 __all__ = [
     "Engine",
     "EngineConfig",
@@ -99,6 +104,8 @@ class Engine(EngineFront):
         self._deferred = 0  # iterations admission was put off (see _admit_now)
         self._accepting = False
         self._stopping = False
+        # stop()'s time ran out: the scheduler fails what is left and ends (see stop)
+        self._abandoned = False
         self._thread: threading.Thread | None = None
         # The admitted batch that has not joined the loop yet (scheduler thread only).
         self._unjoined: list[tuple[Job, int]] = []
@@ -130,16 +137,38 @@ class Engine(EngineFront):
             self._accepting = True
 
     def stop(self, timeout: float | None = None) -> None:
-        """Refuse new requests, finish the admitted and queued ones, stop the threads."""
+        """Refuse new requests, finish the admitted and queued ones within ``timeout``
+        seconds (None: however long they take), stop the threads. What is left when the
+        time runs out fails with :class:`NotReady`, and the threads are waited for while
+        they finish the ONNX Runtime call they are in (:data:`ABANDON_SECONDS` at most): a
+        process that exits with a thread inside ONNX Runtime aborts (SIGABRT, "terminate
+        called without an active exception") instead of exiting 0."""
         with self._cond:
             self._accepting = False
             self._stopping = True
             self._cond.notify_all()
         deadline = None if timeout is None else time.monotonic() + timeout
+        self._join_threads(deadline)
+        if not self._threads_alive():
+            return
+        with self._cond:
+            self._abandoned = True
+            self._cond.notify_all()
+        self._join_threads(time.monotonic() + ABANDON_SECONDS)
+        if self._threads_alive():
+            log.error(
+                "the engine's threads did not end within %g s of the shutdown grace",
+                ABANDON_SECONDS,
+            )
+
+    def _join_threads(self, deadline: float | None) -> None:
         for thread in (self._thread, self._encoder_thread):
             if thread is not None:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 thread.join(left)
+
+    def _threads_alive(self) -> bool:
+        return any(t is not None and t.is_alive() for t in (self._thread, self._encoder_thread))
 
     @property
     def accepting(self) -> bool:
@@ -273,6 +302,9 @@ class Engine(EngineFront):
                     self._cond.wait()
                 if self._fatal is not None:
                     raise EncoderThreadFailed("the encoder thread failed") from self._fatal
+                if self._abandoned:
+                    left = self._take_all_jobs()
+                    break
                 if (
                     self._stopping
                     and not self._queue
@@ -315,6 +347,8 @@ class Engine(EngineFront):
                     log.exception("decoder failure; failing the requests in flight")
                     self._fail_jobs({a.handle[0] for a in self._loop.active}, exc)
             self._progress = time.monotonic()
+        for job in left:
+            self._finish_error(job, NotReady(SHUT_DOWN_MESSAGE))
 
     def _crash(self, exc: BaseException) -> None:
         """An exception escaped the scheduler (or ended the encoder thread): fail every
@@ -331,23 +365,30 @@ class Engine(EngineFront):
             with self._cond:
                 self._failure = f"the {where} thread failed: {one_line(cause)}"
                 self._accepting = False
-                jobs = list(self._queue)
-                self._queue.clear()
-                for batch in (self._unjoined, self._to_encode or []):
-                    jobs += [job for job, _ in batch]
-                if self._encoded is not None:
-                    jobs += [job for job, _ in self._encoded.admitted]
-                self._gauge("queue_depth", 0)
-            jobs += [a.handle[0] for a in self._loop.active]
-            for job in dict.fromkeys(jobs):
+                jobs = self._take_all_jobs()
+            for job in jobs:
                 self._finish_error(job, internal_failure("in the translation engine", cause))
         except BaseException:  # noqa: BLE001 - health() still reports the dead thread
             log.exception("failure failing the requests of a dead scheduler")
+
+    def _take_all_jobs(self) -> list[Job]:
+        """Every queued, admitted and live request, the queue emptied (lock held)."""
+        jobs = list(self._queue)
+        self._queue.clear()
+        for batch in (self._unjoined, self._to_encode or []):
+            jobs += [job for job, _ in batch]
+        if self._encoded is not None:
+            jobs += [job for job, _ in self._encoded.admitted]
+        self._gauge("queue_depth", 0)
+        jobs += [a.handle[0] for a in self._loop.active]
+        return list(dict.fromkeys(jobs))
 
     def _has_work(self) -> bool:
         """Whether the scheduler can make progress now (lock held). While a batch is
         with the encoder and nothing decodes, it waits for that batch."""
         if self._loop.active or self._encoded is not None or self._fatal is not None:
+            return True
+        if self._abandoned:
             return True
         if self._encoding:
             return False

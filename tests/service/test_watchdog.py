@@ -145,3 +145,25 @@ def test_idle_engine_is_not_stalled(make_engine, tiny_bundle):
     job.future.result(TIMEOUT)
     assert wait_until(lambda: False, 0.1) is False  # idle past stall_timeout
     assert engine.health() is None
+
+
+def test_a_stop_out_of_time_fails_what_is_left_once_the_step_ends(make_engine, tiny_bundle):
+    """``stop(timeout)`` past its time: what still decodes or waits fails with NotReady,
+    and stop returns only once the scheduler left the decoder call it was in (a process
+    that exits with a thread inside ONNX Runtime aborts instead of exiting 0)."""
+    engine, model = make_engine()
+    texts = innocent_texts(tiny_bundle)
+    model.hold_steps()
+    live = engine.submit(texts, BEAM, timeout=TIMEOUT)
+    assert model.entered.wait(TIMEOUT)  # a decoder step is under way, held
+    waiting = engine.submit(texts, GREEDY, timeout=TIMEOUT)
+    release = threading.Timer(0.3, model.release)  # the held step ends 0.3 s into stop
+    release.start()
+    started = time.monotonic()
+    engine.stop(0.05)
+    assert time.monotonic() - started >= 0.25
+    assert not engine._thread.is_alive() and not engine._encoder_thread.is_alive()
+    for job in (live, waiting):
+        with pytest.raises(NotReady, match="shut down before this request finished"):
+            job.future.result(TIMEOUT)
+    release.join()
