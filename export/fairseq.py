@@ -34,10 +34,11 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from export.modules import first_line, linear_from, weighted_sum
+from export.modules import first_line, linear_from
 from export.signature import Signature
 from export.user import UserModel
 from export.writer import ExportError
+from models.attention import weighted_sum
 from models.bpe import BpeTokenizer
 from models.pieces import PieceTokenizer
 from models.tokenizer import TokenizerError

@@ -41,12 +41,13 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from export.modules import first_line, weighted_sum
+from export.modules import first_line
 from export.signature import Signature
 from export.tf_checkpoint import CheckpointError
 from export.tf_saved_model import named_variables
 from export.user import UserModel
 from export.writer import ExportError
+from models.attention import weighted_sum
 from models.tokenizer import TokenizerError
 from models.words import WordTokenizer
 

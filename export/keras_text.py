@@ -31,11 +31,12 @@ import torch
 from torch import Tensor, nn
 
 from export.keras import KerasError, dense_from, gru_weights, keras2_names, loop_decoding
-from export.modules import first_line, weighted_sum
+from export.modules import first_line
 from export.signature import Signature
 from export.tf_checkpoint import CheckpointError
 from export.tf_saved_model import SavedModelGraph, named_variables
 from export.user import UserModel
+from models.attention import weighted_sum
 from models.tokenizer import TokenizerError
 from models.words import WordTokenizer
 

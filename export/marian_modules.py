@@ -14,7 +14,7 @@ Marian's ``EncoderS2S`` and one step of ``DecoderS2S`` compute at inference time
 
 A sentence's numbers do not depend on its batch mates, bit for bit (what lets the int8
 graph pass the export gate): :func:`export.marian_cells._recurrence`,
-:func:`export.modules.weighted_sum`.
+:func:`models.attention.weighted_sum`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from export.marian_cells import Affine, Cell, Dense, Recurrence, Stack, affine
-from export.modules import weighted_sum
+from models.attention import weighted_sum
 
 
 class MarianEncoder(nn.Module):

@@ -446,13 +446,3 @@ def linear_from(w: dict[str, Tensor], prefix: str) -> nn.Linear:
     layer = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None)
     layer.load_state_dict({"weight": weight} | ({"bias": bias} if bias is not None else {}))
     return layer
-
-
-def weighted_sum(weights: Tensor, values: Tensor) -> Tensor:
-    """``sum_s weights[b, s] values[b, s]``: ``(B,S)``, ``(B,S,D)`` -> ``(B,D)``, each
-    row's sum in the same order whatever the batch and its padding. A batched product
-    of two rows (the same row twice): ONNX Runtime multiplies a single row by a
-    non-constant matrix in an order that changes with the padding (1e-7 apart, which an
-    int8 graph's per-row scales turn into 1e-4), and sums over ``(B,S,D)`` in an order
-    that changes with B."""
-    return torch.bmm(weights.unsqueeze(1).expand(-1, 2, -1), values)[:, 0]

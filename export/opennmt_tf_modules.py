@@ -26,7 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from export.keras import gru_weights
-from export.modules import weighted_sum
+from models.attention import weighted_sum
 
 Hidden = tuple[Tensor, Tensor] | Tensor  # LSTM (h, c), GRU h; each (layers, B, units)
 
@@ -189,7 +189,7 @@ class TfDecoder(nn.Module):
             x = h
         keys = self.memory_layer(memory)  # (B,S,U)
         if self.query_layer is None:  # Luong: h · key
-            scores = torch.bmm(keys, x.unsqueeze(2)).squeeze(2)  # (B,S)
+            scores = (keys * x.unsqueeze(1)).sum(-1)  # (B,S); a bmm's sum varies with S
         else:  # Bahdanau: v · tanh(key + W h (+ b))
             energy = keys + self.query_layer(x).unsqueeze(1)
             if self.attention_b is not None:

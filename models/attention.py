@@ -27,6 +27,17 @@ def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
     return torch.softmax(scores, dim=-1)
 
 
+def weighted_sum(weights: Tensor, values: Tensor) -> Tensor:
+    """``sum_s weights[b, s] values[b, s]``: ``(B,S)``, ``(B,S,D)`` -> ``(B,D)``, each
+    row's sum in the same order whatever the batch and its padding. A batched product
+    of two rows (the same row twice): ONNX Runtime multiplies a single row by a
+    non-constant matrix in an order that changes with the padding (1e-7 apart, which an
+    int8 graph's per-row scales turn into 1e-4), and sums over ``(B,S,D)`` in an order
+    that changes with B. Bundles exported before this was the rule get the same form at
+    load time (:mod:`service.poolwidth`)."""
+    return torch.bmm(weights.unsqueeze(1).expand(-1, 2, -1), values)[:, 0]
+
+
 class Attention(nn.Module):
     """``score(s, h)`` for one of: additive ``v^T tanh(W s + U h)`` (Bahdanau), Luong
     ``dot`` ``s^T h``, ``general`` ``s^T W h`` and ``concat`` ``v^T tanh(W [s; h])``.
@@ -105,7 +116,9 @@ class Attention(nn.Module):
             weights: ``(rows, src_len)`` attention weights, exactly 0 at padding.
         """
         if self.kind in ("dot", "general", "local-p"):
-            scores = torch.bmm(keys, query.unsqueeze(-1)).squeeze(-1)
+            # elementwise, not a bmm by one column: ONNX Runtime sums that in an order
+            # that changes with the number of source positions (the pool's width)
+            scores = (keys * query.unsqueeze(1)).sum(-1)
             if self.kind == "local-p":
                 scores, mask = self._local_p(query, scores, mask)
         else:
@@ -118,7 +131,7 @@ class Attention(nn.Module):
                 pre = pre + self.coverage_proj(coverage.unsqueeze(-1))
             scores = self.v(torch.tanh(pre)).squeeze(-1)
         weights = masked_softmax(scores, mask)
-        context = torch.bmm(weights.unsqueeze(1), memory).squeeze(1)
+        context = weighted_sum(weights, memory)  # the same whatever the pool's width
         return context, weights
 
     def _local_p(self, query: Tensor, scores: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:

@@ -13,7 +13,7 @@ import numpy as np
 import onnxruntime as ort
 
 from export import spec
-from service import forced, greedysteps, topk
+from service import forced, greedysteps, poolwidth, topk
 from service.cudagraphs import DEVICE_LOCK, GraphSteps, static_state_dims
 from service.decoding import Encoded, GreedyStepsOutput, SpecialIds, StepOutput
 from service.devicepool import DeviceGraphs, DevicePool, DeviceState, bind_input
@@ -147,8 +147,14 @@ class OnnxModel:
         """The decoder's graph as the composed graphs start from, and as served: each
         ``path`` itself, or its graph rewritten (serialized): the top-k in two levels
         (``config.chunked_topk``, :mod:`service.topk`), and in the served one the forced
-        tokens' output (:mod:`service.forced`; :attr:`forcing_error` says why not)."""
-        data = path.read_bytes()
+        tokens' output (:mod:`service.forced`; :attr:`forcing_error` says why not). First
+        its attention's sums over the source are made independent of the pool's width
+        (:mod:`service.poolwidth`: a sentence's numbers then do not depend on what it is
+        decoded beside)."""
+        data, rewritten = poolwidth.width_invariant(path.read_bytes())
+        served: Path | bytes = data if rewritten else path
+        if rewritten:
+            log.debug("decoder: %d sum(s) over the source made width-invariant", rewritten)
         try:
             forcing: bytes | None = forced.exposed(data)
             self.forcing_error: str | None = None
@@ -161,14 +167,14 @@ class OnnxModel:
         mode = config.chunked_topk
         first = providers[0] if isinstance(providers[0], str) else providers[0][0]
         if target is None or mode == "off" or (mode == "auto" and first != "CPUExecutionProvider"):
-            return path, path if forcing is None else forcing
+            return served, served if forcing is None else forcing
         try:
             chunked = topk.chunked(data, target[1])
             if forcing is not None:
                 forcing = topk.chunked(forcing, target[1])
         except topk.TopKError as exc:  # exact or not at all: the bundle's own TopK serves
             log.log(logging.WARNING if mode == "on" else logging.INFO, "top-k: one TopK (%s)", exc)
-            return path, path if forcing is None else forcing
+            return served, served if forcing is None else forcing
         self.chunked_topk = True
         return chunked, chunked if forcing is None else forcing
 

@@ -15,6 +15,7 @@ from export.parity import ParityError, ParityReport, ParityThresholds, max_abs_d
 from models.config import ATTENTION_TYPES, LUONG_ONLY_ATTENTION, PLACEMENTS, RNN_TYPES
 from models.options import DecodeOptions
 from models.translate import translate_ids
+from service import poolwidth
 from service.decoding import SpecialIds, StepOutput, make_search
 from service.loop import decode
 from tests.export.helpers import TINY, TorchStepModel, export_onnx, random_sources, tiny_model
@@ -90,6 +91,26 @@ def test_every_variant_passes_the_parity_gate(overrides, tmp_path):
     for path in (spec.ENCODER_FILE, spec.DECODER_FILE):
         m = onnx.load(str(tmp_path / path))
         assert {o.domain: o.version for o in m.opset_import}.get("") == spec.OPSET
+    # nothing left for the load-time rewrite of older bundles (service.poolwidth) to do
+    assert poolwidth.width_invariant((tmp_path / spec.DECODER_FILE).read_bytes())[1] == 0
+    assert_alone_as_batched(onnx_model, model.config.src_vocab_size)
+
+
+def assert_alone_as_batched(onnx_model, vocab_size: int) -> None:
+    """Each source decodes bit for bit alike alone and beside longer ones (a memory pool
+    wider than it: its attention's sums over the source must not change with the width),
+    greedy and beam 3 with token log-probs."""
+    special = SpecialIds(0, 2, 3)
+    sources = random_sources(vocab_size, n=12, max_len=24, seed=7)
+    longest = max(sources, key=len)
+    for beam in (1, 3):
+        options = DecodeOptions(beam_size=beam, n_best=beam, return_token_scores=True)
+        for source in sources:
+            (alone,) = decode(onnx_model, [source], options=options, special=special)
+            together = decode(onnx_model, [source, longest], options=options, special=special)[0]
+            assert [(h.tokens, h.score, h.token_log_probs) for h in alone] == [
+                (h.tokens, h.score, h.token_log_probs) for h in together
+            ], (beam, source)
 
 
 @pytest.mark.parametrize(

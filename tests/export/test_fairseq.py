@@ -193,7 +193,7 @@ def test_this_projects_beam_is_what_differs(converted):
 
 def test_a_sentence_decodes_the_same_alone_and_batched(converted):
     """Bit for bit, scores too: the attention's sums over the source are batched
-    products of two rows (``export.modules.weighted_sum``), whose order neither the
+    products of two rows (``models.attention.weighted_sum``), whose order neither the
     batch size nor the padding changes."""
     name, out = converted
     lines = MODELS[name][1].read_text(encoding="utf-8").splitlines()[:60]
