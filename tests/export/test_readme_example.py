@@ -16,6 +16,7 @@ import grpc
 import torch
 
 from export.cli import main as export_main
+from models.words import WordTokenizer
 from tests.export.user_models import pytorch_tutorial as tutorial
 from tests.service.server_helpers import proto_options, stub_for
 
@@ -52,6 +53,8 @@ def test_readme_example_serves_a_tutorial_model(tmp_path, monkeypatch):
     )
     (tmp_path / "mymodel.py").write_text(python)
     sample = (ROOT / "models" / "sample" / "sample.en").read_text(encoding="utf-8")
+    # raw text with digits, commas, apostrophes, brackets: what normalizeString deletes
+    texts = [t for t in sample.splitlines()[60:] if any(c in t for c in "0123456789,'(")][:20]
     (tmp_path / "test.en").write_text("\n".join(sample.splitlines()[:60]) + "\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -91,17 +94,37 @@ def test_readme_example_serves_a_tutorial_model(tmp_path, monkeypatch):
                 from nmt_api.nmt.v1 import translator_pb2 as pb
 
                 reply = stub.Translate(
-                    pb.TranslateRequest(texts=[sample.splitlines()[3]], options=proto_options()),
-                    timeout=10,
+                    pb.TranslateRequest(texts=texts, options=proto_options()), timeout=30
                 )
                 break
             except grpc.RpcError:
                 if time.monotonic() > deadline or proc.poll() is not None:
                     raise
                 time.sleep(0.2)
-        ids, _ = tutorial.translate(encoder, decoder, src.encode(sample.splitlines()[3]))
-        assert reply.translations[0].hypotheses[0].text == tgt.decode(ids)
+        # the tutorial's own pipeline on the raw text, word for word
+        want = [tutorial.evaluate(encoder, decoder, text) for text in texts]
+        assert [t.hypotheses[0].text for t in reply.translations] == want
+        assert len(set(want)) > 10  # a model that translates, not one answer for all
         channel.close()
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_the_readme_tokenizer_reads_text_as_normalize_string_does():
+    """The README's WordTokenizer options are the tutorial's ``normalizeString``, on every
+    sample sentence of both sides and on text it deletes most of."""
+    python, _ = _readme_blocks()
+    assert 'keep="abcdefghijklmnopqrstuvwxyz!?", space_before="!?"' in python
+    assert 'end_tokens=["EOS"]' in python
+    words = WordTokenizer(["UNK"], **(tutorial.WORDS | {"unk_id": 0}))
+    sample = ROOT / "models" / "sample"
+    lines = [
+        *(sample / "sample.en").read_text(encoding="utf-8").splitlines(),
+        *(sample / "sample.es").read_text(encoding="utf-8").splitlines(),
+        "Wow!? It's 3.5 km (2 mi)... Ça va, Zoë?",
+        "¿Qué tal?  ¡Muy bien!",
+        "",
+    ]
+    for line in lines:
+        assert words.words(line) == tutorial.normalizeString(line).split(), line

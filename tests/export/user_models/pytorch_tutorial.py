@@ -4,16 +4,19 @@ Network and Attention", its modules as written there:
 
 * ``Lang`` vocabularies with ``SOS_token = 0`` and ``EOS_token = 1`` (plus a padding and
   an unknown word, which the tutorial does without);
-* ``normalizeString`` (lower-case, ``unicodeToAscii``, punctuation split off) expressed
-  as :class:`models.words.WordTokenizer` options;
+* ``normalizeString`` as the tutorial has it (pytorch/tutorials, 2024: lower-case,
+  ``unicodeToAscii``, ``!`` and ``?`` split off, every run of other characters, ``.``
+  included, a space) and ``tensorFromSentence``'s EOS after every source, both expressed
+  as :class:`models.words.WordTokenizer` options (:func:`tokenizer`, the README's);
 * ``EncoderRNN(input) -> (output, hidden)`` (GRU, batch_first; no lengths: it reads
   padding, so the exporter encodes equal lengths together);
 * ``AttnDecoderRNN`` with ``BahdanauAttention`` and ``forward_step(input, hidden,
   encoder_outputs)`` (no mask: the exporter masks its softmax).
 
-Differences from the tutorial: the source sentence gets no EOS appended (the service's
-tokenizer gives words only), batches are padded with PAD (not SOS), and
+Differences from the tutorial: batches are padded with PAD (not SOS), and
 ``AttnDecoderRNN.forward`` loops over the target's length when teacher forcing.
+:func:`evaluate` is the tutorial's own, on raw text: what the served translations are
+checked against.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from __future__ import annotations
 import functools
 import math
 import random
+import re
+import unicodedata
 from pathlib import Path
 
 import torch
@@ -59,22 +64,37 @@ class Lang:
             self.word2count[word] += 1
 
 
-def normalizer(tokens=("UNK",)) -> WordTokenizer:
-    """``normalizeString``: lower-case, strip accents, split punctuation off."""
-    return WordTokenizer(
-        list(tokens),
-        unk_id=UNK_token if len(tokens) > UNK_token else 0,
-        lowercase=True,
-        fold_accents=True,
-        split_punctuation=True,
-    )
+def unicodeToAscii(s):
+    return "".join(c for c in unicodedata.normalize("NFD", s) if unicodedata.category(c) != "Mn")
 
 
+# Lowercase, trim, and remove non-letter characters
+def normalizeString(s):
+    s = unicodeToAscii(s.lower().strip())
+    s = re.sub(r"([.!?])", r" \1", s)
+    s = re.sub(r"[^a-zA-Z!?]+", r" ", s)
+    return s.strip()
+
+
+# normalizeString as WordTokenizer options (the README's mymodel.py has the same)
+WORDS = dict(
+    unk_id=UNK_token,
+    lowercase=True,
+    fold_accents=True,
+    split_punctuation=False,
+    keep="abcdefghijklmnopqrstuvwxyz!?",
+    space_before="!?",
+)
+
+
+@functools.lru_cache(maxsize=1)
 def readLangs():
-    split = normalizer()
     en = (SAMPLE / "sample.en").read_text(encoding="utf-8").splitlines()
     es = (SAMPLE / "sample.es").read_text(encoding="utf-8").splitlines()
-    pairs = [(split.words(a), split.words(b)) for a, b in zip(en, es, strict=True)]
+    pairs = [
+        (normalizeString(a).split(), normalizeString(b).split())
+        for a, b in zip(en, es, strict=True)
+    ]
     input_lang, output_lang = Lang("eng"), Lang("spa")
     for a, b in pairs:
         input_lang.addSentence(a)
@@ -82,8 +102,11 @@ def readLangs():
     return input_lang, output_lang, pairs
 
 
-def tokenizer(lang: Lang) -> WordTokenizer:
-    return normalizer([lang.index2word[i] for i in range(lang.n_words)])
+def tokenizer(lang: Lang, *, source: bool = False) -> WordTokenizer:
+    """``lang``'s words with ``normalizeString``'s rules; a source ends in EOS, as
+    ``tensorFromSentence`` ends it."""
+    tokens = [lang.index2word[i] for i in range(lang.n_words)]
+    return WordTokenizer(tokens, end_tokens=["EOS"] if source else [], **WORDS)
 
 
 class EncoderRNN(nn.Module):
@@ -172,8 +195,11 @@ def train(steps: int = STEPS, seed: int = 0):
         input_lang, output_lang, pairs = readLangs()
         encoder = EncoderRNN(input_lang.n_words, HIDDEN)
         decoder = AttnDecoderRNN(HIDDEN, output_lang.n_words)
-        data = [
-            (indexesFromSentence(input_lang, a), indexesFromSentence(output_lang, b) + [EOS_token])
+        data = [  # tensorFromSentence: EOS after both
+            (
+                indexesFromSentence(input_lang, a) + [EOS_token],
+                indexesFromSentence(output_lang, b) + [EOS_token],
+            )
             for a, b in pairs
         ]
         data.sort(key=lambda p: len(p[1]))
@@ -198,7 +224,8 @@ def train(steps: int = STEPS, seed: int = 0):
             loss.backward()
             encoder_optimizer.step()
             decoder_optimizer.step()
-        return encoder.eval(), decoder.eval(), tokenizer(input_lang), tokenizer(output_lang)
+        tokenizers = tokenizer(input_lang, source=True), tokenizer(output_lang)
+        return encoder.eval(), decoder.eval(), *tokenizers
     finally:
         torch.set_num_threads(threads)
 
@@ -248,3 +275,13 @@ def load():
         {"pad": PAD_token, "unk": UNK_token, "bos": SOS_token, "eos": EOS_token},
         Signature(decoder_method="forward_step"),
     )
+
+
+def evaluate(encoder, decoder, sentence: str) -> str:
+    """The tutorial's own path from raw text to a translation: ``normalizeString``,
+    ``tensorFromSentence`` (unknown words as UNK, which the tutorial's ``Lang`` lacks),
+    the greedy loop under the service's rules (:func:`translate`), the words joined."""
+    input_lang, output_lang, _ = readLangs()
+    words = normalizeString(sentence).split()
+    ids, _ = translate(encoder, decoder, indexesFromSentence(input_lang, words) + [EOS_token])
+    return " ".join(output_lang.index2word[i] for i in ids)
