@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import os
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -323,10 +325,15 @@ def _from_text(flag: Flag, text: str, source: str) -> Any:
     default = flag.default
     # From NMT_*: "NMT_PORT='x' ..."; from the command line argparse names the flag itself.
     given = f"{text!r}" if source.startswith("-") else f"{source}={text!r}"
-    if flag.choices is not None and text not in flag.choices:
-        raise ValueError(f"{given}: {flag.option} must be one of {', '.join(flag.choices)}")
+    if flag.choices is not None:
+        text = _choice(flag.choices, text)
+        if text not in flag.choices:
+            raise ValueError(f"{given}: {flag.option} must be one of {', '.join(flag.choices)}")
     if flag.parse is not None:
-        return flag.parse(text)
+        try:
+            return flag.parse(text)
+        except ValueError as exc:  # name the variable (argparse names a flag itself)
+            raise ValueError(str(exc) if source.startswith("-") else f"{given}: {exc}") from None
     if isinstance(default, bool):
         word = text.strip().lower()
         if word in TRUE_WORDS or word in FALSE_WORDS:
@@ -353,9 +360,39 @@ def _from_text(flag: Flag, text: str, source: str) -> Any:
     return text
 
 
+def _choice(choices: tuple[str, ...], text: str) -> str:
+    """``text`` as one of ``choices`` when it is one in another case, or (for a flag that
+    takes on and off) an on/off word of any case; else as it is."""
+    word = text.strip().lower()
+    if "on" in choices and "off" in choices:
+        if word in TRUE_WORDS:
+            return "on"
+        if word in FALSE_WORDS and word:
+            return "off"
+    return word if word in choices else text
+
+
 def _default(flag: Flag, environ: dict[str, str]) -> Any:
     raw = environ.get(flag.variable)
-    return flag.default if raw is None else _from_text(flag, raw, flag.variable)
+    # An empty variable is unset (compose's ${X:-}), except an on/off switch's: off.
+    if raw is None or (raw == "" and not isinstance(flag.default, bool)):
+        return flag.default
+    return _from_text(flag, raw, flag.variable)
+
+
+def misspelt_variables(environ: dict[str, str] | None = None) -> list[str]:
+    """One line for each ``NMT_*`` variable of ``environ`` that is no flag's but nearly
+    one's (``NMT_MAX_QUEU``): nmt-serve would ignore it. Others (compose's, Locust's
+    ``NMT_*``) are not flagged."""
+    environ = os.environ if environ is None else environ
+    known = [flag.variable for flag in FLAGS]
+    out = []
+    for name in sorted(environ):
+        if name.startswith("NMT_") and name not in known:
+            near = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
+            if near:
+                out.append(f"{name} is not an nmt-serve variable (ignored): {near[0]}?")
+    return out
 
 
 def _shown(flag: Flag) -> str:
@@ -423,8 +460,10 @@ def parse_args(
     values: dict[str, dict[str, Any]] = {section: {} for section in SECTIONS}
     for flag in FLAGS:
         values[flag.section][flag.name] = args[f"{flag.section}.{flag.name}"]
-    nested = {section: SECTIONS[section](**kw) for section, kw in values.items() if section}
-    config = ServerConfig(**values[""], **nested)
+    try:
+        config = _config(values)
+    except ValueError as exc:
+        raise ValueError(_named(exc, values, argv, environ)) from None
     # The announce is part of the grace (TranslationServer.stop caps it there): one as long
     # as the grace leaves no time to drain. Only refused when set (flag or variable): a
     # short --shutdown-grace alone keeps capping the default announce.
@@ -439,6 +478,38 @@ def parse_args(
             "raise --shutdown-grace or lower --drain-announce (0: no announce)"
         )
     return config
+
+
+def _config(values: dict[str, dict[str, Any]]) -> ServerConfig:
+    nested = {section: SECTIONS[section](**kw) for section, kw in values.items() if section}
+    return ServerConfig(**values[""], **nested)
+
+
+def _named(
+    exc: ValueError,
+    values: dict[str, dict[str, Any]],
+    argv: Sequence[str] | None,
+    environ: Mapping[str, str],
+) -> str:
+    """``exc`` (a dataclass refusing a value) prefixed with the flag or variable that set
+    it: the one whose default, put back alone, makes the error go away."""
+    given = set(sys.argv[1:] if argv is None else argv)
+    for flag in FLAGS:
+        value = values[flag.section][flag.name]
+        if value == flag.default:
+            continue
+        trial = {section: dict(kw) for section, kw in values.items()}
+        trial[flag.section][flag.name] = flag.default
+        try:
+            _config(trial)
+        except ValueError:
+            continue
+        if any(a == flag.option or a.startswith(flag.option + "=") for a in given):
+            return f"{flag.option} {value}: {exc}"
+        if flag.variable in environ:
+            return f"{flag.variable}={environ[flag.variable]!r}: {exc}"
+        return str(exc)
+    return str(exc)
 
 
 def _flag(section: str, name: str) -> Flag:

@@ -35,7 +35,7 @@ from service.bundle import BundleError, load_bundle
 from service.children import STOP_MARGIN_SECONDS
 from service.config import ServerConfig
 from service.engine import Engine
-from service.flags import parse_args
+from service.flags import misspelt_variables, parse_args
 from service.forwarding import ENGINE_METRICS, FRONTEND_METRICS, ProcessSource, forward_metrics
 from service.frontends import FrontendError, Frontends, Links
 from service.lanes import EngineLanes, for_machine, make_engine
@@ -493,16 +493,24 @@ def create_server(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # SIGTERM while the models load (seconds) must not kill the process unlogged: it is
+    # noted and acted on once create_server returns.
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
     try:
         config = parse_args(argv)
         logs.configure(config.log)
+        for line in misspelt_variables():
+            log.warning("%s", line)
         server, port = create_server(config)
     except (ValueError, ServerError) as exc:
         print(f"nmt-serve: error: {exc}", file=sys.stderr)
         return 2
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    if stop.is_set():
+        log.info("stopped before serving (a signal while loading)")
+        server.stop(0)
+        return 0
     # The watchdog's verdict wakes the main thread too.
     threading.Thread(
         target=lambda: server.failed.wait() and stop.set(), name="nmt-failed", daemon=True

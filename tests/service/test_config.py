@@ -85,7 +85,7 @@ def test_admission_settings_are_the_devices_unless_given():
         (["--log-format", "xml"], "--log-format: 'xml': --log-format must be one of text, json"),
         (["--port", "x"], "--port: 'x' is not an integer"),
         (["--shutdown-grace", "nan"], "shutdown grace must be >= 0"),
-        (["--engine-process", "yes"], "--engine-process must be one of auto, on, off"),
+        (["--engine-process", "maybe"], "--engine-process must be one of auto, on, off"),
         (["--encode-max-padding", "x"], "--encode-max-padding: 'x' is not an integer or auto"),
         (["--admit-batch", "0"], "admit_batch must be >= 1, got 0"),
         (["--encode-max-padding", "-1"], "encode_max_padding must be >= 0, got -1"),
@@ -168,3 +168,57 @@ def test_a_short_grace_alone_still_caps_the_default_announce():
     config = parse_args(["--shutdown-grace", "0", "--drain-announce", "0"], environ={})
     assert config.shutdown_grace == config.drain_announce == 0
     assert parse_args(["--drain-announce", "9"], environ={}).drain_announce == 9
+
+
+@pytest.mark.parametrize(
+    ("variable", "word", "on"),
+    [
+        ("NMT_ENCODER_THREAD", "1", True),
+        ("NMT_ENCODER_THREAD", "OFF", False),
+        ("NMT_ENCODER_THREAD", "No", False),
+        ("NMT_ENCODER_THREAD", "TRUE", True),
+        ("NMT_ENGINE_PROCESS", "Yes", "on"),
+        ("NMT_IO_BINDING", "ON", "on"),
+        ("NMT_CUDA_GRAPHS", "false", "off"),
+        ("NMT_CHUNKED_TOPK", "AUTO", "auto"),
+    ],
+)
+def test_switches_take_every_on_off_word_in_any_case(variable, word, on):
+    """As the README says of on/off flags: 1/true/yes/on or 0/false/no/off, any case, for
+    the switches written {on,off} and the modes that take on and off beside auto."""
+    (flag,) = [f for f in FLAGS if f.variable == variable]
+    for config in (parse_args([], environ={variable: word}), parse_args([flag.option, word], {})):
+        section = getattr(config, flag.section) if flag.section else config
+        assert getattr(section, flag.name) == on
+
+
+@pytest.mark.parametrize(
+    ("environ", "message"),
+    [
+        ({"NMT_ENCODE_BATCH_SENTENCES": "x"}, "NMT_ENCODE_BATCH_SENTENCES='x': 'x' is not an"),
+        ({"NMT_LOG_LEVEL": "foo"}, "NMT_LOG_LEVEL='foo': log level 'foo' is not one of"),
+        ({"NMT_SHUTDOWN_GRACE": "-3"}, "NMT_SHUTDOWN_GRACE='-3': shutdown grace must be >= 0"),
+        ({"NMT_ADMIT_BATCH": "0"}, "NMT_ADMIT_BATCH='0': admit_batch must be >= 1, got 0"),
+    ],
+)
+def test_a_bad_variable_is_named_in_its_error(environ, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_args([], environ=environ)
+    flag = next(f for f in FLAGS if f.variable in environ)
+    with pytest.raises((ValueError, SystemExit)):  # the same value as a flag: named by it
+        parse_args([flag.option, next(iter(environ.values()))], environ={})
+
+
+def test_an_empty_variable_is_unset_and_a_near_miss_is_reported():
+    from service.flags import misspelt_variables
+
+    assert parse_args([], environ={"NMT_MODEL_REPOSITORY": "", "NMT_PORT": ""}) == parse_args(
+        [], environ={}
+    )
+    assert parse_args([], environ={"NMT_ACCESS_LOG": ""}).log.access_log is False
+    env = {"NMT_MAX_QUEU": "3", "NMT_SHUTDOWN_GRCE": "5", "NMT_SLO_P": "95", "NMT_PORT": "1"}
+    assert misspelt_variables(env) == [
+        "NMT_MAX_QUEU is not an nmt-serve variable (ignored): NMT_MAX_QUEUE?",
+        "NMT_SHUTDOWN_GRCE is not an nmt-serve variable (ignored): NMT_SHUTDOWN_GRACE?",
+    ]  # Locust's NMT_SLO_P is nobody's near miss
+    assert misspelt_variables({}) == []

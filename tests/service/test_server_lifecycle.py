@@ -390,7 +390,7 @@ def test_cli_flags_and_environment_build_the_config(monkeypatch, tmp_path):
         ("NMT_PORT", "abc", "NMT_PORT='abc' is not an integer"),
         ("NMT_SHUTDOWN_GRACE", "soon", "NMT_SHUTDOWN_GRACE='soon' is not a number"),
         ("NMT_ENCODER_THREAD", "bogus", "NMT_ENCODER_THREAD='bogus': --encoder-thread must be"),
-        ("NMT_IO_BINDING", "yes", "NMT_IO_BINDING='yes': --io-binding must be one of"),
+        ("NMT_IO_BINDING", "sometimes", "NMT_IO_BINDING='sometimes': --io-binding must be one of"),
     ],
 )
 def test_environment_variables_are_checked_like_flags(monkeypatch, variable, value, message):
@@ -469,3 +469,26 @@ def test_a_stuck_shutdown_prints_every_threads_stack_and_exits_1():
     # both threads' stacks, the sleeping main thread's innermost frame at its line
     assert done.stderr.count("(most recent call first)") == 2, done.stderr
     assert 'File "<string>", line 5' in done.stderr, done.stderr
+
+
+def test_sigterm_while_loading_ends_the_start_logged(tmp_path, monkeypatch):
+    """A SIGTERM before the models are loaded (a rollout that changed its mind) ends the
+    start with exit 0 and a log line, where it used to kill the process unlogged (143);
+    a near-miss NMT_ variable is warned about first."""
+    from tests.committed import ROOT as REPO_ROOT
+    from tests.service.server_helpers import free_port
+
+    monkeypatch.setenv("NMT_MAX_QUEU", "3")
+    log = tmp_path / "serve.log"
+    with log.open("w") as out:
+        proc = spawn_serve(REPO_ROOT / "model_repository", free_port(), out)
+    try:
+        assert wait_until(lambda: "ONNX Runtime sessions" in log.read_text(), timeout=60)
+        proc.send_signal(signal.SIGTERM)  # the second model is still loading
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+    text = log.read_text()
+    assert "stopped before serving (a signal while loading)" in text
+    assert "NMT_MAX_QUEU is not an nmt-serve variable (ignored): NMT_MAX_QUEUE?" in text
+    assert "SERVING" not in text and "Traceback" not in text
