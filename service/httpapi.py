@@ -62,7 +62,7 @@ from service.httpgrpc import (
     to_json,
 )
 from service.listen import WILDCARDS, listen_hosts
-from service.logs import REQUEST_ID_HEADER
+from service.logs import REQUEST_ID_HEADER, request_id_from
 
 log = logging.getLogger(__name__)
 
@@ -318,23 +318,29 @@ class HttpApi:
         if method == "GET" and request.path in (LIVE, READY):
             up = request.path == LIVE or self._serving()
             status = SERVING if up else NOT_SERVING
-            return web.json_response({"status": status}, status=200 if up else 503)
+            # not ready (warming up, draining): ask again shortly, as every other 503
+            retry = {} if up else {"Retry-After": str(RETRY_AFTER_SECONDS)}
+            return web.json_response({"status": status}, status=200 if up else 503, headers=retry)
         if method == "GET" and request.path == "/":
             return web.Response(body=self._page, content_type="text/html", charset="utf-8")
         if method == "GET" and request.path == OPENAPI:
             return web.Response(body=self._openapi, content_type="application/json")
         route = ROUTES.get((method, request.path))
         if route is None:
+            # the id comes back on every error answer, as on a call's
+            rid = request_id_from([(REQUEST_ID_HEADER, request.headers.get(REQUEST_ID_HEADER))])
             if verbs := allowed(request.path):
                 return _error_response(
                     grpc.StatusCode.UNIMPLEMENTED,
                     f"{request.path} takes {' or '.join(verbs)}",
+                    rid,
                     status=405,
                     headers={"Allow": ", ".join(verbs)},
                 )
             return _error_response(
                 grpc.StatusCode.NOT_FOUND,
                 f"no route {request.method} {request.path[:100]}; routes: {ROUTE_LIST}",
+                rid,
             )
         asked_id = request.headers.get(REQUEST_ID_HEADER)
         try:

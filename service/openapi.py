@@ -290,7 +290,16 @@ def _fixed_paths() -> dict[str, dict[str, Any]]:
                 f"503 {NOT_SERVING} while starting or draining",
                 "responses": {
                     "200": {"description": "serving", "content": health},
-                    "503": {"description": "not serving", "content": health},
+                    "503": {
+                        "description": "not serving",
+                        "headers": {
+                            "Retry-After": {
+                                "description": "seconds after which to ask again",
+                                "schema": {"type": "integer"},
+                            }
+                        },
+                        "content": health,
+                    },
                 },
             }
         },

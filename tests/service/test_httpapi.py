@@ -246,6 +246,12 @@ def test_unknown_routes_and_methods_say_what_exists(server):
     status, headers, data = call(server.http_port, "GET", "/v1/translate")
     assert status == 405 and headers["allow"] == "POST"
     assert json.loads(data)["status"] == "UNIMPLEMENTED"
+    # the request id comes back on these too: the client's, else a new one
+    for method, path in (("GET", "/v2/translate"), ("GET", "/v1/translate")):
+        _, headers, _ = call(server.http_port, method, path, headers={"X-Request-Id": "r-42"})
+        assert headers["x-request-id"] == "r-42"
+        _, headers, _ = call(server.http_port, method, path)
+        assert len(headers["x-request-id"]) == 32
 
 
 @pytest.mark.parametrize("value", ["", "5", "1.5S", "123456789S", "5s", "-1S", "S"])
@@ -383,8 +389,10 @@ def test_health_follows_readiness_and_drain(server_factory):
     server = server_factory(warm=False, server={"http_port": 0, "drain_announce": 1.5})
     port = server.http_port
     assert call(port, "GET", "/v1/health/live")[0] == 200
-    status, _, data = call(port, "GET", "/v1/health/ready")
+    status, headers, data = call(port, "GET", "/v1/health/ready")
     assert (status, json.loads(data)) == (503, {"status": "NOT_SERVING"})
+    assert headers["retry-after"] == "1"  # as every 503
+    assert "retry-after" not in call(port, "GET", "/v1/health/live")[1]
     status, _, data = call(port, "POST", "/v1/translate", {"texts": ["Hi."]})
     assert status == 503 and "warming up" in json.loads(data)["message"]
     server.warm_up()
@@ -817,3 +825,17 @@ def test_tls_serves_https_with_the_grpc_certificate(server_factory, pki):
     assert json.loads(data)["translations"][0]["hypotheses"][0]["text"]
     with pytest.raises((ConnectionError, http.client.HTTPException)):  # not plain HTTP
         call(server.http_port, "GET", "/v1/health/ready")
+
+
+def test_a_body_nested_too_deep_is_refused_before_parsing(server):
+    """100,000 levels took the parser to the recursion limit, where a garbage-collector
+    pass's callback printed a traceback into the log (helper-80's audit); brackets inside
+    strings do not count."""
+    deep = b'{"texts": ["Hi."], "options": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    status, _, data = post(server, "/v1/translate", deep)
+    error = json.loads(data)
+    assert (status, error["status"]) == (400, "INVALID_ARGUMENT")
+    assert "nests arrays and objects deeper than 32 levels" in error["message"]
+    fine = {"texts": ["a [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[ {{{{{{{{{{ b"]}
+    status, _, data = post(server, "/v1/translate", fine)
+    assert status == 200 and json.loads(data)["translations"][0]["hypotheses"]
