@@ -10,6 +10,7 @@ failed export writes nothing.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -149,7 +150,35 @@ def check_bundle_arguments(args: argparse.Namespace) -> str | None:
         return f"--max-source-tokens must be >= 1, got {args.max_source_tokens}"
     if args.parity_limit is not None and args.parity_limit < 1:
         return f"--parity-limit must be >= 1, got {args.parity_limit}"
+    return out_problem(args.out, args.force)
+
+
+def out_problem(out: Path, force: bool) -> str | None:
+    """Why ``out`` cannot become a bundle directory, in one line, or None: checked before
+    any work (a gate takes minutes; a path under a file used to fail after it, with a
+    traceback)."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
+        return f"{out} exists and is not empty; pass --force to replace it"
+    parent = out.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"cannot write {out}: {parent} is a file, not a directory"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"cannot write {out}: {parent} is not writable"
     return None
+
+
+def layout_note(out: Path) -> str | None:
+    """A line for a bundle written where ``nmt-serve`` would not find it: it serves
+    ``<repository>/<name>/<version>/`` with a whole-number version."""
+    if out.name.isdigit():
+        return None
+    return (
+        f"note: nmt-serve serves <repository>/<name>/<version>/ with a whole-number version, "
+        f"not {out.name!r}: to serve this bundle, put it at REPOSITORY/NAME/1 and pass "
+        "--model-repository REPOSITORY"
+    )
 
 
 def bundle_options(args: argparse.Namespace) -> dict:
@@ -188,6 +217,8 @@ def run_export(prog: str, export: Callable[[], dict], out: Path) -> int:
             f"({v['bleu_delta']:+.2f}), {v['speedup']:.2f}x the fp32 speed on {v['provider']}"
         )
     p = manifest["parity"]
+    if (note := layout_note(out)) is not None:
+        print(f"{prog}: {note}", file=sys.stderr)
     ties = p.get("beam_near_ties", 0)
     tied = f" ({ties} with hypotheses tied in score, in another order)" if ties else ""
     print(

@@ -92,11 +92,27 @@ def find_bundles(repository: Path, *, gpu: bool = False) -> dict[str, Path]:
         if suited or numeric:
             found[model_dir.name] = (suited or numeric)[-1]
     if not found:
-        raise ServerError(
-            f"no model bundles in {repository} (expected <name>/<version>/manifest.json); "
-            "create one with nmt-export"
-        )
+        raise ServerError(f"no model bundles in {repository}: {_layout_hint(repository)}")
     return found
+
+
+def _layout_hint(repository: Path) -> str:
+    """How to fix a repository where no bundle was found: the likely mistake by name."""
+    expected = "expected <name>/<version>/manifest.json, <version> a whole number"
+    if (repository / spec.MANIFEST_FILE).is_file():
+        return (
+            f"{repository} is itself a bundle; {expected}: put it at REPOSITORY/NAME/1 and "
+            "pass --model-repository REPOSITORY"
+        )
+    for model_dir in sorted(p for p in repository.iterdir() if p.is_dir()):
+        if (model_dir / spec.MANIFEST_FILE).is_file():
+            return (
+                f"{model_dir} is a bundle one level too high; {expected}: move it to {model_dir}/1"
+            )
+        for version in sorted(v for v in model_dir.iterdir() if v.is_dir()):
+            if (version / spec.MANIFEST_FILE).is_file():
+                return f"version {version.name!r} of {model_dir.name} is not a number; {expected}"
+    return f"{expected}; create one with nmt-export or nmt-convert"
 
 
 def _precision(version_dir: Path) -> str:

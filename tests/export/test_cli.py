@@ -200,6 +200,38 @@ def test_output_that_is_a_file_needs_force(tmp_path, checkpoint, capsys):
     assert "pass --force" in one_error_line(capsys)
 
 
+@pytest.mark.parametrize("where", ["under-a-file", "read-only"])
+def test_an_output_that_cannot_be_written_is_one_line_before_any_work(
+    tmp_path, checkpoint, capsys, monkeypatch, where
+):
+    """It used to fail after the gate, with a traceback (helper-79's audit)."""
+    monkeypatch.setattr(export.parity, "run_gate", _not_reached)
+    if where == "under-a-file":
+        (tmp_path / "test.en").write_text("a file")
+        out, message = tmp_path / "test.en" / "1", "test.en is a file, not a directory"
+    else:  # as root every directory is writable: the check asks os.access, told no
+        locked = tmp_path / "locked"
+        locked.mkdir()
+        monkeypatch.setattr(export.cli.os, "access", lambda path, mode: Path(path) != locked)
+        out, message = locked / "m" / "1", "locked is not writable"
+    assert main(cli_args(checkpoint, out)) == 2
+    assert message in one_error_line(capsys)
+
+
+def test_a_bundle_outside_the_serving_layout_gets_a_note(tmp_path, checkpoint, capsys, monkeypatch):
+    monkeypatch.setattr(export.parity, "run_gate", lambda *a, **k: ParityReport())
+    assert main(cli_args(checkpoint, tmp_path / "models" / "latest")) == 0
+    err = capsys.readouterr().err
+    assert "nmt-serve serves <repository>/<name>/<version>/ with a whole-number version" in err
+    assert "not 'latest'" in err and len(err.splitlines()) == 1
+    assert main(cli_args(checkpoint, tmp_path / "repo" / "m" / "1")) == 0
+    assert capsys.readouterr().err == ""
+
+
+def _not_reached(*args, **kwargs):
+    raise AssertionError("the gate ran before the output was checked")
+
+
 def test_force_replaces_an_output_file(tmp_path, checkpoint, monkeypatch):
     monkeypatch.setattr(export.parity, "run_gate", lambda *a, **k: ParityReport())
     out = tmp_path / "bundle"

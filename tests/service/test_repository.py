@@ -60,6 +60,24 @@ def test_empty_repository_says_how_to_fix(tmp_path):
         find_bundles(tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("layout", "hint"),
+    [
+        ("", "is itself a bundle; .*: put it at REPOSITORY/NAME/1 and pass --model-repository"),
+        ("m", r"m is a bundle one level too high; .*: move it to .*/m/1"),
+        ("m/latest", "version 'latest' of m is not a number; expected <name>/<version>"),
+    ],
+)
+def test_a_bundle_in_the_wrong_place_is_named(tmp_path, layout, hint):
+    """Converters write wherever --out says; the server then names the mistake instead
+    of suggesting to create a bundle (helper-79's audit)."""
+    where = tmp_path / layout
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "manifest.json").write_text("{}")
+    with pytest.raises(ServerError, match=f"no model bundles in {tmp_path}: .*{hint}"):
+        find_bundles(tmp_path)
+
+
 def test_missing_repository(tmp_path):
     with pytest.raises(ServerError, match="model repository not found"):
         find_bundles(tmp_path / "absent")
