@@ -22,7 +22,7 @@ from export.stages import shown_stages
 from export.variants import VariantError
 from export.writer import MAX_SOURCE_TOKENS, ExportError, bundle_config, write_bundle
 from models.checkpoint import CheckpointError, load_checkpoint
-from models.commands import show_defaults
+from models.commands import parse_strictly, show_defaults
 from models.tokenizer import TokenizerError
 
 
@@ -246,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(README: Serve your own model)",
     )
     add_bundle_arguments(parser)
-    args = show_defaults(parser).parse_args(argv)
+    args = parse_strictly(show_defaults(parser), argv)
     problem = check_bundle_arguments(args)
     if problem is None and (args.checkpoint is None) == (args.from_modules is None):
         problem = "give a CHECKPOINT or --from-modules (one of the two)"

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from export.cli import add_bundle_arguments, bundle_options, check_bundle_arguments, run_export
 from export.user import export_modules
-from models.commands import show_defaults
+from models.commands import parse_strictly, show_defaults
 
 
 def convert_eole(
@@ -560,7 +560,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _keras_text_parser(sub)
     _opennmt_tf_parser(sub)
     _ensemble_parser(sub)
-    args = show_defaults(parser).parse_args(argv)
+    args = parse_strictly(show_defaults(parser), argv)
     if args.framework == "ensemble":
         return _ensemble(args)
     problem = check_bundle_arguments(args)

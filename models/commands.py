@@ -10,6 +10,7 @@ an ``ImportError`` traceback from deep inside torch's import.
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import importlib.util
 import sys
@@ -58,6 +59,36 @@ nmt_bench = _entry("nmt-bench", "loadtest.bench", ("torch", "sacrebleu"), "train
 def _plain(text: str | None) -> str | None:
     """Docstring markup is not for a terminal: ``code`` -> code."""
     return None if text is None else text.replace("``", "")
+
+
+def parse_strictly(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None
+) -> argparse.Namespace:
+    """``parser.parse_args(argv)``, with no option abbreviated (``--from-module`` is not
+    taken for ``--from-modules``) and an unknown option refused by the subcommand it was
+    given to, with the nearest option it has (``nmt-convert eole: error: unrecognized
+    arguments: --lowercse (did you mean --lowercase?)``): argparse names the top-level
+    command and its usage, and suggests nothing."""
+    parsers = [parser]
+    for each in parsers:  # grows as subcommands are found
+        each.allow_abbrev = False
+        for action in each._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                parsers += action.choices.values()
+    args, extra = parser.parse_known_args(argv)
+    if not extra:
+        return args
+    chosen = parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(args, action.dest, None), parser)
+    options = [o for action in chosen._actions for o in action.option_strings]
+    shown = []
+    for arg in extra:
+        near = difflib.get_close_matches(arg.split("=", 1)[0], options, n=1, cutoff=0.75)
+        shown.append(f"{arg} (did you mean {near[0]}?)" if near and arg.startswith("-") else arg)
+    chosen.error("unrecognized arguments: " + " ".join(shown))
+    raise AssertionError("unreachable: ArgumentParser.error exits")
 
 
 def show_defaults(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

@@ -370,3 +370,33 @@ def test_bundle_is_readable_by_other_users(bundle_dir):
     if not umask & 0o004:
         for f in bundle_dir.iterdir():
             assert f.stat().st_mode & stat.S_IROTH, f
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--from-module", "m:f", "--out", "o/1"], "nmt-export: error: unrecognized arguments: "
+         "--from-module (did you mean --from-modules?)"),
+        (["ckpt.pt", "--out", "o/1", "--parity-sr", "x"], "unrecognized arguments: --parity-sr "
+         "(did you mean --parity-src?) x"),
+    ],
+)  # fmt: skip
+def test_an_abbreviated_or_misspelt_option_is_refused_with_the_nearest(argv, message, capsys):
+    """argparse took ``--from-module`` for ``--from-modules`` silently (helper-79's audit)."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_misspelt_converter_option_names_its_converter(capsys):
+    from export.convert import main as convert
+
+    with pytest.raises(SystemExit):
+        convert(["eole", "model", "--lowercse", "--out", "o/1"])
+    err = capsys.readouterr().err
+    assert "nmt-convert eole: error: unrecognized arguments: --lowercse (did you mean " in err
+    assert "usage: nmt-convert eole " in err
+    with pytest.raises(SystemExit):
+        convert(["fairseq", "ckpt.pt", "--bpe-code", "codes", "--out", "o/1"])
+    assert "--bpe-code (did you mean --bpe-codes?)" in capsys.readouterr().err
