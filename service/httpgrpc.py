@@ -44,6 +44,7 @@ TIMEOUT_VALUE = re.compile(r"([0-9]{1,8})([HMSmun])")
 _UNIT_SECONDS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
 # A parse error quotes the body; no more of it than this goes back (or into a log).
 MAX_ERROR_CHARS = 300
+_BAD_ENUM = re.compile(r"Invalid enum value \S+ for enum type ([\w.]+)")
 # Arrays and objects nested deeper than this are refused before parsing (see _depth)
 MAX_JSON_DEPTH = 32
 _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
@@ -135,6 +136,7 @@ def parse(body: bytes, request_type: type[Message]) -> bytes:
         reason = str(exc)
         if len(reason) > MAX_ERROR_CHARS:
             reason = reason[:MAX_ERROR_CHARS] + "..."
+        reason += _enum_names(reason, request_type)
         name = request_type.DESCRIPTOR.full_name
         raise InvalidRequest(
             f"the body is not a JSON {name} (proto3 JSON mapping): {reason}"
@@ -153,3 +155,16 @@ def _depth(body: bytes) -> int:
     chars = np.frombuffer(_JSON_STRING.sub(b'""', body), dtype=np.uint8)
     steps = np.isin(chars, _OPENERS).astype(np.int64) - np.isin(chars, _CLOSERS)
     return int(np.cumsum(steps).max(initial=0))
+
+
+def _enum_names(reason: str, request_type: type[Message]) -> str:
+    """For protobuf's "Invalid enum value X for enum type T": the names T takes (the JSON
+    mapping spells enums by their full names, ``STRATEGY_BEAM``, or by number)."""
+    found = _BAD_ENUM.search(reason)
+    if found is None:
+        return ""
+    try:
+        enum = request_type.DESCRIPTOR.file.pool.FindEnumTypeByName(found.group(1))
+    except KeyError:
+        return ""
+    return f"; use one of {', '.join(v.name for v in enum.values)} (or its number)"

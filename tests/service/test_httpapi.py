@@ -839,3 +839,17 @@ def test_a_body_nested_too_deep_is_refused_before_parsing(server):
     fine = {"texts": ["a [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[ {{{{{{{{{{ b"]}
     status, _, data = post(server, "/v1/translate", fine)
     assert status == 200 and json.loads(data)["translations"][0]["hypotheses"]
+
+
+def test_a_wrong_enum_name_lists_the_names(server):
+    """The README's table said GREEDY or BEAM; the JSON mapping takes STRATEGY_BEAM (or
+    2), and "BEAM" was refused without saying so (helper-79's audit)."""
+    body = {"texts": ["Hi."], "options": {"strategy": "BEAM"}}
+    status, _, data = post(server, "/v1/translate", body)
+    message = json.loads(data)["message"]
+    assert status == 400 and "Invalid enum value BEAM for enum type nmt.v1.Strategy" in message
+    assert message.endswith(
+        "; use one of STRATEGY_UNSPECIFIED, STRATEGY_GREEDY, STRATEGY_BEAM (or its number)"
+    )
+    body["options"]["strategy"] = "STRATEGY_BEAM"
+    assert post(server, "/v1/translate", body)[0] == 200
