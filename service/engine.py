@@ -106,6 +106,8 @@ class Engine(EngineFront):
         self._stopping = False
         # stop()'s time ran out: the scheduler fails what is left and ends (see stop)
         self._abandoned = False
+        # whose queue a refusal names, when it is a share of --max-queue (service/lanes.py)
+        self.queue_owner = ""
         self._thread: threading.Thread | None = None
         # The admitted batch that has not joined the loop yet (scheduler thread only).
         self._unjoined: list[tuple[Job, int]] = []
@@ -246,7 +248,9 @@ class Engine(EngineFront):
                 raise NotReady("the server is not accepting requests (starting or shutting down)")
             if len(self._queue) >= self.config.max_queue:
                 self.metrics.rejected.labels("queue_full").inc()
-                raise Overloaded(f"request queue is full ({self.config.max_queue} waiting)")
+                raise Overloaded(
+                    f"request queue is full ({self.config.max_queue} waiting{self.queue_owner})"
+                )
             if not (self._queue or self._encoding or self._loop.active):
                 # The scheduler had nothing to do: its stall clock starts now.
                 self._progress = time.monotonic()

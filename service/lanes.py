@@ -119,6 +119,8 @@ class EngineLanes(EngineFront):
         n = config.decode_lanes
         share = dataclasses.replace(config, max_queue=max(1, -(-config.max_queue // n)))
         self.lanes = [Engine(bundle, share, metrics) for _ in range(n)]
+        for lane in self.lanes if n > 1 else ():  # a refusal says whose queue was full
+            lane.queue_owner = f" in this decode lane; --max-queue {config.max_queue} over {n}"
         self.bundle = bundle
         self.metrics = metrics
         self.config = self.lanes[0].config

@@ -9,6 +9,7 @@ lanes.
 from __future__ import annotations
 
 import os
+import re
 import threading
 
 import pytest
@@ -289,3 +290,27 @@ def test_the_engine_process_runs_lanes(server_factory, tiny_bundle):
 def _lane_count(engine) -> int:
     """Run in the engine process."""
     return len(engine.lanes)
+
+
+def test_a_full_lane_says_its_queue_is_a_share(tiny_bundle):
+    """With lanes, each queues its share of --max-queue: a refusal said "(3 waiting)"
+    to an operator who set 6 (helper-80, helper-81); one lane still says it plainly."""
+    from prometheus_client import CollectorRegistry
+
+    from service.errors import Overloaded
+    from service.metrics import create_metrics
+    from tests.service.test_fault_isolation import load_tiny_bundle
+
+    bundle = load_tiny_bundle(tiny_bundle)
+    for n, said in (
+        (2, "(3 waiting in this decode lane; --max-queue 6 over 2)"),
+        (1, "(6 waiting)"),
+    ):
+        engine = EngineLanes(
+            bundle, EngineConfig(decode_lanes=n, max_queue=6), create_metrics(CollectorRegistry())
+        )
+        lane = engine.lanes[0]
+        lane._accepting = True  # never started: nothing takes from the queue
+        lane._queue.extend([None] * lane.config.max_queue)
+        with pytest.raises(Overloaded, match=re.escape(f"request queue is full {said}")):
+            lane.submit(["Hello."], DecodeOptions())
