@@ -54,6 +54,16 @@ class DeadlineExceeded(TranslatorError):
     """DEADLINE_EXCEEDED: the call's deadline (the translator's ``timeout``, retries
     included) passed first."""
 
+    @property
+    def message(self) -> str:
+        # gRPC's own words when the deadline passed in the client; the server's say more
+        if self.details.lower() != "deadline exceeded":
+            return super().message
+        return (
+            f"{super().message}: the call took longer than its timeout; allow a longer one "
+            "(--timeout, Translator(timeout=...)) or send fewer sentences a call"
+        )
+
 
 class ServerUnavailable(TranslatorError):
     """UNAVAILABLE: no connection to ``target`` could be made (``connected`` false: the

@@ -110,6 +110,12 @@ def test_a_slow_reply_ends_at_the_deadline():
             t.translate(["a"])
         assert time.monotonic() - start < 1.5
         assert info.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+        # gRPC's own "Deadline Exceeded" comes with what to do (helper-80's audit)
+        assert str(info.value) == (
+            "DEADLINE_EXCEEDED: Deadline Exceeded: the call took longer than its timeout; "
+            "allow a longer one (--timeout, Translator(timeout=...)) or send fewer sentences "
+            "a call"
+        )
         with Translator(target, timeout=60) as patient, pytest.raises(DeadlineExceeded):
             patient.translate(["a"], timeout=0.2)  # a per-call timeout wins
     assert script.calls == 2
