@@ -22,7 +22,6 @@ unchanged) and queues its share of ``max_queue``.
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 from collections.abc import Sequence
 
@@ -34,7 +33,7 @@ from service.front import EngineFront
 from service.jobs import Job, PrefixCallback
 from service.limits import EngineConfig
 from service.metrics import Metrics
-from service.sessions import RuntimeConfig
+from service.sessions import RuntimeConfig, usable_cpus
 from service.strategies import GREEDY, strategy_for
 
 # --decode-lanes 0 (auto): on the CPU two lanes where there are two cores or more (on 2
@@ -82,7 +81,7 @@ def lanes_for(config: EngineConfig, gpu: bool, cores: int | None = None) -> int:
     """The lanes ``config.decode_lanes`` means on this machine (0: auto)."""
     if config.decode_lanes:
         return config.decode_lanes
-    cores = (os.cpu_count() or 1) if cores is None else cores
+    cores = usable_cpus() if cores is None else cores
     return 1 if gpu or cores < 2 else AUTO_CPU_LANES
 
 
@@ -91,7 +90,7 @@ def runtime_for(runtime: RuntimeConfig, lanes: int) -> RuntimeConfig:
     (all cores) each lane's decoder call gets its share of the cores instead."""
     if lanes <= 1 or runtime.intra_op_threads:
         return runtime
-    threads = max(1, (os.cpu_count() or 1) // lanes)
+    threads = max(1, usable_cpus() // lanes)
     return dataclasses.replace(runtime, intra_op_threads=threads)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import time
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from service.sessions import (
     RuntimeConfig,
     check_io,
     open_session,
+    usable_cpus,
     usable_providers,
 )
 
@@ -71,7 +71,7 @@ class OnnxModel:
         # Single-threaded twins for small batches (CPU only; see RuntimeConfig).
         self.parallel_rows = 0
         self._encoder_1, self._decoder_1 = self.encoder, self.decoder
-        threads = config.intra_op_threads or (os.cpu_count() or 1)
+        threads = config.intra_op_threads or usable_cpus()
         if (
             self.decoder.get_providers()[0] == "CPUExecutionProvider"
             and threads > 1

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,13 +116,56 @@ class RuntimeConfig:
         """Options of one session; ``threads`` overrides ``intra_op_threads``."""
         opts = ort.SessionOptions()
         opts.graph_optimization_level = _OPT_LEVELS[self.optimization]
-        opts.intra_op_num_threads = self.intra_op_threads if threads is None else threads
+        if threads is None:
+            # 0: ORT's own choice, one thread per core of the machine, unless this process
+            # may use fewer (a container's CPU limit, an affinity mask): then as many
+            threads = self.intra_op_threads or restricted_cpus()
+        opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = self.inter_op_threads
         opts.log_severity_level = 3
         if not self.allow_spinning:
             opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
             opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
         return opts
+
+
+CGROUP = Path("/sys/fs/cgroup")
+
+
+def usable_cpus(cgroup: Path = CGROUP) -> int:
+    """The cores this process may use: its CPU affinity (taskset, cpusets), capped by its
+    cgroup's CPU quota rounded up (Kubernetes' ``limits.cpu``, ``docker --cpus``), where
+    ``os.cpu_count()`` counts the whole machine's: in a 2-CPU pod on a 64-core node ONNX
+    Runtime started 64 threads and the decode lanes took that many cores as theirs."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    quota = cgroup_quota(cgroup)
+    return max(1, min(cores, math.ceil(quota)) if quota is not None else cores)
+
+
+def restricted_cpus() -> int:
+    """:func:`usable_cpus` when fewer than the machine has, else 0 (ONNX Runtime's own
+    choice: its physical cores)."""
+    usable = usable_cpus()
+    return usable if usable < (os.cpu_count() or 1) else 0
+
+
+def cgroup_quota(cgroup: Path = CGROUP) -> float | None:
+    """The CPU quota of this process's cgroup in cores (cgroup v2 ``cpu.max``, else v1
+    ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``), or None: no quota, or none readable."""
+    try:
+        quota, period = (cgroup / "cpu.max").read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:
+        quota_us = int((cgroup / "cpu" / "cpu.cfs_quota_us").read_text())
+        period_us = int((cgroup / "cpu" / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return quota_us / period_us if quota_us > 0 and period_us > 0 else None
 
 
 @dataclass

@@ -37,6 +37,7 @@ from prometheus_client import CollectorRegistry
 
 from service.config import ServerConfig
 from service.flags import build_parser, parse_args, variable
+from service.lanes import lanes_for
 from service.metrics import create_metrics
 from service.server import SHUTDOWN_TASKS_SECONDS
 from service.servicer import SERVICE_NAME
@@ -517,9 +518,13 @@ def check_resources(objects) -> None:
     requests, limits = container["resources"]["requests"], container["resources"]["limits"]
     for resource in ("cpu", "memory"):
         assert quantity(requests[resource]) <= quantity(limits[resource]), resource
-    # intra_op_threads 0 lets ONNX Runtime start one thread per core of the node, more than
-    # the CPU limit lets run: they would fight over the quota.
-    threads, cores = config.runtime.intra_op_threads, math.floor(quantity(limits["cpu"]))
+    # Every decode lane's sessions run intra_op_threads threads: more in all than the CPU
+    # limit and they fight over the quota (0: the server takes the quota's cores itself,
+    # service.sessions.usable_cpus, and splits them between the lanes).
+    cores = math.floor(quantity(limits["cpu"]))
+    gpu = config.runtime.providers[0] == "cuda"
+    lanes = lanes_for(config.engine, gpu, cores=cores)
+    threads = (config.runtime.intra_op_threads or max(1, cores // lanes)) * lanes
     assert 1 <= threads <= cores, f"{threads} intra-op threads for a limit of {cores} CPUs"
 
 
@@ -768,10 +773,10 @@ BROKEN_SEMANTICS = {
         "check_pod_monitor",
         "grpc",
     ),
-    "ort-threads-unbounded": (
-        _set_env("NMT_INTRA_OP_THREADS", "0"),
+    "ort-threads-over-the-limit": (
+        _set_env("NMT_INTRA_OP_THREADS", "8"),  # per lane: over either overlay's CPU limit
         "check_resources",
-        "0 intra-op threads",
+        "intra-op threads for a limit of",
     ),
     "service-selects-nothing": (
         lambda o: the(o, "Service", "nmt-translator")["spec"]["selector"].update(

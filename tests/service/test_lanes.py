@@ -314,3 +314,49 @@ def test_a_full_lane_says_its_queue_is_a_share(tiny_bundle):
         lane._queue.extend([None] * lane.config.max_queue)
         with pytest.raises(Overloaded, match=re.escape(f"request queue is full {said}")):
             lane.submit(["Hello."], DecodeOptions())
+
+
+@pytest.mark.parametrize(
+    ("files", "quota"),
+    [
+        ({"cpu.max": "200000 100000\n"}, 2.0),
+        ({"cpu.max": "150000 100000\n"}, 1.5),
+        ({"cpu.max": "max 100000\n"}, None),
+        ({"cpu/cpu.cfs_quota_us": "50000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 0.5),
+        ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),
+        ({"cpu.max": "garbage"}, None),
+        ({}, None),
+    ],
+)
+def test_the_cgroup_quota_is_read_as_cores(tmp_path, files, quota):
+    from service.sessions import cgroup_quota
+
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert cgroup_quota(tmp_path) == quota
+
+
+def test_usable_cpus_take_the_quota_and_the_affinity(tmp_path, monkeypatch):
+    """A 2-CPU pod on a 64-core node: ONNX Runtime and the decode lanes counted 64 (helper-81's
+    audit); a 1.5-CPU quota rounds up to 2; an affinity mask of 3 cores caps it at 3."""
+    from service import sessions
+
+    monkeypatch.setattr(sessions.os, "sched_getaffinity", lambda pid: set(range(64)))
+    monkeypatch.setattr(sessions.os, "cpu_count", lambda: 64)
+    (tmp_path / "cpu.max").write_text("150000 100000\n")
+    assert sessions.usable_cpus(tmp_path) == 2
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert sessions.usable_cpus(tmp_path) == 64
+    monkeypatch.setattr(sessions.os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    assert sessions.usable_cpus(tmp_path) == 3
+    monkeypatch.setattr(sessions, "CGROUP", tmp_path)
+    monkeypatch.setattr(sessions, "usable_cpus", lambda cgroup=tmp_path: 2)
+    assert sessions.restricted_cpus() == 2  # fewer than the machine's: set
+    assert sessions.RuntimeConfig().session_options().intra_op_num_threads == 2
+    monkeypatch.setattr(sessions, "usable_cpus", lambda cgroup=tmp_path: 64)
+    assert sessions.restricted_cpus() == 0  # all of them: ONNX Runtime's own choice
+    assert sessions.RuntimeConfig(intra_op_threads=3).session_options().intra_op_num_threads == 3
+    monkeypatch.setattr(lanes_module, "usable_cpus", lambda: 2)
+    assert lanes_module.lanes_for(EngineConfig(), gpu=False) == 2
+    assert lanes_module.runtime_for(sessions.RuntimeConfig(), 2).intra_op_threads == 1
