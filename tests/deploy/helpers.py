@@ -186,6 +186,8 @@ def local_prometheus_config(config: dict[str, Any], target: str) -> dict[str, An
     out = dict(config)
     out["global"] = {**config.get("global", {}), "scrape_interval": "1s", "scrape_timeout": "1s"}
     out["scrape_configs"] = [job]
+    # the rule files beside the compose file, wherever the rewritten config is written
+    out["rule_files"] = [str(PROMETHEUS_YML.parent / f) for f in config.get("rule_files", [])]
     return out
 
 

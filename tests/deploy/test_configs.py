@@ -97,6 +97,46 @@ def test_prometheus_discovers_every_translator_through_their_network_alias(compo
         assert set(sd["names"]) <= set(aliases), name
     mount = "./deploy/prometheus/prometheus.yml:/etc/prometheus/prometheus.yml:ro"
     assert mount in compose["services"]["prometheus"]["volumes"]
+    # the rule files it names are mounted beside it
+    for rules in config["rule_files"]:
+        mount = f"./deploy/prometheus/{rules}:/etc/prometheus/{rules}:ro"
+        assert mount in compose["services"]["prometheus"]["volumes"]
+
+
+def test_the_alerting_rules_pass_promtool_and_their_unit_tests(tmp_path):
+    rules = PROMETHEUS_YML.parent / "alerts.yml"
+    for argv in (["check", "rules", str(rules)], ["test", "rules", "alerts_test.yml"]):
+        result = run(["promtool", *argv], cwd=PROMETHEUS_YML.parent)
+        assert result.returncode == 0, result.stdout + result.stderr
+    # the unit tests can fail: a server-error alert that counts the clients' mistakes
+    # pages on the replica whose clients send bad requests
+    (tmp_path / "alerts.yml").write_text(
+        rules.read_text().replace('INTERNAL|UNKNOWN|DATA_LOSS"', 'INTERNAL|INVALID_ARGUMENT"')
+    )
+    shutil.copy(PROMETHEUS_YML.parent / "alerts_test.yml", tmp_path)
+    result = run(["promtool", "test", "rules", "alerts_test.yml"], cwd=tmp_path)
+    assert result.returncode != 0 and "NmtServerErrors" in result.stdout + result.stderr
+
+
+def test_the_alerting_rules_read_only_metrics_the_server_exports():
+    from prometheus_client import CollectorRegistry
+
+    from service.metrics import create_metrics
+
+    registry = CollectorRegistry()
+    create_metrics(registry)
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum")}
+    exported = {"up"} | {
+        family.name + suffix
+        for family in registry.collect()
+        for suffix in suffixes.get(family.type, ("",))
+    }
+    rules = yaml.safe_load((PROMETHEUS_YML.parent / "alerts.yml").read_text())
+    exprs = [r["expr"] for group in rules["groups"] for r in group["rules"]]
+    assert len(exprs) == 5
+    for expr in exprs:
+        for name in re.findall(r"\b(nmt_\w+|up)\{", expr):
+            assert name in exported, (name, expr)
 
 
 def test_promtool_accepts_prometheus_config(tmp_path):

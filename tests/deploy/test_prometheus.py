@@ -75,7 +75,22 @@ def test_prometheus_counts_every_request(server_factory, tiny_bundle, processes,
     assert info["metric"]["provider"] == "CPUExecutionProvider"
     # Every call succeeded, so no series of a failure code exists: the dashboard's error
     # ratio must still say 0 (a plain failures/total ratio is empty, "No data").
-    (ratio,) = [e for t, e in dashboard_exprs(json.loads(DASHBOARD.read_text())) if "Error" in t]
-    assert wait_until(lambda: scalar(port, ratio) is not None, timeout=30, every=0.5), ratio
-    assert scalar(port, ratio) == 0.0
+    ratios = [e for t, e in dashboard_exprs(json.loads(DASHBOARD.read_text())) if "Error" in t]
+    assert len(ratios) == 2  # the server's errors, and any code but OK
+    for ratio in ratios:
+        assert wait_until(lambda r=ratio: scalar(port, r) is not None, timeout=30, every=0.5)
+        assert scalar(port, ratio) == 0.0, ratio
+    # the alerting rules loaded, each evaluated without error, none firing
+    status, body = http_get(f"http://127.0.0.1:{port}/api/v1/rules")
+    rules = [r for g in json.loads(body)["data"]["groups"] for r in g["rules"]]
+    assert status == 200 and len(rules) == 5, body
+    assert wait_until(
+        lambda: all(r.get("lastEvaluation", "").startswith("20") for r in _rules(port)), 30, 0.5
+    ), _rules(port)
+    assert all(r["health"] == "ok" and r["state"] == "inactive" for r in _rules(port))
     assert processes.stop(prom) == 0
+
+
+def _rules(port: int) -> list[dict]:
+    _, body = http_get(f"http://127.0.0.1:{port}/api/v1/rules")
+    return [r for g in json.loads(body)["data"]["groups"] for r in g["rules"]]
