@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import shutil
 
 from nmt_api.nmt.v1 import translator_pb2 as pb
@@ -69,6 +70,10 @@ def test_nginx_spreads_grpc_requests_over_two_replicas(tiny_bundle, processes, t
     assert all(n > 0 for n in served), f"one replica got no request: {served}"
     access = (prefix / "access.log").read_text()
     assert access.count("grpc_status=0") >= REQUESTS
+    # calls that sent no id are logged under the one the translator made up (its gRPC
+    # trailer), the key of its own log lines (helper-81's audit: nginx logged "-")
+    rids = re.findall(r"grpc_status=0 .* rid=(\S+)$", access, re.M)
+    assert len(rids) >= REQUESTS and all(re.fullmatch(r"[0-9a-f]{32}", r) for r in rids), rids
 
     # the HTTP/JSON API through the same balancer: every call answered, both replicas used
     for i in range(REQUESTS):
@@ -87,6 +92,13 @@ def test_nginx_spreads_grpc_requests_over_two_replicas(tiny_bundle, processes, t
     ]
     assert sum(after) == 2 * REQUESTS, after
     assert all(a > b for a, b in zip(after, served, strict=True)), (served, after)
+    # an HTTP call without an id: logged under the X-Request-Id the translator answered
+    conn = http.client.HTTPConnection("127.0.0.1", lb_http, timeout=TIMEOUT)
+    conn.request("POST", "/v1/translate", body=json.dumps({"texts": ["Hi."]}))
+    made_up = conn.getresponse().getheader("X-Request-Id")
+    conn.close()
+    assert wait_until(lambda: f"rid={made_up}\n" in (prefix / "access.log").read_text(), 10)
+    assert "rid=h3\n" in (prefix / "access.log").read_text()
     for child, _, _ in replicas:
         assert child.alive(), child.log()
     assert processes.stop(nginx) == 0
