@@ -108,7 +108,8 @@ FLAGS: tuple[Flag, ...] = (
         "",
         "http_port",
         "port of the HTTP/JSON API on --host (POST /v1/translate, /v1/translate/stream, "
-        "/v1/score; GET /v1/models, /v1/health/ready): the gRPC methods as JSON; -1: off",
+        "/v1/score; GET /v1/models, /v1/health/live, /v1/health/ready, /v1/openapi.json "
+        "and a demo page at /): the gRPC methods as JSON; -1: off",
     ),
     Flag(
         "",
@@ -116,7 +117,7 @@ FLAGS: tuple[Flag, ...] = (
         "comma-separated origins whose browser pages may call the HTTP API (CORS), e.g. "
         "https://app.example.com, or * for any",
         parse=_comma_list,
-        show=",".join,
+        show=lambda origins: ",".join(origins) or "none: only the server's own pages",
     ),
     Flag(
         "runtime",
@@ -303,7 +304,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "log",
         "access_log",
-        "one log line per call: method, status, seconds, sentences, request id",
+        "one log line per call: method, status, seconds, sentences, strategy, request id",
     ),
 )
 

@@ -14,10 +14,12 @@ port that share those engines (``service/frontends.py``); one that dies is a dea
 from __future__ import annotations
 
 import asyncio
+import errno
 import faulthandler
 import json
 import logging
 import signal
+import socket
 import sys
 import threading
 import time
@@ -365,10 +367,12 @@ class TranslationServer:
             host, port = self.config.metrics_host, self.config.metrics_port
             try:
                 self._metrics_httpd, _ = start_http_server(port, addr=host, registry=self.registry)
-            except OSError as exc:
+            except OSError as exc:  # a port in use, or a host that is not this machine's
+                wrong_host = isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL
+                what = "--metrics-host" if wrong_host else "--metrics-port"
                 raise ServerError(
-                    f"could not serve metrics on {host}:{port} ({exc.strerror}): "
-                    "choose another --metrics-port, or -1 to turn the endpoint off"
+                    f"could not serve metrics on {host}:{port} ({exc.strerror or exc}): "
+                    f"choose another {what}, or --metrics-port -1 to turn the endpoint off"
                 ) from None
             self.metrics_port = self._metrics_httpd.server_port
         for engine in self.engines.values():

@@ -415,7 +415,14 @@ def test_cli_metrics_port_in_use_is_one_line(tiny_bundle, busy_port, capsys):
     )
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"nmt-serve: error: could not serve metrics on 127.0.0.1:{busy_port}")
-    assert "--metrics-port" in err and "Traceback" not in err and len(err.splitlines()) == 1
+    assert "choose another --metrics-port" in err
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+    # a host that is not this machine's names the host, not the port (helper-81's audit)
+    for host in ("bogus.invalid", "192.0.2.1"):
+        assert server.main([*argv, "--metrics-host", host, "--metrics-port", "0"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "choose another --metrics-host, or --metrics-port -1" in err, err
+        assert len(err.splitlines()) == 1
 
 
 def test_cli_tls_files_are_checked(tiny_bundle, tmp_path, capsys):
