@@ -170,6 +170,7 @@ def validate_request(
             f"max_length {options.max_length} > server limit {cfg.max_target_length}: "
             f"use max_length <= {cfg.max_target_length} (or 0 for the default)"
         )
+    rules = ScoringRules.of(options)
     sources = []
     for i, text in enumerate(texts, start=first_index):
         # Refused by its length before tokenising it: a megabyte of text would cost
@@ -195,6 +196,7 @@ def validate_request(
             raise InvalidRequest(
                 f"texts[{i}] has {len(ids)} source tokens; {why}: split the sentence"
             )
+        _check_min_length(i, len(ids), options, rules)
         sources.append(ids)
     if len(sources) * options.beam_size > cfg.max_live_rows:
         raise InvalidRequest(
@@ -203,6 +205,23 @@ def validate_request(
             f"{cfg.max_live_rows // options.beam_size} sentences per request at this beam size"
         )
     return sources
+
+
+def _check_min_length(i: int, src_len: int, options: DecodeOptions, rules) -> None:
+    """A ``min_length`` the sentence's length limit leaves no room for is refused (as
+    fairseq refuses ``--min-len`` over its ``max_len``): the limit would win, and a request
+    for 1000 tokens got back a translation padded to the limit with whatever the model
+    ranked next, or, at ``max_length`` 1, nothing."""
+    limit = rules.length_limit(src_len)
+    if options.min_length < limit:
+        return
+    ratio = f"{options.max_length_ratio:g} x {src_len} source tokens + {options.max_length_offset}"
+    raise InvalidRequest(
+        f"texts[{i}]: min_length {options.min_length} leaves no room before the length "
+        f"limit, {limit} target tokens with EOS (the least of max_length "
+        f"{options.max_length} and {ratio}): lower min_length below {limit}, or raise "
+        "max_length or max_length_ratio"
+    )
 
 
 def validate_prefixes(

@@ -188,3 +188,21 @@ def test_replace_unk_is_refused_on_streams(stub, texts):
 def test_replace_unk_keeps_the_attention_without_sending_it():
     got = to_options(pb.DecodeOptions(replace_unk=True), default_max_length=256)
     assert got.replace_unk and got.return_attention  # the loop keeps what it reads
+
+
+@pytest.mark.parametrize(
+    ("fields", "limit"),
+    [
+        ({"min_length": 1000}, "the length limit, "),
+        ({"min_length": 300, "max_length": 20}, "limit, 20 target tokens with EOS"),
+        ({"max_length": 1}, "min_length 1 leaves no room"),  # the default min_length, 1
+    ],
+)
+def test_a_min_length_the_limit_leaves_no_room_for_is_refused(stub, texts, fields, limit):
+    """It was served padded to the limit with whatever the model ranked next, or empty at
+    max_length 1 (helper-80's audit); fairseq refuses --min-len over its max_len too."""
+    err = rpc_error(lambda: translate(stub, texts[:1], proto_options(**fields)))
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.details().startswith("texts[0]: min_length ") and limit in err.details()
+    assert "lower min_length below" in err.details()
+    assert translate(stub, texts[:1], proto_options(min_length=3)).translations
