@@ -101,17 +101,26 @@ def _settle(waiter: asyncio.Future, done: Future) -> None:
         waiter.set_result(done.result())
 
 
-async def job_result(job: Job, timeout: float) -> list[list[Hypothesis]]:
+async def job_result(
+    job: Job, timeout: float, waiting: set[asyncio.Future] | None = None
+) -> list[list[Hypothesis]]:
     """The job's n-best lists; its error raised; :class:`DeadlineExpired` after
-    ``timeout``. The engine's future is only read (only ``job.cancel()`` stops a job):
+    ``timeout``. ``waiting``: the set its waiter joins while it waits (the servicer's,
+    which fails them all when a shutdown's grace runs out). The engine's future is only
+    read (only ``job.cancel()`` stops a job):
     its outcome comes to the loop in one callback, not through ``wrap_future``,
     ``shield`` and ``wait_for``, whose futures and task cost the loop several passes
     between a finished sentence and its reply."""
     loop = asyncio.get_running_loop()
     waiter = loop.create_future()
     job.future.add_done_callback(partial(call_soon, loop, _settle, waiter))
+    if waiting is not None:
+        waiting.add(waiter)
     try:
         async with asyncio.timeout(timeout):
             return await waiter
     except TimeoutError:
         raise DeadlineExpired(DEADLINE_MESSAGE) from None
+    finally:
+        if waiting is not None:
+            waiting.discard(waiter)

@@ -27,6 +27,10 @@ class NotReady(ServiceError):
     """Not warmed up yet, or shutting down (maps to UNAVAILABLE)."""
 
 
+# What a call still in flight when a shutdown's grace runs out is answered (UNAVAILABLE)
+DRAINED = "the server is shutting down: retry, on another replica if there is one"
+
+
 class DeadlineExpired(ServiceError):
     """The request's deadline passed before it finished (maps to DEADLINE_EXCEEDED)."""
 

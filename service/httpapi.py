@@ -49,7 +49,7 @@ from prometheus_client import Counter
 from nmt_api import RETRY_HINT, TIMEOUT_HEADER
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.calls import RpcConfig
-from service.errors import InvalidRequest, TooLarge
+from service.errors import DRAINED, InvalidRequest, TooLarge
 from service.httpconn import Connection, Server, compress
 from service.httpgrpc import (
     HTTP_STATUS,
@@ -78,7 +78,6 @@ BACKLOG = 4096
 CORS_REQUEST_HEADERS = f"Content-Type, {TIMEOUT_HEADER}, {REQUEST_ID_HEADER}"
 # A wildcard's IPv6 half fails with these where the machine has no IPv6.
 NO_IPV6 = (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL, errno.EPROTONOSUPPORT)
-DRAINED = "the server is shutting down: retry, on another replica if there is one"
 # What a 503 (warming up, draining) or an overloaded 429 says in Retry-After.
 RETRY_AFTER_SECONDS = 1
 

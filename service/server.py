@@ -52,6 +52,9 @@ log = logging.getLogger(__name__)
 
 WATCHDOG_SECONDS = 1.0
 SHUTDOWN_TASKS_SECONDS = 1.0
+# How long before a shutdown's grace runs out the calls still waiting are answered (their
+# replies must be written before gRPC cancels what is left at the grace)
+DRAIN_ANSWER_SECONDS = 0.25
 # How far past its grace a shutdown may run before it counts as stuck
 # (:meth:`TranslationServer.stop_budget`): ``stop`` bounds each of its own waits after the
 # grace (the loop thread's, the metrics server's: less than this), plus, one after the
@@ -467,13 +470,22 @@ class TranslationServer:
 
     async def _shutdown(self, grace: float) -> None:
         """Close the port, then let the handlers gRPC cancelled when the grace ran out run
-        their own ending (each call counted, its job cancelled) before the loop closes."""
+        their own ending (each call counted, its job cancelled) before the loop closes.
+        Shortly before the grace runs out the calls still waiting are answered UNAVAILABLE
+        with the servicer's own message (:meth:`TranslatorServicer.fail_in_flight`), which
+        gRPC's cancellation would not give them."""
+        loop = asyncio.get_running_loop()
+        last_call = loop.call_later(
+            max(0.0, grace - DRAIN_ANSWER_SECONDS), self.servicer.fail_in_flight
+        )
         stopping = [self.grpc_server.stop(grace)]
         if self.http is not None:
             stopping.append(self.http.stop(grace))
         # side by side; one port failing to close must not leave the other open or the
         # rest of the shutdown undone
-        for outcome in await asyncio.gather(*stopping, return_exceptions=True):
+        outcomes = await asyncio.gather(*stopping, return_exceptions=True)
+        last_call.cancel()  # everything ended before it: nothing to answer
+        for outcome in outcomes:
             if isinstance(outcome, Exception):
                 log.error("closing a port failed", exc_info=outcome)
         current = asyncio.current_task()

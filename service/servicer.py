@@ -28,6 +28,7 @@ from nmt_api import NOT_READY_HINT, SERVICE_NAME
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.calls import Call, RpcConfig, call_soon, job_result, remaining_seconds
 from service.errors import (
+    DRAINED,
     Cancelled,
     DeadlineExpired,
     EngineFailure,
@@ -62,6 +63,8 @@ STATUS = {
     EngineFailure: grpc.StatusCode.INTERNAL,
 }
 BAD_BODY_LOG_SECONDS = 60.0
+# put in a stream's update queue by fail_in_flight: the stream ends UNAVAILABLE, DRAINED
+_DRAINED_MARK: tuple[int, ...] = ("drained",)  # type: ignore[assignment] - compared by identity
 # A deadline the client set is gRPC's to enforce; the engine's own backstop is this later.
 CLIENT_DEADLINE_SLACK = 1.0
 # A cancel this close to the deadline is the deadline (see _fail).
@@ -91,6 +94,10 @@ class TranslatorServicer:
         self.config = config or RpcConfig()
         self.ready = False
         self._inflight = 0  # touched on the event loop's thread only
+        # Calls waiting for their results, and streams' update queues: what
+        # fail_in_flight ends when a shutdown's grace runs out (event loop only)
+        self._waiting: set[asyncio.Future] = set()
+        self._streams: set[asyncio.Queue] = set()
         self._bad_bodies = RateLimitedLog(log, BAD_BODY_LOG_SECONDS)
         self.replies = Replies(metrics, default_model, self.config.max_message_bytes)
 
@@ -257,6 +264,17 @@ class TranslatorServicer:
         self._inflight -= 1
         self.metrics.inflight.dec()
 
+    def fail_in_flight(self) -> None:
+        """End every call still waiting for its translation with UNAVAILABLE and
+        :data:`DRAINED` (on the event loop, shortly before a shutdown's grace runs out):
+        gRPC would end them with its own "Cancelling all calls", which says nothing of
+        what to do. Each call's handler then cancels its job, as on any error."""
+        for waiter in list(self._waiting):
+            if not waiter.done():
+                waiter.set_exception(NotReady(DRAINED))
+        for updates in list(self._streams):
+            updates.put_nowait(_DRAINED_MARK)
+
     def _engine(self, name: str) -> EngineFront:
         if not self.ready:
             raise NotReady(f"the server is warming up or shutting down; {NOT_READY_HINT}")
@@ -343,7 +361,7 @@ class TranslatorServicer:
             engine = self._engine(model)
             timeout = self._timeout(context)
             job = submit(engine, timeout)
-            nbest = await job_result(job, timeout)
+            nbest = await job_result(job, timeout, self._waiting)
 
             def reply() -> pb.TranslateResponse | pb.ScoreResponse:
                 return response(
@@ -370,7 +388,7 @@ class TranslatorServicer:
     ) -> None:
         """Writes a message per change of the stable prefix's text, then the final one."""
         self._enter()
-        job = None
+        job = updates = None
         try:
             record.sentences = 1
             engine = self._engine(request.model)
@@ -389,6 +407,7 @@ class TranslatorServicer:
             # Prefixes from the scheduler thread, then None once the job resolves: both go
             # through call_soon_threadsafe from that one thread, so None comes last.
             updates: asyncio.Queue[tuple[int, ...] | None] = asyncio.Queue()
+            self._streams.add(updates)
             last = [-1]
 
             def on_prefix(tokens: tuple[int, ...], final: bool) -> None:
@@ -410,6 +429,8 @@ class TranslatorServicer:
             text = ""
             async with asyncio.timeout(timeout):  # writes to a slow reader included
                 while (tokens := await updates.get()) is not None:
+                    if tokens is _DRAINED_MARK:
+                        raise NotReady(DRAINED)
                     new = engine.bundle.tgt_tokenizer.decode(tokens)
                     if new != text:
                         delta = new[len(text) :] if new.startswith(text) else new
@@ -440,6 +461,8 @@ class TranslatorServicer:
         except TimeoutError:
             raise DeadlineExpired(DEADLINE_MESSAGE) from None
         finally:
+            if updates is not None:
+                self._streams.discard(updates)
             if job is not None and not job.future.done():
                 job.cancel()
             self._leave()

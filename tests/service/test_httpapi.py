@@ -14,6 +14,7 @@ import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 
+import grpc
 import pytest
 from google.protobuf import json_format
 
@@ -31,7 +32,9 @@ from tests.service.server_helpers import (
     TIMEOUT,
     mixed_requests,
     proto_options,
+    rpc_error,
     slow_decoder,
+    stub_for,
     wait_until,
 )
 
@@ -410,30 +413,61 @@ def test_health_follows_readiness_and_drain(server_factory):
 
 
 def test_drain_answers_what_outlasts_the_grace_503_in_time(server_factory, tiny_bundle):
-    """A call still decoding when the grace ends is cancelled (its rows freed, counted
-    CANCELLED) and answered 503 UNAVAILABLE; a stream ends with an error event. gRPC
-    ends such calls UNAVAILABLE too, at the grace, not later."""
+    """A call still decoding when the grace ends is answered 503 UNAVAILABLE saying to
+    retry elsewhere, and its job cancelled (its rows freed); a stream ends with an error
+    event. gRPC calls get the same message (not gRPC's own "Cancelling all calls"),
+    before the grace, not later."""
+    from service.errors import DRAINED
+
     server = server_factory(server={"http_port": 0, "drain_announce": 0.0}, max_target_length=4000)
     port = server.http_port
     long = {"min_length": 3999, "max_length": 4000, "max_length_ratio": 100.0, "beam_size": 5}
     text = tiny_bundle.sentences[LOOP_SENTENCE]
-    with ThreadPoolExecutor(2) as pool:
+    channel, grpc_stub = stub_for(server.port)
+    grpc_long = pb.DecodeOptions(
+        min_length=3999, max_length=4000, max_length_ratio=100.0, beam_size=5
+    )
+    with channel, ThreadPoolExecutor(4) as pool:
         unary = pool.submit(call, port, "POST", "/v1/translate", {"texts": [text], "options": long})
         stream = pool.submit(
             call, port, "POST", "/v1/translate/stream", {"text": text, "options": long}
         )
+        by_grpc = pool.submit(
+            rpc_error,
+            lambda: grpc_stub.Translate(
+                pb.TranslateRequest(texts=[text], options=grpc_long), timeout=TIMEOUT
+            ),
+        )
+        grpc_stream = pool.submit(
+            rpc_error,
+            lambda: list(
+                grpc_stub.TranslateStream(
+                    pb.TranslateStreamRequest(text=text, options=grpc_long), timeout=TIMEOUT
+                )
+            ),
+        )
         reg = server.registry
-        assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") >= 10, timeout=10)
+        assert wait_until(lambda: reg.get_sample_value("nmt_live_rows") >= 20, timeout=10)
         start = time.monotonic()
         server.stop(1.0)
         stopped = time.monotonic() - start
         status, _, data = unary.result(timeout=10)
-        assert (status, json.loads(data)["status"]) == (503, "UNAVAILABLE")
+        assert (status, json.loads(data)) == (
+            503,
+            {"code": 14, "status": "UNAVAILABLE", "message": DRAINED},
+        )
         status, _, data = stream.result(timeout=10)
-        assert status == 200 and events(data)[-1][1]["status"] == "UNAVAILABLE"
-    assert stopped < 1.0 + 3.0, stopped  # the grace and the cancelled calls' ending
-    assert requests_counted(server, "Translate", "CANCELLED") == 1
-    assert requests_counted(server, "TranslateStream", "CANCELLED") == 1
+        assert status == 200 and events(data)[-1][1]["message"] == DRAINED
+        # a gRPC stream whose write is held up by the shutdown (gRPC stops taking
+        # writes) cannot be answered in our words: it ends with gRPC's cancellation
+        err = by_grpc.result(timeout=10)
+        assert (err.code(), err.details()) == (grpc.StatusCode.UNAVAILABLE, DRAINED)
+        assert grpc_stream.result(timeout=10).code() == grpc.StatusCode.UNAVAILABLE
+    assert stopped < 1.0 + 3.0, stopped  # the grace and the calls' ending
+    assert requests_counted(server, "Translate", "UNAVAILABLE") == 2
+    streams = [requests_counted(server, "TranslateStream", c) for c in ("UNAVAILABLE", "CANCELLED")]
+    assert streams[0] >= 1 and sum(streams) == 2, streams  # the gRPC one: either
+    assert reg.get_sample_value("nmt_live_rows") == 0
 
 
 def test_drain_closes_idle_keep_alive_connections_at_once(server_factory, tiny_bundle, monkeypatch):
