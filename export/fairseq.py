@@ -26,6 +26,7 @@ batch):
 from __future__ import annotations
 
 import argparse
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -157,6 +158,11 @@ class Checkpoint:
         except FileNotFoundError:
             raise FairseqError(f"checkpoint not found: {path}") from None
         except Exception as exc:  # a file torch cannot read, or one holding code
+            if path.is_file() and not zipfile.is_zipfile(path):
+                raise FairseqError(
+                    f"{path}: not a fairseq checkpoint (a .pt fairseq-train wrote): not a torch "
+                    "file, or one cut short"
+                ) from None
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[-1][:200]
             raise FairseqError(f"{path}: not a readable fairseq checkpoint ({first})") from None
         if not isinstance(ckpt, dict) or not isinstance(ckpt.get("model"), dict):
@@ -293,11 +299,21 @@ def languages(
                     (target or parts[1].split("-")[1]),
                 )
                 break
+    if not data.is_dir():
+        raise FairseqError(
+            f"data directory {data} not found: --data names the directory fairseq-preprocess "
+            "wrote (its dict.SRC.txt and dict.TGT.txt)"
+        )
     if not (source and target):
-        found = sorted(p.name for p in data.glob("dict.*.txt")) if data.is_dir() else []
+        found = sorted(p.name for p in data.glob("dict.*.txt"))
+        if not found:
+            raise FairseqError(
+                f"no dictionaries (dict.*.txt) in {data}: pass --data, the directory "
+                "fairseq-preprocess wrote (its --destdir; the default is the checkpoint's)"
+            )
         raise FairseqError(
             f"which language is the source? give --source-lang and --target-lang "
-            f"(dictionaries in {data}: {', '.join(found) or 'none'})"
+            f"(dictionaries in {data}: {', '.join(found)})"
         )
     return str(source), str(target)
 

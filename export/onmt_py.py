@@ -128,6 +128,14 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
     """The checkpoint's dict, unpickled with nothing but tensors, containers, the
     options' ``argparse.Namespace`` and (2.x) inert stand-ins for its vocabulary's
     torchtext objects allowed."""
+    if path.is_dir():
+        eole = (path / "config.json").is_file() and any(path.glob("model.*.safetensors"))
+        raise EoleError(
+            f"{path} is an Eole model directory: convert it with `nmt-convert eole {path}`"
+            if eole
+            else f"{path} is a directory: give the OpenNMT-py checkpoint (.pt) itself, e.g. "
+            f"{path}/model_step_N.pt"
+        )
     if not path.is_file():
         raise EoleError(f"OpenNMT-py checkpoint not found: {path}")
     if not zipfile.is_zipfile(path):

@@ -131,17 +131,33 @@ def check_special_ids(source: Any, target: Any, special_ids: Mapping[str, int]) 
 
 
 def load_user_model(target: str) -> UserModel:
-    """Call ``module:function`` (importable from the working directory) for a UserModel."""
-    module_name, _, func_name = target.partition(":")
+    """Call ``module:function`` for a UserModel: a module importable from the working
+    directory (``mypkg.model``), or a Python file's path (``src/mymodel.py``), whose
+    directory then comes first on the import path, as ``python src/mymodel.py`` has it."""
+    module_name, _, func_name = target.rpartition(":")
     if not module_name or not func_name:
         raise ExportError(
-            f"--from-modules takes MODULE:FUNCTION, e.g. mypkg.model:load; got {target!r}"
+            f"--from-modules takes MODULE:FUNCTION, e.g. mypkg.model:load or "
+            f"src/mymodel.py:load; got {target!r}"
         )
     if "" not in sys.path and "." not in sys.path:
         sys.path.insert(0, "")  # the user's package in the working directory
+    path = Path(module_name)
+    if path.suffix == ".py":
+        if not path.is_file():
+            raise ExportError(f"cannot import {module_name!r}: no such file")
+        sys.path.insert(0, str(path.resolve().parent))
+        module_name = path.stem
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:  # ImportError, or a SyntaxError/... in the user's module
+    except ModuleNotFoundError as exc:
+        where = "this directory" if exc.name == module_name.split(".")[0] else "the import path"
+        raise ExportError(
+            f"cannot import {module_name!r}: no module named {exc.name!r} in {where}: run "
+            "nmt-export from the directory that holds it, give the file's path "
+            "(src/mymodel.py:load), or add its directory to PYTHONPATH"
+        ) from None
+    except Exception as exc:  # a SyntaxError/... in the user's module
         raise ExportError(f"cannot import {module_name!r}: {type(exc).__name__}: {exc}") from None
     func = getattr(module, func_name, None)
     if not callable(func):

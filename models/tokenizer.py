@@ -35,8 +35,11 @@ def sentencepiece_processor(model_proto: bytes) -> spm.SentencePieceProcessor:
     sp = spm.SentencePieceProcessor()
     try:
         sp.LoadFromSerializedProto(model_proto)
-    except Exception as exc:  # sentencepiece raises plain RuntimeError/OSError
-        raise TokenizerError(f"not a SentencePiece model: {exc}") from None
+    except Exception:  # sentencepiece raises plain RuntimeError/OSError, in C++'s words
+        raise TokenizerError(
+            "not a SentencePiece model (the .model file spm_train wrote; not its .vocab, "
+            "nor BPE codes)"
+        ) from None
     return sp
 
 

@@ -289,7 +289,10 @@ class _Code:  # a pickled object no weights-only load may construct
         (_edit_checkpoint(lambda c: c["cfg"]["task"].update(_name="language_modeling")), [],
          "--task: 'language_modeling' is not supported"),
         (_edit_checkpoint(lambda c: c.update(extra=_Code())), [], "not a readable fairseq chec"),
-        (lambda m: (m / "checkpoint_best.pt").write_bytes(b"no"), [], "not a readable fairseq"),
+        (lambda m: (m / "checkpoint_best.pt").write_bytes(b"no"), [], "not a fairseq checkpoint"),
+        (lambda m: (m / "checkpoint_best.pt").write_bytes(
+            (FIXTURE / "lstm_word" / "checkpoint_best.pt").read_bytes()[:5000]), [],
+         "not a torch file, or one cut short"),
         (lambda m: (m / "checkpoint_best.pt").unlink(), [], "checkpoint not found: "),
         (_edit_checkpoint(lambda c: c["model"].pop("decoder.attention.input_proj.weight")), [],
          "weight 'decoder.attention.input_proj.weight' missing"),
@@ -304,7 +307,7 @@ class _Code:  # a pickled object no weights-only load may construct
         (lambda m: None, ["--max-len-b", "0"], "--max-len-a 0 --max-len-b 0 leaves no target"),
     ],
     ids=["transformer", "no-attention", "adaptive", "task", "pickled-code", "not-torch",
-         "no-checkpoint", "missing-weight", "other-checkpoint", "no-dict", "bad-dict",
+         "cut-short", "no-checkpoint", "missing-weight", "other-checkpoint", "no-dict", "bad-dict",
          "duplicate", "bpe-no-codes", "codes-no-bpe", "max-len-b", "no-length"],
 )  # fmt: skip
 def test_what_the_bundle_cannot_express_is_refused_in_one_line(
@@ -359,3 +362,24 @@ def test_languages_come_from_the_data_directory(tmp_path, capsys):
     assert main(argv) == 0
     origin = json.loads((tmp_path / "o" / "1" / "manifest.json").read_text())
     assert origin["source_model"]["origin"]["source_lang"] == "en"
+
+
+def test_a_wrong_data_directory_says_so(tmp_path, capsys):
+    """A misspelt --data used to ask for the languages (helper-79's audit)."""
+    model = _model(tmp_path)
+    argv = ["fairseq", str(model / "checkpoint_best.pt"), "--out", str(tmp_path / "o" / "1")]
+    assert main([*argv, "--data", str(tmp_path / "data-bn"), "-s", "en", "-t", "es"]) == 2
+    assert f"data directory {tmp_path / 'data-bn'} not found: --data names" in (
+        capsys.readouterr().err
+    )
+    for name in ("dict.en.txt", "dict.es.txt"):
+        (model / name).unlink()
+    assert main(argv) == 2  # the default, the checkpoint's directory, has none
+    assert f"no dictionaries (dict.*.txt) in {model}: pass --data" in capsys.readouterr().err
+
+
+def test_an_eole_directory_given_as_opennmt_py_is_named(capsys):
+    eole = FIXTURE.parent / "eole" / "brnn_gru1_inputfeed_dot"
+    assert main(["opennmt-py", str(eole), "--out", "o/1"]) == 2
+    err = capsys.readouterr().err
+    assert f"{eole} is an Eole model directory: convert it with `nmt-convert eole {eole}`" in err

@@ -364,3 +364,26 @@ def test_a_bundle_the_server_would_refuse_is_not_written(tmp_path):
     with pytest.raises(ExportError, match="nmt-serve would refuse this bundle: .*'beam_size'"):
         export_modules(user, out, parity_limit=5, beam_sentences=2)
     assert not out.exists()
+
+
+def test_from_modules_takes_a_files_path_and_says_how_to_import(tmp_path, monkeypatch, capsys):
+    """``--from-modules src/mymodel.py:load`` loads the file; a module that cannot be found
+    says where to run from (helper-79's audit: only Python's "No module named")."""
+    from export.cli import main
+    from export.user import load_user_model
+    from export.writer import ExportError
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "path_model.py").write_text("def load():\n    return 42\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "path_model", raising=False)
+    with pytest.raises(ExportError, match="path_model.py:load returned int; it must return"):
+        load_user_model("src/path_model.py:load")
+    with pytest.raises(ExportError, match=r"cannot import 'src/nothing\.py': no such file"):
+        load_user_model("src/nothing.py:load")
+    out = tmp_path / "m" / "1"
+    assert main(["--from-modules", "mymodle:load", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "no module named 'mymodle' in this directory: run nmt-export from the directory" in err
+    assert err.count("\n") == 1
