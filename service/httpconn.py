@@ -65,7 +65,12 @@ class _OncePerPeriod(logging.Filter):
         if now < self._next:
             self._held += 1
             return False
-        reason = f": {record.exc_info[1]}" if record.exc_info and record.exc_info[1] else ""
+        # one line: aiohttp's message quotes the offending bytes and a caret on lines of
+        # their own (and the bytes are the client's: repr keeps them printable)
+        error = record.exc_info[1] if record.exc_info else None
+        words = [line.strip() for line in str(error or "").splitlines()]
+        text = " ".join(w for w in words if w and w != "^")[:300]
+        reason = f": {text}" if text else ""
         more = f" (and {self._held} more since the last report)" if self._held else ""
         record.msg = f"refused a malformed HTTP request ({record.getMessage()}{reason}){more}"
         record.args = None

@@ -19,6 +19,7 @@ import pytest
 from google.protobuf import json_format
 
 from nmt_api.nmt.v1 import translator_pb2 as pb
+from service import httpconn
 from service.calls import RpcConfig
 from service.config import ServerConfig
 from service.flags import parse_args
@@ -544,6 +545,19 @@ def test_a_real_error_is_logged_whole_and_malformed_requests_are_condensed(
     assert call(server.http_port, "GET", "/v1/models")[0] == 500
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert any(r.exc_info and "a bug in a handler" in str(r.exc_info[1]) for r in errors)
+    # malformed requests: one warning a minute, one line without a traceback (aiohttp's
+    # message quotes the client's bytes and a caret on lines of their own)
+    monkeypatch.setattr(httpconn.protocol_log.filters[0], "_next", 0.0)
+    caplog.clear()
+    for _ in range(3):
+        with socket.create_connection(("127.0.0.1", server.http_port), timeout=TIMEOUT) as sock:
+            sock.sendall(b"GET / HTTP/1.1\r\nBad Header\r\n\r\n")
+            assert b" 400 Bad Request" in sock.recv(4096)
+    (warning,) = [r for r in caplog.records if "malformed" in r.getMessage()]
+    assert warning.levelno == logging.WARNING and not warning.exc_info
+    assert "\n" not in warning.getMessage(), warning.getMessage()
+    assert warning.getMessage().startswith("refused a malformed HTTP request (")
+    assert "Invalid header token: b'Bad Header')" in warning.getMessage()
 
 
 def _readable(sock: socket.socket) -> bool:
