@@ -40,6 +40,8 @@ def mixes(vocab: int) -> dict[str, DecodeOptions | None]:
         f"sampling the whole vocabulary ({vocab})": DecodeOptions(sampling_topk=vocab, seed=1),
         "block_ngram_repeat 1": DecodeOptions(block_ngram_repeat=1),
         "block_ngram_repeat 3 + ban_unk": DecodeOptions(block_ngram_repeat=3, ban_unk=True),
+        # what return_attention, return_alignment, return_diagnostics and replace_unk ask
+        "attention kept": DecodeOptions(return_attention=True),
     }
 
 
