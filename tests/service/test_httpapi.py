@@ -901,3 +901,48 @@ def test_a_wrong_enum_name_lists_the_names(server):
     )
     body["options"]["strategy"] = "STRATEGY_BEAM"
     assert post(server, "/v1/translate", body)[0] == 200
+
+
+def test_the_depth_count_skips_strings_escapes_included():
+    """Brackets inside strings do not count, however their quotes are escaped; the count
+    agrees with a plain scanner on random JSON (it used a regex that went quadratic on
+    an unterminated string of escaped quotes: helper-82)."""
+    import random
+
+    from service.httpgrpc import _depth
+
+    def scanned(body: bytes) -> int:
+        depth = most = 0
+        inside = escaped = False
+        for c in body.decode():
+            if inside:
+                escaped, inside = (False, True) if escaped else (c == "\\", c != '"')
+            elif c == '"':
+                inside = True
+            elif c in "[{":
+                depth += 1
+                most = max(most, depth)
+            elif c in "]}":
+                depth -= 1
+        return most
+
+    rng = random.Random(1)
+
+    def value(depth: int):
+        r = rng.random()
+        if depth > 45 or r < 0.3:
+            return "".join(rng.choice('[]{}"\\ab') for _ in range(rng.randint(0, 12)))
+        if r < 0.65:
+            return [value(depth + 1) for _ in range(rng.randint(1, 3))]
+        return {str(rng.random()): value(depth + 1) for _ in range(rng.randint(1, 2))}
+
+    checked = 0
+    for _ in range(300):
+        body = json.dumps(value(0)).encode()
+        if body.count(b"[") + body.count(b"{") > 32:
+            assert _depth(body) == scanned(body), body
+            checked += 1
+    assert checked > 50
+    escaped = b'{"texts": ["' + b'[\\"' * 50 + b'"]}'  # 50 brackets, all in one string
+    assert _depth(escaped) == 2  # the object and its array
+    assert _depth(b"[" * 40 + b'"' + b'\\"' * 50_000) == 40  # never closed: still counted
