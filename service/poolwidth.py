@@ -23,13 +23,16 @@ of 100; two rows, and an elementwise product summed by ``ReduceSum``, never. So:
 
     MatMul(u = Unsqueeze(attention, 1), memory)   ->  Slice(MatMul(Concat(u, u, axis 1),
                                                         memory), [0:1] on axis 1)
-    MatMul(keys, Unsqueeze(query, -1 or 2))        ->  ReduceSum(keys * Unsqueeze(query,
+    MatMul(keys, Unsqueeze(query, -1))             ->  ReduceSum(keys * Unsqueeze(query,
                                                         -2), axis -1, keepdims)
 
-each keeping the product's output name (the rest of the graph is untouched). A graph
-with neither pattern, with external data (the rewritten bytes could not find it) or of
-an opset before 13 is served as it is; so is a one-column product by a constant (a
-weight, not the source).
+each keeping the product's output name (the rest of the graph is untouched); an
+ensemble's members' attention (``m0/attention``) counts as the contract's. A graph with
+neither pattern, with external data (the rewritten bytes could not find it) or of an
+opset before 13 is served as it is; so is a one-column product by weights (a value
+computed from constants alone), an unsqueeze on another axis (``2`` is the last only for
+a query of rank 2, which the graph may not record), and keys or attention of another
+rank than the patterns' where the graph records it.
 """
 
 from __future__ import annotations
@@ -63,10 +66,11 @@ def width_invariant(decoder: bytes) -> tuple[bytes, int]:
         for n in graph.node
         if n.op_type == "Unsqueeze"
     }
+    fixed, ranks = _fixed(graph, constants), _ranks(graph)
     rewritten = at = 0
     while at < len(graph.node):
         node = graph.node[at]
-        made = _rewrite(graph, node, unsqueezed, constants, f"{_PREFIX}{rewritten}_")
+        made = _rewrite(graph, node, unsqueezed, fixed, ranks, f"{_PREFIX}{rewritten}_")
         if made is None:
             at += 1
             continue
@@ -80,14 +84,17 @@ def width_invariant(decoder: bytes) -> tuple[bytes, int]:
     return model.SerializeToString(), rewritten
 
 
-def _rewrite(graph, node, unsqueezed, constants, p: str) -> list[pb.NodeProto] | None:
-    """The nodes that replace ``node``, or None when it is neither pattern."""
+def _rewrite(graph, node, unsqueezed, fixed, ranks, p: str) -> list[pb.NodeProto] | None:
+    """The nodes that replace ``node``, or None when it is neither pattern. ``fixed``:
+    values computed from constants alone (weights, however dequantized or cast);
+    ``ranks``: the ranks the graph records for its values (none recorded: not checked)."""
     if node.op_type != "MatMul":
         return None
     a, b = node.input
     (out,) = node.output
     source, axes = unsqueezed.get(a, (None, None))
-    if source == spec.ATTENTION and axes in ([1], [-2]):  # the context
+    if _is_attention(source) and axes in ([1], [-2]) and ranks.get(source, 2) == 2:
+        # the context: (rows, S) attention, unsqueezed to one row a sentence
         zero = initializer(graph, p + "zero", np.array([0], dtype=np.int64))
         one = initializer(graph, p + "one", np.array([1], dtype=np.int64))
         return [
@@ -96,7 +103,11 @@ def _rewrite(graph, node, unsqueezed, constants, p: str) -> list[pb.NodeProto] |
             make_node("Slice", [p + "products", zero, one, one], [out]),
         ]
     query, axes = unsqueezed.get(b, (None, None))
-    if query is not None and axes in ([-1], [2]) and a not in constants:  # the scores
+    # the scores: a matrix of rows by a column made of a vector. Only an unsqueeze on the
+    # last axis (-1) is the column whatever the query's rank, and only keys of rank 2 or
+    # more keep MatMul's shape (a vector's prepended axis is dropped again); products by
+    # weights are no scores over the source (and would make a weight-sized product a row)
+    if query is not None and axes == [-1] and ranks.get(a, 3) >= 2 and a not in fixed:
         row = initializer(graph, p + "row_axis", np.array([-2], dtype=np.int64))
         last = initializer(graph, p + "last_axis", np.array([-1], dtype=np.int64))
         return [
@@ -105,6 +116,34 @@ def _rewrite(graph, node, unsqueezed, constants, p: str) -> list[pb.NodeProto] |
             make_node("ReduceSum", [p + "products", last], [out], keepdims=1),
         ]
     return None
+
+
+def _is_attention(name: str | None) -> bool:
+    """The contract's ``attention`` output, or an ensemble member's (``m0/attention``,
+    :mod:`export.ensemble_graphs`)."""
+    return name is not None and (name == spec.ATTENTION or name.endswith("/" + spec.ATTENTION))
+
+
+def _fixed(graph: pb.GraphProto, constants: dict[str, pb.TensorProto]) -> set[str]:
+    """Every value computed from constants alone: initializers, ``Constant`` outputs and
+    the outputs of nodes all of whose inputs are such (a weight dequantized, cast,
+    transposed)."""
+    fixed = set(constants)
+    for node in graph.node:  # topological order: a node's inputs are settled before it
+        if node.input and all(i in fixed for i in node.input if i):
+            fixed.update(node.output)
+    return fixed
+
+
+def _ranks(graph: pb.GraphProto) -> dict[str, int]:
+    """The ranks of the values whose type the graph records (inputs, outputs, value_info:
+    what torch's exporter infers)."""
+    out = {}
+    for info in (*graph.input, *graph.output, *graph.value_info):
+        tensor = info.type.tensor_type
+        if tensor.HasField("shape"):
+            out[info.name] = len(tensor.shape.dim)
+    return out
 
 
 def _constants(graph: pb.GraphProto) -> dict[str, pb.TensorProto]:

@@ -156,3 +156,75 @@ def test_the_context_pattern_is_found_however_its_axes_are_given():
         opset=12,
     )
     assert poolwidth.width_invariant(old) == (old, 0)
+
+
+def _run(data: bytes, feeds: dict[str, np.ndarray]) -> np.ndarray:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)[0]
+
+
+def _scores_graph(query_rank: int, axes: int, keys_rank: int) -> bytes:
+    keys = helper.make_tensor_value_info("keys", TensorProto.FLOAT, [None] * keys_rank)
+    query = _input("query", query_rank)
+    return _graph(
+        [
+            helper.make_node("Unsqueeze", ["query", "ax"], ["u"]),
+            helper.make_node("MatMul", ["keys", "u"], ["out"]),
+        ],
+        [keys, query],
+        [_axes("ax", axes)],
+    )
+
+
+@pytest.mark.parametrize(
+    ("query_rank", "axes", "keys_rank", "rewritten"),
+    [
+        (2, -1, 3, 1),  # Luong's dot and general scores: (rows, S, K) x (rows, K, 1)
+        (3, -1, 4, 1),  # another batch axis: -1 is the last whatever the rank
+        (1, -1, 2, 1),  # a shared query vector
+        (3, 2, 4, 0),  # 2 is the last axis only for a query of rank 2
+        (2, -1, 1, 0),  # a vector of keys: MatMul drops its prepended axis again
+    ],
+)
+def test_the_scores_rewrite_is_exact_where_it_applies(query_rank, axes, keys_rank, rewritten):
+    """helper-82 found shapes the first version rewrote into others: each shape here is
+    either left alone or computes what the MatMul did, shape and values."""
+    data = _scores_graph(query_rank, axes, keys_rank)
+    new, count = poolwidth.width_invariant(data)
+    assert count == rewritten
+    rng = np.random.default_rng(0)
+    k = 5
+    keys = rng.standard_normal((3, 2, 4, k)[-keys_rank:] if keys_rank > 1 else (k,))
+    query = rng.standard_normal((3, 2, k)[-query_rank:])
+    feeds = {"keys": keys.astype(np.float32), "query": query.astype(np.float32)}
+    if rewritten:
+        want, got = _run(data, feeds), _run(new, feeds)
+        assert got.shape == want.shape and np.allclose(got, want, atol=1e-5)
+
+
+def test_weights_and_ensemble_members(tmp_path):
+    """A column product by a weight, dequantized first, is left alone (no scores over
+    the source, and a weight-sized product); an ensemble member's attention is found."""
+    scale = helper.make_tensor("scale", TensorProto.FLOAT, [], [0.5])
+    weight = helper.make_tensor("w8", TensorProto.INT8, [2, 3], [1] * 6)
+    dequantized = _graph(
+        [
+            helper.make_node("DequantizeLinear", ["w8", "scale"], ["w"]),
+            helper.make_node("Unsqueeze", ["q", "ax"], ["u"]),
+            helper.make_node("MatMul", ["w", "u"], ["out"]),
+        ],
+        [_input("q", 2)],
+        [weight, scale, _axes("ax", -1)],
+    )
+    assert poolwidth.width_invariant(dequantized) == (dequantized, 0)
+    member = _graph(
+        [
+            helper.make_node("Unsqueeze", ["m1/attention", "ax"], ["u"]),
+            helper.make_node("MatMul", ["u", "memory"], ["out"]),
+        ],
+        [_input("m1/attention", 2), _input("memory", 3)],
+        [_axes("ax", 1)],
+    )
+    assert poolwidth.width_invariant(member)[1] == 1
