@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -159,22 +160,31 @@ def _fix_static_dims(graph_path: Path, outputs: tuple[Tensor, ...], axes: dict) 
 
 @contextlib.contextmanager
 def native_stderr_silenced() -> Iterator[None]:
-    """File descriptor 2 on /dev/null while torch traces: its C++ ONNX shape inference
-    prints warnings there itself, past Python's warning filters (``[W... shape_type_
-    inference.cpp] The shape inference of prim::PackPadded type is missing``, for every
-    packed RNN: an Eole or Joey NMT encoder), which a redirected stderr would collect
-    although the export succeeded. Whether the graph is right is the parity gate's to
-    say. Errors still arrive as exceptions."""
+    """File descriptor 2 into a temporary file while torch traces: its C++ ONNX shape
+    inference prints warnings there itself, past Python's warning filters (``[W... shape_
+    type_inference.cpp] The shape inference of prim::PackPadded type is missing``, for
+    every packed RNN: an Eole or Joey NMT encoder), which a redirected stderr would
+    collect although the export succeeded. Whether the graph is right is the parity
+    gate's to say. What was written comes back to stderr when the tracing fails (what
+    a native error or the user's own modules said), and is dropped when it succeeds."""
     sys.stderr.flush()
     saved = os.dup(2)
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), 2)
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
+    failed = False
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            if failed:
+                caught.seek(0)
+                sys.stderr.write(caught.read().decode(errors="replace"))
+                sys.stderr.flush()
 
 
 def export_graphs(model: Seq2Seq, out_dir: Path) -> tuple[Path, Path]:

@@ -102,11 +102,11 @@ def _settle(waiter: asyncio.Future, done: Future) -> None:
 
 
 async def job_result(
-    job: Job, timeout: float, waiting: set[asyncio.Future] | None = None
+    job: Job, timeout: float, waiting: dict[asyncio.Future, Job] | None = None
 ) -> list[list[Hypothesis]]:
     """The job's n-best lists; its error raised; :class:`DeadlineExpired` after
-    ``timeout``. ``waiting``: the set its waiter joins while it waits (the servicer's,
-    which fails them all when a shutdown's grace runs out). The engine's future is only
+    ``timeout``. ``waiting``: where its waiter is kept, with its job, while it waits (the
+    servicer's, which fails them when a shutdown's grace runs out). The engine's future is only
     read (only ``job.cancel()`` stops a job):
     its outcome comes to the loop in one callback, not through ``wrap_future``,
     ``shield`` and ``wait_for``, whose futures and task cost the loop several passes
@@ -115,7 +115,7 @@ async def job_result(
     waiter = loop.create_future()
     job.future.add_done_callback(partial(call_soon, loop, _settle, waiter))
     if waiting is not None:
-        waiting.add(waiter)
+        waiting[waiter] = job
     try:
         async with asyncio.timeout(timeout):
             return await waiter
@@ -123,4 +123,4 @@ async def job_result(
         raise DeadlineExpired(DEADLINE_MESSAGE) from None
     finally:
         if waiting is not None:
-            waiting.discard(waiter)
+            waiting.pop(waiter, None)

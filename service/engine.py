@@ -384,6 +384,7 @@ class Engine(EngineFront):
         if self._encoded is not None:
             jobs += [job for job, _ in self._encoded.admitted]
         self._gauge("queue_depth", 0)
+        self._gauge("live_rows", 0)  # the engine ends: no row of it decodes any more
         jobs += [a.handle[0] for a in self._loop.active]
         return list(dict.fromkeys(jobs))
 

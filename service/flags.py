@@ -375,8 +375,8 @@ def _choice(choices: tuple[str, ...], text: str) -> str:
 
 def _default(flag: Flag, environ: dict[str, str]) -> Any:
     raw = environ.get(flag.variable)
-    # An empty variable is unset (compose's ${X:-}), except an on/off switch's: off.
-    if raw is None or (raw == "" and not isinstance(flag.default, bool)):
+    # An empty variable is unset (compose's ${X:-}): a switch that is on stays on.
+    if raw is None or raw == "":
         return flag.default
     return _from_text(flag, raw, flag.variable)
 

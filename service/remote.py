@@ -62,6 +62,7 @@ from models.options import DecodeOptions
 from service.bundle import BundleError, load_host_bundle
 from service.children import START_METHOD, STOP_MARGIN_SECONDS, exit_reason, first_message
 from service.constraints import Constraints
+from service.engine import ABANDON_SECONDS
 from service.enginechild import HEARTBEAT_SECONDS, Wire, child_main
 from service.errors import (
     Cancelled,
@@ -437,7 +438,8 @@ class RemoteEngine(EngineLink):
             return
         self._stopping = True
         if self._dead is None and self._wire.send(("stop", timeout)):
-            wait = None if timeout is None else timeout + STOP_MARGIN_SECONDS
+            # the child's engine may take ABANDON_SECONDS past the timeout to leave ORT
+            wait = None if timeout is None else timeout + ABANDON_SECONDS + STOP_MARGIN_SECONDS
             if not self._stopped.wait(wait):
                 log.warning("the engine process of %s did not stop in time", self.name)
         self.close()

@@ -18,6 +18,7 @@ import errno
 import faulthandler
 import json
 import logging
+import os
 import signal
 import socket
 import sys
@@ -36,7 +37,7 @@ from service import heap, logs
 from service.bundle import BundleError, load_bundle
 from service.children import STOP_MARGIN_SECONDS
 from service.config import ServerConfig
-from service.engine import Engine
+from service.engine import ABANDON_SECONDS, Engine
 from service.flags import misspelt_variables, parse_args
 from service.forwarding import ENGINE_METRICS, FRONTEND_METRICS, ProcessSource, forward_metrics
 from service.frontends import FrontendError, Frontends, Links
@@ -60,9 +61,10 @@ DRAIN_ANSWER_SECONDS = 0.25
 # grace (the loop thread's, the metrics server's: less than this), plus, one after the
 # other, each child process's (CHILD_STOP_SECONDS).
 SHUTDOWN_OVERRUN_SECONDS = 30.0
-# What stopping one engine process or front end may add past the grace: the margin its
-# stop waits, the join before SIGKILL and the one after, its reader thread's join.
-CHILD_STOP_SECONDS = 4 * STOP_MARGIN_SECONDS
+# What stopping one engine process or front end may add past the grace: its engine
+# leaving ONNX Runtime (service.engine.ABANDON_SECONDS), the margin its stop waits, the
+# join before SIGKILL and the one after, its reader thread's join.
+CHILD_STOP_SECONDS = ABANDON_SECONDS + 4 * STOP_MARGIN_SECONDS
 
 
 class ServerError(RuntimeError):
@@ -527,9 +529,15 @@ def create_server(
 def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM while the models load (seconds) must not kill the process unlogged: it is
     # noted and acted on once create_server returns.
-    stop = threading.Event()
+    stop, loading = threading.Event(), [True]
+
+    def on_signal(number: int, _frame) -> None:
+        if stop.is_set() and loading[0]:  # a second one: a hung load must not hold on
+            os._exit(128 + number)
+        stop.set()
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
     try:
         config = parse_args(argv)
         logs.configure(config.log)
@@ -539,6 +547,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, ServerError) as exc:
         print(f"nmt-serve: error: {exc}", file=sys.stderr)
         return 2
+    loading[0] = False
     if stop.is_set():
         log.info("stopped before serving (a signal while loading)")
         server.stop(0)

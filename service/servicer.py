@@ -96,7 +96,7 @@ class TranslatorServicer:
         self._inflight = 0  # touched on the event loop's thread only
         # Calls waiting for their results, and streams' update queues: what
         # fail_in_flight ends when a shutdown's grace runs out (event loop only)
-        self._waiting: set[asyncio.Future] = set()
+        self._waiting: dict[asyncio.Future, Job] = {}
         self._streams: set[asyncio.Queue] = set()
         self._bad_bodies = RateLimitedLog(log, BAD_BODY_LOG_SECONDS)
         self.replies = Replies(metrics, default_model, self.config.max_message_bytes)
@@ -269,8 +269,9 @@ class TranslatorServicer:
         :data:`DRAINED` (on the event loop, shortly before a shutdown's grace runs out):
         gRPC would end them with its own "Cancelling all calls", which says nothing of
         what to do. Each call's handler then cancels its job, as on any error."""
-        for waiter in list(self._waiting):
-            if not waiter.done():
+        for waiter, job in list(self._waiting.items()):
+            # a job that finished has its answer on the way: it goes out, not an error
+            if not waiter.done() and not job.future.done():
                 waiter.set_exception(NotReady(DRAINED))
         for updates in list(self._streams):
             updates.put_nowait(_DRAINED_MARK)

@@ -72,7 +72,7 @@ def test_nginx_spreads_grpc_requests_over_two_replicas(tiny_bundle, processes, t
     assert access.count("grpc_status=0") >= REQUESTS
     # calls that sent no id are logged under the one the translator made up (its gRPC
     # trailer), the key of its own log lines (helper-81's audit: nginx logged "-")
-    rids = re.findall(r"grpc_status=0 .* rid=(\S+)$", access, re.M)
+    rids = re.findall(r"/nmt\.v1\.Translator/.* grpc_status=0 .* rid=(\S+)$", access, re.M)
     assert len(rids) >= REQUESTS and all(re.fullmatch(r"[0-9a-f]{32}", r) for r in rids), rids
 
     # the HTTP/JSON API through the same balancer: every call answered, both replicas used

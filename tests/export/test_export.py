@@ -492,3 +492,19 @@ def test_decode_matches_reference_with_options(lstm_luong, options):
         if options.return_attention:
             for hr, hg in zip(r, g, strict=True):
                 np.testing.assert_allclose(hg.attention, hr.attention, atol=1e-5)
+
+
+def test_what_tracing_writes_to_stderr_comes_back_only_when_it_fails(capfd):
+    """The tracer's C++ warnings are dropped on success (a redirected stderr gets only the
+    outcome); on failure what was written there, by torch or the user's modules, is shown."""
+    import os
+
+    from export.graphs import native_stderr_silenced
+
+    with native_stderr_silenced():
+        os.write(2, b"a native warning\n")
+    assert capfd.readouterr().err == ""
+    with pytest.raises(RuntimeError, match="traced wrong"), native_stderr_silenced():
+        os.write(2, b"what the modules said\n")
+        raise RuntimeError("traced wrong")
+    assert capfd.readouterr().err == "what the modules said\n"

@@ -216,6 +216,8 @@ def test_an_empty_variable_is_unset_and_a_near_miss_is_reported():
         [], environ={}
     )
     assert parse_args([], environ={"NMT_ACCESS_LOG": ""}).log.access_log is False
+    # a switch that defaults to on stays on (helper-82: it was refused)
+    assert parse_args([], environ={"NMT_ENCODER_THREAD": ""}).engine.background_encoder
     env = {"NMT_MAX_QUEU": "3", "NMT_SHUTDOWN_GRCE": "5", "NMT_SLO_P": "95", "NMT_PORT": "1"}
     assert misspelt_variables(env) == [
         "NMT_MAX_QUEU is not an nmt-serve variable (ignored): NMT_MAX_QUEUE?",

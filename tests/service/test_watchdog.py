@@ -166,4 +166,5 @@ def test_a_stop_out_of_time_fails_what_is_left_once_the_step_ends(make_engine, t
     for job in (live, waiting):
         with pytest.raises(NotReady, match="shut down before this request finished"):
             job.future.result(TIMEOUT)
+    assert engine._gauges == {"live_rows": 0, "queue_depth": 0}  # nothing left counted
     release.join()
