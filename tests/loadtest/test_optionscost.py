@@ -17,7 +17,11 @@ def test_writes_every_mix_against_all_greedy(tmp_path, capsys):
     data = json.loads(out.with_suffix(".json").read_text())
     rows = {r["mix"]: r for r in data["rows"]}
     assert rows["all greedy"]["vs_all_greedy"] == 1.0
-    assert len(rows) == 7 and all(r["sentences_per_second"] > 0 for r in rows.values())
+    assert (
+        len(rows) == 8
+        and "attention kept" in rows
+        and all(r["sentences_per_second"] > 0 for r in rows.values())
+    )
     assert data["sentences"] == 16 and data["command"].startswith("python -m loadtest.")
     table = out.with_suffix(".md").read_text()
     assert table == capsys.readouterr().out and "| sampling top-100 |" in table

@@ -10,7 +10,13 @@ import json
 import pytest
 
 from tests.deploy.docker.client import SENTENCES, http_translate, translate
-from tests.deploy.helpers import DASHBOARD, dashboard_exprs, prometheus_query, wait_until
+from tests.deploy.helpers import (
+    DASHBOARD,
+    dashboard_exprs,
+    http_get,
+    prometheus_query,
+    wait_until,
+)
 
 CALLS = 5
 
@@ -75,7 +81,14 @@ def test_prometheus_counts_the_calls_and_the_error_ratio_is_0(docker, cpu_profil
     query = 'sum(nmt_requests_total{method="Translate",code="OK"})'
     counted = wait_until(lambda: (scalar(port, query) or 0) >= CALLS, timeout=60, every=1.0)
     assert counted, (scalar(port, query), cpu_profile.logs())
-    # The dashboard's error-ratio panel, in the Prometheus the deployment runs.
-    (ratio,) = [e for t, e in dashboard_exprs(json.loads(DASHBOARD.read_text())) if "Error" in t]
-    assert wait_until(lambda: scalar(port, ratio) is not None, timeout=30, every=1.0), ratio
-    assert scalar(port, ratio) == 0.0
+    # The dashboard's error-ratio panel (the server's errors, any code but OK), in the
+    # Prometheus the deployment runs.
+    ratios = [e for t, e in dashboard_exprs(json.loads(DASHBOARD.read_text())) if "Error" in t]
+    assert len(ratios) == 2
+    for ratio in ratios:
+        assert wait_until(lambda r=ratio: scalar(port, r) is not None, 30, 1.0), ratio
+        assert scalar(port, ratio) == 0.0
+    # the alerting rules the compose file mounts: loaded, none firing
+    _, body = http_get(f"http://127.0.0.1:{port}/api/v1/rules")
+    rules = [r for g in json.loads(body)["data"]["groups"] for r in g["rules"]]
+    assert len(rules) == 5 and all(r["health"] in ("ok", "unknown") for r in rules), body
