@@ -431,6 +431,8 @@ class TranslatorServicer:
             async with asyncio.timeout(timeout):  # writes to a slow reader included
                 while (tokens := await updates.get()) is not None:
                     if tokens is _DRAINED_MARK:
+                        if job.future.done():  # its answer is on the way: it goes out
+                            continue
                         raise NotReady(DRAINED)
                     new = engine.bundle.tgt_tokenizer.decode(tokens)
                     if new != text:

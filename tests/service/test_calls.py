@@ -107,3 +107,37 @@ def test_an_error_landing_as_the_call_is_cancelled_is_not_left_unretrieved():
         gc.collect()
 
     assert asyncio.run(complaints_after(main())) == []
+
+
+def test_the_drain_deadline_fails_waiting_calls_but_not_finished_ones():
+    """``fail_in_flight`` (shortly before a shutdown's grace runs out) answers a call still
+    decoding UNAVAILABLE, in the server's words; one whose job just finished, its answer
+    queued on the loop, keeps its answer (helper-82's review)."""
+    import asyncio
+
+    from prometheus_client import CollectorRegistry
+
+    from models.options import DecodeOptions
+    from service.calls import job_result
+    from service.errors import DRAINED, NotReady
+    from service.jobs import Job
+    from service.metrics import create_metrics
+    from service.servicer import TranslatorServicer
+
+    servicer = TranslatorServicer({}, "m", create_metrics(CollectorRegistry()))
+
+    async def main():
+        finishing = Job([[5]], DecodeOptions(), deadline=None)
+        decoding = Job([[6]], DecodeOptions(), deadline=None)
+        done = asyncio.create_task(job_result(finishing, 30, servicer._waiting))
+        late = asyncio.create_task(job_result(decoding, 30, servicer._waiting))
+        await asyncio.sleep(0)  # both waiting
+        assert len(servicer._waiting) == 2
+        finishing.future.set_result([["answer"]])  # its outcome is queued on the loop
+        servicer.fail_in_flight()
+        assert await done == [["answer"]]
+        with pytest.raises(NotReady, match=DRAINED):
+            await late
+        assert servicer._waiting == {}
+
+    asyncio.run(main())
