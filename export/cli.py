@@ -10,7 +10,6 @@ failed export writes nothing.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,7 +19,13 @@ from export.signature import AdapterError
 from export.spec import ContractError
 from export.stages import shown_stages
 from export.variants import VariantError
-from export.writer import MAX_SOURCE_TOKENS, ExportError, bundle_config, write_bundle
+from export.writer import (
+    MAX_SOURCE_TOKENS,
+    ExportError,
+    bundle_config,
+    out_problem,
+    write_bundle,
+)
 from models.checkpoint import CheckpointError, load_checkpoint
 from models.commands import parse_strictly, show_defaults
 from models.tokenizer import TokenizerError
@@ -151,22 +156,6 @@ def check_bundle_arguments(args: argparse.Namespace) -> str | None:
     if args.parity_limit is not None and args.parity_limit < 1:
         return f"--parity-limit must be >= 1, got {args.parity_limit}"
     return out_problem(args.out, args.force)
-
-
-def out_problem(out: Path, force: bool) -> str | None:
-    """Why ``out`` cannot become a bundle directory, in one line, or None: checked before
-    any work (a gate takes minutes; a path under a file used to fail after it, with a
-    traceback)."""
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
-        return f"{out} exists and is not empty; pass --force to replace it"
-    parent = out.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        return f"cannot write {out}: {parent} is a file, not a directory"
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return f"cannot write {out}: {parent} is not writable"
-    return None
 
 
 def layout_note(out: Path) -> str | None:

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from export import spec
-from export.writer import ExportError, graph_io, install, staging_dir
+from export.writer import ExportError, graph_io, install, out_problem, staging_dir
 
 log = logging.getLogger(__name__)
 
@@ -263,8 +263,8 @@ def write_ensemble(
                 f"--out {out} is member {m.index + 1}'s directory, inside it or holds it; "
                 "write the ensemble elsewhere"
             )
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
-        raise EnsembleError(f"{out} exists and is not empty; pass --force to replace it")
+    if (problem := out_problem(out, force)) is not None:
+        raise EnsembleError(problem)
     first = load_host_bundle(members[0].path, "cpu")  # its tokenizer; no sessions needed
     sources, source_name = parity_ids(first.src_tokenizer, config, parity_src, parity_limit)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -32,6 +32,22 @@ class ExportError(RuntimeError):
 log = logging.getLogger(__name__)
 
 
+def out_problem(out: Path, force: bool) -> str | None:
+    """Why ``out`` cannot become a bundle directory, in one line, or None: checked before
+    any work (a gate takes minutes; a path under a file used to fail after it, with a
+    traceback): by the CLIs as they parse, and by every writer of a bundle."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
+        return f"{out} exists and is not empty; pass --force to replace it"
+    parent = out.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"cannot write {out}: {parent} is a file, not a directory"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"cannot write {out}: {parent} is not writable"
+    return None
+
+
 def staging_dir(parent: Path) -> Path:
     """A fresh directory beside the bundle, renamed into place when the gate passes.
 
@@ -152,8 +168,8 @@ def write_bundle(
     from service.runtime import OnnxModel
     from service.sessions import RuntimeConfig
 
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
-        raise ExportError(f"{out} exists and is not empty; pass --force to replace it")
+    if (problem := out_problem(out, force)) is not None:
+        raise ExportError(problem)
     config = bundle_config(model)
     config.check_vocabularies(src_tokenizer.vocab_size, tgt_tokenizer.vocab_size)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -207,7 +207,7 @@ def validate_request(
     return sources
 
 
-def _check_min_length(i: int, src_len: int, options: DecodeOptions, rules) -> None:
+def _check_min_length(i: int, src_len: int, options: DecodeOptions, rules: ScoringRules) -> None:
     """A ``min_length`` the sentence's length limit leaves no room for is refused (as
     fairseq refuses ``--min-len`` over its ``max_len``): the limit would win, and a request
     for 1000 tokens got back a translation padded to the limit with whatever the model

@@ -14,6 +14,7 @@ import torch
 
 import export.cli
 import export.parity
+import export.writer
 from export import spec
 from export.cli import main
 from export.parity import ParityError, ParityReport
@@ -212,7 +213,7 @@ def test_an_output_that_cannot_be_written_is_one_line_before_any_work(
     else:  # as root every directory is writable: the check asks os.access, told no
         locked = tmp_path / "locked"
         locked.mkdir()
-        monkeypatch.setattr(export.cli.os, "access", lambda path, mode: Path(path) != locked)
+        monkeypatch.setattr(export.writer.os, "access", lambda path, mode: Path(path) != locked)
         out, message = locked / "m" / "1", "locked is not writable"
     assert main(cli_args(checkpoint, out)) == 2
     assert message in one_error_line(capsys)
