@@ -92,6 +92,9 @@ class ServerConfig:
     # Origins whose browser pages may call the HTTP API (CORS), e.g.
     # ("https://app.example.com",), or ("*",) for any; none: only same-origin pages.
     http_cors_origins: tuple[str, ...] = ()
+    # HTTP connections open at once (0: no cap); past it a new one is answered 503 and
+    # closed. Lowered at start to what the open-files limit leaves room for.
+    http_max_connections: int = 1000
     reflection: bool = False
     tls_cert: Path | None = None
     tls_key: Path | None = None
@@ -133,6 +136,8 @@ class ServerConfig:
             raise ValueError(
                 f"--http-port {self.http_port} is also the gRPC or metrics port: choose another"
             )
+        if self.http_max_connections < 0:
+            raise ValueError("--http-max-connections must be >= 0 (0: no cap)")
         # browsers send an origin lower-case
         object.__setattr__(
             self, "http_cors_origins", tuple(o.lower() for o in self.http_cors_origins)

@@ -120,6 +120,13 @@ FLAGS: tuple[Flag, ...] = (
         show=lambda origins: ",".join(origins) or "none: only the server's own pages",
     ),
     Flag(
+        "",
+        "http_max_connections",
+        "HTTP connections open at once; a new one past it is answered 503 (Retry-After) "
+        "and closed (0: no cap; at start it is lowered to what the open-files limit, "
+        "ulimit -n, leaves room for)",
+    ),
+    Flag(
         "runtime",
         "providers",
         "ONNX Runtime execution providers in preference order (cuda, cpu)",

@@ -50,7 +50,7 @@ from nmt_api import RETRY_HINT, TIMEOUT_HEADER
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.calls import RpcConfig
 from service.errors import DRAINED, InvalidRequest, TooLarge
-from service.httpconn import Connection, Server, compress
+from service.httpconn import OVER_CAPACITY, Connection, Server, compress
 from service.httpgrpc import (
     HTTP_STATUS,
     MAX_ERROR_CHARS,
@@ -143,11 +143,14 @@ class HttpApi:
         *,
         idle_seconds: float,
         max_age_seconds: float = 0.0,
+        max_connections: int = 0,
         answers: Counter,
         cors_origins: tuple[str, ...] = (),
     ) -> None:
         """``idle_seconds``: keep-alive (``--max-connection-idle``); ``max_age_seconds``:
         answers past it close their connection (``--max-connection-age``; 0: never);
+        ``max_connections``: open at once, more answered 503 and closed
+        (``--http-max-connections``; 0: no cap);
         ``cors_origins``: origins whose pages may call (``*``: any); ``answers``: counts
         each answer by route and status (``nmt_http_responses_total``)."""
         self._cors_origins = cors_origins
@@ -157,6 +160,7 @@ class HttpApi:
         self._rpc = rpc
         self._idle_seconds = idle_seconds
         self._max_age_seconds = max_age_seconds
+        self._max_connections = max_connections
         self._runner: web.ServerRunner | None = None
         self._page = PAGE.read_bytes()
         self._openapi = OPENAPI_FILE.read_bytes()
@@ -172,6 +176,8 @@ class HttpApi:
             self._handle,
             header_seconds=self._rpc.receive_timeout,
             max_age_seconds=self._max_age_seconds,
+            max_connections=self._max_connections,
+            refusal=_refusal(self._max_connections),
             answered=self._answered,
             handler_cancellation=True,  # a client that hangs up cancels its call
             access_log=None,  # --access-log writes the servicer's line per call
@@ -236,7 +242,10 @@ class HttpApi:
 
     def _answered(self, path: str | None, status: int) -> None:
         # the label takes only the routes' paths: a scan of random paths adds no series
-        route = "malformed" if path is None else path if verbs_of(path) else "other"
+        if path == OVER_CAPACITY:
+            route = "over_capacity"
+        else:
+            route = "malformed" if path is None else path if verbs_of(path) else "other"
         self._answers.labels(route, str(status)).inc()
 
     # -- one request ------------------------------------------------------------------
@@ -467,6 +476,23 @@ class HttpApi:
                 f"framing is broken): {str(exc)[:MAX_ERROR_CHARS]}"
             ) from None
         return b"".join(chunks)
+
+
+def _refusal(max_connections: int) -> bytes:
+    """The whole HTTP answer a connection past the cap gets, before its request is read."""
+    body = error_body(
+        grpc.StatusCode.UNAVAILABLE,
+        f"this server holds its limit of {max_connections} HTTP connections "
+        f"(--http-max-connections): {RETRY_HINT}",
+    )
+    head = (
+        "HTTP/1.1 503 Service Unavailable\r\n"
+        "Content-Type: application/json; charset=utf-8\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        f"Retry-After: {RETRY_AFTER_SECONDS}\r\n"
+        "Connection: close\r\n\r\n"
+    )
+    return head.encode() + body
 
 
 def _past_deadline() -> str:

@@ -8,7 +8,10 @@ keep-alive timeout. Here each request's headers must be complete within
 ``header_seconds`` of their first byte (the gRPC port's ``--receive-timeout``), or the
 connection closes; a connection past ``max_age_seconds`` (``--max-connection-age``) is
 told ``Connection: close`` with its next answer, so that clients reconnect and spread
-over the replicas again, as gRPC's GOAWAY makes them do. aiohttp's own complaints about
+over the replicas again, as gRPC's GOAWAY makes them do. Past ``max_connections`` open
+at once (``--http-max-connections``), a new connection is answered 503 at once and
+closed, before the open-files limit is reached (where accept() fails, asyncio logs each
+failure with a traceback, and no client gets an answer). aiohttp's own complaints about
 malformed requests (a bad header line, a broken chunked or gzip body) go to a logger that
 writes at most one line a minute and no traceback. Large answers are compressed as the
 client's ``Accept-Encoding`` weighs the codings (:func:`compress`), and every answer is
@@ -44,6 +47,11 @@ _UNPARSED_KEY = web.RequestKey("nmt_unparsed", bool)
 # Answers this large are compressed for a client that takes gzip or deflate (aiohttp
 # compresses them on a thread: the event loop keeps serving); smaller ones gain little.
 COMPRESS_BYTES = 4096
+# What the ``answered`` callback is told for a connection refused past the cap.
+OVER_CAPACITY = "(over --http-max-connections)"
+# How long a refused connection stays open for its client to read the 503 (closing at
+# once, with the client's request unread, makes the kernel reset it: the answer is lost).
+REFUSED_LINGER_SECONDS = 1.0
 
 
 class _OncePerPeriod(logging.Filter):
@@ -83,6 +91,43 @@ class _OncePerPeriod(logging.Filter):
 # aiohttp's request handlers write here (logger=); one filter for the process.
 protocol_log = logging.getLogger(f"{__name__}.protocol")
 protocol_log.addFilter(_OncePerPeriod(BAD_REQUEST_LOG_SECONDS))
+
+
+class _AcceptFailures(logging.Filter):
+    """asyncio logs every failed accept() at ERROR with a traceback: at the open-files
+    limit, thousands a second (a 56 MB log in 10 s was measured). One warning a ``period``
+    saying what to change passes, with the count it held back; other records pass."""
+
+    PREFIX = "socket.accept() out of system resource"
+
+    def __init__(self, period: float) -> None:
+        super().__init__()
+        self.period = period
+        self._next = 0.0
+        self._held = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith(self.PREFIX):
+            return True
+        now = time.monotonic()
+        if now < self._next:
+            self._held += 1
+            return False
+        error = record.exc_info[1] if record.exc_info else None
+        reason = f" ({error.strerror})" if isinstance(error, OSError) and error.strerror else ""
+        more = f" (and {self._held} more since the last report)" if self._held else ""
+        record.msg = (
+            f"the HTTP port could not accept a connection{reason}: raise the open-files "
+            f"limit (ulimit -n) or lower --http-max-connections{more}"
+        )
+        record.args = None
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        record.exc_info = record.exc_text = None
+        self._next, self._held = now + self.period, 0
+        return True
+
+
+logging.getLogger("asyncio").addFilter(_AcceptFailures(BAD_REQUEST_LOG_SECONDS))
 
 
 def accepted_coding(accept_encoding: str) -> ContentCoding | None:
@@ -133,18 +178,37 @@ class Connection(RequestHandler):
         *,
         header_seconds: float,
         max_age_seconds: float,
+        max_connections: int,
+        refusal: bytes,
         answered: Answered,
         **kwargs,
     ) -> None:
         super().__init__(manager, **kwargs)
         self.header_seconds = header_seconds
         self.max_age_seconds = max_age_seconds
+        self.max_connections = max_connections
+        self._refusal = refusal
         self._answered = answered
         self.opened = time.monotonic()
         self.busy = False
+        self.refused = False
         self._header_timer: asyncio.TimerHandle | None = None
 
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        cap, manager = self.max_connections, self._manager
+        if cap and manager is not None and len(manager.connections) > cap:  # (this one is counted)
+            self.refused = True
+            self._answered(OVER_CAPACITY, 503)
+            assert isinstance(transport, asyncio.WriteTransport)
+            transport.write(self._refusal)
+            asyncio.get_running_loop().call_later(REFUSED_LINGER_SECONDS, self.force_close)
+
     def data_received(self, data: bytes) -> None:
+        if self.refused:  # answered already: its request is read, dropped, and the
+            if self.transport is not None:  # connection closed (no reset: nothing unread)
+                self.transport.close()
+            return
         if not self.busy and self._header_timer is None and data:
             loop = asyncio.get_running_loop()
             self._header_timer = loop.call_later(self.header_seconds, self._too_slow)
@@ -193,13 +257,19 @@ class Server(web.Server):
         *,
         header_seconds: float,
         max_age_seconds: float,
+        max_connections: int,
+        refusal: bytes,
         answered: Answered,
         **kwargs: Any,
     ):
+        """``max_connections``: open at once (0: no cap); past it a new connection is
+        sent ``refusal``, a whole HTTP answer, and closed."""
         super().__init__(handler, request_factory=self._request, **kwargs)
         self._connection_args = {
             "header_seconds": header_seconds,
             "max_age_seconds": max_age_seconds,
+            "max_connections": max_connections,
+            "refusal": refusal,
             "answered": answered,
             "max_headers": MAX_HEADERS,
             "logger": protocol_log,

@@ -9,6 +9,7 @@ that does not match its key surfaces as a port it "could not bind").
 from __future__ import annotations
 
 import errno
+import resource
 import socket
 import ssl
 from collections.abc import Sequence
@@ -28,6 +29,34 @@ REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"
 
 class ListenError(ValueError):
     """A TLS file, host or port the server cannot listen with; the message is one line."""
+
+
+# File descriptors a server needs besides its clients' connections: models, sessions'
+# threads, pipes to child processes, the metrics port, logs.
+RESERVED_FDS = 256
+
+
+def raise_open_files_limit() -> int:
+    """Raise this process's soft open-files limit to its hard limit (children inherit it)
+    and return the soft limit now in force. Many systems start services at a soft limit
+    of 1,024, far below what the kernel allows them: each client connection is a file."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        target = 1 << 20 if hard == resource.RLIM_INFINITY else hard
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass  # (a container may refuse it): serve within the soft limit
+    return soft
+
+
+def connection_room(wanted: int, open_files: int) -> int:
+    """How many connections a port may hold when ``wanted`` is asked (0: no cap) and the
+    process may open ``open_files`` files: at most what the limit leaves after
+    :data:`RESERVED_FDS` (half of it, under a very low limit), at least 1."""
+    room = max(1, open_files - min(RESERVED_FDS, open_files // 2))
+    return room if wanted == 0 or wanted > room else wanted
 
 
 # -- TLS ----------------------------------------------------------------------------

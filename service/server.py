@@ -19,6 +19,7 @@ import faulthandler
 import json
 import logging
 import os
+import resource
 import signal
 import socket
 import sys
@@ -43,7 +44,14 @@ from service.forwarding import ENGINE_METRICS, FRONTEND_METRICS, ProcessSource, 
 from service.frontends import FrontendError, Frontends, Links
 from service.lanes import EngineLanes, for_machine, make_engine
 from service.limits import MAX_SECONDS
-from service.listen import ListenError, bind, enable_reflection, server_credentials
+from service.listen import (
+    ListenError,
+    bind,
+    connection_room,
+    enable_reflection,
+    raise_open_files_limit,
+    server_credentials,
+)
 from service.metrics import create_metrics
 from service.remote import EngineLink, EngineProcessError, RemoteEngine
 from service.servicer import SERVICE_NAME, TranslatorServicer
@@ -344,12 +352,23 @@ class TranslationServer:
             except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
                 raise ServerError(f"TLS for the HTTP port: {exc}") from None
         idle = config.transport.max_connection_idle or MAX_SECONDS
+        open_files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        connections = connection_room(config.http_max_connections, open_files)
+        if connections != config.http_max_connections:
+            log.warning(
+                "HTTP connections capped at %d, not %s: the open-files limit is %d "
+                "(raise ulimit -n to allow more)",
+                connections,
+                config.http_max_connections or "unlimited",
+                open_files,
+            )
         self.http = HttpApi(
             self.servicer.methods(),
             lambda: self._serving,
             config.rpc,
             idle_seconds=idle,
             max_age_seconds=config.transport.max_connection_age,
+            max_connections=connections,
             cors_origins=config.http_cors_origins,
             answers=self.servicer.metrics.http_answers,
         )
@@ -543,6 +562,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logs.configure(config.log)
         for line in misspelt_variables():
             log.warning("%s", line)
+        log.debug("open-files limit: %d", raise_open_files_limit())
         server, port = create_server(config)
     except (ValueError, ServerError) as exc:
         print(f"nmt-serve: error: {exc}", file=sys.stderr)

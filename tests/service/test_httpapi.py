@@ -622,6 +622,7 @@ def test_every_answer_is_counted_by_route_and_status(server):
     assert {route for route, _ in answers(server)} <= {
         "other",
         "malformed",
+        "over_capacity",
         *(path for _, path in ROUTES),
         *GET_ONLY,
     }

@@ -1,0 +1,217 @@
+"""What one HTTP connection may hold (``service/httpconn.py``): the cap on connections
+open at once, what a refused one is told, the open-files limit behind it, and the log
+when accept() fails anyway."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import resource
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from service import httpconn
+from service.config import ServerConfig
+from service.flags import parse_args
+from service.listen import RESERVED_FDS, connection_room, raise_open_files_limit
+from tests.service.server_helpers import TIMEOUT, free_port, spawn_serve, wait_until
+
+CAP = 3
+
+
+def _answer(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection."""
+    sock.settimeout(TIMEOUT)
+    data = b""
+    while chunk := sock.recv(4096):
+        data += chunk
+    return data
+
+
+def _refused(data: bytes) -> dict:
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    assert lines[0] == "HTTP/1.1 503 Service Unavailable", lines
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    assert headers["Retry-After"] == "1" and headers["Connection"] == "close"
+    assert int(headers["Content-Length"]) == len(body)
+    return json.loads(body)
+
+
+def _over_capacity(server) -> float:
+    labels = {"route": "over_capacity", "status": "503"}
+    return server.registry.get_sample_value("nmt_http_responses_total", labels) or 0.0
+
+
+def test_connections_past_the_cap_are_answered_503_and_closed(server_factory):
+    server = server_factory(server={"http_port": 0, "http_max_connections": CAP})
+    address = ("127.0.0.1", server.http_port)
+    held = [socket.create_connection(address, timeout=TIMEOUT) for _ in range(CAP)]
+    try:
+        assert wait_until(lambda: len(server.http._runner.server.connections) == CAP)
+        # one more that sends nothing: answered at once, closed within the linger
+        start = time.monotonic()
+        with socket.create_connection(address, timeout=TIMEOUT) as sock:
+            body = _refused(_answer(sock))
+        assert time.monotonic() - start < httpconn.REFUSED_LINGER_SECONDS + 2
+        assert body["status"] == "UNAVAILABLE" and body["code"] == 14
+        assert "limit of 3 HTTP connections (--http-max-connections)" in body["message"]
+        # one that sends its request: it reads the same answer, and is closed without
+        # waiting for the linger
+        request = b'POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}'
+        with socket.create_connection(address, timeout=TIMEOUT) as sock:
+            sock.sendall(request)
+            start = time.monotonic()
+            _refused(_answer(sock))
+        assert _over_capacity(server) == 2
+        # the held connections were not disturbed, and a place freed is taken again
+        held.pop().close()
+        assert wait_until(lambda: len(server.http._runner.server.connections) == CAP - 1)
+        url = f"http://127.0.0.1:{server.http_port}/v1/health/live"
+        with urllib.request.urlopen(url, timeout=TIMEOUT) as reply:
+            assert reply.status == 200
+        held[0].sendall(b"GET /v1/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert held[0].recv(4096).startswith(b"HTTP/1.1 200 OK")
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_no_cap_takes_every_connection(server_factory):
+    server = server_factory(server={"http_port": 0, "http_max_connections": 0})
+    address = ("127.0.0.1", server.http_port)
+    held = [socket.create_connection(address, timeout=TIMEOUT) for _ in range(20)]
+    try:
+        held[-1].sendall(b"GET /v1/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert held[-1].recv(4096).startswith(b"HTTP/1.1 200 OK")
+        assert _over_capacity(server) == 0
+    finally:
+        for sock in held:
+            sock.close()
+
+
+@pytest.mark.parametrize(
+    ("wanted", "open_files", "room"),
+    [
+        (1000, 20000, 1000),
+        (0, 20000, 20000 - RESERVED_FDS),  # no cap asked: the limit's room
+        (1000, 1024, 1024 - RESERVED_FDS),
+        (1000, 200, 100),  # a very low limit keeps half for the rest of the process
+        (5, 200, 5),
+        (10, 1, 1),
+    ],
+)
+def test_the_cap_fits_in_the_open_files_limit(wanted, open_files, room):
+    assert connection_room(wanted, open_files) == room
+
+
+def test_the_flag_and_its_variable():
+    assert parse_args([]).http_max_connections == ServerConfig().http_max_connections > 0
+    assert parse_args(["--http-max-connections", "5"]).http_max_connections == 5
+    environ = {"NMT_HTTP_MAX_CONNECTIONS": "0"}
+    assert parse_args([], environ=environ).http_max_connections == 0
+    with pytest.raises(ValueError, match="--http-max-connections must be >= 0"):
+        ServerConfig(http_max_connections=-1)
+
+
+def test_the_soft_open_files_limit_is_raised_to_the_hard_one():
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    code = (
+        "import resource\n"
+        "from service.listen import raise_open_files_limit\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))\n"
+        "print(raise_open_files_limit(), resource.getrlimit(resource.RLIMIT_NOFILE)[0])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    reported, now = map(int, out.stdout.split())
+    expected = 1 << 20 if hard == resource.RLIM_INFINITY else hard
+    assert reported == now == expected
+    assert raise_open_files_limit() == resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def test_failed_accepts_are_one_warning_a_minute(monkeypatch, caplog):
+    (accepts,) = [
+        f for f in logging.getLogger("asyncio").filters if isinstance(f, httpconn._AcceptFailures)
+    ]
+    monkeypatch.setattr(accepts, "_next", 0.0)
+    monkeypatch.setattr(accepts, "_held", 0)
+    asyncio_log = logging.getLogger("asyncio")
+    caplog.set_level(logging.WARNING, logger="asyncio")
+    error = OSError(24, "Too many open files")
+    for _ in range(5):
+        try:
+            raise error
+        except OSError:
+            asyncio_log.error("socket.accept() out of system resource", exc_info=True)
+    asyncio_log.error("some other asyncio error")  # not ours: passes as it is
+    ours = [r for r in caplog.records if "accept" in r.getMessage()]
+    assert len(ours) == 1 and ours[0].levelno == logging.WARNING and not ours[0].exc_info
+    assert "(Too many open files)" in ours[0].getMessage()
+    assert "ulimit -n" in ours[0].getMessage()
+    assert any(r.getMessage() == "some other asyncio error" for r in caplog.records)
+    # a minute on, the next one says how many were held back
+    monkeypatch.setattr(accepts, "_next", 0.0)
+    asyncio_log.error("socket.accept() out of system resource", exc_info=False)
+    assert "(and 4 more since the last report)" in caplog.records[-1].getMessage()
+
+
+def test_a_flood_at_a_low_open_files_limit_is_answered_not_logged(tiny_bundle, tmp_path):
+    """nmt-serve under ``ulimit -n 160``: its HTTP cap is lowered (warned once), a flood of
+    idle connections past it is refused 503, the log stays a few lines, and the port
+    serves again once the flood leaves. (Before the cap, asyncio wrote a traceback per
+    failed accept: 56 MB of log in 10 s at ``ulimit -n 200``.)"""
+    limit = 160
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+        os.nice(10)
+
+    port, http_port = free_port(), free_port()
+    path = tmp_path / "server.log"
+    with open(path, "w+") as log:
+        proc = spawn_serve(
+            tiny_bundle.repo, port, log, "--http-port", str(http_port), preexec_fn=low_limit
+        )
+        url = f"http://127.0.0.1:{http_port}/v1/health/live"
+        flood: list[socket.socket] = []
+        try:
+
+            def live() -> bool:
+                assert proc.poll() is None, path.read_text()
+                try:
+                    with urllib.request.urlopen(url, timeout=1) as reply:
+                        return reply.status == 200
+                except (OSError, urllib.error.URLError):
+                    return False
+
+            assert wait_until(live, timeout=60, every=0.2)
+            for _ in range(2 * limit):
+                try:
+                    flood.append(socket.create_connection(("127.0.0.1", http_port), timeout=2))
+                except OSError:
+                    break
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(url, timeout=TIMEOUT)
+            assert refused.value.code == 503
+            assert "--http-max-connections" in json.loads(refused.value.read())["message"]
+            for sock in flood:
+                sock.close()
+            flood.clear()
+            assert wait_until(live, timeout=10, every=0.2)
+        finally:
+            for sock in flood:
+                sock.close()
+            proc.kill()
+            proc.wait(10)
+        text = path.read_text()
+    assert "HTTP connections capped at 80, not 1000: the open-files limit is 160" in text
+    assert "Traceback" not in text, text[-3000:]
+    assert len(text.splitlines()) < 40, text[-3000:]
