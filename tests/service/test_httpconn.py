@@ -65,7 +65,7 @@ def test_connections_past_the_cap_are_answered_503_and_closed(server_factory):
         assert "limit of 3 HTTP connections (--http-max-connections)" in body["message"]
         # one that sends its request: it reads the same answer, and is closed without
         # waiting for the linger
-        request = b'POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}'
+        request = b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
         with socket.create_connection(address, timeout=TIMEOUT) as sock:
             sock.sendall(request)
             start = time.monotonic()
