@@ -115,7 +115,7 @@ def test_the_readme_tokenizer_reads_text_as_normalize_string_does():
     """The README's WordTokenizer options are the tutorial's ``normalizeString``, on every
     sample sentence of both sides and on text it deletes most of."""
     python, _ = _readme_blocks()
-    assert 'keep="abcdefghijklmnopqrstuvwxyz!?", space_before="!?"' in python
+    assert 'keep="abcdefghijklmnopqrstuvwxyz!?",\n        space_before="!?"' in python
     assert 'end_tokens=["EOS"]' in python
     words = WordTokenizer(["UNK"], **(tutorial.WORDS | {"unk_id": 0}))
     sample = ROOT / "models" / "sample"
