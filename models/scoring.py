@@ -137,6 +137,12 @@ class ScoringRules:
         by_ratio = math.floor(self.max_length_ratio * src_len + (self.max_length_offset - 1)) + 1
         return max(1, min(self.max_length, by_ratio))
 
+    def reached_limit(self, tokens: int, src_len: int) -> bool:
+        """Whether a hypothesis of ``tokens`` target tokens (EOS not counted) ended at the
+        length limit of a ``src_len``-token source, where EOS is forced (or, without
+        ``eos_at_limit``, the search stops): its translation may be cut short."""
+        return tokens >= self.length_limit(src_len) - 1
+
     def eos_rule(self, step: int, limit: int) -> Eos:
         """The EOS rule at position ``step`` (tokens generated so far) under ``limit``
         (one row of :func:`eos_codes`: the same rule, tested equal)."""

@@ -22,6 +22,8 @@ REQUEST_ID_HEADER = "x-request-id"
 # The HTTP/JSON API's header for a call's deadline, as grpc-gateway reads it: 1-8 digits
 # and a unit, H, M, S, m (ms), u (us) or n (ns), e.g. 2S or 500m.
 TIMEOUT_HEADER = "Grpc-Timeout"
+# The beam of a request for beam search that leaves beam_size 0 (the proto's "5 for beam").
+DEFAULT_BEAM = 5
 # The longest n-gram DecodeOptions.block_ngram_repeat may name.
 MAX_BLOCK_NGRAM = 32
 # LengthPenaltyForm's values by the names the client library, the server's decoding
@@ -33,6 +35,7 @@ LENGTH_PENALTY_FORMS: dict[str, int] = {
 }
 
 __all__ = [
+    "DEFAULT_BEAM",
     "LENGTH_PENALTY_FORMS",
     "MAX_BLOCK_NGRAM",
     "NOT_READY_HINT",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from nmt_client.errors import (
     DeadlineExceeded,
+    InvalidOptions,
     InvalidRequest,
     Overloaded,
     ServerUnavailable,
@@ -26,6 +27,7 @@ from nmt_client.results import (
     Diagnostics,
     Hypothesis,
     ModelInfo,
+    RequestLimits,
     Result,
     StreamUpdate,
     Timing,
@@ -39,9 +41,11 @@ __all__ = [
     "DecodeOptions",
     "Diagnostics",
     "Hypothesis",
+    "InvalidOptions",
     "InvalidRequest",
     "ModelInfo",
     "Overloaded",
+    "RequestLimits",
     "Result",
     "ServerUnavailable",
     "StreamUpdate",

@@ -321,6 +321,7 @@ def translate_lines(
     ``--batch-size``."""
     sent: deque[bool] = deque()  # per line read so far and not yet answered: sent?
     numbers: deque[int] = deque()  # the line numbers of those sent, not yet answered
+    answered = 0  # lines sent and answered: numbers[0] is the next one sent
 
     def non_blank() -> Iterator[str]:
         for number, line in enumerate(lines, 1):
@@ -329,15 +330,20 @@ def translate_lines(
                 numbers.append(number)
                 yield line
 
+    def where(index: int) -> str:
+        # texts[index] counts every line sent (translate_many's numbering); results come
+        # in order, so a refused one is at most this many lines past the answered ones
+        at = index - answered
+        return f"{what} {numbers[at]}" if 0 <= at < len(numbers) else f"texts[{index}]"
+
     try:
-        # results come in order: a failed request's texts[0] is the next line unanswered
         for result in translator.translate_many(non_blank(), **kwargs):
             while not sent.popleft():
                 yield None
             numbers.popleft()
+            answered += 1
             yield result
     except TranslatorError as exc:
-        where = (lambda i: f"{what} {numbers[i]}") if numbers else None
         raise explain_batch_error(exc, where=where) from None
     yield from (None for _ in sent)
 

@@ -41,9 +41,48 @@ class TranslatorError(Exception):
         return f"{self.code.name}: {self.details}"
 
 
+# How a refusal names one sentence of a request: texts[i] (or a Score's targets[i]).
+_SENTENCE_INDEX = re.compile(r"^(texts|targets)\[(\d+)\]")
+
+
+def sentence_index(details: str) -> tuple[str, int, str] | None:
+    """A refusal that names one sentence of its request (``texts[3] has 160 source
+    tokens...``, the server's and the local bundle's wording): ``(field, index, the rest
+    of the message)``; else ``None``."""
+    named = _SENTENCE_INDEX.match(details)
+    if named is None:
+        return None
+    return named.group(1), int(named.group(2)), details[named.end() :]
+
+
+def shifted(exc: TranslatorError, offset: int) -> TranslatorError:
+    """``exc`` with the sentence it names counted from ``offset``: a request holding items
+    ``offset..`` of a longer input (:meth:`Translator.translate_many`) refused its
+    ``texts[i]``, which is the input's ``texts[offset + i]``."""
+    named = sentence_index(exc.details)
+    if named is None or not offset:
+        return exc
+    field, index, rest = named
+    # (copy.copy would rebuild it from its args, the message alone)
+    out = type(exc).__new__(type(exc))
+    out.__dict__.update(vars(exc))
+    out.details = f"{field}[{offset + index}]{rest}"
+    out.args = (out.message,)
+    return out
+
+
 class InvalidRequest(TranslatorError):
     """INVALID_ARGUMENT: the server refused the request as sent (empty text, source too
     long, options out of range, unknown model); the message says how to fix it."""
+
+
+class InvalidOptions(InvalidRequest, ValueError, TypeError):
+    """A request the client refuses before sending it (an option out of range, a text
+    that is not a string): INVALID_ARGUMENT as the server would answer, ``attempts`` 0.
+    Also a ``ValueError``/``TypeError``, as Python's own checks of arguments are."""
+
+    def __init__(self, details: str) -> None:
+        super().__init__(grpc.StatusCode.INVALID_ARGUMENT, details, attempts=0)
 
 
 class Overloaded(TranslatorError):

@@ -34,7 +34,8 @@ SACREBLEU_HINT = "nmt-eval needs sacrebleu: pip install 'rnn-nmt-serving[eval]'"
 # Requests nmt-eval keeps in flight: enough to fill the server's batches, few enough to
 # stay far below its in-flight and queue limits.
 EVAL_WINDOW = 8
-# A request of batch x beam rows must fit in the server's --max-live-rows (its default).
+# A --bundle request of batch x beam rows must fit in the default --max-live-rows (a
+# server's requests are sized to its own limits by Translator.translate_many).
 EVAL_ROWS = 256
 # A busy server is waited out: up to 20 retries, backoff capped at 2 s.
 OVERLOAD_RETRIES = 20
@@ -132,12 +133,12 @@ def translate_with_server(
     constraints_for: Callable[[str], Sequence[str]] | None = None,
 ) -> list[str]:
     """Best translations of ``lines`` from the server ("" for a blank line): requests of
-    at most ``batch`` sentences (fewer for wide beams), :data:`EVAL_WINDOW` in flight;
+    at most ``batch`` sentences (fewer where the server's limits take fewer at this beam
+    size: :meth:`Translator.translate_many`), :data:`EVAL_WINDOW` in flight;
     the translator retries while the server is busy. A refused request's error names
     the ``--src`` line, and over the server's sentence limit asks for a lower
     ``--batch-size``."""
     options = dataclasses.replace(options or DecodeOptions(), n_best=1, return_scores=False)
-    batch = request_size(batch, options)
     results = translate_lines(
         translator,
         lines,
@@ -201,7 +202,8 @@ def parser() -> argparse.ArgumentParser:
         metavar="N",
         type=int,
         default=32,
-        help=f"sentences a request, at most {EVAL_ROWS} / beam (default: %(default)s)",
+        help="sentences a request, fewer where the server's limits (or, with --bundle, "
+        f"{EVAL_ROWS} rows) take fewer at this beam size (default: %(default)s)",
     )
     p.add_argument(
         "--limit",

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from nmt_api import LENGTH_PENALTY_FORMS
 from nmt_api.nmt.v1 import translator_pb2 as pb
+from nmt_client.errors import InvalidOptions
 
 Strategy = Literal["greedy", "beam"]
 _STRATEGIES = {"greedy": pb.STRATEGY_GREEDY, "beam": pb.STRATEGY_BEAM}
@@ -34,8 +35,9 @@ class DecodeOptions:
     matrix. ``return_scores``: each hypothesis's score and log-prob (unlike the proto's
     default, on unless turned off).
 
-    Values the server could never accept (a beam of 0, a negative length) raise
-    ``ValueError`` here; upper limits are the server's to check (INVALID_ARGUMENT)."""
+    Values the server could never accept (a negative length, n_best past the beam)
+    raise :class:`~nmt_client.errors.InvalidOptions` here (an ``InvalidRequest``, and a
+    ``ValueError``); upper limits are the server's to check (INVALID_ARGUMENT)."""
 
     strategy: Strategy | None = None
     beam_size: int | None = None
@@ -87,51 +89,62 @@ class DecodeOptions:
 
     def __post_init__(self) -> None:
         if self.strategy is not None and self.strategy not in _STRATEGIES:
-            raise ValueError(f"strategy must be 'greedy', 'beam' or None, got {self.strategy!r}")
+            raise InvalidOptions(
+                f"strategy must be 'greedy', 'beam' or None, got {self.strategy!r}"
+            )
         for name in ("beam_size", "n_best", "max_length"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise ValueError(f"{name} must be an integer >= 1 (or None), got {value!r}")
+            if value is not None and (
+                not isinstance(value, int) or isinstance(value, bool) or value < 0
+            ):
+                raise InvalidOptions(
+                    f"{name} must be an integer >= 1 (0 or None: the server's default), "
+                    f"got {value!r}"
+                )
+            if value == 0:  # as the proto reads 0
+                object.__setattr__(self, name, None)
         if self.strategy == "greedy" and (self.beam_size or 1) > 1:
-            raise ValueError(f"strategy 'greedy' with beam_size {self.beam_size}: use 'beam'")
+            raise InvalidOptions(f"strategy 'greedy' with beam_size {self.beam_size}: use 'beam'")
         beam = self.beam_size or (1 if self.resolved_strategy == "greedy" else None)
         if self.n_best is not None and beam is not None and self.n_best > beam:
-            raise ValueError(f"n_best {self.n_best} needs beam_size {self.n_best} or more")
+            raise InvalidOptions(f"n_best {self.n_best} needs beam_size {self.n_best} or more")
         for name in ("length_penalty", "max_length_ratio", "coverage_penalty", "diversity_rate",
                      "diverse_beam_strength"):  # fmt: skip
             value = getattr(self, name)
             if value is not None and not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name} must be a finite number >= 0 (or None), got {value!r}")
+                raise InvalidOptions(
+                    f"{name} must be a finite number >= 0 (or None), got {value!r}"
+                )
         _check_form(self.length_penalty_form)
         groups = self.diverse_beam_groups or 0
         if groups > 1 and beam is not None and beam % groups:
-            raise ValueError(
+            raise InvalidOptions(
                 f"diverse_beam_groups {groups} must divide beam_size {beam}: each group holds "
                 "beam_size / groups hypotheses"
             )
         if self.diversity_rate and beam == 1:
-            raise ValueError(
+            raise InvalidOptions(
                 f"diversity_rate {self.diversity_rate!r} ranks a beam's continuations: "
                 "use beam_size 2 or more"
             )
         t = self.sampling_temperature
         if t is not None and not (math.isfinite(t) and t > 0):
-            raise ValueError(f"sampling_temperature must be a finite number > 0, got {t!r}")
+            raise InvalidOptions(f"sampling_temperature must be a finite number > 0, got {t!r}")
         p = self.sampling_topp
         if p is not None and not (math.isfinite(p) and 0 < p <= 1):
-            raise ValueError(f"sampling_topp must be in (0, 1], got {p!r}")
+            raise InvalidOptions(f"sampling_topp must be in (0, 1], got {p!r}")
         for name in ("min_length", "block_ngram_repeat", "sampling_topk", "seed",
                      "diverse_beam_groups"):  # fmt: skip
             value = getattr(self, name)
             if value is not None and (
                 not isinstance(value, int) or isinstance(value, bool) or value < 0
             ):
-                raise ValueError(f"{name} must be an integer >= 0 (or None), got {value!r}")
+                raise InvalidOptions(f"{name} must be an integer >= 0 (or None), got {value!r}")
         if isinstance(self.ignore_when_blocking, str):
-            raise TypeError("ignore_when_blocking is a sequence of tokens: pass [token]")
+            raise InvalidOptions("ignore_when_blocking is a sequence of tokens: pass [token]")
         object.__setattr__(self, "ignore_when_blocking", tuple(self.ignore_when_blocking))
         if not all(isinstance(t, str) and t for t in self.ignore_when_blocking):
-            raise ValueError(
+            raise InvalidOptions(
                 f"ignore_when_blocking must hold non-empty strings, got {self.ignore_when_blocking}"
             )
 
@@ -201,7 +214,7 @@ class DecodeOptions:
 def _check_form(form: str | None) -> None:
     if form is not None and form not in LENGTH_PENALTY_FORMS:
         names = ", ".join(repr(name) for name in LENGTH_PENALTY_FORMS)
-        raise ValueError(f"length_penalty_form must be one of {names} or None, got {form!r}")
+        raise InvalidOptions(f"length_penalty_form must be one of {names} or None, got {form!r}")
 
 
 def _form_of(value: int) -> PenaltyForm | None:
@@ -212,11 +225,11 @@ def _form_of(value: int) -> PenaltyForm | None:
 def check_texts(texts: Sequence[str]) -> list[str]:
     """``texts`` as a list; a bare string is refused (it would be sent letter by letter)."""
     if isinstance(texts, (str, bytes)):
-        raise TypeError("texts must be a sequence of sentences, not one string: pass [text]")
+        raise InvalidOptions("texts must be a sequence of sentences, not one string: pass [text]")
     out = list(texts)
     for i, text in enumerate(out):
         if not isinstance(text, str):
-            raise TypeError(f"texts[{i}] is {type(text).__name__}, not str")
+            raise InvalidOptions(f"texts[{i}] is {type(text).__name__}, not str")
     return out
 
 
@@ -234,7 +247,7 @@ def translate_request(
     ``constraints``: each text's target phrases its translation must hold (none: an
     empty list), in this order when ``ordered_constraints``."""
     if isinstance(target_prefix, str):
-        raise TypeError("target_prefix is one string per text: pass a list")
+        raise InvalidOptions("target_prefix is one string per text: pass a list")
     return pb.TranslateRequest(
         texts=check_texts(texts),
         model=model or "",
@@ -246,7 +259,7 @@ def translate_request(
 
 def _constraints(phrases: Sequence[str], ordered: bool) -> pb.TargetConstraints:
     if isinstance(phrases, str):
-        raise TypeError("constraints are a list of phrases per text: pass a list of lists")
+        raise InvalidOptions("constraints are a list of phrases per text: pass a list of lists")
     return pb.TargetConstraints(phrases=list(phrases), ordered=ordered)
 
 
@@ -261,7 +274,7 @@ def stream_request(
 ) -> pb.TranslateStreamRequest:
     """The ``nmt.v1.TranslateStreamRequest`` for one sentence."""
     if not isinstance(text, str):
-        raise TypeError(f"text is {type(text).__name__}, not str")
+        raise InvalidOptions(f"text is {type(text).__name__}, not str")
     return pb.TranslateStreamRequest(
         text=text,
         model=model or "",
@@ -287,7 +300,7 @@ def score_request(
     score); the penalties default to the model's."""
     sources, scored = check_texts(texts), check_texts(targets)
     if len(scored) != len(sources):
-        raise ValueError(f"{len(scored)} targets for {len(sources)} texts: give one per text")
+        raise InvalidOptions(f"{len(scored)} targets for {len(sources)} texts: give one per text")
     options = pb.ScoreOptions(
         return_attention=return_attention,
         return_diagnostics=return_diagnostics,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from nmt_api.nmt.v1 import translator_pb2 as pb
 
@@ -87,6 +87,13 @@ class Diagnostics:
         )
 
 
+FinishReason = Literal["eos", "length"]
+_FINISH_REASONS: dict[int, FinishReason] = {
+    pb.FINISH_REASON_EOS: "eos",
+    pb.FINISH_REASON_LENGTH: "length",
+}
+
+
 @dataclass(frozen=True)
 class Hypothesis:
     """One translation of a sentence: ``text``, its target pieces (``tokens``, no
@@ -97,7 +104,10 @@ class Hypothesis:
     ``len(tokens)`` for a hypothesis a search stopped at its length limit without
     scoring one), adding up to ``log_prob``; ``alignment`` (``None`` unless asked for):
     per token of ``tokens``, the index in :attr:`Result.source_pieces` of the source
-    token its step attended to most (:meth:`pharaoh` writes it as fairseq prints it)."""
+    token its step attended to most (:meth:`pharaoh` writes it as fairseq prints it);
+    ``finish_reason``: ``"eos"`` (the model ended it), ``"length"`` (it reached the length
+    limit, where the end is forced: it may be cut short; allow a higher ``max_length``
+    or ``max_length_ratio``), ``None`` for a scored target."""
 
     text: str
     tokens: tuple[str, ...]
@@ -107,6 +117,7 @@ class Hypothesis:
     diagnostics: Diagnostics | None = None
     token_log_probs: tuple[float, ...] | None = None
     alignment: tuple[int, ...] | None = None
+    finish_reason: FinishReason | None = None
 
     def pharaoh(self) -> str:
         """The alignment as ``source-target`` index pairs (``"0-0 2-1 1-2"``), the format
@@ -137,6 +148,7 @@ class Hypothesis:
             Diagnostics.from_proto(msg.diagnostics) if msg.HasField("diagnostics") else None,
             tuple(msg.token_log_probs) if token_scores or msg.token_log_probs else None,
             tuple(msg.alignment) if alignment or msg.alignment else None,
+            _FINISH_REASONS.get(msg.finish_reason),
         )
 
 
@@ -193,9 +205,45 @@ class StreamUpdate:
 
 
 @dataclass(frozen=True)
+class RequestLimits:
+    """What one request to a model may ask (the server's ``--max-*`` flags): at most
+    ``max_sentences`` texts and ``max_live_rows`` sentences x beam size, a beam of
+    ``max_beam_size``, ``max_n_best`` hypotheses, ``max_length`` up to
+    ``max_target_length`` (also the longest scored target), ``sampling_topk`` up to
+    ``max_sampling_topk``, and ``max_message_bytes`` a request or reply."""
+
+    max_sentences: int
+    max_live_rows: int
+    max_beam_size: int
+    max_n_best: int
+    max_target_length: int
+    max_sampling_topk: int
+    max_message_bytes: int
+
+    def sentences_per_request(self, beam_size: int = 1) -> int:
+        """The most sentences one request may carry at this beam size."""
+        return max(1, min(self.max_sentences, self.max_live_rows // max(1, beam_size)))
+
+    @classmethod
+    def from_proto(cls, msg: pb.RequestLimits) -> RequestLimits | None:
+        if not msg.max_sentences:  # a server older than the field
+            return None
+        return cls(
+            msg.max_sentences,
+            msg.max_live_rows,
+            msg.max_beam_size,
+            msg.max_n_best,
+            msg.max_target_length,
+            msg.max_sampling_topk,
+            msg.max_message_bytes,
+        )
+
+
+@dataclass(frozen=True)
 class ModelInfo:
     """A model the server has loaded (``ListModels``). ``config``: the model's
-    architecture; ``summary``: its manifest's parity, versions and provenance."""
+    architecture; ``summary``: its manifest's parity, versions, provenance and own
+    decoding defaults (``summary["decoding"]``); ``limits``: what one request may ask."""
 
     name: str
     version: str
@@ -208,6 +256,7 @@ class ModelInfo:
     is_default: bool
     config: dict[str, Any]
     summary: dict[str, Any]
+    limits: RequestLimits | None = None
 
     @classmethod
     def from_proto(cls, msg: pb.ModelInfo) -> ModelInfo:
@@ -223,6 +272,7 @@ class ModelInfo:
             is_default=msg.is_default,
             config=_json(msg.config_json),
             summary=_json(msg.manifest_summary_json),
+            limits=RequestLimits.from_proto(msg.limits),
         )
 
 

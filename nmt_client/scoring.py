@@ -217,8 +217,7 @@ def main(argv: list[str] | None = None) -> int:
                 results[kept[n]] = result
     except TranslatorError as exc:
         progress.close()
-        done = sum(r is not None for r in results)
-        print(f"{PROG}: error: {_explained(exc, kept, done, args.batch_size)}", file=sys.stderr)
+        print(f"{PROG}: error: {_explained(exc, kept)}", file=sys.stderr)
         return 1
     except Exception as exc:  # noqa: BLE001 - --bundle: a CLI reports one line, not a traceback
         progress.close()
@@ -275,11 +274,11 @@ def _counted(results: Iterator[Result], progress: Progress) -> Iterator[Result]:
 _PAIR_INDEX = re.compile(r"^(texts|targets)\[(\d+)\]")
 
 
-def _explained(exc: TranslatorError, kept: list[int], done: int, batch: int) -> TranslatorError:
-    """``exc`` in the CLI's terms: ``texts[i]``/``targets[i]`` of the first request not
-    answered (requests are answered in order) becomes the input line it came from."""
+def _explained(exc: TranslatorError, kept: list[int]) -> TranslatorError:
+    """``exc`` in the CLI's terms: ``texts[i]``/``targets[i]`` (counted over all pairs
+    sent, as ``score_many`` counts them) becomes the input line it came from."""
     named = _PAIR_INDEX.match(exc.details) if isinstance(exc, InvalidRequest) else None
-    at = done - done % batch + int(named.group(2)) if named else len(kept)
+    at = int(named.group(2)) if named else len(kept)
     if named is None or at >= len(kept):
         return explain_batch_error(exc)
     side = "source" if named.group(1) == "texts" else "target"

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from nmt_api import REQUEST_ID_HEADER, SERVICE_NAME
+from nmt_api import DEFAULT_BEAM, REQUEST_ID_HEADER, SERVICE_NAME
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
 from nmt_client.errors import (
@@ -24,6 +24,7 @@ from nmt_client.errors import (
     TranslatorError,
     from_rpc_error,
     retryable,
+    shifted,
 )
 from nmt_client.options import (
     DecodeOptions,
@@ -36,6 +37,7 @@ from nmt_client.options import (
 )
 from nmt_client.results import (
     ModelInfo,
+    RequestLimits,
     Result,
     StreamUpdate,
     result_from_proto,
@@ -44,6 +46,9 @@ from nmt_client.results import (
 from nmt_client.results import Timing as _Timing
 
 DEFAULT_TARGET = "127.0.0.1:50051"
+# Rows (sentences x beam) a request may take from any server as configured by default
+# (--max-sentences 64, --max-live-rows 256): up to here a batch is not sized to limits.
+MIN_LIVE_ROWS = 32
 _DECODE_FIELDS = tuple(f.name for f in fields(DecodeOptions))  # keywords of translate()
 DEFAULT_TIMEOUT = 30.0  # seconds a call may take, retries included
 DEFAULT_RETRIES = 3
@@ -108,6 +113,7 @@ class Translator:
             raise ValueError("a client certificate needs its key: give both or neither")
         self.target = target
         self.timeout, self.retries, self.model = float(timeout), retries, model
+        self._limits: dict[str | None, RequestLimits | None] = {}  # by model name
         self.backoff, self.max_backoff = backoff, max_backoff
         self.metadata = tuple(metadata)
         self._random = random.Random()
@@ -323,7 +329,21 @@ class Translator:
                 kwargs["constraints"] = [list(constraints_for(t)) for t in batch]
             return self.translate(batch, **kwargs)
 
-        return _in_batches(request, texts, batch_size, concurrency)
+        return _in_batches(request, texts, self._sized(batch_size, kwargs), concurrency)
+
+    def _sized(self, batch_size: int, kwargs: dict[str, Any]) -> int:
+        """``batch_size``, or fewer sentences if the server's limits take no more a
+        request at this beam size (a beam of 16 fills 256 rows with 16 sentences)."""
+        given = {f: kwargs[f] for f in _DECODE_FIELDS if kwargs.get(f) is not None}
+        opts = (kwargs.get("options") or DecodeOptions()).with_(**given)
+        beam = opts.beam_size or (DEFAULT_BEAM if opts.resolved_strategy == "beam" else 1)
+        if batch_size * beam <= MIN_LIVE_ROWS:  # within any server's limits: nothing to ask
+            return batch_size
+        try:
+            limits = self.limits(kwargs.get("model"))
+        except TranslatorError:
+            return batch_size  # the requests themselves will say what is wrong
+        return batch_size if limits is None else min(batch_size, limits.sentences_per_request(beam))
 
     def stream(
         self,
@@ -370,6 +390,8 @@ class Translator:
                         scores=opts.return_scores,
                         token_scores=opts.return_token_scores,
                         alignment=opts.return_alignment,
+                        model=message.model,
+                        version=message.model_version,
                         timing=_Timing.from_proto(message.timing),
                         request_id=_request_id(call.trailing_metadata()),
                     )
@@ -390,6 +412,17 @@ class Translator:
             return [ModelInfo.from_proto(m) for m in reply.models]
 
         return self._retrying(attempt, timeout, None)
+
+    def limits(self, model: str | None = None) -> RequestLimits | None:
+        """What one request to ``model`` (``None``: this translator's, else the server's
+        default) may ask, from ``ListModels`` (asked once, then remembered); ``None`` if
+        the server does not say (an older server, or no such model)."""
+        name = self._model(model)
+        if name not in self._limits:
+            models = self.list_models()
+            found = [m for m in models if (m.name == name if name else m.is_default)]
+            self._limits[name] = found[0].limits if found else None
+        return self._limits[name]
 
     def health(self, service: str = "", *, timeout: float | None = None) -> str:
         """The server's ``grpc.health.v1`` status for ``service`` (``""``: the whole
@@ -470,11 +503,13 @@ def _in_batches(
 ) -> Iterator[Result]:
     """``call`` on ``batch_size`` items at a time, ``concurrency`` calls in flight, the
     results in input order as soon as they are ready; ``items`` read only as far as
-    needed (a stream such as stdin works)."""
+    needed (a stream such as stdin works). A refusal naming ``texts[i]`` of a request
+    names the input's ``texts[j]`` (counted over all ``items``)."""
     if batch_size < 1 or concurrency < 1:
         raise ValueError("batch_size and concurrency must be >= 1")
     source = iter(items)
-    pending: deque[Future[list[Result]]] = deque()
+    pending: deque[tuple[int, Future[list[Result]]]] = deque()
+    sent = 0
     with ThreadPoolExecutor(concurrency, thread_name_prefix="nmt-client") as pool:
         try:
             while True:
@@ -482,12 +517,18 @@ def _in_batches(
                     batch = [t for _, t in zip(range(batch_size), source, strict=False)]
                     if not batch:
                         break
-                    pending.append(pool.submit(call, batch))
+                    pending.append((sent, pool.submit(call, batch)))
+                    sent += len(batch)
                 if not pending:
                     return
-                yield from pending.popleft().result()
+                start, future = pending.popleft()
+                try:
+                    results = future.result()
+                except TranslatorError as exc:
+                    raise shifted(exc, start) from None
+                yield from results
         finally:
-            for future in pending:
+            for _, future in pending:
                 future.cancel()
 
 

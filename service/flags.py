@@ -195,6 +195,12 @@ FLAGS: tuple[Flag, ...] = (
     Flag("engine", "max_n_best", "most hypotheses a request may ask for"),
     Flag(
         "engine",
+        "max_target_length",
+        "largest max_length a request may ask for, and the longest target a score request "
+        "may give (pieces); a request that sets no max_length gets 256 or this, if lower",
+    ),
+    Flag(
+        "engine",
         "max_sampling_topk",
         "largest sampling_topk a request may ask for (every row of a step gets that many "
         "candidates)",

@@ -13,6 +13,7 @@ import abc
 from collections.abc import Sequence
 
 from models.options import DecodeOptions, Hypothesis
+from models.scoring import ScoringRules
 from service.alignment import replace_unknowns, source_span
 from service.bundle import Bundle
 from service.constraints import Constraints
@@ -138,6 +139,7 @@ class EngineFront(abc.ABC):
         surface = job.surface if job.options.replace_unk else None
         unk, marks = self.bundle.config.unk_id, self.bundle.source_marks
         pad = self.bundle.source_pad
+        rules = ScoringRules.of(job.options)
         out = []
         for i, (ids, hyps) in enumerate(zip(job.sources, nbest, strict=True)):
             rendered = []
@@ -155,6 +157,7 @@ class EngineFront(abc.ABC):
                     hypotheses=rendered,
                     source_ids=tuple(ids),
                     source_span=source_span(source_pieces, marks, pad),
+                    at_limit=tuple(rules.reached_limit(len(h.tokens), len(ids)) for h in hyps),
                 )
             )
         return out

@@ -93,6 +93,8 @@ class TranslationResult:
     source_ids: tuple[int, ...] = ()
     # (first, end): the source_pieces the request's text wrote (service.front.source_span)
     source_span: tuple[int, int] = (0, 0)
+    # Per hypothesis: whether it ended at the length limit (ScoringRules.reached_limit).
+    at_limit: tuple[bool, ...] = ()
 
 
 def decode_options(defaults: DecodeOptions | None = None, **fields) -> DecodeOptions:

@@ -8,14 +8,13 @@ import secrets
 from collections.abc import Mapping, Sequence
 
 from models.options import DecodeOptions
-from nmt_api import LENGTH_PENALTY_FORMS
+from nmt_api import DEFAULT_BEAM, LENGTH_PENALTY_FORMS
 from nmt_api.nmt.v1 import translator_pb2 as pb
 from service.alignment import hard_alignment
 from service.diagnostics import Diagnostics
 from service.engine import Job, TranslationResult, decode_options
 from service.errors import InvalidRequest
 
-DEFAULT_BEAM = 5
 # The proto's ``optional`` fields a request leaves unset to take the model's default.
 MODEL_DEFAULTED = (
     "length_penalty",
@@ -60,7 +59,7 @@ def to_options(
             f"unknown strategy {msg.strategy}: use STRATEGY_GREEDY (1), STRATEGY_BEAM (2) "
             "or leave it unset"
         )
-    return decode_options(
+    options = decode_options(
         defaults,
         beam_size=beam,
         n_best=msg.n_best or 1,
@@ -92,6 +91,31 @@ def to_options(
             for name in MODEL_DEFAULTED
         },
     )
+    _refuse_unused(msg, options)
+    return options
+
+
+def _refuse_unused(msg: pb.DecodeOptions, options: DecodeOptions) -> None:
+    """Options a request sets that the decoding it asks for would ignore are refused:
+    a client that sets them expects an effect it would not get. (A seed is not: greedy
+    and beam search are deterministic, so a client may send one with every request.)"""
+    if not options.sampling:
+        for name in ("sampling_temperature", "sampling_topp"):
+            if msg.HasField(name):
+                raise InvalidRequest(
+                    f"{name} applies to random sampling only: set sampling_topk > 1 (with "
+                    f"beam_size 1) to sample, or leave {name} unset"
+                )
+    if options.diverse_beam_groups <= 1 and msg.HasField("diverse_beam_strength"):
+        raise InvalidRequest(
+            "diverse_beam_strength applies to diverse beam search only: set "
+            "diverse_beam_groups > 1, or leave diverse_beam_strength unset"
+        )
+    if msg.ignore_when_blocking and not options.block_ngram_repeat:
+        raise InvalidRequest(
+            "ignore_when_blocking applies to n-gram blocking only: set block_ngram_repeat "
+            "(this model's default is 0), or leave ignore_when_blocking empty"
+        )
 
 
 def to_score_options(
@@ -185,11 +209,13 @@ def to_translation(
     attention: bool = True,
     diagnostics: Sequence[Diagnostics] | None = None,
     alignment: bool = False,
+    finish_reasons: bool = False,
 ) -> pb.Translation:
     """``result`` as a message; ``attention``: include the matrices the hypotheses carry
     (a request for diagnostics alone makes the loop keep them too); ``diagnostics``: one
     per hypothesis, or None; ``alignment``: each hypothesis's hard alignment, from the
-    attention the loop kept for it, and the source pieces it indexes."""
+    attention the loop kept for it, and the source pieces it indexes; ``finish_reasons``:
+    why each hypothesis ended (a translation's, not a score's)."""
     out = pb.Translation(source_tokens=len(result.source_pieces))
     span = result.source_span
     if alignment:
@@ -198,6 +224,9 @@ def to_translation(
         h = out.hypotheses.add(text=text, tokens=pieces)
         if scores:
             h.score, h.log_prob = hyp.score, hyp.log_prob
+        if finish_reasons:
+            limited = result.at_limit[i]
+            h.finish_reason = pb.FINISH_REASON_LENGTH if limited else pb.FINISH_REASON_EOS
         if hyp.token_log_probs is not None:  # Score, or return_token_scores
             h.token_log_probs.extend(hyp.token_log_probs)
         if diagnostics is not None:
@@ -220,10 +249,23 @@ def to_timing(job: Job) -> pb.Timing:
     )
 
 
-def model_info(name: str, engine, *, default: bool) -> pb.ModelInfo:
+def model_info(name: str, engine, *, default: bool, max_message_bytes: int) -> pb.ModelInfo:
     """One model's ListModels entry; ``engine`` is its :class:`service.front.EngineFront`."""
     m = engine.bundle.manifest
+    cfg = engine.config
+    limits = pb.RequestLimits(
+        max_sentences=cfg.max_sentences_per_request,
+        max_live_rows=cfg.max_live_rows,
+        max_beam_size=cfg.max_beam_size,
+        max_n_best=cfg.max_n_best,
+        max_target_length=cfg.max_target_length,
+        max_sampling_topk=cfg.max_sampling_topk,
+        max_message_bytes=max_message_bytes,
+    )
     summary = {
+        # the model's own decoding defaults (what a request leaving an option unset gets
+        # where they differ from DecodeOptions' documented ones)
+        "decoding": m.get("decoding", {}),
         "parity": m.get("parity", {}),
         "versions": m.get("versions", {}),
         "created": m.get("created"),
@@ -243,4 +285,5 @@ def model_info(name: str, engine, *, default: bool) -> pb.ModelInfo:
         max_source_tokens=engine.max_source_tokens,
         manifest_summary_json=json.dumps(summary, sort_keys=True, default=str),
         is_default=default,
+        limits=limits,
     )

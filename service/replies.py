@@ -63,11 +63,18 @@ class Replies:
         return self.serialize(make())
 
     def translation(
-        self, engine: EngineFront, model: str, result: TranslationResult, options: pb.DecodeOptions
+        self,
+        engine: EngineFront,
+        model: str,
+        result: TranslationResult,
+        options: pb.DecodeOptions,
+        *,
+        finish_reasons: bool = True,
     ) -> pb.Translation:
         """One sentence's message. With diagnostics asked for, each hypothesis carries its
         own, and the best one's go to the model's histograms (so those sample the requests
-        that ask). Runs on a reply thread."""
+        that ask). Runs on a reply thread. ``finish_reasons``: why each hypothesis ended
+        (not for Score, whose targets are given)."""
         diagnostics = None
         if options.return_diagnostics:
             unk = engine.bundle.source_unk_id  # source ids: not the config's (target's)
@@ -82,6 +89,7 @@ class Replies:
             attention=options.return_attention,
             diagnostics=diagnostics,
             alignment=options.return_alignment,
+            finish_reasons=finish_reasons,
         )
 
     async def off_loop(

@@ -367,7 +367,9 @@ class TranslatorServicer:
             def reply() -> pb.TranslateResponse | pb.ScoreResponse:
                 return response(
                     translations=[
-                        self.replies.translation(engine, model, r, shown)
+                        self.replies.translation(
+                            engine, model, r, shown, finish_reasons=response is pb.TranslateResponse
+                        )
                         for r in engine.render(job, nbest)
                     ],
                     model=engine.bundle.manifest.get("name", ""),
@@ -454,6 +456,8 @@ class TranslatorServicer:
                             engine, request.model, result, request.options
                         ),
                         timing=to_timing(job),
+                        model=engine.bundle.manifest.get("name", ""),
+                        model_version=str(engine.bundle.manifest.get("version", "")),
                     )
 
                 attention = request.options.return_attention
@@ -473,7 +477,12 @@ class TranslatorServicer:
     def models(self) -> pb.ListModelsResponse:
         return pb.ListModelsResponse(
             models=[
-                model_info(name, engine, default=name == self.default_model)
+                model_info(
+                    name,
+                    engine,
+                    default=name == self.default_model,
+                    max_message_bytes=self.config.max_message_bytes,
+                )
                 for name, engine in sorted(self.engines.items())
             ]
         )

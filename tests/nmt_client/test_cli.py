@@ -326,7 +326,27 @@ def test_stdin_not_utf8_is_one_line_naming_the_line(monkeypatch, capsys):
     ]
 
 
+def test_batches_are_sized_to_the_servers_limits(address, monkeypatch, capsys):
+    """--batch-size 100 against --max-sentences 64, and a beam of 10 against 256 rows
+    (25 sentences a request): the requests are sized to what ListModels says."""
+    monkeypatch.setattr(sys, "stdin", io.StringIO("A house.\n" * 70))
+    assert cli.main(["--server", address, "--batch-size", "100"]) == 0
+    out = capsys.readouterr()
+    assert len(out.out.splitlines()) == 70 and not out.err
+    monkeypatch.setattr(sys, "stdin", io.StringIO("A house.\n" * 40))
+    assert cli.main(["--server", address, "--beam", "10"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 40
+    with Translator(address) as translator:
+        limits = translator.limits()
+        assert limits is not None and limits.sentences_per_request(10) == 25
+        assert (limits.max_sentences, limits.max_live_rows) == (64, 256)
+        results = list(translator.translate_many(["A house."] * 30, beam_size=16))
+        assert len(results) == 30
+
+
 def test_a_batch_over_the_servers_limit_asks_for_a_lower_batch_size(address, monkeypatch, capsys):
+    """A server that does not report its limits (older than ModelInfo.limits)."""
+    monkeypatch.setattr(Translator, "limits", lambda self, model=None: None)
     monkeypatch.setattr(sys, "stdin", io.StringIO("A house.\n" * 70))
     assert cli.main(["--server", address, "--batch-size", "100"]) == 1
     assert capsys.readouterr().err.splitlines() == [

@@ -18,6 +18,7 @@ from nmt_client import (
     Attention,
     DeadlineExceeded,
     DecodeOptions,
+    InvalidOptions,
     InvalidRequest,
     Result,
     Translator,
@@ -129,12 +130,25 @@ def test_server_errors_are_translator_errors_with_the_servers_message(translator
 
 
 def test_mistakes_are_caught_before_sending(translator):
-    with pytest.raises(TypeError, match="not one string"):
+    with pytest.raises(InvalidOptions, match="not one string") as caught:
         translator.translate("A whole sentence sent letter by letter")
-    with pytest.raises(ValueError, match="n_best 3 needs beam_size 3"):
+    # as the server's refusals: a TranslatorError, INVALID_ARGUMENT, never sent
+    assert isinstance(caught.value, InvalidRequest) and isinstance(caught.value, TypeError)
+    assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT and caught.value.attempts == 0
+    with pytest.raises(InvalidOptions, match="n_best 3 needs beam_size 3") as caught:
         translator.translate(["A house."], beam_size=2, n_best=3)
-    with pytest.raises(ValueError, match="beam_size must be an integer >= 1"):
-        translator.translate(["A house."], beam_size=0)
+    assert isinstance(caught.value, ValueError)
+    for bad in ({"beam_size": -1}, {"beam_size": True}, {"n_best": 1.5}):
+        with pytest.raises(InvalidOptions, match="must be an integer >= 1"):
+            translator.translate(["A house."], **bad)
+    with pytest.raises(InvalidOptions, match="length_penalty must be a finite number"):
+        translator.translate(["A house."], length_penalty=-1)
+    with pytest.raises(InvalidOptions, match="strategy must be 'greedy', 'beam'"):
+        translator.translate(["A house."], strategy="sampling")
+    # 0 is the server's default, as the proto reads it
+    (zero,) = translator.translate(["A house."], beam_size=0, n_best=0, max_length=0)
+    (unset,) = translator.translate(["A house."])
+    assert zero.hypotheses == unset.hypotheses
     with pytest.raises(TypeError, match="unknown decode options: beam"):
         list(translator.stream("A house.", beam=3))
     assert translator.translate([]) == []
@@ -157,6 +171,23 @@ def test_stream_yields_prefixes_then_the_whole_result(translator, texts):
     for u in updates[:-1]:
         assert u.text == shown + u.delta
         shown = u.text
+    assert (final.result.model, final.result.model_version) == ("tiny", "1")
+
+
+def test_finish_reasons_and_a_refusal_named_across_batches(translator, texts):
+    (cut,) = translator.translate(texts[:1], max_length=3)
+    assert cut.best.finish_reason == "length" and len(cut.best.tokens) == 2
+    (whole,) = translator.translate(texts[1:2])
+    assert whole.best.finish_reason == "eos"
+    (scored,) = translator.score(texts[:1], [whole.text])
+    assert scored.best.finish_reason is None
+    # the 7th text of the input, in the second request of three: texts[6], not texts[2]
+    many = [*texts, *texts, "house " * 300, *texts[:2]]
+    with pytest.raises(InvalidRequest, match=r"^INVALID_ARGUMENT: texts\[6\] has 1800 source") as caught:
+        list(translator.translate_many(many, batch_size=4))
+    assert caught.value.details.startswith("texts[6] has")
+    with pytest.raises(InvalidOptions, match=r"texts\[5\] is int, not str"):
+        list(translator.translate_many([*texts, *texts[:2], 7], batch_size=2))
 
 
 def test_stream_closed_early_cancels_the_call(server, translator, tiny_bundle):
@@ -184,7 +215,13 @@ def test_list_models_and_health(translator):
     assert model.execution_provider == "CPUExecutionProvider"
     assert model.max_source_tokens > 0 and model.parameters > 0
     assert model.config["encoder_hidden"] == 16
-    assert "parity" in model.summary
+    assert "parity" in model.summary and "decoding" in model.summary
+    assert model.limits is not None and model.limits.max_beam_size >= 1
+    assert model.limits.sentences_per_request(5) == min(
+        model.limits.max_sentences, model.limits.max_live_rows // 5
+    )
+    assert translator.limits() == model.limits == translator.limits("tiny")
+    assert translator.limits("no-such-model") is None
     assert translator.health() == "SERVING"
     assert translator.health(SERVICE_NAME) == "SERVING"
     translator.wait_ready(timeout=5)

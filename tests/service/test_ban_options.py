@@ -134,6 +134,36 @@ def test_every_optional_field_but_the_seed_and_the_diverse_ones_falls_back_to_th
     assert to_options(msg, default_max_length=256).diverse_beam_strength == 2.0
 
 
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"sampling_temperature": 0.5}, "sampling_temperature applies to random sampling only"),
+        ({"sampling_topp": 0.9, "beam_size": 5}, "sampling_topp applies to random sampling"),
+        ({"sampling_topk": 1, "sampling_temperature": 2.0}, "set sampling_topk > 1"),  # greedy
+        ({"beam_size": 4, "diverse_beam_strength": 2.0}, "set diverse_beam_groups > 1"),
+        ({"ignore_when_blocking": ["."]}, "applies to n-gram blocking only: set block_ngram"),
+    ],
+)
+def test_an_option_the_decoding_would_ignore_is_refused(fields, match):
+    with pytest.raises(InvalidRequest, match=match):
+        to_options(pb.DecodeOptions(**fields), default_max_length=256, target_index={".": 4})
+
+
+def test_what_makes_an_option_apply_may_come_from_the_model():
+    # n-gram blocking on by the model's default: its exceptions apply
+    model = DecodeOptions(block_ngram_repeat=2)
+    msg = pb.DecodeOptions(ignore_when_blocking=["."])
+    got = to_options(msg, default_max_length=256, defaults=model, target_index={".": 4})
+    assert got.ignore_when_blocking == (4,)
+    # a model's sampling temperature is no request's: greedy requests still pass
+    plain = to_options(pb.DecodeOptions(), default_max_length=256, defaults=DecodeOptions(
+        sampling_temperature=0.5))  # fmt: skip
+    assert not plain.sampling
+    sampled = pb.DecodeOptions(sampling_topk=10, sampling_temperature=0.5, sampling_topp=0.9)
+    sampled.seed = 3
+    assert to_options(sampled, default_max_length=256).sampling_topp == pytest.approx(0.9)
+
+
 def test_the_length_penalty_form_is_the_requests_else_the_models():
     model = DecodeOptions(length_penalty_form="gnmt")
     got = to_options(pb.DecodeOptions(), default_max_length=256, defaults=model)

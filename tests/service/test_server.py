@@ -297,6 +297,47 @@ def test_stream_greedy_emits_every_new_prefix(stub, tiny_bundle, tiny_checkpoint
 # -- models ----------------------------------------------------------------------------------
 
 
+def test_finish_reason_says_whether_the_length_limit_ended_it(stub, tiny_bundle):
+    """LENGTH where the hypothesis holds as many tokens as the length limit leaves before
+    its forced EOS, EOS where the model ended it earlier; none in a Score."""
+    texts = tiny_bundle.sentences[:8]
+    seen = set()
+    for options in (pb.DecodeOptions(), pb.DecodeOptions(beam_size=5, n_best=5)):
+        for t in translate(stub, texts, options).translations:
+            limit = min(256, 2 * t.source_tokens + 10)  # max_length, max_length_ratio's
+            for h in t.hypotheses:
+                reason = h.finish_reason
+                assert reason == (
+                    pb.FINISH_REASON_LENGTH if len(h.tokens) == limit - 1 else pb.FINISH_REASON_EOS
+                ), (len(h.tokens), limit)
+                seen.add(reason)
+    assert seen == {pb.FINISH_REASON_EOS, pb.FINISH_REASON_LENGTH}  # (beam 5 loops on line 0)
+    short = translate(stub, texts, pb.DecodeOptions(max_length=3)).translations
+    assert all(h.finish_reason == pb.FINISH_REASON_LENGTH for t in short for h in t.hypotheses)
+    assert all(len(t.hypotheses[0].tokens) == 2 for t in short)
+    (final,) = [
+        m
+        for m in stub.TranslateStream(
+            pb.TranslateStreamRequest(text=texts[1], options=pb.DecodeOptions(max_length=3)),
+            timeout=TIMEOUT,
+        )
+        if m.final
+    ]
+    assert final.translation.hypotheses[0].finish_reason == pb.FINISH_REASON_LENGTH
+    scored = stub.Score(pb.ScoreRequest(texts=texts[:1], targets=["a"]), timeout=TIMEOUT)
+    assert scored.translations[0].hypotheses[0].finish_reason == pb.FINISH_REASON_UNSPECIFIED
+
+
+def test_a_streams_final_message_names_the_model(stub, tiny_bundle):
+    messages = list(
+        stub.TranslateStream(
+            pb.TranslateStreamRequest(text=tiny_bundle.sentences[1]), timeout=TIMEOUT
+        )
+    )
+    assert (messages[-1].model, messages[-1].model_version) == ("tiny", "1")
+    assert all(not m.model for m in messages[:-1])
+
+
 def test_list_models(server, stub, tiny_bundle):
     response = stub.ListModels(pb.ListModelsRequest(), timeout=TIMEOUT)
     assert [m.name for m in response.models] == ["tiny"]
@@ -313,6 +354,18 @@ def test_list_models(server, stub, tiny_bundle):
     assert model.max_source_tokens == server.config.engine.max_source_tokens
     summary = json.loads(model.manifest_summary_json)
     assert summary["parity"]["greedy_mismatches"] == 0
+    manifest = json.loads((tiny_bundle.bundle_dir / "manifest.json").read_text())
+    assert summary["decoding"] == manifest.get("decoding", {})
+    engine, rpc = server.config.engine, server.config.rpc
+    assert model.limits == pb.RequestLimits(
+        max_sentences=engine.max_sentences_per_request,
+        max_live_rows=256,
+        max_beam_size=8,
+        max_n_best=8,
+        max_target_length=engine.max_target_length,
+        max_sampling_topk=engine.max_sampling_topk,
+        max_message_bytes=rpc.max_message_bytes,
+    )
     assert summary["checkpoint"]["note"] == "tiny random test model"
 
 

@@ -18,12 +18,21 @@ class LengthPenaltyForm(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     LENGTH_PENALTY_FORM_UNSPECIFIED: _ClassVar[LengthPenaltyForm]
     LENGTH_PENALTY_AVERAGE: _ClassVar[LengthPenaltyForm]
     LENGTH_PENALTY_GNMT: _ClassVar[LengthPenaltyForm]
+
+class FinishReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FINISH_REASON_UNSPECIFIED: _ClassVar[FinishReason]
+    FINISH_REASON_EOS: _ClassVar[FinishReason]
+    FINISH_REASON_LENGTH: _ClassVar[FinishReason]
 STRATEGY_UNSPECIFIED: Strategy
 STRATEGY_GREEDY: Strategy
 STRATEGY_BEAM: Strategy
 LENGTH_PENALTY_FORM_UNSPECIFIED: LengthPenaltyForm
 LENGTH_PENALTY_AVERAGE: LengthPenaltyForm
 LENGTH_PENALTY_GNMT: LengthPenaltyForm
+FINISH_REASON_UNSPECIFIED: FinishReason
+FINISH_REASON_EOS: FinishReason
+FINISH_REASON_LENGTH: FinishReason
 
 class DecodeOptions(_message.Message):
     __slots__ = ("strategy", "beam_size", "n_best", "length_penalty", "max_length", "max_length_ratio", "return_attention", "return_scores", "coverage_penalty", "return_diagnostics", "ban_unk", "block_ngram_repeat", "ignore_when_blocking", "min_length", "replace_unk", "sampling_topk", "sampling_temperature", "seed", "sampling_topp", "return_token_scores", "diversity_rate", "length_penalty_form", "diverse_beam_groups", "diverse_beam_strength", "return_alignment")
@@ -156,7 +165,7 @@ class AttentionMatrix(_message.Message):
     def __init__(self, rows: _Optional[int] = ..., cols: _Optional[int] = ..., values: _Optional[_Iterable[float]] = ..., source_tokens: _Optional[_Iterable[str]] = ..., target_tokens: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Hypothesis(_message.Message):
-    __slots__ = ("text", "tokens", "score", "log_prob", "attention", "diagnostics", "token_log_probs", "alignment")
+    __slots__ = ("text", "tokens", "score", "log_prob", "attention", "diagnostics", "token_log_probs", "alignment", "finish_reason")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TOKENS_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
@@ -165,6 +174,7 @@ class Hypothesis(_message.Message):
     DIAGNOSTICS_FIELD_NUMBER: _ClassVar[int]
     TOKEN_LOG_PROBS_FIELD_NUMBER: _ClassVar[int]
     ALIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
     text: str
     tokens: _containers.RepeatedScalarFieldContainer[str]
     score: float
@@ -173,7 +183,8 @@ class Hypothesis(_message.Message):
     diagnostics: AttentionDiagnostics
     token_log_probs: _containers.RepeatedScalarFieldContainer[float]
     alignment: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, text: _Optional[str] = ..., tokens: _Optional[_Iterable[str]] = ..., score: _Optional[float] = ..., log_prob: _Optional[float] = ..., attention: _Optional[_Union[AttentionMatrix, _Mapping]] = ..., diagnostics: _Optional[_Union[AttentionDiagnostics, _Mapping]] = ..., token_log_probs: _Optional[_Iterable[float]] = ..., alignment: _Optional[_Iterable[int]] = ...) -> None: ...
+    finish_reason: FinishReason
+    def __init__(self, text: _Optional[str] = ..., tokens: _Optional[_Iterable[str]] = ..., score: _Optional[float] = ..., log_prob: _Optional[float] = ..., attention: _Optional[_Union[AttentionMatrix, _Mapping]] = ..., diagnostics: _Optional[_Union[AttentionDiagnostics, _Mapping]] = ..., token_log_probs: _Optional[_Iterable[float]] = ..., alignment: _Optional[_Iterable[int]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ...) -> None: ...
 
 class AttentionDiagnostics(_message.Message):
     __slots__ = ("entropy_mean", "entropy_max", "coverage_deficit", "over_attention", "unk_share")
@@ -238,25 +249,29 @@ class TranslateStreamRequest(_message.Message):
     def __init__(self, text: _Optional[str] = ..., model: _Optional[str] = ..., options: _Optional[_Union[DecodeOptions, _Mapping]] = ..., target_prefix: _Optional[str] = ..., constraints: _Optional[_Union[TargetConstraints, _Mapping]] = ...) -> None: ...
 
 class TranslateStreamResponse(_message.Message):
-    __slots__ = ("text", "delta", "final", "translation", "timing")
+    __slots__ = ("text", "delta", "final", "translation", "timing", "model", "model_version")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
     FINAL_FIELD_NUMBER: _ClassVar[int]
     TRANSLATION_FIELD_NUMBER: _ClassVar[int]
     TIMING_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
     text: str
     delta: str
     final: bool
     translation: Translation
     timing: Timing
-    def __init__(self, text: _Optional[str] = ..., delta: _Optional[str] = ..., final: _Optional[bool] = ..., translation: _Optional[_Union[Translation, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ...) -> None: ...
+    model: str
+    model_version: str
+    def __init__(self, text: _Optional[str] = ..., delta: _Optional[str] = ..., final: _Optional[bool] = ..., translation: _Optional[_Union[Translation, _Mapping]] = ..., timing: _Optional[_Union[Timing, _Mapping]] = ..., model: _Optional[str] = ..., model_version: _Optional[str] = ...) -> None: ...
 
 class ListModelsRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("name", "version", "precision", "execution_provider", "config_json", "parameters", "src_vocab_size", "tgt_vocab_size", "max_source_tokens", "manifest_summary_json", "is_default")
+    __slots__ = ("name", "version", "precision", "execution_provider", "config_json", "parameters", "src_vocab_size", "tgt_vocab_size", "max_source_tokens", "manifest_summary_json", "is_default", "limits")
     NAME_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     PRECISION_FIELD_NUMBER: _ClassVar[int]
@@ -268,6 +283,7 @@ class ModelInfo(_message.Message):
     MAX_SOURCE_TOKENS_FIELD_NUMBER: _ClassVar[int]
     MANIFEST_SUMMARY_JSON_FIELD_NUMBER: _ClassVar[int]
     IS_DEFAULT_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
     name: str
     version: str
     precision: str
@@ -279,7 +295,26 @@ class ModelInfo(_message.Message):
     max_source_tokens: int
     manifest_summary_json: str
     is_default: bool
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., precision: _Optional[str] = ..., execution_provider: _Optional[str] = ..., config_json: _Optional[str] = ..., parameters: _Optional[int] = ..., src_vocab_size: _Optional[int] = ..., tgt_vocab_size: _Optional[int] = ..., max_source_tokens: _Optional[int] = ..., manifest_summary_json: _Optional[str] = ..., is_default: _Optional[bool] = ...) -> None: ...
+    limits: RequestLimits
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., precision: _Optional[str] = ..., execution_provider: _Optional[str] = ..., config_json: _Optional[str] = ..., parameters: _Optional[int] = ..., src_vocab_size: _Optional[int] = ..., tgt_vocab_size: _Optional[int] = ..., max_source_tokens: _Optional[int] = ..., manifest_summary_json: _Optional[str] = ..., is_default: _Optional[bool] = ..., limits: _Optional[_Union[RequestLimits, _Mapping]] = ...) -> None: ...
+
+class RequestLimits(_message.Message):
+    __slots__ = ("max_sentences", "max_live_rows", "max_beam_size", "max_n_best", "max_target_length", "max_sampling_topk", "max_message_bytes")
+    MAX_SENTENCES_FIELD_NUMBER: _ClassVar[int]
+    MAX_LIVE_ROWS_FIELD_NUMBER: _ClassVar[int]
+    MAX_BEAM_SIZE_FIELD_NUMBER: _ClassVar[int]
+    MAX_N_BEST_FIELD_NUMBER: _ClassVar[int]
+    MAX_TARGET_LENGTH_FIELD_NUMBER: _ClassVar[int]
+    MAX_SAMPLING_TOPK_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    max_sentences: int
+    max_live_rows: int
+    max_beam_size: int
+    max_n_best: int
+    max_target_length: int
+    max_sampling_topk: int
+    max_message_bytes: int
+    def __init__(self, max_sentences: _Optional[int] = ..., max_live_rows: _Optional[int] = ..., max_beam_size: _Optional[int] = ..., max_n_best: _Optional[int] = ..., max_target_length: _Optional[int] = ..., max_sampling_topk: _Optional[int] = ..., max_message_bytes: _Optional[int] = ...) -> None: ...
 
 class ListModelsResponse(_message.Message):
     __slots__ = ("models",)
