@@ -95,6 +95,16 @@ def text_index(details: str) -> tuple[int, str] | None:
     return None if index is None else (int(index.group(1)), details[index.end() :])
 
 
+def bundle_error(exc: BaseException, details: str | None = None) -> str:
+    """One line for an error of a ``--bundle`` command (decoding in this process), in the
+    words a server would answer it with: ``INVALID_ARGUMENT: texts[0] ...``; ``details``
+    in place of the exception's message (a line number for its ``texts[i]``)."""
+    offline = sys.modules.get("service.offline")  # loaded by the --bundle path itself
+    name = offline.status_name(exc) if offline is not None else None
+    text = " ".join(str(exc).split()) if details is None else details
+    return f"{name or type(exc).__name__}: {text}"
+
+
 def explain_batch_error(
     exc: TranslatorError, *, where: Callable[[int], str] | None = None
 ) -> TranslatorError:
@@ -266,8 +276,13 @@ def check_args(args: argparse.Namespace) -> str | None:
         return problem
     if args.batch_size < 1:
         return "--batch-size must be >= 1"
-    if args.stream and (len(args.text) != 1 or args.n_best > 1):
-        return "--stream translates one sentence to its best hypothesis: give exactly one"
+    if args.stream and len(args.text) != 1:
+        return (
+            f"--stream translates one sentence given on the command line: give exactly one "
+            f"(got {len(args.text)})"
+        )
+    if args.stream and args.n_best > 1:
+        return "--stream sends the best hypothesis as it grows: drop --n-best"
     if args.stream and args.replace_unk:
         return "--replace-unk needs the finished translation's attention: drop --stream"
     if args.prefix and not args.text:
@@ -286,6 +301,10 @@ def check_args(args: argparse.Namespace) -> str | None:
     if png is not None:
         if not have_matplotlib():
             return f"--attention-png {MATPLOTLIB_HINT}"
+        if png.is_dir():
+            return f"--attention-png {png} is a directory: give a file name ending in .png"
+        if png.suffix.lower() != ".png":
+            return f"--attention-png {png}: the heatmap is a PNG: give a path ending in .png"
         if not png.parent.is_dir():
             return f"--attention-png {png}: directory {png.parent} does not exist"
     elif args.words:

@@ -200,6 +200,8 @@ def check_decoding_args(args: argparse.Namespace) -> str | None:
         return "--diverse-beam-groups and --diversity-rate are two diverse searches: use one"
     if strength is not None and not (math.isfinite(strength) and strength >= 0):
         return f"--diverse-beam-strength {strength} must be a finite number >= 0"
+    if strength is not None and (groups or 0) <= 1:
+        return "--diverse-beam-strength goes with --diverse-beam-groups N (N > 1)"
     if args.sampling_topk is not None and args.sampling_topk < 0:
         return f"--sampling-topk {args.sampling_topk} must be >= 0 (0 or 1: no sampling)"
     if (args.sampling_topk or 0) > 1 and args.beam > 1:
@@ -212,6 +214,10 @@ def check_decoding_args(args: argparse.Namespace) -> str | None:
         return f"--sampling-topp {p} must be in (0, 1]"
     if args.seed is not None and not 0 <= args.seed < 2**64:
         return f"--seed {args.seed} must be in [0, 2^64)"
+    if (args.sampling_topk or 0) <= 1:
+        for flag, value in (("--sampling-temperature", t), ("--sampling-topp", p)):
+            if value is not None:  # the server refuses it: it would change nothing
+                return f"{flag} goes with --sampling-topk N (N > 1): random sampling"
     return None
 
 

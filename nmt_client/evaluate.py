@@ -18,6 +18,7 @@ from pathlib import Path
 
 from nmt_client.cli import (
     add_connection_args,
+    bundle_error,
     check_connection_args,
     text_index,
     translate_lines,
@@ -325,9 +326,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         named = text_index(str(exc)) if args.bundle else None
         if named is not None:  # refused as the server would: texts[i] of the non-blank lines
             line = [i for i, text in enumerate(src) if text.strip()][named[0]] + 1
-            print(f"{PROG}: error: --src line {line}{named[1]}", file=sys.stderr)
+            print(
+                f"{PROG}: error: {bundle_error(exc, f'--src line {line}{named[1]}')}",
+                file=sys.stderr,
+            )
             return 1
-        print(f"{PROG}: error: {type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
+        print(f"{PROG}: error: {bundle_error(exc)}", file=sys.stderr)
         return 1
     progress.close()
     seconds = time.monotonic() - start

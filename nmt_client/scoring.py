@@ -26,6 +26,7 @@ from pathlib import Path
 from nmt_client.cli import (
     InputError,
     add_connection_args,
+    bundle_error,
     check_connection_args,
     explain_batch_error,
     token_scores_text,
@@ -225,11 +226,10 @@ def main(argv: list[str] | None = None) -> int:
         if named is not None:  # refused as the server would: texts[i] of the kept pairs
             side = "source" if named.group(1) == "texts" else "target"
             line = kept[int(named.group(2))] + 1
-            print(
-                f"{PROG}: error: line {line}: the {side}{str(exc)[named.end() :]}", file=sys.stderr
-            )
+            details = f"line {line}: the {side}{str(exc)[named.end() :]}"
+            print(f"{PROG}: error: {bundle_error(exc, details)}", file=sys.stderr)
             return 1
-        print(f"{PROG}: error: {type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
+        print(f"{PROG}: error: {bundle_error(exc)}", file=sys.stderr)
         return 1
     progress.close()
     out = "".join(render(r, args) + "\n" for r in results)

@@ -434,7 +434,16 @@ class Translator:
                 request, timeout=timeout or self.timeout, metadata=self.metadata or None
             )
         except grpc.RpcError as exc:
-            raise from_rpc_error(exc, target=self.target, tls=self.tls) from None
+            error = from_rpc_error(exc, target=self.target, tls=self.tls)
+            if error.code == grpc.StatusCode.NOT_FOUND and not error.details:
+                # grpc's health servicer says nothing of a service it does not know
+                error = type(error)(
+                    error.code,
+                    f"the server reports no health for service {service!r}: ask for '' "
+                    f"(the whole server) or {SERVICE_NAME!r}",
+                    request_id=error.request_id,
+                )
+            raise error from None
         return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
 
     def wait_ready(self, timeout: float = 60.0, *, service: str = SERVICE_NAME) -> None:

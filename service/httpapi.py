@@ -496,7 +496,10 @@ def _refusal(max_connections: int) -> bytes:
 
 
 def _past_deadline() -> str:
-    return f"the request's deadline ({TIMEOUT_HEADER}) passed"
+    return (
+        f"the request's deadline ({TIMEOUT_HEADER}) passed before the translation finished: "
+        f"allow a longer {TIMEOUT_HEADER}, send fewer sentences or lower max_length"
+    )
 
 
 def _error_response(

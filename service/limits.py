@@ -24,6 +24,10 @@ MAX_CHARS_PER_TOKEN = 64
 MAX_SECONDS = 2_147_483
 
 
+# A request's length limit when it sets none (max_length), whatever a model allows.
+DEFAULT_MAX_LENGTH = 256
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     # Hypothesis rows decoded together in one step (0: the device's default, LIVE_ROWS);
@@ -59,6 +63,13 @@ class EngineConfig:
     # this many seconds while requests are queued or decoding. A CPU decoder step takes
     # milliseconds; warm-up and the longest encodes take far less than this.
     stall_timeout: float = 30.0
+
+    @property
+    def default_max_length(self) -> int:
+        """The length limit of a request that sets no ``max_length`` (EOS counted):
+        :data:`DEFAULT_MAX_LENGTH`, or ``max_target_length`` if lower (a model's own
+        decoding default may lower it further: :func:`service.messages.to_options`)."""
+        return min(DEFAULT_MAX_LENGTH, self.max_target_length)
 
     def __post_init__(self) -> None:
         if self.max_live_rows < 0:

@@ -43,7 +43,7 @@ def translate_with_bundle(
     limits = EngineConfig().for_device(gpu=False)  # a default server's on the CPU
     options = to_options(
         request or pb.DecodeOptions(),
-        default_max_length=limits.max_target_length,
+        default_max_length=limits.default_max_length,  # as the server's
         defaults=bundle.decoding,
         target_index=bundle.target_index,
     )
@@ -143,3 +143,12 @@ def score_with_bundle(
         if on_done is not None:
             on_done(len(chunk))
     return out
+
+
+def status_name(exc: BaseException) -> str | None:
+    """The gRPC status a server answers ``exc`` with (``INVALID_ARGUMENT``...), by the
+    servicer's own table, so that a ``--bundle`` CLI reports it in the server's words;
+    ``None`` for an error no server would send."""
+    from service.servicer import STATUS  # the gRPC server's modules: only when asked
+
+    return next((code.name for kind, code in STATUS.items() if isinstance(exc, kind)), None)

@@ -303,7 +303,7 @@ class TranslatorServicer:
         def submit(engine: EngineFront, timeout: float) -> Job:
             record.options = to_options(
                 request.options,
-                default_max_length=min(256, engine.config.max_target_length),
+                default_max_length=engine.config.default_max_length,
                 defaults=engine.bundle.decoding,
                 target_index=engine.bundle.target_index,
             )
@@ -394,10 +394,12 @@ class TranslatorServicer:
         job = updates = None
         try:
             record.sentences = 1
+            if not request.text.strip():  # (the request's field is text, not texts[0])
+                raise InvalidRequest("text is empty or whitespace only: send non-empty text")
             engine = self._engine(request.model)
             record.options = to_options(
                 request.options,
-                default_max_length=min(256, engine.config.max_target_length),
+                default_max_length=engine.config.default_max_length,
                 defaults=engine.bundle.decoding,
                 target_index=engine.bundle.target_index,
             )

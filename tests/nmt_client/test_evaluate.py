@@ -213,9 +213,20 @@ def test_a_sentence_too_long_is_named_by_its_src_line(
     argv = ["--src", str(src), "--ref", str(src), *target, "--batch-size", "4"]
     assert evaluate.main(argv) == 1
     (err,) = capsys.readouterr().err.splitlines()
-    prefix = "INVALID_ARGUMENT: " if where == "server" else ""
-    assert err.startswith(f"nmt-eval: error: {prefix}--src line 7 has "), err
+    assert err.startswith("nmt-eval: error: INVALID_ARGUMENT: --src line 7 has "), err
     assert "texts[" not in err and "source tokens" in err
+
+
+def test_a_bundle_refuses_in_the_servers_words(address, tiny_bundle, tmp_path, capsys):
+    src = tmp_path / "a.en"
+    src.write_text("A house.\n")
+    errors = []
+    for target in (["--server", address], ["--bundle", str(tiny_bundle.bundle_dir)]):
+        argv = ["--src", str(src), "--ref", str(src), *target, "--beam", "17"]
+        assert evaluate.main(argv) == 1
+        errors.append(capsys.readouterr().err)
+    assert errors[0] == errors[1]
+    assert errors[0].startswith("nmt-eval: error: INVALID_ARGUMENT: beam_size 17 ")
 
 
 def test_a_file_not_utf8_is_one_line_naming_the_line(subset, tmp_path, capsys):

@@ -183,7 +183,8 @@ def test_finish_reasons_and_a_refusal_named_across_batches(translator, texts):
     assert scored.best.finish_reason is None
     # the 7th text of the input, in the second request of three: texts[6], not texts[2]
     many = [*texts, *texts, "house " * 300, *texts[:2]]
-    with pytest.raises(InvalidRequest, match=r"^INVALID_ARGUMENT: texts\[6\] has 1800 source") as caught:
+    refused = r"^INVALID_ARGUMENT: texts\[6\] has 1800 source"
+    with pytest.raises(InvalidRequest, match=refused) as caught:
         list(translator.translate_many(many, batch_size=4))
     assert caught.value.details.startswith("texts[6] has")
     with pytest.raises(InvalidOptions, match=r"texts\[5\] is int, not str"):
@@ -224,6 +225,9 @@ def test_list_models_and_health(translator):
     assert translator.limits("no-such-model") is None
     assert translator.health() == "SERVING"
     assert translator.health(SERVICE_NAME) == "SERVING"
+    with pytest.raises(TranslatorError, match="no health for service 'foo': ask for ''") as e:
+        translator.health("foo")
+    assert e.value.code == grpc.StatusCode.NOT_FOUND
     translator.wait_ready(timeout=5)
 
 

@@ -345,7 +345,8 @@ def test_a_deadline_mid_stream_ends_it_with_an_error_event(server, tiny_bundle, 
         {
             "code": 4,
             "status": "DEADLINE_EXCEEDED",
-            "message": "the request's deadline (Grpc-Timeout) passed",
+            "message": "the request's deadline (Grpc-Timeout) passed before the translation "
+            "finished: allow a longer Grpc-Timeout, send fewer sentences or lower max_length",
         },
     )
     assert wait_until(lambda: server.registry.get_sample_value("nmt_live_rows") == 0, timeout=5)

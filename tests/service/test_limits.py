@@ -67,3 +67,12 @@ def test_an_engine_on_the_cpu_admits_with_the_cpu_defaults(server_factory):
     engine = server.engines[TINY_MODEL]
     assert {name: getattr(engine.config, name) for name in FIELDS} == ADMISSION[False]
     assert engine.config.max_live_rows == LIVE_ROWS[False]
+
+
+def test_a_request_without_max_length_gets_256_or_the_servers_limit():
+    """One rule for the server and the --bundle CLIs (service.offline)."""
+    from service.limits import DEFAULT_MAX_LENGTH, EngineConfig
+
+    assert EngineConfig().default_max_length == DEFAULT_MAX_LENGTH == 256
+    assert EngineConfig(max_target_length=100).default_max_length == 100
+    assert EngineConfig(max_target_length=3000).default_max_length == 256
