@@ -14,10 +14,10 @@ from nmt_client.options import DecodeOptions
 
 
 def add_decoding_args(
-    p: argparse.ArgumentParser, *, n_best: bool = True
+    p: argparse.ArgumentParser, *, n_best: bool = True, stream: bool = True
 ) -> argparse._ArgumentGroup:
-    """The "decoding" argument group (``n_best``: with ``--n-best``); returned so that a
-    command can add its own flags to it."""
+    """The "decoding" argument group (``n_best``: with ``--n-best``; ``stream``: the
+    command has ``--stream``); returned so that a command can add its own flags to it."""
     d = p.add_argument_group("decoding")
     d.add_argument(
         "--beam",
@@ -84,14 +84,14 @@ def add_decoding_args(
         metavar="TOKEN",
         action="append",
         default=[],
-        help="a target token (as --scores/--attention-png show them) whose n-grams may "
-        "repeat; repeat the flag for several",
+        help="a target token, spelt as the model's pieces are (nmt-translate "
+        "--token-scores shows them), whose n-grams may repeat; repeat the flag for several",
     )
     d.add_argument(
         "--replace-unk",
         action="store_true",
         help="an unknown target token becomes the source word it attended to most "
-        "(Eole's -replace_unk; not with --stream)",
+        "(Eole's -replace_unk" + ("; not with --stream)" if stream else ")"),
     )
     d.add_argument(
         "--diversity-rate",

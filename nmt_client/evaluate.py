@@ -197,7 +197,7 @@ def parser() -> argparse.ArgumentParser:
     where.add_argument(
         "--bundle", metavar="DIR", type=Path, help="bundle directory (decode in this process)"
     )
-    add_decoding_args(p, n_best=False)
+    add_decoding_args(p, n_best=False, stream=False)
     p.add_argument(
         "--batch-size",
         metavar="N",

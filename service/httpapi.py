@@ -292,7 +292,7 @@ class HttpApi:
             return vary
         return {
             "Access-Control-Allow-Origin": allowed,
-            "Access-Control-Expose-Headers": REQUEST_ID_HEADER,
+            "Access-Control-Expose-Headers": f"{REQUEST_ID_HEADER}, Retry-After",
             **vary,
         }
 

@@ -218,7 +218,9 @@ def test_a_bundle_in_this_process_scores_as_the_server(
     files = ["--src", str(src), "--tgt", str(tgt), "--batch-size", "2"]
     assert cli.main(["--bundle", str(tiny_bundle.bundle_dir), *files]) == 1
     out, err = capsys.readouterr()
-    assert out == "" and err.startswith("nmt-score: error: INVALID_ARGUMENT: line 5: the target has ")
+    assert out == "" and err.startswith(
+        "nmt-score: error: INVALID_ARGUMENT: line 5: the target has "
+    )
     assert cli.main(["--bundle", str(tmp_path / "nowhere"), *files]) == 1
     err = capsys.readouterr().err
     assert err.startswith("nmt-score: error: BundleError: bundle directory not found")

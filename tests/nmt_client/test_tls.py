@@ -145,3 +145,23 @@ def test_cli_tls_files_of_the_wrong_kind_are_one_line(pki, argv, message, capsys
     assert main(["--server", "127.0.0.1:1", *argv, "hello"]) == 2
     (err,) = capsys.readouterr().err.splitlines()
     assert err.startswith("nmt-translate: error: " + message.format(pki=pki)), err
+
+
+def test_the_cli_prints_one_line_not_grpcs_handshake_log(server_factory):
+    """gRPC's C core logs a failed handshake at INFO on stderr; the commands keep to their
+    own line (nmt_client sets GRPC_VERBOSITY for them, before grpc is imported)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    plaintext = server_factory()
+    script = Path(sys.executable).parent / "nmt-translate"
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY"}
+    argv = [str(script), "--server", f"127.0.0.1:{plaintext.port}", "--tls", "--retries", "0"]
+    done = subprocess.run(
+        [*argv, "Hello."], capture_output=True, text=True, timeout=60, env=env, check=False
+    )
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [done.stderr.strip()], done.stderr
+    assert done.stderr.startswith("nmt-translate: error: UNAVAILABLE: cannot connect")
