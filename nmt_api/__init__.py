@@ -5,7 +5,19 @@ imports neither."""
 
 from __future__ import annotations
 
+import os as _os
+import sys as _sys
+
 from nmt_api.nmt.v1 import translator_pb2 as _pb
+
+# gRPC's C core writes every failed TLS handshake to stderr at INFO: on nmt-serve a line
+# per plaintext probe of its TLS port (200 probes, 200 lines), on a client command a
+# second line before its own one-line error. Read once, when grpc is first imported:
+# set here (the server and the client import this package before grpc) for this
+# project's commands, unless the user chose a verbosity (GRPC_VERBOSITY=INFO shows them).
+QUIET_GRPC_COMMANDS = ("nmt-serve", "nmt-translate", "nmt-eval", "nmt-score")
+if _os.path.basename(_sys.argv[0] if _sys.argv else "") in QUIET_GRPC_COMMANDS:
+    _os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 # The gRPC service name of ``nmt.v1.Translator`` (also its health-check service name).
 SERVICE_NAME = "nmt.v1.Translator"

@@ -13,19 +13,7 @@ and protobuf only: no numpy, ONNX Runtime or SentencePiece, and nothing of the s
 
 from __future__ import annotations
 
-import os as _os
-import sys as _sys
-
-# gRPC's C core writes some failures (a TLS handshake with a plaintext server) to stderr
-# at INFO, before the CLI's one-line error says the same. Read when grpc is imported,
-# so set here, for the client's own commands only, unless the user chose a verbosity.
-if _os.path.basename(_sys.argv[0] if _sys.argv else "") in (
-    "nmt-translate",
-    "nmt-eval",
-    "nmt-score",
-):
-    _os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
-
+import nmt_api  # noqa: F401 - first, before grpc: it sets gRPC's log verbosity
 from nmt_client.errors import (
     DeadlineExceeded,
     InvalidOptions,

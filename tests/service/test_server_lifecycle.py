@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 import grpc
 import pytest
@@ -499,3 +500,33 @@ def test_sigterm_while_loading_ends_the_start_logged(tmp_path, monkeypatch):
     assert "stopped before serving (a signal while loading)" in text
     assert "NMT_MAX_QUEU is not an nmt-serve variable (ignored): NMT_MAX_QUEUE?" in text
     assert "SERVING" not in text and "Traceback" not in text
+
+
+def test_plaintext_probes_of_the_tls_port_do_not_fill_the_log(tiny_bundle, tmp_path, pki):
+    """gRPC's C core logs every failed TLS handshake at INFO: nmt-serve (the command, as
+    the image runs it) keeps it to errors unless GRPC_VERBOSITY says otherwise."""
+    port = free_port()
+    script = Path(sys.executable).parent / "nmt-serve"
+    argv = [str(script), *serve_argv(tiny_bundle.repo, port)[3:]]
+    argv += ["--tls-cert", str(pki / "server.crt"), "--tls-key", str(pki / "server.key")]
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY"}
+    path = tmp_path / "server.log"
+    with open(path, "w+") as log:
+        proc = subprocess.Popen(
+            argv, cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)}, stdout=log, stderr=log
+        )
+        try:
+            assert wait_until(lambda: "SERVING" in path.read_text(), timeout=60, every=0.2), (
+                path.read_text()
+            )
+            for _ in range(50):
+                with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as sock:
+                    sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+                    sock.settimeout(TIMEOUT)
+                    sock.recv(100)  # the server ends the handshake
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    text = path.read_text()
+    assert "Handshake failed" not in text
+    assert len(text.splitlines()) < 30, text[-2000:]
