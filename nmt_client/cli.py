@@ -7,6 +7,8 @@ blank) when none is given; each prints one line (``--n-best N``: N lines, ranked
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import re
 import sys
@@ -221,6 +223,13 @@ def parser() -> argparse.ArgumentParser:
     o = p.add_argument_group("output")
     o.add_argument("--scores", action="store_true", help="print each hypothesis's score")
     o.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object a sentence: its source and hypotheses (text, tokens, "
+        "score, log_prob, finish_reason: eos, or length where the length limit cut it; "
+        "token_log_probs and alignment when asked for); null for a blank line",
+    )
+    o.add_argument(
         "--token-scores",
         action="store_true",
         help="print each hypothesis's tokens with their log-probs (token=log-prob ... "
@@ -283,6 +292,13 @@ def check_args(args: argparse.Namespace) -> str | None:
         )
     if args.stream and args.n_best > 1:
         return "--stream sends the best hypothesis as it grows: drop --n-best"
+    if args.stream and args.json:
+        return "--json prints whole results: drop --stream"
+    if args.json and (args.diagnostics or args.attention_png is not None):
+        return (
+            "--json carries text, tokens, scores, token scores and alignments: drop "
+            "--diagnostics and --attention-png"
+        )
     if args.stream and args.replace_unk:
         return "--replace-unk needs the finished translation's attention: drop --stream"
     if args.prefix and not args.text:
@@ -405,7 +421,39 @@ def _stream(
     return result
 
 
+def finite(x: float | None) -> float | None:
+    """``x`` as a JSON number: ``None`` (null) for a missing or non-finite one."""
+    return x if x is not None and math.isfinite(x) else None
+
+
+def json_line(result: Result | None, args: argparse.Namespace) -> str:
+    """``--json``: one sentence's result as a JSON object on one line (``null``: blank)."""
+    if result is None:
+        return "null"
+    hypotheses = []
+    for hyp in result.hypotheses:
+        record: dict[str, object] = {
+            "text": hyp.text,
+            "tokens": list(hyp.tokens),
+            "score": finite(hyp.score),
+            "log_prob": finite(hyp.log_prob),
+            "finish_reason": hyp.finish_reason,
+        }
+        if args.token_scores:
+            record["token_log_probs"] = [finite(x) for x in hyp.token_log_probs or ()]
+        if args.alignment:
+            record["alignment"] = list(hyp.alignment or ())
+        hypotheses.append(record)
+    out: dict[str, object] = {"source": result.source, "hypotheses": hypotheses}
+    if args.alignment:
+        out["source_pieces"] = list(result.source_pieces)
+    return json.dumps(out, ensure_ascii=False, allow_nan=False)
+
+
 def _print_result(result: Result | None, args: argparse.Namespace) -> None:
+    if args.json:
+        print(json_line(result, args))
+        return
     if result is None:
         print()
         return
@@ -450,7 +498,7 @@ def run(args: argparse.Namespace) -> int:
     options = options_from_args(
         args,
         return_attention=args.attention_png is not None,
-        return_scores=args.scores,
+        return_scores=args.scores or args.json,
         return_diagnostics=args.diagnostics,
         return_token_scores=args.token_scores,
         return_alignment=args.alignment,

@@ -29,6 +29,7 @@ from nmt_client.cli import (
     bundle_error,
     check_connection_args,
     explain_batch_error,
+    finite,
     token_scores_text,
     translator_from_args,
 )
@@ -156,10 +157,10 @@ def render(result: Result | None, args: argparse.Namespace) -> str:
     h = result.best
     if args.json:
         record = {
-            "log_prob": _finite(h.log_prob),
-            "score": _finite(h.score),
+            "log_prob": finite(h.log_prob),
+            "score": finite(h.score),
             "tokens": list(h.tokens),
-            "token_log_probs": [_finite(x) for x in h.token_log_probs or ()],
+            "token_log_probs": [finite(x) for x in h.token_log_probs or ()],
         }
         if args.alignment:
             record["alignment"] = list(h.alignment or ())
@@ -171,10 +172,6 @@ def render(result: Result | None, args: argparse.Namespace) -> str:
     if args.alignment:
         line += "\t" + h.pharaoh()
     return line
-
-
-def _finite(x: float | None) -> float | None:
-    return x if x is not None and math.isfinite(x) else None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,6 +4,7 @@ heatmaps, and one line (no traceback) for every failure."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import socket
 import subprocess
@@ -446,3 +447,34 @@ def test_alignment(translator, address, capsys):
     assert cli.main(["--server", address, "--alignment", "--stream", text]) == 0
     streamed = capsys.readouterr().out.strip().split("\t")
     assert streamed[-1] == translator.translate_one(text, return_alignment=True).best.pharaoh()
+
+
+def test_json_lines_carry_whole_results(translator, address, tiny_bundle, monkeypatch, capsys):
+    lines = [tiny_bundle.sentences[1], "", tiny_bundle.sentences[2]]
+    monkeypatch.setattr(sys, "stdin", io.StringIO("".join(f"{x}\n" for x in lines)))
+    argv = ["--server", address, "--json", "--beam", "3", "--n-best", "2"]
+    assert cli.main([*argv, "--token-scores", "--alignment", "--max-length", "4"]) == 0
+    out = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(out) == 3 and out[1] is None  # a blank line stays a line: null
+    for got, text in ((out[0], lines[0]), (out[2], lines[2])):
+        want = translator.translate_one(
+            text, beam_size=3, n_best=2, max_length=4, return_token_scores=True,
+            return_alignment=True,
+        )  # fmt: skip
+        assert got["source"] == text and got["source_pieces"] == list(want.source_pieces)
+        assert len(got["hypotheses"]) == 2
+        for h, w in zip(got["hypotheses"], want.hypotheses, strict=True):
+            assert (h["text"], h["tokens"], h["alignment"]) == (
+                w.text,
+                list(w.tokens),
+                list(w.alignment),
+            )
+            assert h["score"] == pytest.approx(w.score) and h["log_prob"] == pytest.approx(
+                w.log_prob
+            )
+            assert (
+                h["finish_reason"] == w.finish_reason == ("length" if len(w.tokens) == 3 else "eos")
+            )
+            assert h["token_log_probs"] == pytest.approx(list(w.token_log_probs))
+    assert cli.main(["--server", address, "--json", "--stream", "Hi."]) == 2
+    assert "--json prints whole results: drop --stream" in capsys.readouterr().err
