@@ -223,6 +223,13 @@ def parser() -> argparse.ArgumentParser:
     o = p.add_argument_group("output")
     o.add_argument("--scores", action="store_true", help="print each hypothesis's score")
     o.add_argument(
+        "--skip-refused",
+        action="store_true",
+        help="a sentence the server refuses (too long, no tokens...) is left blank (in "
+        "--json: an object with its error) and named on stderr, and the rest is "
+        "translated; exit status 1 at the end if any was (default: stop at the first)",
+    )
+    o.add_argument(
         "--json",
         action="store_true",
         help="print one JSON object a sentence: its source and hypotheses (text, tokens, "
@@ -375,8 +382,10 @@ def translate_lines(
         for result in translator.translate_many(non_blank(), **kwargs):
             while not sent.popleft():
                 yield None
-            numbers.popleft()
+            number = numbers.popleft()
             answered += 1
+            if result.error is not None:  # translate_many(skip_refused=True)
+                print(f"{PROG}: {what} {number} left blank: {result.error}", file=sys.stderr)
             yield result
     except TranslatorError as exc:
         raise explain_batch_error(exc, where=where) from None
@@ -427,9 +436,12 @@ def finite(x: float | None) -> float | None:
 
 
 def json_line(result: Result | None, args: argparse.Namespace) -> str:
-    """``--json``: one sentence's result as a JSON object on one line (``null``: blank)."""
+    """``--json``: one sentence's result as a JSON object on one line (``null``: blank;
+    ``{"source", "error"}``: refused, with ``--skip-refused``)."""
     if result is None:
         return "null"
+    if result.error is not None:
+        return json.dumps({"source": result.source, "error": result.error}, ensure_ascii=False)
     hypotheses = []
     for hyp in result.hypotheses:
         record: dict[str, object] = {
@@ -454,7 +466,7 @@ def _print_result(result: Result | None, args: argparse.Namespace) -> None:
     if args.json:
         print(json_line(result, args))
         return
-    if result is None:
+    if result is None or result.error is not None:
         print()
         return
     for rank, hyp in enumerate(result.hypotheses):
@@ -504,6 +516,7 @@ def run(args: argparse.Namespace) -> int:
         return_alignment=args.alignment,
     )
     first: Result | None = None
+    refused = 0  # sentences left blank (--skip-refused)
     glossary, problem = Glossary.for_cli(args.glossary)
     if problem:
         print(f"{PROG}: error: {problem}", file=sys.stderr)
@@ -547,14 +560,20 @@ def run(args: argparse.Namespace) -> int:
                 options=options,
                 constraints_for=constraints_for if constrained else None,
                 ordered_constraints=args.ordered_constraints,
+                skip_refused=args.skip_refused,
             ):
+                refused += result is not None and result.error is not None
                 first = first or result
                 _print_result(result, args)
                 sys.stdout.flush()
-    if args.attention_png is not None and first is not None:
+    status = 0
+    if refused:
+        print(f"{PROG}: {refused} sentence(s) refused and left blank", file=sys.stderr)
+        status = 1
+    if args.attention_png is not None and first is not None and first.hypotheses:
         best = first.best
         if best.attention is None:
-            return 0
+            return status
         try:
             plot_attention(
                 best.attention,
@@ -569,7 +588,7 @@ def run(args: argparse.Namespace) -> int:
             )
             return 1
         print(f"attention heatmap: {args.attention_png}", file=sys.stderr)
-    return 0
+    return status
 
 
 def main(argv: Sequence[str] | None = None) -> int:

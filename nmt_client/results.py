@@ -172,7 +172,8 @@ class Result:
     the number of source pieces (the tokenizer's markers counted); ``source_pieces``
     (with alignments) the source as the model's tokenizer split it, markers left out.
     ``model``, ``model_version``, ``timing`` and ``request_id`` belong to the request it
-    was part of."""
+    was part of. ``error``: why the server refused this sentence (``translate_many``
+    with ``skip_refused``; it then has no hypotheses)."""
 
     source: str
     hypotheses: tuple[Hypothesis, ...]
@@ -182,15 +183,18 @@ class Result:
     timing: Timing | None = None
     request_id: str | None = None
     source_pieces: tuple[str, ...] = ()
+    error: str | None = None
 
     @property
     def best(self) -> Hypothesis:
+        """The best hypothesis (``IndexError`` for a result without any: a refused
+        sentence, or a search whose every hypothesis scored -inf)."""
         return self.hypotheses[0]
 
     @property
     def text(self) -> str:
-        """The best hypothesis's text."""
-        return self.hypotheses[0].text
+        """The best hypothesis's text ("" when there is none)."""
+        return self.hypotheses[0].text if self.hypotheses else ""
 
 
 @dataclass(frozen=True)

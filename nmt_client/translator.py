@@ -21,9 +21,11 @@ from nmt_api.nmt.v1 import translator_pb2 as pb
 from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
 from nmt_client.errors import (
     DeadlineExceeded,
+    InvalidRequest,
     TranslatorError,
     from_rpc_error,
     retryable,
+    sentence_index,
     shifted,
 )
 from nmt_client.options import (
@@ -315,19 +317,44 @@ class Translator:
         batch_size: int = 32,
         concurrency: int = 4,
         constraints_for: Callable[[str], Sequence[str]] | None = None,
+        skip_refused: bool = False,
         **kwargs: Any,
     ) -> Iterator[Result]:
         """Translate any number of sentences, ``batch_size`` a request, up to
         ``concurrency`` requests in flight; results come in input order, as soon as
         they are ready, and ``texts`` is read only as far as needed (a stream such as
         stdin works). ``constraints_for(text)``: the phrases each text's translation
-        must hold (e.g. :meth:`nmt_client.glossary.Glossary.terms_for`). ``kwargs``:
-        those of :meth:`translate`."""
+        must hold (e.g. :meth:`nmt_client.glossary.Glossary.terms_for`).
+        ``skip_refused``: a sentence the server refuses (too long, empty, no tokens...)
+        gives a :class:`Result` without hypotheses whose ``error`` says why, and the rest
+        of its request is sent again without it (else the refusal is raised, naming the
+        sentence by its index in ``texts``). ``kwargs``: those of :meth:`translate`."""
+
+        def translate(batch: list[str]) -> list[Result]:
+            if constraints_for is None:
+                return self.translate(batch, **kwargs)
+            phrases = [list(constraints_for(t)) for t in batch]
+            return self.translate(batch, **{**kwargs, "constraints": phrases})
 
         def request(batch: list[str]) -> list[Result]:
-            if constraints_for is not None:
-                kwargs["constraints"] = [list(constraints_for(t)) for t in batch]
-            return self.translate(batch, **kwargs)
+            if not skip_refused:
+                return translate(batch)
+            out: list[Result | None] = [None] * len(batch)
+            left = list(range(len(batch)))
+            while left:
+                try:
+                    results = translate([batch[i] for i in left])
+                except InvalidRequest as exc:
+                    named = sentence_index(exc.details)
+                    if named is None or named[0] != "texts" or named[1] >= len(left):
+                        raise  # the request as a whole (its options) is refused
+                    i = left.pop(named[1])
+                    out[i] = Result(source=batch[i], hypotheses=(), error=f"the text{named[2]}")
+                    continue
+                for i, result in zip(left, results, strict=True):
+                    out[i] = result
+                break
+            return [r for r in out if r is not None]
 
         return _in_batches(request, texts, self._sized(batch_size, kwargs), concurrency)
 

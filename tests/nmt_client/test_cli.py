@@ -478,3 +478,37 @@ def test_json_lines_carry_whole_results(translator, address, tiny_bundle, monkey
             assert h["token_log_probs"] == pytest.approx(list(w.token_log_probs))
     assert cli.main(["--server", address, "--json", "--stream", "Hi."]) == 2
     assert "--json prints whole results: drop --stream" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("json_out", [False, True])
+def test_skip_refused_leaves_a_refused_line_blank_and_goes_on(
+    translator, address, tiny_bundle, monkeypatch, capsys, json_out
+):
+    good = [tiny_bundle.sentences[i] for i in (1, 2, 3, 4, 5)]
+    lines = [good[0], "house " * 300, good[1], "", good[2], "house " * 200, *good[3:]]
+    monkeypatch.setattr(sys, "stdin", io.StringIO("".join(f"{x}\n" for x in lines)))
+    argv = ["--server", address, "--skip-refused", "--batch-size", "3"]
+    assert cli.main([*argv, "--json"] if json_out else argv) == 1
+    out, err = capsys.readouterr()
+    want = [r.text for r in translator.translate_many(good)]
+    if json_out:
+        got = [json.loads(x) for x in out.splitlines()]
+        assert [g["hypotheses"][0]["text"] for g in got if g and "hypotheses" in g] == want
+        assert got[3] is None
+        assert got[1] == {
+            "source": lines[1],
+            "error": "the text has 1800 source tokens; the limit is 128: split the sentence",
+        }
+    else:
+        assert out.splitlines() == [want[0], "", want[1], "", want[2], "", *want[3:]]
+    assert err.splitlines() == [
+        "nmt-translate: stdin line 2 left blank: the text has 1800 source tokens; the limit "
+        "is 128: split the sentence",
+        "nmt-translate: stdin line 6 left blank: the text has 1200 source tokens; the limit "
+        "is 128: split the sentence",
+        "nmt-translate: 2 sentence(s) refused and left blank",
+    ]
+    # a refusal of the request as a whole is not a sentence's: it still stops
+    monkeypatch.setattr(sys, "stdin", io.StringIO("Hello.\n"))
+    assert cli.main([*argv, "--beam", "99"]) == 1
+    assert "beam_size 99" in capsys.readouterr().err
