@@ -25,6 +25,7 @@ from nmt_client.results import Diagnostics, Hypothesis, Result
 from nmt_client.translator import DEFAULT_RETRIES, DEFAULT_TARGET, DEFAULT_TIMEOUT, Translator
 
 PROG = "nmt-translate"
+MAX_WAIT_SECONDS = 3600.0
 
 
 def add_connection_args(p: argparse.ArgumentParser, *, server_default: str | None) -> None:
@@ -54,6 +55,14 @@ def add_connection_args(p: argparse.ArgumentParser, *, server_default: str | Non
         default=DEFAULT_RETRIES,
         help="times a call is sent again while the server "
         "is busy or unreachable, with backoff (default: %(default)s)",
+    )
+    g.add_argument(
+        "--wait-ready",
+        metavar="S",
+        type=float,
+        default=0.0,
+        help="first wait up to S seconds for the server to be reachable and report "
+        "SERVING (a server still loading or starting; default: no wait)",
     )
     g.add_argument("--tls", action="store_true", help="TLS with the system's CA certificates")
     g.add_argument(
@@ -143,6 +152,8 @@ def check_connection_args(args: argparse.Namespace) -> str | None:
         return f"--timeout {args.timeout} must be a positive number of seconds"
     if args.retries < 0:
         return f"--retries {args.retries} must be >= 0"
+    if not 0 <= args.wait_ready <= MAX_WAIT_SECONDS:
+        return f"--wait-ready {args.wait_ready} must be between 0 and {MAX_WAIT_SECONDS} seconds"
     if (args.tls_cert is None) != (args.tls_key is None):
         return "--tls-cert and --tls-key go together: give both or neither"
     for flag, marker, noun in PEM_FLAGS:
@@ -166,7 +177,7 @@ def check_connection_args(args: argparse.Namespace) -> str | None:
 
 def translator_from_args(args: argparse.Namespace, server: str, **kwargs) -> Translator:
     tls = bool(args.tls or args.tls_ca or args.tls_cert)
-    return Translator(
+    translator = Translator(
         server,
         tls=tls,
         root_certificates=args.tls_ca,
@@ -178,6 +189,13 @@ def translator_from_args(args: argparse.Namespace, server: str, **kwargs) -> Tra
         model=args.model,
         **kwargs,
     )
+    if args.wait_ready > 0:
+        try:
+            translator.wait_ready(args.wait_ready)
+        except BaseException:
+            translator.close()
+            raise
+    return translator
 
 
 def parser() -> argparse.ArgumentParser:

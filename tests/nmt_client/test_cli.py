@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -512,3 +513,15 @@ def test_skip_refused_leaves_a_refused_line_blank_and_goes_on(
     monkeypatch.setattr(sys, "stdin", io.StringIO("Hello.\n"))
     assert cli.main([*argv, "--beam", "99"]) == 1
     assert "beam_size 99" in capsys.readouterr().err
+
+
+def test_wait_ready_waits_for_a_server_then_translates(address, capsys):
+    assert cli.main(["--server", address, "--wait-ready", "5", "Hello."]) == 0
+    assert capsys.readouterr().out.strip()
+    start = time.monotonic()
+    # nothing listens there: the wait ends at its limit with the connection's error
+    assert cli.main(["--server", "127.0.0.1:1", "--wait-ready", "0.6", "Hello."]) == 1
+    assert 0.5 < time.monotonic() - start < 10
+    assert "cannot connect to 127.0.0.1:1" in capsys.readouterr().err
+    assert cli.main(["--server", address, "--wait-ready", "-1", "Hello."]) == 2
+    assert "--wait-ready -1.0 must be between 0 and 3600" in capsys.readouterr().err
