@@ -208,6 +208,13 @@ def run_export(prog: str, export: Callable[[], dict], out: Path) -> int:
     p = manifest["parity"]
     if (note := layout_note(out)) is not None:
         print(f"{prog}: {note}", file=sys.stderr)
+    if asked := (manifest.get("source_model") or {}).get("origin", {}).get("request_options"):
+        shown = ", ".join(f"{k} {v}" for k, v in asked.items())
+        print(
+            f"{prog}: note: the model's config decodes with {shown}: not a default of the "
+            "bundle (nmt-serve decodes greedily unless asked); requests ask for it",
+            file=sys.stderr,
+        )
     ties = p.get("beam_near_ties", 0)
     tied = f" ({ties} with hypotheses tied in score, in another order)" if ties else ""
     print(

@@ -42,6 +42,7 @@ from export.opennmt_tf_files import (
     onmt_vocabulary,
     read_config,
     read_description,
+    request_options,
 )
 from export.opennmt_tf_modules import TfDecoder, TfEncoder, dense, rnn_cell
 from export.signature import Signature
@@ -240,6 +241,8 @@ def opennmt_tf_user_model(
     )
     origin = {"converter": "opennmt-tf", "model": description.name, "checkpoint": str(path),
               "config": [str(c) for c in configs], "auto_config": auto_config}  # fmt: skip
+    if asked := request_options(params, len(tgt)):
+        origin["request_options"] = asked
     return UserModel(
         encoder.eval(), decoder.eval(), source, target,
         {"pad": 0, "unk": len(tgt) - 1, "bos": 1, "eos": 2}, signature,

@@ -322,9 +322,10 @@ def decoding_defaults(params: dict[str, Any], target_size: int) -> dict[str, Any
     """The server's decoding defaults from ``params``: OpenNMT-tf's loop of at most
     ``maximum_decoding_length`` steps (``</s>`` among them; none at the limit), its beam
     search (any request's beam: ``search="opennmt-tf"``) with ``length_penalty`` (default
-    0: none), ``beam_width`` and ``num_hypotheses``, ``replace_unknown_target``, top-k
-    sampling (``sampling_topk`` 0 or less: the whole distribution). Refused: a
-    ``coverage_penalty`` (OpenNMT-tf applies it while it ranks) and sampling in a beam."""
+    0: none), ``beam_width`` and ``num_hypotheses`` (the beam of a request that asks
+    for none), ``replace_unknown_target``. Refused: a ``coverage_penalty`` (OpenNMT-tf
+    applies it while it ranks) and sampling in a beam; top-k sampling is no default
+    here but an option requests ask for (:func:`request_options`)."""
     if _number(params, "coverage_penalty", 0.0, float):
         raise OpenNMTTFError(
             "params/coverage_penalty: OpenNMT-tf's is applied during its search, which the "
@@ -347,14 +348,20 @@ def decoding_defaults(params: dict[str, Any], target_size: int) -> dict[str, Any
         decoding |= {"beam_size": beam, "n_best": hypotheses or beam}
     if params.get("replace_unknown_target"):
         decoding["replace_unk"] = True
-    topk = _number(params, "sampling_topk", 1)
-    if topk != 1:
-        if beam > 1:
-            raise OpenNMTTFError(
-                "params/sampling_topk with beam_width > 1 (a sampled beam) is not reproduced; "
-                "convert with sampling_topk 1"
-            )
-        temperature = _number(params, "sampling_temperature", 1.0, float)
-        decoding |= {"sampling_topk": topk if topk > 0 else target_size,
-                     "sampling_temperature": temperature}  # fmt: skip
+    if _number(params, "sampling_topk", 1) != 1 and beam > 1:
+        raise OpenNMTTFError(
+            "params/sampling_topk with beam_width > 1 (a sampled beam) is not reproduced; "
+            "convert with sampling_topk 1"
+        )
     return decoding
+
+
+def request_options(params: dict[str, Any], target_size: int) -> dict[str, Any]:
+    """What ``params`` asks of inference that a bundle keeps no default for: top-k
+    sampling (``sampling_topk`` 0 or less: the whole distribution), which a request
+    asks for (the manifest's ``origin`` records it; the converter says so)."""
+    topk = _number(params, "sampling_topk", 1)
+    if topk == 1:
+        return {}
+    temperature = _number(params, "sampling_temperature", 1.0, float)
+    return {"sampling_topk": topk if topk > 0 else target_size, "sampling_temperature": temperature}

@@ -115,7 +115,7 @@ class Translator:
             raise ValueError("a client certificate needs its key: give both or neither")
         self.target = target
         self.timeout, self.retries, self.model = float(timeout), retries, model
-        self._limits: dict[str | None, RequestLimits | None] = {}  # by model name
+        self._infos: dict[str | None, ModelInfo | None] = {}  # ListModels, by model name
         self.backoff, self.max_backoff = backoff, max_backoff
         self.metadata = tuple(metadata)
         self._random = random.Random()
@@ -363,14 +363,19 @@ class Translator:
         request at this beam size (a beam of 16 fills 256 rows with 16 sentences)."""
         given = {f: kwargs[f] for f in _DECODE_FIELDS if kwargs.get(f) is not None}
         opts = (kwargs.get("options") or DecodeOptions()).with_(**given)
-        beam = opts.beam_size or (DEFAULT_BEAM if opts.resolved_strategy == "beam" else 1)
-        if batch_size * beam <= MIN_LIVE_ROWS:  # within any server's limits: nothing to ask
+        beam = opts.beam_size or (1 if opts.strategy == "greedy" else 0)  # 0: the model's
+        if beam and batch_size * beam <= MIN_LIVE_ROWS:  # within any server's limits
             return batch_size
         try:
-            limits = self.limits(kwargs.get("model"))
+            info = self._info(kwargs.get("model"))
         except TranslatorError:
             return batch_size  # the requests themselves will say what is wrong
-        return batch_size if limits is None else min(batch_size, limits.sentences_per_request(beam))
+        if info is None or info.limits is None:
+            return batch_size
+        if not beam:  # as the server resolves it: the model's own beam, else 1 (beam: 5)
+            model_beam = info.summary.get("decoding", {}).get("beam_size", 1)
+            beam = model_beam if model_beam > 1 or opts.strategy != "beam" else DEFAULT_BEAM
+        return min(batch_size, info.limits.sentences_per_request(beam))
 
     def stream(
         self,
@@ -444,12 +449,17 @@ class Translator:
         """What one request to ``model`` (``None``: this translator's, else the server's
         default) may ask, from ``ListModels`` (asked once, then remembered); ``None`` if
         the server does not say (an older server, or no such model)."""
+        info = self._info(model)
+        return info.limits if info is not None else None
+
+    def _info(self, model: str | None) -> ModelInfo | None:
+        """``model``'s ``ListModels`` entry (asked once, then remembered)."""
         name = self._model(model)
-        if name not in self._limits:
+        if name not in self._infos:
             models = self.list_models()
             found = [m for m in models if (m.name == name if name else m.is_default)]
-            self._limits[name] = found[0].limits if found else None
-        return self._limits[name]
+            self._infos[name] = found[0] if found else None
+        return self._infos[name]
 
     def health(self, service: str = "", *, timeout: float | None = None) -> str:
         """The server's ``grpc.health.v1`` status for ``service`` (``""``: the whole

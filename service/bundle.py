@@ -125,6 +125,12 @@ class Bundle:
 # What a model's decoding defaults may set; the rest (beam size, n-best, attention) is
 # each request's own choice.
 DECODING_DEFAULTS = {
+    # the beam a request that asks for none gets (strategy unset, or STRATEGY_BEAM with
+    # beam_size 0), and its n-best list size (OpenNMT-tf's beam_width, num_hypotheses)
+    "beam_size": int,
+    "n_best": int,
+    # unknown target tokens replaced in Translate (OpenNMT-tf's replace_unknown_target)
+    "replace_unk": bool,
     "max_length": int,
     "max_length_ratio": float,
     "max_length_offset": int,

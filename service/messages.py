@@ -44,6 +44,7 @@ def to_options(
     ``target_index``: the model's target token -> id (for ``ignore_when_blocking``)."""
     defaults = defaults or DecodeOptions()
     beam = msg.beam_size
+    model_beam = defaults.beam_size  # 1 unless the model's manifest sets its own
     if msg.strategy == pb.STRATEGY_GREEDY:
         if beam > 1:
             raise InvalidRequest(
@@ -51,28 +52,30 @@ def to_options(
             )
         beam = 1
     elif msg.strategy == pb.STRATEGY_BEAM:
-        beam = beam or DEFAULT_BEAM
+        beam = beam or (model_beam if model_beam > 1 else DEFAULT_BEAM)
     elif msg.strategy == pb.STRATEGY_UNSPECIFIED:
-        beam = beam or 1
+        beam = beam or model_beam
     else:  # a client built against a newer proto: refuse rather than guess
         raise InvalidRequest(
             f"unknown strategy {msg.strategy}: use STRATEGY_GREEDY (1), STRATEGY_BEAM (2) "
             "or leave it unset"
         )
+    replace_unk = msg.replace_unk or defaults.replace_unk  # (a model may default to it)
     options = decode_options(
         defaults,
         beam_size=beam,
-        n_best=msg.n_best or 1,
+        # the model's n-best list goes with its beam; another beam gets one hypothesis
+        n_best=msg.n_best or (defaults.n_best if beam == model_beam else 1),
         max_length=msg.max_length or min(default_max_length, defaults.max_length),
         # Diagnostics, alignments and replace_unk read the attention: the loop must keep it.
         return_attention=(
             msg.return_attention
             or msg.return_diagnostics
             or msg.return_alignment
-            or msg.replace_unk
+            or replace_unk
         ),
         ignore_when_blocking=_token_ids(msg.ignore_when_blocking, target_index),
-        replace_unk=msg.replace_unk,
+        replace_unk=replace_unk,
         return_token_scores=msg.return_token_scores,
         sampling_topk=msg.sampling_topk,
         seed=msg.seed if msg.HasField("seed") else _fresh_seed(msg),

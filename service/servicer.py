@@ -17,6 +17,7 @@ handler waits (asyncio cancels the handler; no path escapes the count).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -403,6 +404,18 @@ class TranslatorServicer:
                 defaults=engine.bundle.decoding,
                 target_index=engine.bundle.target_index,
             )
+            if record.options.replace_unk and not request.options.replace_unk:
+                # the model's default: a stream's text is sent before the attention that
+                # would pick the replacements is final, so it streams the tokens as they are
+                record.options = dataclasses.replace(
+                    record.options,
+                    replace_unk=False,
+                    return_attention=bool(
+                        request.options.return_attention
+                        or request.options.return_diagnostics
+                        or request.options.return_alignment
+                    ),
+                )
             if record.options.replace_unk:
                 raise InvalidRequest(
                     "replace_unk is for Translate: a stream sends its text before the "

@@ -123,6 +123,48 @@ def test_beam_n_best_lists_are_onmt_mains_in_its_order(converted):
     _check_beam(*converted[:2], "pred_beam5_nbest3.txt", 0.0)
 
 
+def test_a_config_with_a_beam_makes_it_the_bundles_default(tmp_path, capsys):
+    """The config onmt-main infer ran with (beam_width 5, n_best 3; auto_config's 4 the
+    same way): the bundle loads, and a request that asks for no decoding of its own gets
+    OpenNMT-tf's beam and n-best lists; one that asks for greedy gets greedy. A config
+    that samples converts too, its sampling a request's to ask for (a note says so)."""
+    from nmt_api.nmt.v1 import translator_pb2 as pb
+    from service.messages import to_options
+
+    small = FIXTURE / "small"
+    out = tmp_path / "m" / "1"
+    argv = _argv(small, out, small / "config.yml", FIXTURE / "infer_beam5.yml")
+    assert main([*argv, "--parity-limit", "10", "--beam-sentences", "5"]) == 0
+    bundle = load_bundle(out, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
+    asked = to_options(pb.DecodeOptions(), default_max_length=256, defaults=bundle.decoding)
+    assert (asked.beam_size, asked.n_best, asked.search) == (5, 3, "opennmt-tf")
+    beam = to_options(
+        pb.DecodeOptions(strategy=pb.STRATEGY_BEAM), default_max_length=256,
+        defaults=bundle.decoding,
+    )  # fmt: skip
+    assert (beam.beam_size, beam.n_best) == (5, 3)
+    other = to_options(
+        pb.DecodeOptions(beam_size=2), default_max_length=256, defaults=bundle.decoding
+    )
+    assert (other.beam_size, other.n_best) == (2, 1)
+    greedy = to_options(
+        pb.DecodeOptions(strategy=pb.STRATEGY_GREEDY), default_max_length=256,
+        defaults=bundle.decoding,
+    )  # fmt: skip
+    assert (greedy.beam_size, greedy.n_best) == (1, 1)
+    _check_beam("small", dataclasses.replace(bundle, decoding=asked), "pred_beam5_nbest3.txt", 0.0)
+    capsys.readouterr()
+    sampled = tmp_path / "sample.yml"
+    sampled.write_text("params: {sampling_topk: 5, sampling_temperature: 0.5}\n")
+    out2 = tmp_path / "m" / "2"
+    argv = _argv(small, out2, small / "config.yml", sampled)
+    assert main([*argv, "--parity-limit", "5", "--beam-sentences", "2"]) == 0
+    assert "decodes with sampling_topk 5, sampling_temperature 0.5: not a default" in (
+        capsys.readouterr().err
+    )
+    assert not load_bundle(out2, RuntimeConfig(providers=("cpu",))).decoding.sampling
+
+
 def test_beam_with_a_length_penalty_is_onmt_mains(converted_full):
     _check_beam(*converted_full[:2], "pred_beam5_lp06_nbest3_first50.txt", 0.6)
 
@@ -364,11 +406,18 @@ def test_decoding_defaults_are_what_onmt_main_runs_with(tmp_path):
     auto = "params: {beam_width: null}\n"  # the fixture's config sets beam_width 1
     assert decoding("auto_config: true\n" + auto.replace("null", "4"))["beam_size"] == 4
     assert "beam_size" not in decoding(auto.replace("null", "1"), auto=True)
-    assert decoding("params: {sampling_topk: -1}\n")["sampling_topk"] == 1241
-    assert (
-        decoding("params: {sampling_topk: 5, sampling_temperature: 0.5}\n")["sampling_temperature"]
-        == 0.5
-    )
+    from export.opennmt_tf_files import request_options
+
+    def asked(text: str) -> dict:
+        (tmp_path / "asked.yml").write_text(text)
+        return request_options(read_config([config, tmp_path / "asked.yml"], None)["params"], 1241)
+
+    assert asked("params: {sampling_topk: -1}\n")["sampling_topk"] == 1241
+    assert asked("params: {sampling_topk: 5, sampling_temperature: 0.5}\n") == {
+        "sampling_topk": 5,
+        "sampling_temperature": 0.5,
+    }
+    assert "sampling_topk" not in decoding("params: {sampling_topk: 5}\n")
     assert decoding("params: {maximum_decoding_length: 5}\n")["max_length"] == 6
     for bad, message in [
         ("params: {beam_width: 2}\ninfer: {n_best: 3}\n", "more than beam_width 2"),

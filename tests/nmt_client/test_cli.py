@@ -355,7 +355,7 @@ def test_batches_are_sized_to_the_servers_limits(address, monkeypatch, capsys):
 
 def test_a_batch_over_the_servers_limit_asks_for_a_lower_batch_size(address, monkeypatch, capsys):
     """A server that does not report its limits (older than ModelInfo.limits)."""
-    monkeypatch.setattr(Translator, "limits", lambda self, model=None: None)
+    monkeypatch.setattr(Translator, "_info", lambda self, model=None: None)
     monkeypatch.setattr(sys, "stdin", io.StringIO("A house.\n" * 70))
     assert cli.main(["--server", address, "--batch-size", "100"]) == 1
     assert capsys.readouterr().err.splitlines() == [

@@ -187,7 +187,7 @@ def test_a_batch_over_the_servers_limit_asks_for_a_lower_batch_size(
 ):
     """From a server that does not report its limits; one that does gets requests sized
     to them (tests/nmt_client/test_cli.py)."""
-    monkeypatch.setattr(Translator, "limits", lambda self, model=None: None)
+    monkeypatch.setattr(Translator, "_info", lambda self, model=None: None)
     src = tmp_path / "many.en"
     src.write_text("A house.\n" * 70)
     argv = ["--src", str(src), "--ref", str(src), "--server", address, "--batch-size", "100"]
