@@ -64,9 +64,11 @@ WEIGHTS = (
 
 
 class TextEncoder(nn.Module):
-    """``forward(src (B,S)) -> (memory (B,S,U), hidden (B,U))``: the bidirectional GRU's
-    two directions summed (``merge_mode='sum'``); the decoder starts from zeros
-    (``get_initial_state``), returned as ``hidden``."""
+    """``forward(src (B,S)) -> (memory (B,S,M), hidden (B,U))``: the bidirectional GRU's
+    two directions summed (the tutorial's ``merge_mode='sum'``, M = U) or side by side
+    (Keras' default ``'concat'``, M = 2U: told by the attention's key weights, which
+    read M); the decoder starts from zeros (``get_initial_state``), returned as
+    ``hidden``."""
 
     def __init__(self, w: dict[str, np.ndarray]) -> None:
         super().__init__()
@@ -79,11 +81,19 @@ class TextEncoder(nn.Module):
         state = {f"{k}_l0": v for k, v in fwd.items()}
         state |= {f"{k}_l0_reverse": v for k, v in bwd.items()}
         self.rnn.load_state_dict(state)
+        width = w[f"{MHA}/_key_dense/kernel"].shape[0]  # what the attention reads
+        if width not in (self.units, 2 * self.units):
+            raise KerasError(
+                f"{MHA}: keys read {width} features, neither the encoder's {self.units} "
+                f"(merge_mode='sum') nor {2 * self.units} ('concat'): only those are supported"
+            )
+        self.concat = width == 2 * self.units
 
     def forward(self, src: Tensor) -> tuple[Tensor, Tensor]:
         out, _ = self.rnn(self.embedding(src))
-        memory = out[..., : self.units] + out[..., self.units :]
-        return memory, torch.zeros_like(memory[:, 0])
+        forward, backward = out[..., : self.units], out[..., self.units :]
+        memory = out if self.concat else forward + backward  # (torch: forward first)
+        return memory, torch.zeros_like(forward[:, 0])
 
 
 class TextDecoder(nn.Module):

@@ -113,6 +113,15 @@ def read_description(path: Path) -> Description:
             "the converter takes OpenNMT-tf's RNN models with Luong attention (a catalog "
             "model: give --model-type NAME)"
         )
+    for call in calls.get("SequenceToSequence", []):
+        for kw in call.keywords:
+            shared = _literal(kw.value) if kw.arg == "share_embeddings" else None
+            if shared is not None and str(shared).split(".")[-1] not in ("NONE", "0"):
+                raise OpenNMTTFError(
+                    f"{path}: share_embeddings={ast.unparse(kw.value)} is not supported (the "
+                    "converter reads the source and target embeddings and the output layer "
+                    "as separate weights); convert a model trained without it"
+                )
     # RNNDecoder's defaults: tanh, ZeroBridge; RNN's: ConcatReducer
     found = {"tanh": True, "bridge": "zero", "reducer": "concat", "attention": "luong"}
     for call in (*encoders, *decoders):

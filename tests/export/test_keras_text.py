@@ -401,3 +401,26 @@ def test_two_translators_in_one_save_are_refused():
     assert _model_root(one) == "model/"  # a name that merely ends so is not a root
     with pytest.raises(KerasError, match="2 Translators"):
         _model_root({"a/encoder/embedding/embeddings": 1, "b/encoder/embedding/embeddings": 2})
+
+
+def test_an_encoder_of_concatenated_directions_translates_as_tensorflow_did(tmp_path):
+    """Keras' default ``Bidirectional(merge_mode="concat")`` in place of the tutorial's
+    ``"sum"`` (``text_tutorial_concat``, made by make_text_tutorial.py with
+    MERGE_MODE=concat): told by the attention's key weights, which read both directions.
+    TensorFlow's own ``translate`` on 330 sources, less the 2 where it picked ``[START]``,
+    which the bundle never emits. (It converted before 2026-11-30 only to fail in the
+    gate: ``mat1 and mat2 shapes cannot be multiplied``.)"""
+    concat = FIXTURE.parent / "text_tutorial_concat"
+    out = tmp_path / "m" / "1"
+    assert main([*_argv(concat, out), "--parity-limit", "30", "--beam-sentences", "5"]) == 0
+    bundle = _bundle(out)
+    rows = [json.loads(x) for x in (concat / "greedy.json").read_text().splitlines()]
+    sources = [bundle.src_tokenizer.encode(r["source"]) for r in rows]
+    assert sources == [r["context_ids"] for r in rows]
+    got = decode(bundle.model, sources, options=bundle.decoding, special=bundle.special)
+    eos, bos = bundle.special.eos, bundle.special.bos
+    same = [
+        list(h.tokens) + [eos] * r["ended"] == r["ids"] for (h,), r in zip(got, rows, strict=True)
+    ]
+    started = [bos in r["ids"] for r in rows]
+    assert sum(same) == 328 and all(s or b for s, b in zip(same, started, strict=True))

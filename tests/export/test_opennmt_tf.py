@@ -311,10 +311,14 @@ def _edit(name: str, old: str, new: str):
          "type SentencePieceTokenizer is not supported"),
         (lambda m: (m / "tgt.vocab").write_text((m / "tgt.vocab").read_text() + "de\n"),
          "lists 'de' twice"),
+        (_edit(DESC, "            dropout=0.1,\n            residual_connections=False,\n        ),",
+               "            dropout=0.1,\n            residual_connections=False,\n        ),\n"
+               "        share_embeddings=opennmt.models.EmbeddingsSharingLevel.TARGET,"),
+         "share_embeddings=opennmt.models.EmbeddingsSharingLevel.TARGET is not supported"),
     ],
     ids=["bahdanau", "residual", "relu", "dense-bridge", "transformer", "no-description",
          "other-vocabulary", "missing-vocabulary", "coverage", "source-controls",
-         "tokenizer", "duplicate-token"],
+         "tokenizer", "duplicate-token", "shared-embeddings"],
 )  # fmt: skip
 def test_what_it_cannot_reproduce_is_refused_in_one_line(tmp_path, capsys, edit, message):
     model = _copy("small", tmp_path)
