@@ -69,10 +69,7 @@ def to_options(
         max_length=msg.max_length or min(default_max_length, defaults.max_length),
         # Diagnostics, alignments and replace_unk read the attention: the loop must keep it.
         return_attention=(
-            msg.return_attention
-            or msg.return_diagnostics
-            or msg.return_alignment
-            or replace_unk
+            msg.return_attention or msg.return_diagnostics or msg.return_alignment or replace_unk
         ),
         ignore_when_blocking=_token_ids(msg.ignore_when_blocking, target_index),
         replace_unk=replace_unk,

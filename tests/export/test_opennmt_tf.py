@@ -311,9 +311,9 @@ def _edit(name: str, old: str, new: str):
          "type SentencePieceTokenizer is not supported"),
         (lambda m: (m / "tgt.vocab").write_text((m / "tgt.vocab").read_text() + "de\n"),
          "lists 'de' twice"),
-        (_edit(DESC, "            dropout=0.1,\n            residual_connections=False,\n        ),",
-               "            dropout=0.1,\n            residual_connections=False,\n        ),\n"
-               "        share_embeddings=opennmt.models.EmbeddingsSharingLevel.TARGET,"),
+        (_edit(DESC, "residual_connections=False,\n        ),\n    )",
+               "residual_connections=False,\n        ),\n"
+               "        share_embeddings=opennmt.models.EmbeddingsSharingLevel.TARGET,\n    )"),
          "share_embeddings=opennmt.models.EmbeddingsSharingLevel.TARGET is not supported"),
     ],
     ids=["bahdanau", "residual", "relu", "dense-bridge", "transformer", "no-description",
