@@ -21,6 +21,7 @@ What Joey does that the bundle reproduces:
 from __future__ import annotations
 
 import math
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -218,7 +219,7 @@ def check_options(cfg: JoeyConfig) -> None:
         text = cfg.side(side)
         level = text.get("level", "word")
         if level not in ("word", "bpe"):
-            raise _refuse(f"data.{side}.level", level, "word, bpe (subword-nmt)")
+            raise _refuse(f"data.{side}.level", level, "word, bpe (SentencePiece or subword-nmt)")
         kind = _bpe_kind(text)
         if level == "bpe" and kind not in ("subword-nmt", "sentencepiece"):
             raise _refuse(f"data.{side}.tokenizer_type", kind, "subword-nmt, sentencepiece")
@@ -252,14 +253,47 @@ def special_ids(cfg: JoeyConfig) -> dict[str, int]:
     return {name: _number(cfg.symbols, f"{name}_id", id_, int) for name, id_ in SPECIAL_IDS.items()}
 
 
+def _training_config_hint(config: Path) -> None:
+    """A config whose directory has no best.ckpt may be the one training started from
+    (configs/small.yaml): Joey writes its copy, and the checkpoints, to
+    ``training.model_dir``; say so when that directory holds them."""
+    import yaml
+
+    if any((config.parent / f"{side}_vocab.txt").exists() for side in ("src", "trg")):
+        return  # a model directory (vocabularies beside it) whose checkpoint is missing
+    try:
+        raw = yaml.safe_load(config.read_text(encoding="utf-8"))
+        # Joey 2.x reads it under training, or at the top level
+        model_dir = Path(str((raw.get("training") or {}).get("model_dir") or raw["model_dir"]))
+    except Exception:  # noqa: BLE001 - no hint, then: the caller's error stands
+        return
+    if not model_dir.is_absolute():
+        model_dir = (
+            (Path.cwd() / model_dir)
+            if (Path.cwd() / model_dir).is_dir()
+            else (config.parent / model_dir)
+        )
+    if (model_dir / "config.yaml").is_file() and model_dir.resolve() != config.parent.resolve():
+        raise JoeyError(
+            f"no best.ckpt beside {config}: it looks like the config training started from; "
+            f"convert the model directory's copy, {model_dir / 'config.yaml'} (training."
+            "model_dir), whose checkpoints are beside it"
+        )
+
+
 def _weights(path: Path) -> dict[str, Tensor]:
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise JoeyError(f"checkpoint not found: {path}; give --checkpoint") from None
     except Exception as exc:  # a file torch cannot read, or one holding code
-        first = first_line(exc)
-        raise JoeyError(f"{path}: not a readable Joey NMT checkpoint ({first})") from None
+        if path.is_file() and not zipfile.is_zipfile(path):
+            why = "not a torch file, or one cut short"
+        elif "Weights only load failed" in str(exc):  # torch's advice: unpickle it
+            why = "it holds Python objects besides tensors, which are never unpickled here"
+        else:
+            why = first_line(exc)
+        raise JoeyError(f"{path}: not a readable Joey NMT checkpoint ({why})") from None
     state = ckpt.get("model_state") if isinstance(ckpt, dict) else None
     if not isinstance(state, dict):
         raise JoeyError(f"{path} holds no model_state: give the checkpoint Joey NMT wrote")
@@ -394,6 +428,8 @@ def joey_user_model(config: Path, checkpoint: Path | None = None) -> UserModel:
     check_options(cfg)
     model_dir = config.parent
     path = checkpoint or model_dir / "best.ckpt"
+    if checkpoint is None and not path.exists():
+        _training_config_hint(config)
     w = _weights(path)
     try:
         encoder, step = build_modules(cfg, w)

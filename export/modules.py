@@ -434,8 +434,14 @@ class AdaptedModel(nn.Module):
 
 
 def first_line(exc: BaseException, limit: int | None = 200) -> str:
-    """The first line of what ``exc`` says (torch's and YAML's run over several)."""
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:limit]
+    """The first line of what ``exc`` says (torch's and YAML's run over several), with
+    the next when the first only introduces it (torch's ``Error(s) in loading
+    state_dict for LSTM:`` then the size that does not fit)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = lines[0] if lines else type(exc).__name__
+    if text.endswith(":") and len(lines) > 1:
+        text = f"{text} {lines[1]}"
+    return text[:limit]
 
 
 def linear_from(w: dict[str, Tensor], prefix: str) -> nn.Linear:

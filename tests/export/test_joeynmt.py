@@ -228,12 +228,12 @@ def _other_checkpoint(model: Path) -> None:
         (_set("model.decoder", "activation", "relu"), "model.decoder.activation: 'relu' is"),
         (_set("model.encoder", "bidirectional", False), "model.encoder.bidirectional: False"),
         (_set("model.decoder", "attention", "dot"), "model.decoder.attention: 'dot' is not"),
-        (_set("data.src", "level", "char"), "data.src.level: 'char' is not supported"),
+        (_set("data.src", "level", "char"), "'char' is not supported (supported: word, bpe (Sen"),
         (_set("data.src", "normalize", True), "data.src.normalize: True is not supported"),
         (_set("data.trg", "tokenizer_cfg", {"pretokenizer": "moses"}), "pretokenizer: 'moses'"),
         (_set("data.special_symbols", "lang_tags", ["<de>"]), "special_symbols.lang_tags"),
         (lambda m: (m / "best.ckpt").unlink(), "checkpoint not found: "),
-        (lambda m: (m / "best.ckpt").write_bytes(b"not a checkpoint"), "not a readable Joey NMT"),
+        (lambda m: (m / "best.ckpt").write_bytes(b"not a checkpoint"), "(not a torch file, or"),
         (lambda m: (m / "config.yaml").write_text("- a list\n"), "no model section"),
         (lambda m: (m / "config.yaml").write_text("model: {a: [}\n"), "not a readable Joey NMT c"),
         (_set("model.decoder", "type", _DELETE), "model.decoder.type: 'transformer' is"),
@@ -246,7 +246,8 @@ def _other_checkpoint(model: Path) -> None:
         (_set("model", "encoder", "gru"), "config model.encoder: expected a mapping, got str"),
         (_set("data.special_symbols", "eos_id", "x"), "config eos_id: 'x' is not a number"),
         (_set("data.special_symbols", "eos_id", 5000), "special ids {'eos': 5000} lie outside"),
-        (_other_checkpoint, "does not fit config.yaml: "),
+        # torch's "Error(s) in loading state_dict for GRU:" and the line that says what
+        (_other_checkpoint, "does not fit config.yaml: Error(s) in loading state_dict for GRU"),
         (
             lambda m: shutil.copyfile(FIXTURE / "gru_luong_zero_bpe" / "src_vocab.txt",
                                       m / "src_vocab.txt"),  # fmt: skip
@@ -268,6 +269,20 @@ def test_what_the_bundle_cannot_express_is_refused_in_one_line(tmp_path, capsys,
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err, err
     assert not (tmp_path / "o" / "1").exists()
+
+
+def test_the_config_training_started_from_points_to_the_model_directory(tmp_path, capsys):
+    """Joey writes its copy of the config, and the checkpoints, to model_dir: given the
+    config it was started with (configs/small.yaml), the converter says which to give."""
+    model = tmp_path / "model"
+    shutil.copytree(FIXTURE / "gru_bahdanau_bridge", model)
+    started = tmp_path / "configs" / "small.yaml"
+    started.parent.mkdir()
+    text = (model / "config.yaml").read_text()
+    started.write_text(f"model_dir: {model}\n" + text.replace("model_dir:", "old_model_dir:"))
+    assert main(["joeynmt", str(started), "--out", str(tmp_path / "o" / "1")]) == 2
+    err = capsys.readouterr().err
+    assert f"convert the model directory's copy, {model / 'config.yaml'}" in err, err
 
 
 def test_a_checkpoint_elsewhere_is_given_by_path(tmp_path):
