@@ -220,6 +220,12 @@ def _vocab_paths(model: MarianModel, given: list[Path] | None) -> list[Path]:
         path = Path(str(recorded))
         beside = model.path.parent / path.name
         paths.append(path if path.is_file() else beside)
+    if not recorded_vocabs:
+        raise MarianError(
+            f"{model.path.name} records no vocabularies (no {model.path.name}.decoder.yml "
+            "beside it, nor vocabs in its options): give --vocabs SRC TGT, the files "
+            "marian was trained with"
+        )
     if len(paths) != 2 or not all(p.is_file() for p in paths):
         raise MarianError(
             f"the vocabularies {recorded_vocabs} the model was trained with are "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -17,6 +18,8 @@ from service import forced
 from service.decoding import SpecialIds
 from service.runtime import OnnxModel
 from service.sessions import BundleRuntimeError, RuntimeConfig
+
+log = logging.getLogger(__name__)
 
 
 class BundleError(ValueError):
@@ -206,6 +209,15 @@ def load_bundle(bundle_dir: Path | str, runtime: RuntimeConfig | None = None) ->
     if not bundle_dir.is_dir():
         raise BundleError(f"bundle directory not found: {bundle_dir}")
     manifest = read_manifest(bundle_dir)
+    if bundle_dir.name.isdigit() and str(manifest.get("version")) != bundle_dir.name:
+        # A repository's version is its directory's name (what the server chose it by and
+        # logs); the manifest's is the --out directory's at export (a renamed or linked
+        # bundle keeps that). Clients are told the one the server serves.
+        log.info(
+            "%s: served as version %s (its manifest says %r)",
+            bundle_dir, bundle_dir.name, manifest.get("version"),
+        )  # fmt: skip
+        manifest["version"] = bundle_dir.name
     try:
         config, src_tok, tgt_tok = _host_parts(bundle_dir, manifest)
         config.check_vocabularies(src_tok.vocab_size, tgt_tok.vocab_size)

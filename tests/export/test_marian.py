@@ -306,6 +306,18 @@ def test_vocabularies_given_and_the_decoder_yml_read(tmp_path):
     assert manifest["decoding"]["length_penalty"] == 0.2
 
 
+def test_a_model_alone_asks_for_its_vocabularies(tmp_path, capsys):
+    """model.npz without its decoder.yml or vocabularies: one line saying what to give
+    (it said "the vocabularies [] the model was trained with are not found")."""
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copyfile(FIXTURE / "s2s_deep" / "model.npz", alone / "model.npz")
+    assert main(["marian", str(alone / "model.npz"), "--out", str(tmp_path / "o" / "1")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "model.npz records no vocabularies" in err, err
+    assert "give --vocabs SRC TGT" in err and "[]" not in err
+
+
 def _rename_target_token(model: Path, old: str, new: str) -> None:
     path = model / "vocab.es.yml"
     lines = path.read_text(encoding="utf-8").splitlines()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -87,3 +88,23 @@ def test_committed_repository_serves_int8_on_cpu_fp32_on_gpu():
     repo = Path(__file__).resolve().parents[2] / "model_repository"
     assert find_bundles(repo)["en-es"].name == EN_ES_INT8_VERSION
     assert find_bundles(repo, gpu=True)["en-es"].name == EN_ES_FP32_VERSION
+
+
+def test_a_version_is_its_directorys_name_whatever_its_manifest_says(tiny_bundle, tmp_path):
+    """A bundle exported to --out b_untied and linked as <repo>/tiny/3 is version 3: the
+    number the server chose it by and logs, not the export directory's name."""
+    import os
+
+    from service.bundle import load_bundle
+    from service.sessions import RuntimeConfig
+
+    exported = tmp_path / "b_untied"
+    shutil.copytree(tiny_bundle.bundle_dir, exported)
+    manifest = json.loads((exported / "manifest.json").read_text())
+    assert manifest["version"] != "3"
+    (tmp_path / "repo" / "tiny").mkdir(parents=True)
+    os.symlink(exported, tmp_path / "repo" / "tiny" / "3")
+    runtime = RuntimeConfig(providers=("cpu",), intra_op_threads=1)
+    assert load_bundle(tmp_path / "repo" / "tiny" / "3", runtime).manifest["version"] == "3"
+    # a bundle loaded by another path (nmt-eval --bundle DIR) keeps its own
+    assert load_bundle(exported, runtime).manifest["version"] == manifest["version"]
