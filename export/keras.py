@@ -90,7 +90,12 @@ def gru_weights(w: dict[str, np.ndarray], prefix: str) -> dict[str, Tensor]:
     r, z, n along the first of ``weight_ih`` ``(3U, in)``; ``reset_after=True`` (TF 2's
     default: the reset gate applied after the recurrent product, as torch does) keeps the
     input and recurrent biases apart, ``bias`` ``(2, 3U)``."""
-    bias = w[f"{prefix}/bias"]
+    bias, recurrent = w[f"{prefix}/bias"], w[f"{prefix}/recurrent_kernel"]
+    if recurrent.ndim == 2 and recurrent.shape[1] == 4 * recurrent.shape[0]:
+        raise KerasError(
+            f"{prefix}: four gates of {recurrent.shape[0]} units: an LSTM, which this "
+            "converter does not read; the tutorial's layers are GRUs"
+        )
     if bias.ndim != 2 or bias.shape[0] != 2:
         raise KerasError(
             f"{prefix}: bias of shape {bias.shape}: a GRU with reset_after=False (TF 1's "
@@ -169,13 +174,30 @@ class TutorialEncoder(nn.Module):
         return memory, hidden[0]
 
 
+def fed_its_state(recurrent_kernel: np.ndarray) -> bool:
+    """Whether the decoder's GRU was trained fed its previous state
+    (``self.gru(x, initial_state=hidden)``, a common change to the tutorial) rather than
+    from zeros (the tutorial's ``self.gru(x)``). From zeros its recurrent kernel gets no
+    gradient and stays as initialised: within the tutorial's ``glorot_uniform`` bound,
+    sqrt(6 / (U + 3U)), or orthonormal rows (Keras' default ``orthogonal``). Trained,
+    it leaves both (a fed model's measured 0.98 against its bound of 0.18)."""
+    units = recurrent_kernel.shape[0]
+    glorot = float(np.abs(recurrent_kernel).max()) <= np.sqrt(6.0 / (4 * units)) * (1 + 1e-5)
+    gram = recurrent_kernel.astype(np.float64) @ recurrent_kernel.T.astype(np.float64)
+    orthogonal = float(np.abs(gram - np.eye(units)).max()) < 1e-4
+    return not (glorot or orthogonal)
+
+
 class TutorialDecoder(nn.Module):
     """The tutorial's ``Decoder`` for one step: ``forward(token (B,1), hidden (B,U),
-    memory (B,S,U)) -> (logits (B,V), hidden (B,U), attention (B,S))``. ``hidden`` is only
-    the attention's query; the GRU starts from zeros, as ``self.gru(x)`` does."""
+    memory (B,S,U)) -> (logits (B,V), hidden (B,U), attention (B,S))``. ``hidden`` is the
+    attention's query; the GRU starts from zeros, as ``self.gru(x)`` does, unless the
+    model was trained fed its state (:func:`fed_its_state`), whose GRU continues from
+    ``hidden``."""
 
     def __init__(self, w: dict[str, np.ndarray], extra_logit: bool) -> None:
         super().__init__()
+        self.fed = fed_its_state(w["decoder/gru/cell/recurrent_kernel"])
         self.embedding = _embedding(w["decoder/embedding/embeddings"], extra_logit)
         gru = gru_weights(w, "decoder/gru/cell")
         units, width = gru["weight_hh"].shape[1], gru["weight_ih"].shape[1]
@@ -192,7 +214,7 @@ class TutorialDecoder(nn.Module):
         weights = torch.softmax(score, dim=1).squeeze(2)
         context = weighted_sum(weights, memory)
         x = torch.cat([context, self.embedding(token)[:, 0]], dim=-1)
-        state = self.gru(x, torch.zeros_like(hidden))
+        state = self.gru(x, hidden if self.fed else torch.zeros_like(hidden))
         logits = self.fc(state)
         if self.extra_logit:
             logits = torch.cat([logits, torch.full_like(logits[:, :1], ABSENT_LOGIT)], dim=1)

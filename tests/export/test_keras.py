@@ -22,7 +22,7 @@ from service.sessions import RuntimeConfig
 from tests.export.helpers import forced_score_errors, served_with_attention, write_tf_score_pairs
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "keras"
-MODELS = ("tutorial", "oov")
+MODELS = ("tutorial", "oov", "feed")
 
 
 def _hparams(name: str) -> dict:
@@ -363,3 +363,35 @@ def test_a_keras3_checkpoint_translates_as_tensorflow_did(tmp_path):
     write_tf_score_pairs(_lines(name, "score"), tmp_path / "score.json")
     tokens, totals = forced_score_errors(out, tmp_path / "score.json")
     assert len(totals) >= 30 and tokens.max() < 1e-4 and totals.max() < 1e-4
+
+
+def test_an_lstm_is_named_as_one():
+    from export.keras import KerasError, gru_weights
+
+    units = 8
+    w = {
+        "encoder/gru/cell/kernel": np.zeros((4, 4 * units), np.float32),
+        "encoder/gru/cell/recurrent_kernel": np.zeros((units, 4 * units), np.float32),
+        "encoder/gru/cell/bias": np.zeros((4 * units,), np.float32),
+    }
+    with pytest.raises(KerasError, match="four gates of 8 units: an LSTM"):
+        gru_weights(w, "encoder/gru/cell")
+
+
+def test_a_decoder_fed_its_state_is_told_by_its_trained_recurrent_kernel():
+    """The tutorial's decoder GRU starts each step from zeros, so its recurrent kernel
+    never trains: it stays within glorot_uniform's bound (or orthonormal, Keras' default
+    initializer); the ``feed`` fixture's (``self.gru(x, initial_state=hidden)``) left it."""
+    from export.keras import fed_its_state
+    from export.tf_saved_model import named_variables
+
+    def kernel(name: str) -> np.ndarray:
+        w = named_variables(FIXTURE / name / "training_checkpoints")
+        return w["decoder/gru/cell/recurrent_kernel"]
+
+    assert not fed_its_state(kernel("tutorial")) and not fed_its_state(kernel("oov"))
+    assert fed_its_state(kernel("feed"))
+    rng = np.random.default_rng(0)
+    q, _ = np.linalg.qr(rng.normal(size=(3 * 16, 16)))
+    assert not fed_its_state(q.T.astype(np.float32))  # orthogonal rows: untrained
+    assert fed_its_state(rng.normal(size=(16, 48)).astype(np.float32))
