@@ -26,6 +26,8 @@ from nmt_client.translator import DEFAULT_RETRIES, DEFAULT_TARGET, DEFAULT_TIMEO
 
 PROG = "nmt-translate"
 MAX_WAIT_SECONDS = 3600.0
+# Reading a pipe, a batch not yet full is sent once no line has come for this long.
+PIPE_LINGER_SECONDS = 0.05
 
 
 def add_connection_args(p: argparse.ArgumentParser, *, server_default: str | None) -> None:
@@ -575,6 +577,8 @@ def run(args: argparse.Namespace) -> int:
                 what="sentence" if args.text else "stdin line",
                 batch_size=1 if interactive else args.batch_size,
                 concurrency=1 if interactive else 4,
+                # a pipe from a program that waits for each answer: a partial batch goes
+                linger=None if args.text or interactive else PIPE_LINGER_SECONDS,
                 options=options,
                 constraints_for=constraints_for if constrained else None,
                 ordered_constraints=args.ordered_constraints,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import queue
 import random
 import threading
 import time
@@ -318,6 +319,7 @@ class Translator:
         concurrency: int = 4,
         constraints_for: Callable[[str], Sequence[str]] | None = None,
         skip_refused: bool = False,
+        linger: float | None = None,
         **kwargs: Any,
     ) -> Iterator[Result]:
         """Translate any number of sentences, ``batch_size`` a request, up to
@@ -328,7 +330,9 @@ class Translator:
         ``skip_refused``: a sentence the server refuses (too long, empty, no tokens...)
         gives a :class:`Result` without hypotheses whose ``error`` says why, and the rest
         of its request is sent again without it (else the refusal is raised, naming the
-        sentence by its index in ``texts``). ``kwargs``: those of :meth:`translate`."""
+        sentence by its index in ``texts``). ``linger``: send a partial batch once
+        ``texts`` has given nothing more for this many seconds (a pipe from a program
+        that waits for each answer). ``kwargs``: those of :meth:`translate`."""
 
         def translate(batch: list[str]) -> list[Result]:
             if constraints_for is None:
@@ -356,7 +360,8 @@ class Translator:
                 break
             return [r for r in out if r is not None]
 
-        return _in_batches(request, texts, self._sized(batch_size, kwargs), concurrency)
+        sized = self._sized(batch_size, kwargs)
+        return _in_batches(request, texts, sized, concurrency, linger)
 
     def _sized(self, batch_size: int, kwargs: dict[str, Any]) -> int:
         """``batch_size``, or fewer sentences if the server's limits take no more a
@@ -544,29 +549,89 @@ class Translator:
             time.sleep(delay)
 
 
+_END = object()  # what _Lingering's reader puts after the last item
+
+
+class _Lingering:
+    """Batches of what ``items`` gives, read by a thread of their own: a batch is sent
+    once ``batch_size`` items came or ``linger`` seconds passed without one more (a
+    program writing a line and waiting for its translation gets it, where a full batch
+    would wait forever). ``take(wait)``: the next batch, ``[]`` if nothing has come and
+    ``wait`` is false, ``None`` at the end."""
+
+    def __init__(self, items: Iterable[T], batch_size: int, linger: float) -> None:
+        self.batch_size, self.linger, self.ended = batch_size, linger, False
+        self._queue: queue.Queue = queue.Queue(maxsize=4 * batch_size)
+        self._error: BaseException | None = None
+        threading.Thread(target=self._read, args=(items,), name="nmt-read", daemon=True).start()
+
+    def _read(self, items: Iterable[T]) -> None:
+        try:
+            for item in items:
+                self._queue.put(item)
+        except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread
+            self._error = exc
+        self._queue.put(_END)
+
+    def take(self, wait: bool) -> list[T] | None:
+        if self.ended:
+            if self._error is not None:  # (after the items read before it)
+                error, self._error = self._error, None
+                raise error
+            return None
+        try:
+            first = self._queue.get(block=wait)
+        except queue.Empty:
+            return []
+        batch: list[T] = []
+        deadline = time.monotonic() + self.linger
+        item = first
+        while item is not _END:
+            batch.append(item)
+            if len(batch) == self.batch_size:
+                return batch
+            try:
+                item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return batch
+        self.ended = True
+        return batch or self.take(wait)
+
+
 def _in_batches(
-    call: Callable[[list[T]], list[Result]], items: Iterable[T], batch_size: int, concurrency: int
+    call: Callable[[list[T]], list[Result]],
+    items: Iterable[T],
+    batch_size: int,
+    concurrency: int,
+    linger: float | None = None,
 ) -> Iterator[Result]:
     """``call`` on ``batch_size`` items at a time, ``concurrency`` calls in flight, the
     results in input order as soon as they are ready; ``items`` read only as far as
     needed (a stream such as stdin works). A refusal naming ``texts[i]`` of a request
-    names the input's ``texts[j]`` (counted over all ``items``)."""
+    names the input's ``texts[j]`` (counted over all ``items``). ``linger``: send a
+    partial batch once no item has come for this long (:class:`_Lingering`)."""
     if batch_size < 1 or concurrency < 1:
         raise ValueError("batch_size and concurrency must be >= 1")
     source = iter(items)
+    lingering = _Lingering(source, batch_size, linger) if linger is not None else None
     pending: deque[tuple[int, Future[list[Result]]]] = deque()
     sent = 0
     with ThreadPoolExecutor(concurrency, thread_name_prefix="nmt-client") as pool:
         try:
             while True:
                 while len(pending) < concurrency:
-                    batch = [t for _, t in zip(range(batch_size), source, strict=False)]
+                    if lingering is None:
+                        batch = [t for _, t in zip(range(batch_size), source, strict=False)]
+                    else:  # answers ready are handed out before waiting for more input
+                        batch = lingering.take(wait=not pending) or []
                     if not batch:
                         break
                     pending.append((sent, pool.submit(call, batch)))
                     sent += len(batch)
                 if not pending:
-                    return
+                    if lingering is None or lingering.ended:
+                        return
+                    continue
                 start, future = pending.popleft()
                 try:
                     results = future.result()

@@ -525,3 +525,30 @@ def test_wait_ready_waits_for_a_server_then_translates(address, capsys):
     assert "cannot connect to 127.0.0.1:1" in capsys.readouterr().err
     assert cli.main(["--server", address, "--wait-ready", "-1", "Hello."]) == 2
     assert "--wait-ready -1.0 must be between 0 and 3600" in capsys.readouterr().err
+
+
+def test_a_program_waiting_for_each_answer_gets_it_through_a_pipe(address, tiny_bundle):
+    """Reading a pipe, a partial batch goes once no line has come for a moment: a program
+    that writes a line and waits for its translation before the next (a co-process)
+    gets it, where it used to wait for --batch-size lines or the end of input."""
+    import select
+    import subprocess
+    from pathlib import Path
+
+    script = Path(sys.executable).parent / "nmt-translate"
+    proc = subprocess.Popen(
+        [str(script), "--server", address],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        with Translator(address) as translator:
+            for text in tiny_bundle.sentences[1:4]:
+                proc.stdin.write(text + "\n")
+                proc.stdin.flush()
+                ready, _, _ = select.select([proc.stdout], [], [], 30)
+                assert ready, "no answer until more input comes"
+                assert proc.stdout.readline().rstrip("\n") == translator.translate_one(text).text
+        proc.stdin.close()
+        assert proc.wait(30) == 0 and proc.stdout.read() == ""
+    finally:
+        proc.kill()
