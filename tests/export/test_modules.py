@@ -358,10 +358,10 @@ def test_a_bundle_the_server_would_refuse_is_not_written(tmp_path):
         vocab,
         dict(pad=0, unk=1, bos=2, eos=3),
         Signature(bridge=_bridge),
-        decoding={"beam_size": 5},
+        decoding={"sampling_topk": 5},
     )
     out = tmp_path / "m" / "1"
-    with pytest.raises(ExportError, match="nmt-serve would refuse this bundle: .*'beam_size'"):
+    with pytest.raises(ExportError, match="nmt-serve would refuse this bundle: .*'sampling_topk'"):
         export_modules(user, out, parity_limit=5, beam_sentences=2)
     assert not out.exists()
 

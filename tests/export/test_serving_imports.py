@@ -176,7 +176,7 @@ def test_corrupt_tokenizer_with_matching_hash(copy):
     [
         ({"search": "nematus"}, "search must be one of"),
         ({"beam": 5}, "cannot set 'beam'"),
-        ({"beam_size": 5}, "cannot set 'beam_size'"),
+        ({"sampling_topk": 5}, "cannot set 'sampling_topk'"),
         ({"max_length": 5.5}, "max_length must be int"),
         ({"min_length": True}, "min_length must be int"),
         ({"ban_unk": 1}, "ban_unk must be bool"),
