@@ -95,6 +95,9 @@ class ServerConfig:
     # HTTP connections open at once (0: no cap); past it a new one is answered 503 and
     # closed. Lowered at start to what the open-files limit leaves room for.
     http_max_connections: int = 1000
+    # An HTTP answer whose bytes waiting to be sent do not shrink for this long (its
+    # client stopped reading) closes its connection (0: never).
+    http_send_timeout: float = 20.0
     reflection: bool = False
     tls_cert: Path | None = None
     tls_key: Path | None = None
@@ -138,6 +141,11 @@ class ServerConfig:
             )
         if self.http_max_connections < 0:
             raise ValueError("--http-max-connections must be >= 0 (0: no cap)")
+        if not 0 <= self.http_send_timeout <= MAX_SECONDS:  # NaN fails too
+            raise ValueError(
+                f"--http-send-timeout must be in 0..{MAX_SECONDS} seconds (0: never), "
+                f"got {self.http_send_timeout}"
+            )
         # browsers send an origin lower-case
         object.__setattr__(
             self, "http_cors_origins", tuple(o.lower() for o in self.http_cors_origins)

@@ -127,6 +127,12 @@ FLAGS: tuple[Flag, ...] = (
         "ulimit -n, leaves room for)",
     ),
     Flag(
+        "",
+        "http_send_timeout",
+        "seconds an HTTP answer may wait, unread, before its connection is closed: the "
+        "bytes waiting to be sent must shrink within it (0: never)",
+    ),
+    Flag(
         "runtime",
         "providers",
         "ONNX Runtime execution providers in preference order (cuda, cpu)",

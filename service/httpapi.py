@@ -144,14 +144,16 @@ class HttpApi:
         idle_seconds: float,
         max_age_seconds: float = 0.0,
         max_connections: int = 0,
+        send_seconds: float = 0.0,
         answers: Counter,
         cors_origins: tuple[str, ...] = (),
     ) -> None:
         """``idle_seconds``: keep-alive (``--max-connection-idle``); ``max_age_seconds``:
         answers past it close their connection (``--max-connection-age``; 0: never);
         ``max_connections``: open at once, more answered 503 and closed
-        (``--http-max-connections``; 0: no cap);
-        ``cors_origins``: origins whose pages may call (``*``: any); ``answers``: counts
+        (``--http-max-connections``; 0: no cap); ``send_seconds``: how long an answer's
+        unsent bytes may stay unread before the connection closes (``--http-send-timeout``;
+        0: never); ``cors_origins``: origins whose pages may call (``*``: any); ``answers``: counts
         each answer by route and status (``nmt_http_responses_total``)."""
         self._cors_origins = cors_origins
         self._answers = answers
@@ -161,6 +163,7 @@ class HttpApi:
         self._idle_seconds = idle_seconds
         self._max_age_seconds = max_age_seconds
         self._max_connections = max_connections
+        self._send_seconds = send_seconds
         self._runner: web.ServerRunner | None = None
         self._page = PAGE.read_bytes()
         self._openapi = OPENAPI_FILE.read_bytes()
@@ -177,6 +180,7 @@ class HttpApi:
             header_seconds=self._rpc.receive_timeout,
             max_age_seconds=self._max_age_seconds,
             max_connections=self._max_connections,
+            send_seconds=self._send_seconds,
             refusal=_refusal(self._max_connections),
             answered=self._answered,
             handler_cancellation=True,  # a client that hangs up cancels its call
@@ -397,7 +401,10 @@ class HttpApi:
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
 
+        final = [False]  # the final message was handed to the connection
+
         async def write(data: bytes) -> None:
+            message = route.response.FromString(data)
             if not response.prepared:
                 response.headers[REQUEST_ID_HEADER] = context.request_id
                 response.headers.update(self._cors(request))
@@ -405,7 +412,8 @@ class HttpApi:
                 if isinstance(connection, Connection) and connection.too_old():
                     response.force_close()
                 await response.prepare(request)
-            await response.write(b"data: " + to_json(route.response.FromString(data)) + b"\n\n")
+            final[0] = bool(getattr(message, "final", False))
+            await response.write(b"data: " + to_json(message) + b"\n\n")
 
         context = HttpContext(asked_id, deadline, write)
         call = self._methods[route.method]
@@ -429,12 +437,23 @@ class HttpApi:
             return response
         if not response.prepared:
             return _error_response(code, message, context.request_id)
+        if final[0]:
+            # The whole answer was handed over before the deadline passed while the client
+            # read it: it is sent on (bounded by --http-send-timeout), not followed by an
+            # error the client would read after the answer.
+            return response
         try:
             async with asyncio.timeout(CANCELLED_SECONDS):  # a reader that stopped reading
                 await response.write(b"event: error\ndata: " + error_body(code, message) + b"\n\n")
                 await response.write_eof()
         except (ConnectionError, TimeoutError):
             pass  # it hung up meanwhile, or reads no more
+        except asyncio.CancelledError:
+            # aiohttp's wait for the reader, cancelled by the deadline, cancels this write
+            # too: not this task's cancellation (that is re-raised)
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise
         return response
 
     async def _requests(

@@ -11,7 +11,11 @@ told ``Connection: close`` with its next answer, so that clients reconnect and s
 over the replicas again, as gRPC's GOAWAY makes them do. Past ``max_connections`` open
 at once (``--http-max-connections``), a new connection is answered 503 at once and
 closed, before the open-files limit is reached (where accept() fails, asyncio logs each
-failure with a traceback, and no client gets an answer). aiohttp's own complaints about
+failure with a traceback, and no client gets an answer). An answer its client leaves
+unread, the bytes waiting to be sent not shrinking for ``send_seconds``, aborts the
+connection (aiohttp has no write timeout: 12 clients that never read their 7.5 MB
+answers held 70 MB and their connections for as long as they liked; a stream's
+client that stopped reading held a call in flight to its deadline). aiohttp's own complaints about
 malformed requests (a bad header line, a broken chunked or gzip body) go to a logger that
 writes at most one line a minute and no traceback. Large answers are compressed as the
 client's ``Accept-Encoding`` weighs the codings (:func:`compress`), and every answer is
@@ -52,6 +56,8 @@ OVER_CAPACITY = "(over --http-max-connections)"
 # How long a refused connection stays open for its client to read the 503 (closing at
 # once, with the client's request unread, makes the kernel reset it: the answer is lost).
 REFUSED_LINGER_SECONDS = 1.0
+# How often a connection with bytes waiting to be sent checks that its client reads them.
+SEND_CHECK_SECONDS = 1.0
 
 
 class _OncePerPeriod(logging.Filter):
@@ -179,6 +185,7 @@ class Connection(RequestHandler):
         header_seconds: float,
         max_age_seconds: float,
         max_connections: int,
+        send_seconds: float,
         refusal: bytes,
         answered: Answered,
         **kwargs,
@@ -187,6 +194,10 @@ class Connection(RequestHandler):
         self.header_seconds = header_seconds
         self.max_age_seconds = max_age_seconds
         self.max_connections = max_connections
+        self.send_seconds = send_seconds
+        self._send_timer: asyncio.TimerHandle | None = None
+        self._unsent = 0  # bytes waiting to be sent at the last check
+        self._stalled_since: float | None = None
         self._refusal = refusal
         self._answered = answered
         self.opened = time.monotonic()
@@ -219,6 +230,34 @@ class Connection(RequestHandler):
         if self._header_timer is not None:
             self._header_timer.cancel()
             self._header_timer = None
+        if self._send_timer is None and self.send_seconds > 0:
+            self._send_timer = asyncio.get_running_loop().call_later(
+                SEND_CHECK_SECONDS, self._check_sending
+            )
+
+    def _check_sending(self) -> None:
+        """Every :data:`SEND_CHECK_SECONDS` while a request is answered or its answer is
+        being sent: abort the connection once the bytes waiting to be sent have not
+        shrunk for ``send_seconds`` (a client that stopped reading)."""
+        self._send_timer = None
+        transport = self.transport
+        if transport is None:
+            return
+        unsent = transport.get_write_buffer_size()
+        now = time.monotonic()
+        if unsent == 0 or unsent < self._unsent:
+            self._stalled_since = None  # sent, or sending
+        elif self._stalled_since is None:
+            self._stalled_since = now
+        elif now - self._stalled_since >= self.send_seconds:
+            log.debug("aborted a connection: its answer unread for %g s", self.send_seconds)
+            transport.abort()  # the write waiting on it fails: the handler ends
+            return
+        self._unsent = unsent
+        if self.busy or unsent:
+            self._send_timer = asyncio.get_running_loop().call_later(
+                SEND_CHECK_SECONDS, self._check_sending
+            )
 
     async def finish_response(self, request, resp, start_time):
         # Every answer passes here: the handler's, and aiohttp's own 400 / 500; counted
@@ -242,9 +281,10 @@ class Connection(RequestHandler):
             self.force_close()
 
     def connection_lost(self, exc: BaseException | None) -> None:
-        if self._header_timer is not None:
-            self._header_timer.cancel()
-            self._header_timer = None
+        for timer in (self._header_timer, self._send_timer):
+            if timer is not None:
+                timer.cancel()
+        self._header_timer = self._send_timer = None
         super().connection_lost(exc)
 
 
@@ -258,6 +298,7 @@ class Server(web.Server):
         header_seconds: float,
         max_age_seconds: float,
         max_connections: int,
+        send_seconds: float,
         refusal: bytes,
         answered: Answered,
         **kwargs: Any,
@@ -269,6 +310,7 @@ class Server(web.Server):
             "header_seconds": header_seconds,
             "max_age_seconds": max_age_seconds,
             "max_connections": max_connections,
+            "send_seconds": send_seconds,
             "refusal": refusal,
             "answered": answered,
             "max_headers": MAX_HEADERS,

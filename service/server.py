@@ -369,6 +369,7 @@ class TranslationServer:
             idle_seconds=idle,
             max_age_seconds=config.transport.max_connection_age,
             max_connections=connections,
+            send_seconds=config.http_send_timeout,
             cors_origins=config.http_cors_origins,
             answers=self.servicer.metrics.http_answers,
         )

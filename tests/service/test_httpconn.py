@@ -215,3 +215,95 @@ def test_a_flood_at_a_low_open_files_limit_is_answered_not_logged(tiny_bundle, t
     assert "HTTP connections capped at 80, not 1000: the open-files limit is 160" in text
     assert "Traceback" not in text, text[-3000:]
     assert len(text.splitlines()) < 40, text[-3000:]
+
+
+def test_an_answer_left_unread_closes_its_connection(server_factory, tiny_bundle, monkeypatch):
+    """A client that asks for a large answer and never reads it: once the bytes waiting
+    to be sent stop shrinking for --http-send-timeout, the connection is aborted (it was
+    held for as long as the client liked, its answer in memory)."""
+    monkeypatch.setattr(httpconn, "SEND_CHECK_SECONDS", 0.1)
+    server = server_factory(server={"http_port": 0, "http_send_timeout": 0.5})
+
+    def connections() -> list:
+        return server.http._runner.server.connections
+
+    body = json.dumps(
+        {"texts": list(tiny_bundle.sentences[:48]), "options": {"return_attention": True}}
+    ).encode()
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", server.http_port))
+    try:
+        assert wait_until(lambda: len(connections()) == 1)
+        (connection,) = connections()
+        # the server's kernel buffer small too, so the answer waits in the process
+        connection.transport.get_extra_info("socket").setsockopt(
+            socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
+        )
+        sock.sendall(
+            b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        assert wait_until(lambda: connection.transport is not None and connection.busy)
+        start = time.monotonic()
+        assert wait_until(lambda: not connections(), timeout=10)  # aborted, not held
+        assert time.monotonic() - start < 5
+    finally:
+        sock.close()
+    # the port serves on
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.http_port}/v1/health/live") as r:
+        assert r.status == 200
+
+
+def test_the_send_timeout_flag():
+    assert parse_args(["--http-send-timeout", "5"]).http_send_timeout == 5.0
+    assert parse_args([]).http_send_timeout == ServerConfig().http_send_timeout > 0
+    for bad in ("-1", "nan"):
+        with pytest.raises(ValueError, match="--http-send-timeout must be in 0"):
+            parse_args(["--http-send-timeout", bad])
+
+
+def test_a_streams_answer_read_after_its_deadline_is_not_followed_by_an_error(
+    server_factory, tiny_bundle
+):
+    """The final event handed over, then the deadline passed while the client was slow to
+    read it: the client reads the answer, and no error event after it (it read both)."""
+    server = server_factory(server={"http_port": 0})
+
+    def connections() -> list:
+        return server.http._runner.server.connections
+
+    text = tiny_bundle.sentences[0]
+    body = json.dumps(
+        {"text": text, "options": {"beam_size": 8, "n_best": 8, "return_attention": True}}
+    ).encode()
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", server.http_port))
+    try:
+        assert wait_until(lambda: len(connections()) == 1)
+        (connection,) = connections()
+        connection.transport.get_extra_info("socket").setsockopt(
+            socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
+        )
+        sock.sendall(
+            b"POST /v1/translate/stream HTTP/1.1\r\nHost: x\r\nGrpc-Timeout: 1S\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        time.sleep(2.0)  # the deadline passes while the answer waits to be read
+        sock.settimeout(5)
+        data = b""
+        while not data.endswith(b"0\r\n\r\n"):  # the chunked stream's end
+            try:
+                chunk = sock.recv(65536)
+            except TimeoutError:
+                break
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        sock.close()
+    assert b'"final":true' in data
+    assert b"event: error" not in data, data[-300:]
