@@ -30,7 +30,7 @@ from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
+from prometheus_client import CollectorRegistry, ProcessCollector
 
 from export import spec
 from nmt_api.nmt.v1 import translator_pb2
@@ -53,6 +53,7 @@ from service.listen import (
     server_credentials,
 )
 from service.metrics import create_metrics
+from service.metricsport import start_metrics_server
 from service.remote import EngineLink, EngineProcessError, RemoteEngine
 from service.servicer import SERVICE_NAME, TranslatorServicer
 from service.sessions import BundleRuntimeError, RuntimeConfig, usable_providers
@@ -391,7 +392,7 @@ class TranslationServer:
         if self.config.metrics_port >= 0:
             host, port = self.config.metrics_host, self.config.metrics_port
             try:
-                self._metrics_httpd, _ = start_http_server(port, addr=host, registry=self.registry)
+                self._metrics_httpd, _ = start_metrics_server(port, host, self.registry)
             except OSError as exc:  # a port in use, or a host that is not this machine's
                 wrong_host = isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL
                 what = "--metrics-host" if wrong_host else "--metrics-port"
