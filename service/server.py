@@ -599,7 +599,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         server.stop(0)
         return 1
     log.info(
-        "shutting down: NOT_SERVING, still serving for %.1f s, then draining; %.1f s in all",
+        "shutting down: NOT_SERVING, still serving for %.1f s, then draining: calls get "
+        "%.1f s in all, closing what is left then takes a few seconds more",
         min(config.drain_announce, config.shutdown_grace),
         config.shutdown_grace,
     )
