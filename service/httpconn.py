@@ -203,7 +203,6 @@ class Connection(RequestHandler):
         self.opened = time.monotonic()
         self.busy = False
         self.refused = False
-        self.half_closed = False
         self._header_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -260,16 +259,6 @@ class Connection(RequestHandler):
                 SEND_CHECK_SECONDS, self._check_sending
             )
 
-    def eof_received(self) -> bool:
-        """A client that half-closes (``shutdown(SHUT_WR)``) once its request is sent still
-        reads its answer: the connection stays open for it and closes once it is written
-        (aiohttp's own closed it at once, cancelling the call). Not while idle, and not on
-        TLS, where asyncio closes anyway."""
-        if self.busy:
-            self.half_closed = True
-            return True
-        return False
-
     async def finish_response(self, request, resp, start_time):
         # Every answer passes here: the handler's, and aiohttp's own 400 / 500; counted
         # before it is written, so a client that has it sees it counted (a stream: once
@@ -280,8 +269,6 @@ class Connection(RequestHandler):
             return await super().finish_response(request, resp, start_time)
         finally:
             self.busy = False  # written: what comes next is a new request
-            if self.half_closed:
-                self.force_close()  # nothing more can come from the client
 
     def too_old(self) -> bool:
         age = self.max_age_seconds

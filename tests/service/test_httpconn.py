@@ -307,21 +307,3 @@ def test_a_streams_answer_read_after_its_deadline_is_not_followed_by_an_error(
         sock.close()
     assert b'"final":true' in data
     assert b"event: error" not in data, data[-300:]
-
-
-def test_a_client_that_half_closes_after_its_request_gets_the_answer(server_factory):
-    """shutdown(SHUT_WR) once the request is sent: the server answers, then closes (it
-    used to close at once and count the call CANCELLED)."""
-    server = server_factory(server={"http_port": 0})
-    body = b'{"texts": ["A house."]}'
-    with socket.create_connection(("127.0.0.1", server.http_port), timeout=TIMEOUT) as sock:
-        sock.sendall(
-            b"POST /v1/translate HTTP/1.1\r\nHost: x\r\n"
-            + f"Content-Length: {len(body)}\r\n\r\n".encode()
-            + body
-        )
-        sock.shutdown(socket.SHUT_WR)
-        data = _answer(sock)  # until the server closes
-    head, _, payload = data.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 200 OK"), data[:300]
-    assert json.loads(payload)["translations"][0]["hypotheses"]
