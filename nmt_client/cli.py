@@ -21,6 +21,7 @@ from nmt_client.errors import InvalidRequest, TranslatorError
 from nmt_client.glossary import Glossary
 from nmt_client.heatmap import MATPLOTLIB_HINT, have_matplotlib, plot_attention
 from nmt_client.options import DecodeOptions
+from nmt_client.progress import Progress
 from nmt_client.results import Diagnostics, Hypothesis, Result
 from nmt_client.translator import DEFAULT_RETRIES, DEFAULT_TARGET, DEFAULT_TIMEOUT, Translator
 
@@ -571,7 +572,10 @@ def run(args: argparse.Namespace) -> int:
         else:
             interactive = not args.text and sys.stdin.isatty()
             constrained = bool(args.constraint) or glossary is not None
-            for result in translate_lines(
+            # a file translated into a file: a progress line on the terminal between them
+            shown = not (args.text or interactive or sys.stdout.isatty())
+            progress = Progress(None, prog=PROG, enabled=shown and sys.stderr.isatty())
+            lines = translate_lines(
                 translator,
                 args.text or _stdin_lines(),
                 what="sentence" if args.text else "stdin line",
@@ -583,11 +587,16 @@ def run(args: argparse.Namespace) -> int:
                 constraints_for=constraints_for if constrained else None,
                 ordered_constraints=args.ordered_constraints,
                 skip_refused=args.skip_refused,
-            ):
-                refused += result is not None and result.error is not None
-                first = first or result
-                _print_result(result, args)
-                sys.stdout.flush()
+            )
+            try:
+                for result in lines:
+                    refused += result is not None and result.error is not None
+                    first = first or result
+                    _print_result(result, args)
+                    sys.stdout.flush()
+                    progress.advance()
+            finally:
+                progress.close()
     status = 0
     if refused:
         print(f"{PROG}: {refused} sentence(s) refused and left blank", file=sys.stderr)

@@ -28,6 +28,7 @@ from nmt_client.decoding_args import add_decoding_args, check_decoding_args, opt
 from nmt_client.errors import TranslatorError
 from nmt_client.glossary import Glossary
 from nmt_client.options import DecodeOptions
+from nmt_client.progress import Progress
 from nmt_client.translator import Translator
 
 PROG = "nmt-eval"
@@ -79,49 +80,6 @@ def request_size(batch: int, options: DecodeOptions) -> int:
     """Sentences a request: ``batch``, fewer when a wide beam would pass the server's
     default row limit."""
     return max(1, min(batch, EVAL_ROWS // max(1, options.beam_size or 1)))
-
-
-class Progress:
-    """One status line on a terminal, rewritten at most every ``interval`` seconds:
-    ``nmt-eval: 1,200/3,000 sentences (40%), 35.2 sentences/s, about 51 s left``.
-    Disabled (silent) unless ``enabled``, by default when ``stream`` is a terminal."""
-
-    def __init__(
-        self,
-        total: int,
-        stream=None,
-        *,
-        enabled: bool | None = None,
-        interval: float = 0.2,
-        clock: Callable[[], float] = time.monotonic,
-        prog: str = PROG,
-    ) -> None:
-        self.total, self.done, self.prog = total, 0, prog
-        self.stream = stream if stream is not None else sys.stderr
-        self.enabled = self.stream.isatty() if enabled is None else enabled
-        self.interval, self.clock = interval, clock
-        self.start = self.last = clock()
-        self.shown = False
-
-    def advance(self, n: int = 1) -> None:
-        self.done += n
-        now = self.clock()
-        if self.enabled and (now - self.last >= self.interval or self.done >= self.total):
-            self.last = now
-            rate = self.done / max(now - self.start, 1e-9)
-            left = (self.total - self.done) / rate if rate > 0 else 0.0
-            self.stream.write(
-                f"\r{self.prog}: {self.done:,}/{self.total:,} sentences "
-                f"({100 * self.done // max(self.total, 1)}%), {rate:.1f} sentences/s, "
-                f"about {left:.0f} s left\x1b[K"
-            )
-            self.stream.flush()
-            self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            self.stream.write("\n")
-            self.stream.flush()
 
 
 def translate_with_server(
@@ -295,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     constraints_for = glossary.terms_for if args.constrain and glossary else None
     options = options_from_args(args)
     start = time.monotonic()
-    progress = Progress(len(src))
+    progress = Progress(len(src), prog=PROG)
     try:
         if args.server:
             # --timeout bounds each request, retries included (not the whole file)

@@ -35,8 +35,9 @@ from nmt_client.cli import (
 )
 from nmt_client.decoding_args import add_length_penalty_form
 from nmt_client.errors import InvalidRequest, TranslatorError
-from nmt_client.evaluate import Progress, read_lines
+from nmt_client.evaluate import read_lines
 from nmt_client.options import score_request
+from nmt_client.progress import Progress
 from nmt_client.results import Hypothesis, Result
 from nmt_client.translator import DEFAULT_TARGET
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from nmt_client import DecodeOptions, Translator, evaluate
+from nmt_client.progress import Progress
 
 SAMPLE = Path(__file__).resolve().parents[2] / "models" / "sample"
 SAMPLE_EN, SAMPLE_ES = SAMPLE / "sample.en", SAMPLE / "sample.es"
@@ -243,7 +244,7 @@ def test_a_file_not_utf8_is_one_line_naming_the_line(subset, tmp_path, capsys):
 def test_progress_line_on_a_terminal_only():
     times = iter([0.0, 0.1, 0.5, 1.0, 2.0])
     out = io.StringIO()
-    progress = evaluate.Progress(4, out, enabled=True, clock=lambda: next(times))
+    progress = Progress(4, out, enabled=True, clock=lambda: next(times), prog="nmt-eval")
     progress.advance()  # 0.1 s after the start: under the interval, not shown
     assert out.getvalue() == ""
     progress.advance()
@@ -254,7 +255,7 @@ def test_progress_line_on_a_terminal_only():
     assert lines[1].startswith("nmt-eval: 4/4 sentences (100%), 4.0 sentences/s")
     assert out.getvalue().endswith("\n")
     quiet = io.StringIO()
-    silent = evaluate.Progress(3, quiet)  # a StringIO is no terminal: off by default
+    silent = Progress(3, quiet, prog="nmt-eval")  # a StringIO is no terminal: off by default
     silent.advance(3)
     silent.close()
     assert quiet.getvalue() == ""
@@ -356,3 +357,17 @@ def test_a_bad_glossary_is_one_line(subset, tmp_path, capsys):
     assert evaluate.main(argv) == 2
     (err,) = capsys.readouterr().err.splitlines()
     assert err.startswith(f"nmt-eval: error: {bad}:1: expected 'source term<TAB>target term'")
+
+
+def test_progress_of_a_stream_of_unknown_length():
+    """nmt-translate reading a file into a file: how many so far and how fast."""
+    times = iter([0.0, 0.5, 1.0])
+    out = io.StringIO()
+    progress = Progress(None, out, enabled=True, clock=lambda: next(times), prog="nmt-translate")
+    progress.advance(10)
+    progress.advance(10)
+    progress.close()
+    assert out.getvalue().split("\r")[1:] == [
+        "nmt-translate: 10 sentences, 20.0 sentences/s\x1b[K",
+        "nmt-translate: 20 sentences, 20.0 sentences/s\x1b[K\n",
+    ]
