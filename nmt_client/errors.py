@@ -12,6 +12,8 @@ import grpc
 
 from nmt_api import NOT_READY_HINT, REQUEST_ID_HEADER, RETRY_HINT
 
+# gRPC's own message for a request or reply over its side's size limit.
+_TOO_LARGE = re.compile(r"(Received|Sent) message larger than max")
 # gRPC's own messages for a call that never left the client: no connection could be made.
 _NOT_CONNECTED = ("failed to connect to all addresses", "errors resolving", "dns resolution failed")
 
@@ -210,6 +212,12 @@ def make_error(
     request_id: str | None = None,
 ) -> TranslatorError:
     kw = {"attempts": attempts, "request_id": request_id}
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and _TOO_LARGE.search(details):
+        # gRPC's own words for a message over a size limit name neither side's setting
+        details += (
+            ": send fewer or shorter texts a request, or raise the limit on both sides "
+            "(nmt-serve --max-message-bytes, Translator(max_message_bytes=...))"
+        )
     if overloaded(code, details):
         return Overloaded(code, details, **kw)
     cls = _BY_CODE.get(code, TranslatorError)
