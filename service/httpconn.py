@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -63,22 +64,33 @@ SEND_CHECK_SECONDS = 1.0
 class _OncePerPeriod(logging.Filter):
     """Of the records about malformed requests (:data:`MALFORMED`: aiohttp logs
     each at ERROR with a stack), lets one through per ``period`` seconds as a warning
-    without its traceback, counting the ones it held back. Any other record (a real error
-    in a handler) passes as it is."""
+    without its traceback, counting the ones it held back: the next one let through says
+    how many, or, when none comes, one line at the period's end (a flood's 999 held back
+    went unmentioned). Any other record (a real error in a handler) passes as it is."""
 
     def __init__(self, period: float) -> None:
         super().__init__()
         self.period = period
         self._next = 0.0
         self._held = 0
+        self._lock = threading.Lock()
+        self._report: threading.Timer | None = None
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not (record.exc_info and isinstance(record.exc_info[1], MALFORMED)):
             return True
         now = time.monotonic()
-        if now < self._next:
-            self._held += 1
-            return False
+        with self._lock:
+            if now < self._next:
+                self._held += 1
+                if self._report is None:  # said at the period's end unless one passes first
+                    self._report = threading.Timer(self._next - now, self._say_held, [record.name])
+                    self._report.daemon = True
+                    self._report.start()
+                return False
+            if self._report is not None:
+                self._report.cancel()
+                self._report = None
         # one line: aiohttp's message quotes the offending bytes and a caret on lines of
         # their own (and the bytes are the client's: repr keeps them printable)
         error = record.exc_info[1] if record.exc_info else None
@@ -90,8 +102,18 @@ class _OncePerPeriod(logging.Filter):
         record.args = None
         record.levelno, record.levelname = logging.WARNING, "WARNING"
         record.exc_info = record.exc_text = None
-        self._next, self._held = now + self.period, 0
+        with self._lock:
+            self._next, self._held = now + self.period, 0
         return True
+
+    def _say_held(self, name: str) -> None:
+        with self._lock:
+            held, self._held, self._report = self._held, 0, None
+            self._next = time.monotonic() + self.period  # this line counts as the period's
+        if held:
+            logging.getLogger(name).warning(
+                "refused %d more malformed HTTP requests in the last %g s", held, self.period
+            )
 
 
 # aiohttp's request handlers write here (logger=); one filter for the process.

@@ -307,3 +307,28 @@ def test_a_streams_answer_read_after_its_deadline_is_not_followed_by_an_error(
         sock.close()
     assert b'"final":true' in data
     assert b"event: error" not in data, data[-300:]
+
+
+def test_malformed_requests_held_back_are_counted_at_the_periods_end(caplog):
+    """A flood of malformed requests: one line at once, then one saying how many more,
+    when no later one comes to say it (a flood's 999 others went unmentioned)."""
+    from aiohttp.http_exceptions import BadHttpMessage
+
+    period = httpconn._OncePerPeriod(0.2)
+    log = logging.getLogger("service.httpconn.protocol.test")
+    log.addFilter(period)
+    caplog.set_level(logging.WARNING, logger=log.name)
+    try:
+        for _ in range(4):
+            try:
+                raise BadHttpMessage("Bad header")
+            except BadHttpMessage:
+                log.error("Error handling request", exc_info=True)
+        lines = [r.getMessage() for r in caplog.records if r.name == log.name]
+        assert len(lines) == 1 and lines[0].startswith("refused a malformed HTTP request (")
+        assert wait_until(lambda: len([r for r in caplog.records if r.name == log.name]) == 2)
+        last = [r for r in caplog.records if r.name == log.name][-1]
+        assert last.getMessage() == "refused 3 more malformed HTTP requests in the last 0.2 s"
+        assert last.levelno == logging.WARNING and not last.exc_info
+    finally:
+        log.removeFilter(period)
