@@ -451,6 +451,13 @@ def _stream(
     return result
 
 
+def _cut_short(result: Result | None, number: int) -> list[int]:
+    """``[number]`` when ``result``'s best translation ended at the length limit."""
+    if result is None or not result.hypotheses:
+        return []
+    return [number] if result.best.finish_reason == "length" else []
+
+
 def finite(x: float | None) -> float | None:
     """``x`` as a JSON number: ``None`` (null) for a missing or non-finite one."""
     return x if x is not None and math.isfinite(x) else None
@@ -538,6 +545,7 @@ def run(args: argparse.Namespace) -> int:
     )
     first: Result | None = None
     refused = 0  # sentences left blank (--skip-refused)
+    cut: list[int] = []  # input lines (or sentences) whose best translation hit the limit
     glossary, problem = Glossary.for_cli(args.glossary)
     if problem:
         print(f"{PROG}: error: {problem}", file=sys.stderr)
@@ -564,10 +572,14 @@ def run(args: argparse.Namespace) -> int:
                 constraints=constraints_for(args.text[0]),
                 ordered=args.ordered_constraints,
             )
+            cut += _cut_short(first, 1)
         elif args.prefix:
             prefixes = [args.prefix] * len(args.text)
-            for result in translator.translate(args.text, options=options, target_prefix=prefixes):
+            for number, result in enumerate(
+                translator.translate(args.text, options=options, target_prefix=prefixes), 1
+            ):
                 first = first or result
+                cut += _cut_short(result, number)
                 _print_result(result, args)
         else:
             interactive = not args.text and sys.stdin.isatty()
@@ -589,14 +601,23 @@ def run(args: argparse.Namespace) -> int:
                 skip_refused=args.skip_refused,
             )
             try:
-                for result in lines:
+                for number, result in enumerate(lines, 1):
                     refused += result is not None and result.error is not None
+                    cut += _cut_short(result, number)
                     first = first or result
                     _print_result(result, args)
                     sys.stdout.flush()
                     progress.advance()
             finally:
                 progress.close()
+    if cut:
+        shown = ", ".join(map(str, cut[:10])) + (", ..." if len(cut) > 10 else "")
+        what = "sentence" if args.text else "line"
+        print(
+            f"{PROG}: {len(cut)} translation(s) reached the length limit and may be cut short "
+            f"({what} {shown}): allow more with --max-length or --max-length-ratio",
+            file=sys.stderr,
+        )
     status = 0
     if refused:
         print(f"{PROG}: {refused} sentence(s) refused and left blank", file=sys.stderr)

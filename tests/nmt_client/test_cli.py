@@ -552,3 +552,16 @@ def test_a_program_waiting_for_each_answer_gets_it_through_a_pipe(address, tiny_
         assert proc.wait(30) == 0 and proc.stdout.read() == ""
     finally:
         proc.kill()
+
+
+def test_translations_cut_at_the_length_limit_are_named(address, tiny_bundle, capsys):
+    texts = [tiny_bundle.sentences[i] for i in (1, 2)]
+    assert cli.main(["--server", address, *texts]) == 0
+    assert "length limit" not in capsys.readouterr().err  # ended by the model
+    assert cli.main(["--server", address, "--max-length", "3", *texts]) == 0
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 2
+    assert err.splitlines() == [
+        "nmt-translate: 2 translation(s) reached the length limit and may be cut short "
+        "(sentence 1, 2): allow more with --max-length or --max-length-ratio"
+    ]
