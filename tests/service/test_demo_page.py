@@ -94,3 +94,13 @@ def test_page_functions_on_edge_cases(server):
     line = run_page(f"errorLine({status}, {data.decode()})")
     assert line.startswith("INVALID_ARGUMENT (HTTP 400): unknown model 'x'")
     assert run_page("errorLine(502, null)") == "HTTP 502"
+    # a translation the length limit cut says so, as the server marks it
+    status, _, data = call(
+        server.http_port,
+        "POST",
+        "/v1/translate",
+        {"texts": ["A house."], "options": {"max_length": 2}},
+    )
+    hypothesis = json.loads(data)["translations"][0]["hypotheses"][0]
+    assert run_page(f"finishNote({json.dumps(hypothesis)})") == " (cut at the length limit)"
+    assert run_page("finishNote({finish_reason: 'FINISH_REASON_EOS'})") == ""
