@@ -57,6 +57,8 @@ OVER_CAPACITY = "(over --http-max-connections)"
 # How long a refused connection stays open for its client to read the 503 (closing at
 # once, with the client's request unread, makes the kernel reset it: the answer is lost).
 REFUSED_LINGER_SECONDS = 1.0
+# Refused connections kept open at once for their clients to read the 503; more are reset.
+MAX_LINGERING = 64
 # How often a connection with bytes waiting to be sent checks that its client reads them.
 SEND_CHECK_SECONDS = 1.0
 
@@ -225,17 +227,50 @@ class Connection(RequestHandler):
         self.opened = time.monotonic()
         self.busy = False
         self.refused = False
+        self.last_used = time.monotonic()
+        self._lingers: Server | None = None  # counted among the server's lingering
         self._header_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
+        loop = asyncio.get_running_loop()
         cap, manager = self.max_connections, self._manager
-        if cap and manager is not None and len(manager.connections) > cap:  # (this one is counted)
-            self.refused = True
-            self._answered(OVER_CAPACITY, 503)
-            assert isinstance(transport, asyncio.WriteTransport)
-            transport.write(self._refusal)
-            asyncio.get_running_loop().call_later(REFUSED_LINGER_SECONDS, self.force_close)
+        if cap and isinstance(manager, Server) and len(manager.connections) > cap:
+            # (this one is counted) an idle keep-alive connection makes room: its client
+            # opens another when it needs one
+            idle = [
+                c
+                for c in manager.connections
+                if isinstance(c, Connection) and c is not self and c.idle()
+            ]
+            if idle:
+                min(idle, key=lambda c: c.last_used).force_close()
+            else:
+                self._refuse(transport, manager)
+                return
+        # the first request's headers too must come within header_seconds: a client that
+        # connects and sends nothing held its place until the keep-alive timeout (300 s)
+        self._header_timer = loop.call_later(self.header_seconds, self._too_slow)
+
+    def idle(self) -> bool:
+        """Between requests on a kept-alive connection: nothing being read or answered."""
+        timer_running = self._header_timer is not None
+        return not (self.busy or self.refused or timer_running) and self.transport is not None
+
+    def _refuse(self, transport: asyncio.BaseTransport, manager: Server) -> None:
+        """Answer 503 at once; keep the connection a moment for its client to read it
+        (closing with its request unread resets it), unless :data:`MAX_LINGERING` already
+        linger: then reset it now, so that a flood cannot reach the open-files limit."""
+        self.refused = True
+        self._answered(OVER_CAPACITY, 503)
+        assert isinstance(transport, asyncio.WriteTransport)
+        if manager.lingering >= MAX_LINGERING:
+            transport.abort()
+            return
+        manager.lingering += 1
+        self._lingers = manager
+        transport.write(self._refusal)
+        asyncio.get_running_loop().call_later(REFUSED_LINGER_SECONDS, self.force_close)
 
     def data_received(self, data: bytes) -> None:
         if self.refused:  # answered already: its request is read, dropped, and the
@@ -291,6 +326,7 @@ class Connection(RequestHandler):
             return await super().finish_response(request, resp, start_time)
         finally:
             self.busy = False  # written: what comes next is a new request
+            self.last_used = time.monotonic()
 
     def too_old(self) -> bool:
         age = self.max_age_seconds
@@ -303,6 +339,9 @@ class Connection(RequestHandler):
             self.force_close()
 
     def connection_lost(self, exc: BaseException | None) -> None:
+        if self._lingers is not None:
+            self._lingers.lingering -= 1
+            self._lingers = None
         for timer in (self._header_timer, self._send_timer):
             if timer is not None:
                 timer.cancel()
@@ -328,6 +367,7 @@ class Server(web.Server):
         """``max_connections``: open at once (0: no cap); past it a new connection is
         sent ``refusal``, a whole HTTP answer, and closed."""
         super().__init__(handler, request_factory=self._request, **kwargs)
+        self.lingering = 0  # refused connections kept open for their client to read the 503
         self._connection_args = {
             "header_seconds": header_seconds,
             "max_age_seconds": max_age_seconds,

@@ -332,3 +332,66 @@ def test_malformed_requests_held_back_are_counted_at_the_periods_end(caplog):
         assert last.levelno == logging.WARNING and not last.exc_info
     finally:
         log.removeFilter(period)
+
+
+def test_a_connection_that_sends_nothing_is_closed_at_the_header_deadline(server_factory):
+    """Connections that never send a byte held their places (1,000 of them: the whole
+    cap) for the keep-alive timeout, 300 s (helper-87)."""
+    from service.calls import RpcConfig
+
+    server = server_factory(server={"http_port": 0, "rpc": RpcConfig(receive_timeout=0.5)})
+    with socket.create_connection(("127.0.0.1", server.http_port), timeout=TIMEOUT) as sock:
+        start = time.monotonic()
+        assert sock.recv(1024) == b""  # closed by the server
+        assert time.monotonic() - start < 3
+
+
+def test_at_the_cap_an_idle_kept_alive_connection_makes_room(server_factory):
+    server = server_factory(server={"http_port": 0, "http_max_connections": 2})
+    address = ("127.0.0.1", server.http_port)
+    kept = []
+    for _ in range(2):  # each asks once and keeps its connection
+        sock = socket.create_connection(address, timeout=TIMEOUT)
+        sock.sendall(b"GET /v1/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200 OK")
+        kept.append(sock)
+        time.sleep(0.05)  # the first is the older
+    try:
+        url = f"http://127.0.0.1:{server.http_port}/v1/health/live"
+        with urllib.request.urlopen(url, timeout=TIMEOUT) as reply:  # not refused
+            assert reply.status == 200
+        assert kept[0].recv(1024) == b""  # the oldest idle one was closed for it
+        kept[1].sendall(b"GET /v1/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert kept[1].recv(4096).startswith(b"HTTP/1.1 200 OK")
+        assert _over_capacity(server) == 0
+    finally:
+        for sock in kept:
+            sock.close()
+
+
+def test_refused_connections_past_the_lingering_bound_are_reset(server_factory, monkeypatch):
+    """Each refused connection lingers a second for its client to read the 503; past
+    MAX_LINGERING of them a flood is reset at once, so it cannot reach the open-files
+    limit (a burst of 600 against a cap of 150 did, helper-86)."""
+    monkeypatch.setattr(httpconn, "MAX_LINGERING", 2)
+    server = server_factory(server={"http_port": 0, "http_max_connections": 1})
+    address = ("127.0.0.1", server.http_port)
+    held = socket.create_connection(address, timeout=TIMEOUT)  # the one place
+    flood = [socket.create_connection(address, timeout=TIMEOUT) for _ in range(6)]
+    try:
+        answered = reset = 0
+        for sock in flood:
+            try:
+                data = _answer(sock)
+            except ConnectionResetError:
+                data = b""
+            answered += data.startswith(b"HTTP/1.1 503")
+            reset += not data
+        assert answered >= 2 and reset >= 1 and answered + reset == 6
+        assert server.http._runner.server.lingering <= 2
+        assert wait_until(lambda: server.http._runner.server.lingering == 0, timeout=5)
+        assert _over_capacity(server) == 6
+    finally:
+        held.close()
+        for sock in flood:
+            sock.close()
