@@ -1,25 +1,30 @@
 """The ``/metrics`` port (``--metrics-port``): prometheus_client's exposition, served by
 a thread per connection as its ``start_http_server`` serves it, but with what that one
-lacks for a port that may face a network: a read timeout (a client that opens a
-connection and sends half a request line held its thread for ever: 1,000 such
-connections, 1,000 threads, helper-84's audit), a cap on the threads (a connection past
-it is closed at once) and a listen backlog of more than 5.
+lacks for a port that may face a network: a deadline on each connection, its request
+and answer together (a client that opens a connection and sends half a request line,
+or a byte every few seconds, held its thread for ever: 1,000 such connections, 1,000
+threads, helper-84's and helper-86's audits), a cap on the threads (a connection past it
+is closed at once) and a listen backlog of more than 5.
 """
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
+import time
 from http.server import ThreadingHTTPServer
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import MetricsHandler
 
-# Seconds a connection may take to send its request, and to read each part of the
-# answer (Prometheus scrapes in milliseconds; its default scrape timeout is 10 s).
-READ_SECONDS = 10.0
+# Seconds a connection may last, its request and the answer together (a scrape takes
+# milliseconds; Prometheus's default scrape timeout is 10 s); also each read's timeout.
+READ_SECONDS = 5.0
 # Connections served at once (a thread each); more are closed when they arrive.
-MAX_CONNECTIONS = 64
+MAX_CONNECTIONS = 128
+# How often the connections past their deadline are looked for.
+REAP_SECONDS = 0.5
 BACKLOG = 128
 
 
@@ -32,23 +37,49 @@ class MetricsServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], handler, family: socket.AddressFamily) -> None:
         self.address_family = family
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._deadlines: dict[socket.socket, float] = {}  # open connections' deadlines
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
         super().__init__(address, handler)
+        threading.Thread(target=self._reap, name="nmt-metrics-reaper", daemon=True).start()
 
     def process_request(self, request, client_address) -> None:
         if not self._slots.acquire(blocking=False):
             self.shutdown_request(request)  # every thread busy: closed, not queued
             return
+        with self._lock:
+            self._deadlines[request] = time.monotonic() + READ_SECONDS
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self._slots.release()
+            self._done(request)
             raise
 
     def process_request_thread(self, request, client_address) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._slots.release()
+            self._done(request)
+
+    def _done(self, request: socket.socket) -> None:
+        with self._lock:
+            if self._deadlines.pop(request, None) is not None:
+                self._slots.release()
+
+    def _reap(self) -> None:
+        """Shut the connections past their deadline: their thread's read or write fails
+        and the thread ends (a per-read timeout alone let a byte every few seconds in)."""
+        while not self._closing.wait(REAP_SECONDS):
+            now = time.monotonic()
+            with self._lock:
+                late = [s for s, deadline in self._deadlines.items() if deadline < now]
+            for sock in late:
+                with contextlib.suppress(OSError):  # closed meanwhile
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def server_close(self) -> None:
+        self._closing.set()
+        super().server_close()
 
 
 def start_metrics_server(

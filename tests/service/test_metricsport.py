@@ -67,3 +67,28 @@ def test_connections_past_the_thread_cap_are_closed_at_once(metrics):
             sock.close()
     # once the held ones time out or close, Prometheus is served again
     assert wait_until(lambda: "nmt_test_scrapes_total" in _scrape(metrics.server_port), timeout=5)
+
+
+def test_a_request_trickled_a_byte_at_a_time_is_closed_at_the_connections_deadline(metrics):
+    """Each read within its timeout, the request never finished: the connection ends at
+    its deadline all the same (helper-86, helper-87: 64 tricklers shut out every scrape)."""
+    with socket.create_connection(("127.0.0.1", metrics.server_port), timeout=TIMEOUT) as sock:
+        start = time.monotonic()
+        closed = False
+        for byte in b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100:
+            try:
+                sock.sendall(bytes([byte]))
+            except OSError:
+                closed = True
+                break
+            if _readable(sock) and sock.recv(1024) == b"":
+                closed = True
+                break
+            time.sleep(0.2)  # under the read timeout (0.5 s) every time
+        assert closed and time.monotonic() - start < 5
+
+
+def _readable(sock: socket.socket) -> bool:
+    import select
+
+    return bool(select.select([sock], [], [], 0)[0])
