@@ -141,6 +141,10 @@ def parse(body: bytes, request_type: type[Message]) -> bytes:
             value = json.loads(body.decode("utf-8"), object_pairs_hook=_unique_keys)
         except ValueError as exc:  # JSONDecodeError; UnicodeDecodeError is one too
             raise json_format.ParseError(f"Failed to load JSON: {exc}.") from None
+        if not isinstance(value, dict):  # (protobuf's mapping raised TypeError: a 500)
+            raise json_format.ParseError(
+                f"the body is a JSON {type(value).__name__}, not an object {{...}}"
+            )
         if (items := _list_items(value)) > MAX_JSON_ITEMS:
             raise InvalidRequest(
                 f"the body holds {items:,} list items or more; a request may hold at most "

@@ -44,7 +44,10 @@ def to_options(
     ``target_index``: the model's target token -> id (for ``ignore_when_blocking``)."""
     defaults = defaults or DecodeOptions()
     beam = msg.beam_size
-    model_beam = defaults.beam_size  # 1 unless the model's manifest sets its own
+    # the model's own beam (1 unless its manifest sets one), for a request that asks for
+    # no search of its own: sampling and diverse groups choose theirs
+    own_search = msg.sampling_topk > 1 or msg.diverse_beam_groups > 1
+    model_beam = 1 if own_search else defaults.beam_size
     if msg.strategy == pb.STRATEGY_GREEDY:
         if beam > 1:
             raise InvalidRequest(
@@ -65,7 +68,7 @@ def to_options(
         defaults,
         beam_size=beam,
         # the model's n-best list goes with its beam; another beam gets one hypothesis
-        n_best=msg.n_best or (defaults.n_best if beam == model_beam else 1),
+        n_best=msg.n_best or (defaults.n_best if beam == model_beam > 1 else 1),
         max_length=msg.max_length or min(default_max_length, defaults.max_length),
         # Diagnostics, alignments and replace_unk read the attention: the loop must keep it.
         return_attention=(

@@ -149,6 +149,18 @@ def test_an_option_the_decoding_would_ignore_is_refused(fields, match):
         to_options(pb.DecodeOptions(**fields), default_max_length=256, target_index={".": 4})
 
 
+def test_a_models_own_beam_leaves_sampling_and_groups_their_own():
+    model = DecodeOptions(beam_size=4, n_best=4)
+    sampled = to_options(pb.DecodeOptions(sampling_topk=10), default_max_length=256, defaults=model)
+    assert (sampled.beam_size, sampled.n_best, sampled.sampling) == (1, 1, True)
+    grouped = to_options(
+        pb.DecodeOptions(diverse_beam_groups=3, beam_size=6), default_max_length=256, defaults=model
+    )
+    assert (grouped.beam_size, grouped.diverse_beam_groups) == (6, 3)
+    plain = to_options(pb.DecodeOptions(), default_max_length=256, defaults=model)
+    assert (plain.beam_size, plain.n_best) == (4, 4)
+
+
 def test_what_makes_an_option_apply_may_come_from_the_model():
     # n-gram blocking on by the model's default: its exceptions apply
     model = DecodeOptions(block_ngram_repeat=2)

@@ -919,6 +919,9 @@ def test_a_body_of_too_many_list_items_is_refused_before_the_protobuf_mapping(se
     assert status == 400 and "duplicate key texts" in json.loads(data)["message"]
     status, _, data = post(server, "/v1/translate", b'{"texts": [')
     assert status == 400 and "Failed to load JSON" in json.loads(data)["message"]
+    for bare in (b"null", b"5", b"true", b'"text"', b"[1]"):  # a 500 with a traceback before
+        status, _, data = post(server, "/v1/translate", bare)
+        assert status == 400 and "not an object {...}" in json.loads(data)["message"], bare
     status, _, _ = post(server, "/v1/translate", {"texts": ["Hi."]})
     assert status == 200 and calls
 
