@@ -395,3 +395,47 @@ def test_refused_connections_past_the_lingering_bound_are_reset(server_factory, 
         held.close()
         for sock in flood:
             sock.close()
+
+
+def test_a_slow_steady_reader_gets_its_whole_answer(server_factory, tiny_bundle, monkeypatch):
+    """The watchdog counts the socket's own send queue too: the transport's buffer shrinks
+    only when the kernel wakes the writer, after a third of that queue drained, which at
+    a slow reader's pace took longer than the timeout (a 64 KB/s reader was cut off after
+    5.4 of 9.8 MB, helper-86)."""
+    monkeypatch.setattr(httpconn, "SEND_CHECK_SECONDS", 0.1)
+    server = server_factory(
+        server={"http_port": 0, "http_send_timeout": 0.5}, max_beam_size=8, max_n_best=8
+    )
+    texts = [tiny_bundle.sentences[0]] * 4  # the looping one: long, with attention
+    options = {"beam_size": 8, "n_best": 8, "return_attention": True}
+    body = json.dumps({"texts": texts, "options": options}).encode()
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    sock.connect(("127.0.0.1", server.http_port))
+    try:
+        assert wait_until(lambda: len(server.http._runner.server.connections) == 1)
+        (connection,) = server.http._runner.server.connections
+        # a send queue of 2 MB: the writer is woken after ~700 KB drained, at this
+        # reader's 640 KB/s about once a second, past the 0.5 s timeout
+        connection.transport.get_extra_info("socket").setsockopt(
+            socket.SOL_SOCKET, socket.SO_SNDBUF, 1024 * 1024
+        )
+        sock.sendall(
+            b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        sock.settimeout(TIMEOUT)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+            time.sleep(0.1)
+    finally:
+        sock.close()
+    head, _, payload = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK")
+    length = int(
+        dict(line.split(": ", 1) for line in head.decode().split("\r\n")[1:])["Content-Length"]
+    )
+    assert len(payload) == length > 2_500_000, (len(payload), length)
+    assert len(json.loads(payload)["translations"]) == 4
