@@ -12,7 +12,6 @@ import math
 import os
 import re
 import sys
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -378,39 +377,23 @@ def translate_lines(
     translator: Translator, lines: Iterable[str], *, what: str = "line", **kwargs
 ) -> Iterator[Result | None]:
     """:meth:`Translator.translate_many` of ``lines``, read as far as needed; ``None``
-    for a blank line (not sent: the server refuses empty text). ``kwargs``: those of
+    for a blank line (not sent: the server refuses empty text; answered as soon as it is
+    read, not after the next line's translation). ``kwargs``: those of
     ``translate_many``. A refused request's error names the input ``what`` (``line``:
     ``line 9 has 160 source tokens...``) and, over the server's sentence limit,
     ``--batch-size``."""
-    sent: deque[bool] = deque()  # per line read so far and not yet answered: sent?
-    numbers: deque[int] = deque()  # the line numbers of those sent, not yet answered
-    answered = 0  # lines sent and answered: numbers[0] is the next one sent
-
-    def non_blank() -> Iterator[str]:
-        for number, line in enumerate(lines, 1):
-            sent.append(bool(line.strip()))
-            if sent[-1]:
-                numbers.append(number)
-                yield line
-
-    def where(index: int) -> str:
-        # texts[index] counts every line sent (translate_many's numbering); results come
-        # in order, so a refused one is at most this many lines past the answered ones
-        at = index - answered
-        return f"{what} {numbers[at]}" if 0 <= at < len(numbers) else f"texts[{index}]"
-
     try:
-        for result in translator.translate_many(non_blank(), **kwargs):
-            while not sent.popleft():
-                yield None
-            number = numbers.popleft()
-            answered += 1
+        results = translator.translate_many(lines, keep_blank=True, **kwargs)
+        for number, result in enumerate(results, 1):
             if result.error is not None:  # translate_many(skip_refused=True)
                 print(f"{PROG}: {what} {number} left blank: {result.error}", file=sys.stderr)
+            elif not result.hypotheses and not result.source.strip():
+                yield None  # a blank line
+                continue
             yield result
     except TranslatorError as exc:
-        raise explain_batch_error(exc, where=where) from None
-    yield from (None for _ in sent)
+        # texts[i] counts every line, blank ones too
+        raise explain_batch_error(exc, where=lambda i: f"{what} {i + 1}") from None
 
 
 def _stream(
@@ -494,8 +477,8 @@ def _print_result(result: Result | None, args: argparse.Namespace) -> None:
     if args.json:
         print(json_line(result, args))
         return
-    if result is None or result.error is not None:
-        print()
+    if result is None or result.error is not None or not result.hypotheses:
+        print()  # a blank line, a refused one, or a search that found nothing: one line
         return
     for rank, hyp in enumerate(result.hypotheses):
         prefix = f"{rank + 1}\t" if args.n_best > 1 else ""

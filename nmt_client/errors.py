@@ -64,11 +64,19 @@ def shifted(exc: TranslatorError, offset: int) -> TranslatorError:
     named = sentence_index(exc.details)
     if named is None or not offset:
         return exc
-    field, index, rest = named
+    return renumbered(exc, offset + named[1])
+
+
+def renumbered(exc: TranslatorError, index: int) -> TranslatorError:
+    """``exc`` naming its sentence ``texts[index]`` (a copy; ``exc`` if it names none)."""
+    named = sentence_index(exc.details)
+    if named is None:
+        return exc
+    field, _, rest = named
     # (copy.copy would rebuild it from its args, the message alone)
     out = type(exc).__new__(type(exc))
     out.__dict__.update(vars(exc))
-    out.details = f"{field}[{offset + index}]{rest}"
+    out.details = f"{field}[{index}]{rest}"
     out.args = (out.message,)
     return out
 

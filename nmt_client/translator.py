@@ -25,6 +25,7 @@ from nmt_client.errors import (
     InvalidRequest,
     TranslatorError,
     from_rpc_error,
+    renumbered,
     retryable,
     sentence_index,
     shifted,
@@ -320,6 +321,7 @@ class Translator:
         constraints_for: Callable[[str], Sequence[str]] | None = None,
         skip_refused: bool = False,
         linger: float | None = None,
+        keep_blank: bool = False,
         **kwargs: Any,
     ) -> Iterator[Result]:
         """Translate any number of sentences, ``batch_size`` a request, up to
@@ -330,7 +332,9 @@ class Translator:
         ``skip_refused``: a sentence the server refuses (too long, empty, no tokens...)
         gives a :class:`Result` without hypotheses whose ``error`` says why, and the rest
         of its request is sent again without it (else the refusal is raised, naming the
-        sentence by its index in ``texts``). ``linger``: send a partial batch once
+        sentence by its index in ``texts``). ``keep_blank``: a blank text gives a
+        :class:`Result` without hypotheses, not sent (else the server refuses it).
+        ``linger``: send a partial batch once
         ``texts`` has given nothing more for this many seconds (a pipe from a program
         that waits for each answer). ``kwargs``: those of :meth:`translate`."""
 
@@ -341,10 +345,11 @@ class Translator:
             return self.translate(batch, **{**kwargs, "constraints": phrases})
 
         def request(batch: list[str]) -> list[Result]:
-            if not skip_refused:
+            if not (skip_refused or keep_blank):
                 return translate(batch)
-            out: list[Result | None] = [None] * len(batch)
-            left = list(range(len(batch)))
+            # blank texts are not sent: a Result without hypotheses each
+            left = [i for i, text in enumerate(batch) if not keep_blank or text.strip()]
+            out = [Result(source=text, hypotheses=()) for text in batch]
             while left:
                 try:
                     results = translate([batch[i] for i in left])
@@ -352,13 +357,15 @@ class Translator:
                     named = sentence_index(exc.details)
                     if named is None or named[0] != "texts" or named[1] >= len(left):
                         raise  # the request as a whole (its options) is refused
+                    if not skip_refused:  # named by its place in the batch, not in `left`
+                        raise renumbered(exc, left[named[1]]) from None
                     i = left.pop(named[1])
                     out[i] = Result(source=batch[i], hypotheses=(), error=f"the text{named[2]}")
                     continue
                 for i, result in zip(left, results, strict=True):
                     out[i] = result
                 break
-            return [r for r in out if r is not None]
+            return out
 
         sized = self._sized(batch_size, kwargs)
         return _in_batches(request, texts, sized, concurrency, linger)
@@ -549,52 +556,83 @@ class Translator:
             time.sleep(delay)
 
 
-_END = object()  # what _Lingering's reader puts after the last item
+_END = object()  # what a reader puts after the last item
 
 
-class _Lingering:
-    """Batches of what ``items`` gives, read by a thread of their own: a batch is sent
-    once ``batch_size`` items came or ``linger`` seconds passed without one more (a
-    program writing a line and waiting for its translation gets it, where a full batch
-    would wait forever). ``take(wait)``: the next batch, ``[]`` if nothing has come and
-    ``wait`` is false, ``None`` at the end."""
+class _Batches:
+    """``items`` in batches of up to ``batch_size``, read as far as needed.
 
-    def __init__(self, items: Iterable[T], batch_size: int, linger: float) -> None:
-        self.batch_size, self.linger, self.ended = batch_size, linger, False
-        self._queue: queue.Queue = queue.Queue(maxsize=4 * batch_size)
+    Without ``linger``, read here, a batch at a time. With it, read by a thread of its
+    own at most a batch ahead, and a batch not yet full goes once no item has come for
+    ``linger`` seconds (a program that writes a line and waits for its translation gets
+    it). ``take(wait)``: the next batch; ``[]`` when nothing has come and ``wait`` is
+    false; ``None`` at the end. An error of ``items`` is raised once the items read
+    before it were taken. :meth:`close` lets the reader go."""
+
+    def __init__(self, items: Iterable[T], batch_size: int, linger: float | None) -> None:
+        self.batch_size, self.linger = batch_size, linger
+        self._source = iter(items)
         self._error: BaseException | None = None
-        threading.Thread(target=self._read, args=(items,), name="nmt-read", daemon=True).start()
+        self._ended = False
+        self._closed = threading.Event()
+        self._queue: queue.Queue | None = None
+        if linger is not None:
+            self._queue = queue.Queue(maxsize=batch_size)
+            threading.Thread(target=self._read, name="nmt-read", daemon=True).start()
 
-    def _read(self, items: Iterable[T]) -> None:
+    def _read(self) -> None:
+        assert self._queue is not None
         try:
-            for item in items:
-                self._queue.put(item)
+            for item in self._source:
+                if not self._put(item):
+                    return  # closed: the caller stopped reading
         except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread
             self._error = exc
-        self._queue.put(_END)
+        self._put(_END)
+
+    def _put(self, item: object) -> bool:
+        assert self._queue is not None
+        while not self._closed.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def close(self) -> None:
+        self._closed.set()
 
     def take(self, wait: bool) -> list[T] | None:
-        if self.ended:
-            if self._error is not None:  # (after the items read before it)
+        if self._ended:
+            if self._error is not None:  # after the items read before it
                 error, self._error = self._error, None
                 raise error
             return None
+        if self._queue is None:
+            batch: list[T] = []
+            try:
+                for _, item in zip(range(self.batch_size), self._source, strict=False):
+                    batch.append(item)
+            except Exception as exc:  # noqa: BLE001 - raised once this batch is answered
+                self._error, self._ended = exc, True
+            if len(batch) < self.batch_size:
+                self._ended = True
+            return batch or self.take(wait)
         try:
-            first = self._queue.get(block=wait)
+            item = self._queue.get(block=wait)
         except queue.Empty:
             return []
-        batch: list[T] = []
-        deadline = time.monotonic() + self.linger
-        item = first
+        batch = []
         while item is not _END:
             batch.append(item)
             if len(batch) == self.batch_size:
                 return batch
-            try:
-                item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            try:  # the next one within `linger` of the last, else the batch goes
+                item = self._queue.get(timeout=self.linger)
             except queue.Empty:
                 return batch
-        self.ended = True
+        self._ended = True
         return batch or self.take(wait)
 
 
@@ -609,27 +647,33 @@ def _in_batches(
     results in input order as soon as they are ready; ``items`` read only as far as
     needed (a stream such as stdin works). A refusal naming ``texts[i]`` of a request
     names the input's ``texts[j]`` (counted over all ``items``). ``linger``: send a
-    partial batch once no item has come for this long (:class:`_Lingering`)."""
+    partial batch once no item has come for this long (:class:`_Batches`). An error of
+    ``items`` is raised after the results of the items before it."""
     if batch_size < 1 or concurrency < 1:
         raise ValueError("batch_size and concurrency must be >= 1")
-    source = iter(items)
-    lingering = _Lingering(source, batch_size, linger) if linger is not None else None
+    batches = _Batches(items, batch_size, linger)
     pending: deque[tuple[int, Future[list[Result]]]] = deque()
     sent = 0
+    ended = False
+    error: Exception | None = None  # the input's, raised once the answers before it are out
     with ThreadPoolExecutor(concurrency, thread_name_prefix="nmt-client") as pool:
         try:
             while True:
-                while len(pending) < concurrency:
-                    if lingering is None:
-                        batch = [t for _, t in zip(range(batch_size), source, strict=False)]
-                    else:  # answers ready are handed out before waiting for more input
-                        batch = lingering.take(wait=not pending) or []
+                while not ended and len(pending) < concurrency:
+                    try:  # answers ready are handed out before waiting for more input
+                        batch = batches.take(wait=not pending)
+                    except Exception as exc:  # noqa: BLE001 - raised below, in its turn
+                        error, batch = exc, None
+                    if batch is None:
+                        ended = True
                     if not batch:
                         break
                     pending.append((sent, pool.submit(call, batch)))
                     sent += len(batch)
                 if not pending:
-                    if lingering is None or lingering.ended:
+                    if error is not None:
+                        raise error
+                    if ended:
                         return
                     continue
                 start, future = pending.popleft()
@@ -639,6 +683,7 @@ def _in_batches(
                     raise shifted(exc, start) from None
                 yield from results
         finally:
+            batches.close()
             for _, future in pending:
                 future.cancel()
 

@@ -322,13 +322,14 @@ def test_max_length_0_is_the_servers_default(address, capsys):
     assert zero == capsys.readouterr().out and zero.strip()
 
 
-def test_stdin_not_utf8_is_one_line_naming_the_line(monkeypatch, capsys):
+def test_stdin_not_utf8_is_one_line_naming_the_line(address, translator, monkeypatch, capsys):
+    """The lines before it are translated first (they used to be lost with it)."""
     raw = io.BytesIO(b"A house.\n\xff\xfe bad\n")
     stdin = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape")
     monkeypatch.setattr(sys, "stdin", stdin)
-    assert cli.main(["--server", "127.0.0.1:1"]) == 2
+    assert cli.main(["--server", address]) == 2
     captured = capsys.readouterr()
-    assert captured.out == ""
+    assert captured.out.splitlines() == [translator.translate_one("A house.").text]
     assert captured.err.splitlines() == [
         "nmt-translate: error: stdin line 2 is not valid UTF-8: convert the input to UTF-8 "
         "(e.g. iconv -f LATIN1 -t UTF-8)"
@@ -565,3 +566,29 @@ def test_translations_cut_at_the_length_limit_are_named(address, tiny_bundle, ca
         "nmt-translate: 2 translation(s) reached the length limit and may be cut short "
         "(sentence 1, 2): allow more with --max-length or --max-length-ratio"
     ]
+
+
+def test_a_blank_line_through_a_pipe_is_answered_at_once(address, tiny_bundle):
+    """A program that writes a blank line and waits gets its blank answer (it came only
+    with the next line's translation, helper-86)."""
+    import select
+    import subprocess
+    from pathlib import Path
+
+    script = Path(sys.executable).parent / "nmt-translate"
+    proc = subprocess.Popen(
+        [str(script), "--server", address],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        for line in (tiny_bundle.sentences[1], "", tiny_bundle.sentences[2]):
+            proc.stdin.write(line + "\n")
+            proc.stdin.flush()
+            ready, _, _ = select.select([proc.stdout], [], [], 30)
+            assert ready, f"no answer to {line!r} until more input comes"
+            answer = proc.stdout.readline()
+            assert (answer == "\n") == (line == "")
+        proc.stdin.close()
+        assert proc.wait(30) == 0
+    finally:
+        proc.kill()

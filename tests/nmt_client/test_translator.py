@@ -340,3 +340,59 @@ def test_every_optional_proto_field_round_trips_through_none():
     msg = given.to_proto()
     assert all(msg.HasField(name) for name in options._OPTIONAL)
     assert DecodeOptions.from_proto(msg) == given
+
+
+@pytest.mark.parametrize("linger", [None, 0.05])
+def test_translate_many_reads_only_as_far_as_needed_and_lets_go(translator, texts, linger):
+    """Stopping early leaves the input read at most a few batches ahead and no reader
+    thread behind (helper-86: 21 of 1,000 items pulled, the reader blocked for ever)."""
+    import threading
+
+    pulled = []
+
+    def source():
+        for i in range(1000):
+            pulled.append(i)
+            yield texts[i % len(texts)]
+
+    results = translator.translate_many(source(), batch_size=4, concurrency=1, linger=linger)
+    next(results)
+    results.close()
+    assert len(pulled) <= 4 + 4 + 2
+    assert wait_until(lambda: not any(t.name == "nmt-read" for t in threading.enumerate()))
+
+
+@pytest.mark.parametrize("linger", [None, 0.05])
+def test_an_input_that_fails_gets_the_answers_before_it_first(translator, texts, linger):
+    def source():
+        yield from texts
+        raise ValueError("line 4 cannot be read")
+
+    got = []
+    with pytest.raises(ValueError, match="line 4 cannot be read"):
+        for result in translator.translate_many(source(), batch_size=2, linger=linger):
+            got.append(result.text)
+    assert got == [r.text for r in translator.translate(texts)]
+
+
+def test_linger_waits_for_the_next_item_not_the_batchs_first(translator, texts, monkeypatch):
+    """Items coming 20 ms apart join one batch under a 100 ms linger (the linger counted
+    from the batch's first item sent them in pieces)."""
+    import time as clock
+
+    sizes = []
+    real = Translator.translate
+
+    def counted(self, batch, **kwargs):
+        sizes.append(len(batch))
+        return real(self, batch, **kwargs)
+
+    monkeypatch.setattr(Translator, "translate", counted)
+
+    def source():
+        for i in range(12):
+            clock.sleep(0.02)
+            yield texts[i % len(texts)]
+
+    assert len(list(translator.translate_many(source(), batch_size=32, linger=0.1))) == 12
+    assert sizes == [12]
