@@ -70,6 +70,8 @@ log = logging.getLogger(__name__)
 # (A request body as large is parsed there too: json_format takes a second on 4 MB.)
 INLINE_JSON_BYTES = 64 * 1024
 READ_CHUNK_BYTES = 64 * 1024
+# The Server header of the API's answers (aiohttp's names Python's and its own versions).
+SERVER = "nmt-serve"
 # After the grace, how long cancelled handlers and their last writes may take.
 CANCELLED_SECONDS = 1.0
 # Pending connections the port queues (the kernel caps it at net.core.somaxconn).
@@ -263,6 +265,7 @@ class HttpApi:
             response = await self._route(request)
             if not response.prepared:  # (a stream has sent its headers already)
                 response.headers.update(self._cors(request))
+                response.headers["Server"] = SERVER  # not aiohttp's, with its version
                 if isinstance(connection, Connection) and connection.too_old():
                     response.force_close()  # Connection: close: the client reconnects
                 compress(response, request.headers.get("Accept-Encoding", ""))
@@ -408,6 +411,7 @@ class HttpApi:
             if not response.prepared:
                 response.headers[REQUEST_ID_HEADER] = context.request_id
                 response.headers.update(self._cors(request))
+                response.headers["Server"] = SERVER
                 connection = request.protocol
                 if isinstance(connection, Connection) and connection.too_old():
                     response.force_close()

@@ -252,6 +252,17 @@ def to_timing(job: Job) -> pb.Timing:
     )
 
 
+def _file_names(value: object) -> object:
+    """``value`` with every string that holds a path reduced to its last part."""
+    if isinstance(value, dict):
+        return {k: _file_names(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_file_names(v) for v in value]
+    if isinstance(value, str) and ("/" in value or "\\" in value):
+        return value.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    return value
+
+
 def model_info(name: str, engine, *, default: bool, max_message_bytes: int) -> pb.ModelInfo:
     """One model's ListModels entry; ``engine`` is its :class:`service.front.EngineFront`."""
     m = engine.bundle.manifest
@@ -269,12 +280,14 @@ def model_info(name: str, engine, *, default: bool, max_message_bytes: int) -> p
         # the model's own decoding defaults (what a request leaving an option unset gets
         # where they differ from DecodeOptions' documented ones)
         "decoding": m.get("decoding", {}),
-        "parity": m.get("parity", {}),
+        # paths of the machine that exported it (checkpoints, parity sources) by their
+        # file names only: any client may ask (helper-87)
+        "parity": _file_names(m.get("parity", {})),
         "versions": m.get("versions", {}),
         "created": m.get("created"),
-        "checkpoint": m.get("checkpoint", {}).get("meta", {}),
-        "source_model": m.get("source_model"),
-        "tokenizers": m.get("tokenizers"),
+        "checkpoint": _file_names(m.get("checkpoint", {}).get("meta", {})),
+        "source_model": _file_names(m.get("source_model")),
+        "tokenizers": _file_names(m.get("tokenizers")),
     }
     return pb.ModelInfo(
         name=name,

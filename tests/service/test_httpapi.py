@@ -293,6 +293,13 @@ def test_a_body_over_the_limit_is_refused_and_counted(server):
     assert post(server, "/v1/translate", {"texts": ["Hello."]})[0] == 200
 
 
+def test_answers_name_the_server_not_its_libraries_versions(server):
+    status, headers, _ = call(server.http_port, "GET", "/v1/health/live")
+    assert status == 200 and headers["server"] == "nmt-serve"
+    status, headers, _ = post(server, "/v1/translate/stream", {"text": "Hi."})
+    assert status == 200 and headers["server"] == "nmt-serve"
+
+
 def test_request_ids_come_back(server):
     status, headers, _ = post(
         server, "/v1/translate", {"texts": ["Hi."]}, **{"X-Request-Id": "abc-1"}

@@ -356,6 +356,10 @@ def test_list_models(server, stub, tiny_bundle):
     assert summary["parity"]["greedy_mismatches"] == 0
     manifest = json.loads((tiny_bundle.bundle_dir / "manifest.json").read_text())
     assert summary["decoding"] == manifest.get("decoding", {})
+    # the exporting machine's paths go by their file names: any client may ask
+    assert "/" in json.dumps([manifest.get("source_model"), manifest.get("parity")])
+    for part in ("source_model", "parity", "checkpoint", "tokenizers"):
+        assert "/" not in json.dumps(summary[part]), (part, summary[part])
     engine, rpc = server.config.engine, server.config.rpc
     assert model.limits == pb.RequestLimits(
         max_sentences=engine.max_sentences_per_request,
