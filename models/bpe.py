@@ -27,7 +27,7 @@ import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from models.tokenizer import SegmentingTokenizer, TokenizerError, mark_ids
+from models.tokenizer import SegmentingTokenizer, TokenizerError, bundle_file, mark_ids
 
 SEPARATOR = "@@"  # the transform's (subword-nmt's default); Eole has no option for it
 END = "</w>"
@@ -250,11 +250,11 @@ class BpeTokenizer(SegmentingTokenizer):
 def load_bpe(entry: dict, directory: Path) -> BpeTokenizer:
     """The ``bpe`` tokenizer a manifest entry describes (see :meth:`BpeTokenizer.write`)."""
     try:
-        tokens = json.loads((directory / str(entry["file"])).read_text(encoding="utf-8"))
-        codes, unk_id = directory / str(entry["model_file"]), entry["unk_id"]
+        tokens = json.loads(bundle_file(directory, entry["file"]).read_text(encoding="utf-8"))
+        codes, unk_id = bundle_file(directory, entry["model_file"]), entry["unk_id"]
         vocabulary = None
         if "vocabulary_file" in entry:
-            path = directory / str(entry["vocabulary_file"])
+            path = bundle_file(directory, entry["vocabulary_file"])
             vocabulary = json.loads(path.read_text(encoding="utf-8"))
     except (KeyError, OSError, ValueError) as exc:
         raise TokenizerError(f"unreadable bpe tokenizer entry {entry}: {exc}") from None

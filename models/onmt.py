@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from models.tokenizer import SegmentingTokenizer, TokenizerError
+from models.tokenizer import SegmentingTokenizer, TokenizerError, bundle_file
 
 SUBWORD_TYPES = ("none", "bpe", "sentencepiece")
 _MODEL_FILE = {"bpe": "bpe.codes", "sentencepiece": "spm.model"}
@@ -133,7 +133,7 @@ class OnmtTokenizer(SegmentingTokenizer):
 def load_onmt(entry: dict, directory: Path) -> OnmtTokenizer:
     """The ``onmt`` tokenizer a manifest entry describes (see :meth:`OnmtTokenizer.write`)."""
     try:
-        tokens = json.loads((directory / str(entry["file"])).read_text(encoding="utf-8"))
+        tokens = json.loads(bundle_file(directory, entry["file"]).read_text(encoding="utf-8"))
         options, unk_id = entry["onmttok"], entry["unk_id"]
     except (KeyError, OSError, ValueError) as exc:
         raise TokenizerError(f"unreadable onmt tokenizer entry {entry}: {exc}") from None
@@ -145,8 +145,8 @@ def load_onmt(entry: dict, directory: Path) -> OnmtTokenizer:
         unk_id=unk_id,
         options=options,
         subword_type=str(entry.get("subword_type", "none")),
-        model_file=directory / str(model) if model else None,
+        model_file=bundle_file(directory, model) if model else None,
         decode_bytes=bool(entry.get("decode_bytes", True)),
-        vocabulary_file=directory / str(vocabulary) if vocabulary else None,
+        vocabulary_file=bundle_file(directory, vocabulary) if vocabulary else None,
         vocabulary_threshold=int(entry.get("vocabulary_threshold", 0)),
     )

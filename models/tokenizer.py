@@ -322,13 +322,24 @@ def load_tokenizer(entry: dict, directory: Path, special_ids: tuple[int, int, in
     return NormalizingTokenizer(_load_kind(inner, directory, special_ids), normalization)
 
 
+def bundle_file(directory: Path, name: object) -> Path:
+    """The file ``name`` of a bundle's manifest in ``directory``; one outside it (an
+    absolute path, ``../``, a link out) is refused: a bundle loads its own files only
+    (a crafted manifest read /proc/self/environ as a vocabulary, helper-87)."""
+    text = str(name)
+    path = directory / text
+    if Path(text).is_absolute() or not path.resolve().is_relative_to(directory.resolve()):
+        raise TokenizerError(f"{text!r} is outside the bundle directory: its files are its own")
+    return path
+
+
 def _load_kind(entry: dict, directory: Path, special_ids: tuple[int, int, int, int]):
     kind = entry.get("kind")
     if kind not in TOKENIZER_KINDS:
         raise TokenizerError(
             f"unknown tokenizer kind {kind!r}; known: {', '.join(TOKENIZER_KINDS)}"
         )
-    path = directory / str(entry.get("file", ""))
+    path = bundle_file(directory, entry.get("file", ""))
     if kind == "sentencepiece":
         return Tokenizer.from_file(path, special_ids)
     if kind == "onmt":
@@ -348,7 +359,7 @@ def _load_kind(entry: dict, directory: Path, special_ids: tuple[int, int, int, i
         end, strip = entry.get("end_tokens", []), entry.get("strip", False)
         if not isinstance(end, list) or not isinstance(strip, bool):
             raise TokenizerError("a pieces tokenizer entry's end_tokens is a list, strip a bool")
-        model = directory / str(entry["model_file"])
+        model = bundle_file(directory, entry["model_file"])
         return PieceTokenizer.from_files(model, path, unk_id=unk_id, end_tokens=end, strip=strip)
     from models.words import WordTokenizer
 

@@ -13,7 +13,7 @@ from typing import Any
 from export import spec
 from export.spec import BundleConfig
 from models.options import DecodeOptions, DecodeOptionsError
-from models.tokenizer import TokenizerError, load_tokenizer, unk_id_of
+from models.tokenizer import TokenizerError, bundle_file, load_tokenizer, unk_id_of
 from service import forced
 from service.decoding import SpecialIds
 from service.runtime import OnnxModel
@@ -61,7 +61,10 @@ def read_manifest(bundle_dir: Path, *, verify: bool = True) -> dict[str, Any]:
             "at least), or nothing is verified; re-export the model with nmt-export"
         )
     for name, expected in files.items():
-        file = bundle_dir / name
+        try:
+            file = bundle_file(bundle_dir, name)
+        except TokenizerError as exc:
+            raise BundleError(f"{bundle_dir}: the manifest's files: {exc}") from None
         if not file.is_file():
             raise BundleError(f"{bundle_dir}: {name} listed in the manifest is missing")
         if verify and sha256_file(file) != expected:

@@ -108,3 +108,26 @@ def test_a_version_is_its_directorys_name_whatever_its_manifest_says(tiny_bundle
     assert load_bundle(tmp_path / "repo" / "tiny" / "3", runtime).manifest["version"] == "3"
     # a bundle loaded by another path (nmt-eval --bundle DIR) keeps its own
     assert load_bundle(exported, runtime).manifest["version"] == manifest["version"]
+
+
+@pytest.mark.parametrize("name", ["/etc/hostname", "../../../etc/hostname", "link"])
+def test_a_manifest_naming_a_file_outside_its_bundle_is_refused(tiny_bundle, tmp_path, name):
+    """A crafted manifest loaded /proc/self/environ as a vocabulary (helper-87)."""
+    import os
+
+    from service.bundle import load_bundle
+    from service.sessions import RuntimeConfig
+
+    bundle = tmp_path / "m" / "1"
+    shutil.copytree(tiny_bundle.bundle_dir, bundle)
+    os.symlink("/etc/hostname", bundle / "link")
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    side = manifest["tokenizers"]["source"]
+    side["file"] = name
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(BundleError, match="is outside the bundle directory"):
+        load_bundle(bundle, RuntimeConfig(providers=("cpu",), intra_op_threads=1))
+    manifest["files"][name] = "0" * 64  # in the checked file list too
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(BundleError, match="the manifest's files: .* is outside the bundle"):
+        read_manifest(bundle)
