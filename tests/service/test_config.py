@@ -103,7 +103,7 @@ DURATIONS = [f.option for f in FLAGS if isinstance(f.default, float)]
 
 
 def test_every_float_flag_is_a_duration_checked_here():
-    assert len(DURATIONS) == 10 and "--keepalive-time" in DURATIONS
+    assert len(DURATIONS) == 11 and {"--keepalive-time", "--http-send-timeout"} <= set(DURATIONS)
 
 
 @pytest.mark.parametrize("value", ["inf", "1e30"])
