@@ -129,6 +129,10 @@ def error_body(code: grpc.StatusCode, message: str) -> bytes:
 
 def parse(body: bytes, request_type: type[Message]) -> bytes:
     """``body`` (JSON) as the bytes of a ``request_type`` message, or InvalidRequest."""
+    if body.count(b"{") > MAX_JSON_ITEMS:  # objects cost the duplicate-name check each
+        raise InvalidRequest(
+            f"the body holds over {MAX_JSON_ITEMS:,} objects; the API's requests need a few"
+        )
     if _depth(body) > MAX_JSON_DEPTH:
         raise InvalidRequest(
             f"the body nests arrays and objects deeper than {MAX_JSON_DEPTH} levels; "

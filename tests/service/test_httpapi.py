@@ -926,6 +926,10 @@ def test_a_body_of_too_many_list_items_is_refused_before_the_protobuf_mapping(se
     assert status == 400 and "duplicate key texts" in json.loads(data)["message"]
     status, _, data = post(server, "/v1/translate", b'{"texts": [')
     assert status == 400 and "Failed to load JSON" in json.loads(data)["message"]
+    # objects are counted before json.loads, whose per-object check costs (helper-87)
+    status, _, data = post(server, "/v1/translate", b'{"texts": [' + b"{}," * 25_000 + b"{}]}")
+    assert status == 400 and "objects; the API's requests need a few" in json.loads(data)["message"]
+    assert not calls
     for bare in (b"null", b"5", b"true", b'"text"', b"[1]"):  # a 500 with a traceback before
         status, _, data = post(server, "/v1/translate", bare)
         assert status == 400 and "not an object {...}" in json.loads(data)["message"], bare
