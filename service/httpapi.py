@@ -303,6 +303,22 @@ class HttpApi:
             **vary,
         }
 
+    def _may_post(self, request: web.BaseRequest) -> bool:
+        """Whether a POST may run: sent by no browser page (no ``Origin``), by this
+        server's own page (the origin is the request's host, or the host a proxy says
+        it forwarded: ``X-Forwarded-Host``, which a page cannot set without asking
+        first), or by a page of an origin ``--http-cors-origins`` lets call."""
+        origin = request.headers.get("Origin")
+        if origin is None:
+            return True
+        origin = origin.lower()
+        if "*" in self._cors_origins or origin in self._cors_origins:
+            return True
+        hosts = [request.headers.get("Host", "")]
+        hosts += request.headers.get("X-Forwarded-Host", "").split(",")
+        own = {h.strip().lower() for h in hosts if h.strip()}
+        return origin.partition("://")[2] in own
+
     def _preflight(self, request: web.BaseRequest) -> web.StreamResponse:
         """A browser's OPTIONS before a cross-origin call (``--http-cors-origins``)."""
         verbs = verbs_of(request.path)
@@ -341,6 +357,16 @@ class HttpApi:
         if method == "GET" and request.path == OPENAPI:
             return web.Response(body=self._openapi, content_type="application/json")
         route = ROUTES.get((method, request.path))
+        if route is not None and method == "POST" and not self._may_post(request):
+            # A page elsewhere: browsers send a POST of text/plain or form data without
+            # asking first (no preflight), so refusing to share the answer is not enough
+            # to keep another site's page from spending this server (helper-87).
+            return _error_response(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"origin {request.headers.get('Origin', '')[:100]!r} may not call this API "
+                "(--http-cors-origins)",
+                request_id_from([(REQUEST_ID_HEADER, request.headers.get(REQUEST_ID_HEADER))]),
+            )
         if route is None:
             # the id comes back on every error answer, as on a call's
             rid = request_id_from([(REQUEST_ID_HEADER, request.headers.get(REQUEST_ID_HEADER))])

@@ -807,7 +807,7 @@ def test_cors_lets_the_named_origins_call(server_factory, origins):
     else:
         assert status == 403 and "access-control-allow-origin" not in headers
         status, headers, _ = call(port, "POST", "/v1/translate", {"texts": ["Hi."]}, other)
-        assert status == 200 and "access-control-allow-origin" not in headers
+        assert status == 403 and "access-control-allow-origin" not in headers
         # a cache between must know the answer depends on Origin, whatever it was
         assert headers["vary"] == "Origin"
         assert call(port, "GET", "/v1/health/live")[1]["vary"] == "Origin"
@@ -817,8 +817,23 @@ def test_without_cors_no_page_elsewhere_may_call(server):
     page = {"Origin": "https://app.example.com"}
     status, headers, _ = call(server.http_port, "OPTIONS", "/v1/translate", headers=page)
     assert status == 405 and "access-control-allow-origin" not in headers
-    status, headers, _ = call(server.http_port, "POST", "/v1/translate", {"texts": ["Hi."]}, page)
-    assert status == 200 and "access-control-allow-origin" not in headers
+    # a page elsewhere may not spend the server either: browsers send a text/plain POST
+    # without asking first (helper-87)
+    status, headers, data = call(
+        server.http_port, "POST", "/v1/translate", {"texts": ["Hi."]}, page
+    )
+    assert status == 403 and "access-control-allow-origin" not in headers
+    assert "'https://app.example.com' may not call this API" in json.loads(data)["message"]
+    # the server's own page (its origin is the request's host) and clients that are no page
+    own = {"Origin": f"http://127.0.0.1:{server.http_port}"}
+    assert call(server.http_port, "POST", "/v1/translate", {"texts": ["Hi."]}, own)[0] == 200
+    assert call(server.http_port, "POST", "/v1/translate", {"texts": ["Hi."]})[0] == 200
+    # behind a proxy that passes the host the browser asked for (deploy/nginx/nginx.conf)
+    proxied = {
+        "Origin": "http://translate.example.com",
+        "X-Forwarded-Host": "translate.example.com",
+    }
+    assert call(server.http_port, "POST", "/v1/translate", {"texts": ["Hi."]}, proxied)[0] == 200
 
 
 @pytest.mark.parametrize("origin", ["app.example.com", "https://a.example.com/path", ""])
