@@ -514,7 +514,9 @@ def _diagnostics_text(d: Diagnostics) -> str:
 def _list_models(translator: Translator) -> None:
     for m in translator.list_models():
         default = "\tdefault" if m.is_default else ""
-        print(f"{m.name}\t{m.version}\t{m.precision}\t{m.execution_provider}{default}")
+        fields = (m.name, m.version, m.precision, m.execution_provider)
+        shown = ["".join(c if c.isprintable() else "?" for c in f) for f in fields]
+        print("\t".join(shown) + default)
 
 
 def run(args: argparse.Namespace) -> int:

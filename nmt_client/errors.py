@@ -32,7 +32,10 @@ class TranslatorError(Exception):
         attempts: int = 1,
     ) -> None:
         self.code = code
-        self.details = " ".join(details.split())  # one line, whatever gRPC sent
+        # one line of printable characters, whatever the server sent: a hostile one's
+        # terminal escapes must not reach the user's terminal
+        text = " ".join(details.split())
+        self.details = "".join(c if c.isprintable() else "?" for c in text)
         self.request_id = request_id
         self.attempts = attempts
         super().__init__(self.message)

@@ -177,6 +177,13 @@ def test_a_full_queue_on_a_real_server_is_waited_out(server_factory, tiny_bundle
     assert [r.source for r in got] == lines and all(r.text for r in got)
 
 
+def test_a_servers_terminal_escapes_never_reach_the_terminal():
+    from nmt_client.errors import make_error
+
+    exc = make_error(grpc.StatusCode.INVALID_ARGUMENT, "bad\x1b[2J\x07 text\nhere", target="x")
+    assert exc.details == "bad?[2J? text here" and str(exc) == "INVALID_ARGUMENT: " + exc.details
+
+
 def test_what_is_retryable():
     assert retryable(RE, BUSY)
     assert not retryable(RE, TOO_BIG)
