@@ -23,8 +23,9 @@ def add_decoding_args(
         "--beam",
         metavar="N",
         type=int,
-        default=1,
-        help="beam size, 1: greedy (default: %(default)s)",
+        default=None,
+        help="beam size, 1: greedy (default: the model's own, greedy unless its manifest "
+        "sets a beam, as an OpenNMT-tf model converted with its beam_width does)",
     )
     if n_best:
         d.add_argument(
@@ -165,9 +166,10 @@ def add_length_penalty_form(group: argparse._ArgumentGroup) -> None:
 def check_decoding_args(args: argparse.Namespace) -> str | None:
     """What is wrong with the decoding flags (``None``: fine), before anything is sent."""
     n_best = getattr(args, "n_best", 1)
-    if args.beam < 1 or n_best < 1:
+    beam = args.beam  # None: the model's own (the server checks what depends on it)
+    if (beam is not None and beam < 1) or n_best < 1:
         return "--beam and --n-best must be >= 1"
-    if n_best > args.beam:
+    if beam is not None and n_best > beam:
         return f"--n-best {n_best} needs --beam {n_best} or more"
     lp = args.length_penalty
     if lp is not None and not (math.isfinite(lp) and lp >= 0):
@@ -189,13 +191,13 @@ def check_decoding_args(args: argparse.Namespace) -> str | None:
     r = args.diversity_rate
     if r is not None and not (math.isfinite(r) and r >= 0):
         return f"--diversity-rate {r} must be a finite number >= 0 (0: off)"
-    if r and args.beam == 1:
+    if r and beam == 1:
         return "--diversity-rate ranks a beam's continuations: use it with --beam 2 or more"
     groups, strength = args.diverse_beam_groups, args.diverse_beam_strength
     if groups is not None and groups < 0:
         return f"--diverse-beam-groups {groups} must be >= 0 (0 or 1: off)"
-    if (groups or 0) > 1 and args.beam % groups:
-        return f"--diverse-beam-groups {groups} must divide --beam {args.beam}"
+    if (groups or 0) > 1 and beam is not None and beam % groups:
+        return f"--diverse-beam-groups {groups} must divide --beam {beam}"
     if (groups or 0) > 1 and r:
         return "--diverse-beam-groups and --diversity-rate are two diverse searches: use one"
     if strength is not None and not (math.isfinite(strength) and strength >= 0):
@@ -204,7 +206,7 @@ def check_decoding_args(args: argparse.Namespace) -> str | None:
         return "--diverse-beam-strength goes with --diverse-beam-groups N (N > 1)"
     if args.sampling_topk is not None and args.sampling_topk < 0:
         return f"--sampling-topk {args.sampling_topk} must be >= 0 (0 or 1: no sampling)"
-    if (args.sampling_topk or 0) > 1 and args.beam > 1:
+    if (args.sampling_topk or 0) > 1 and (beam or 1) > 1:
         return "--sampling-topk draws one translation: use it with --beam 1"
     t = args.sampling_temperature
     if t is not None and not (math.isfinite(t) and t > 0):

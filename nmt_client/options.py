@@ -105,7 +105,8 @@ class DecodeOptions:
                 object.__setattr__(self, name, None)
         if self.strategy == "greedy" and (self.beam_size or 1) > 1:
             raise InvalidOptions(f"strategy 'greedy' with beam_size {self.beam_size}: use 'beam'")
-        beam = self.beam_size or (1 if self.resolved_strategy == "greedy" else None)
+        # None: the server's choice (the model's own beam; 5 for strategy "beam")
+        beam = self.beam_size or (1 if self.strategy == "greedy" else None)
         if self.n_best is not None and beam is not None and self.n_best > beam:
             raise InvalidOptions(f"n_best {self.n_best} needs beam_size {self.n_best} or more")
         for name in ("length_penalty", "max_length_ratio", "coverage_penalty", "diversity_rate",
@@ -148,13 +149,6 @@ class DecodeOptions:
                 f"ignore_when_blocking must hold non-empty strings, got {self.ignore_when_blocking}"
             )
 
-    @property
-    def resolved_strategy(self) -> Strategy:
-        """The strategy the server will use."""
-        if self.strategy is not None:
-            return self.strategy
-        return "beam" if (self.beam_size or 1) > 1 else "greedy"
-
     def with_(self, **changes: Any) -> DecodeOptions:
         """A copy with the fields in ``changes`` that are not ``None`` replaced."""
         given = {k: v for k, v in changes.items() if v is not None}
@@ -166,7 +160,8 @@ class DecodeOptions:
     def to_proto(self) -> pb.DecodeOptions:
         """The ``nmt.v1.DecodeOptions`` message."""
         msg = pb.DecodeOptions(
-            strategy=_STRATEGIES[self.resolved_strategy],
+            # unset: beam_size decides, else the model's own beam (greedy for most)
+            strategy=_STRATEGIES.get(self.strategy or "", pb.STRATEGY_UNSPECIFIED),
             beam_size=self.beam_size or 0,
             n_best=self.n_best or 0,
             max_length=self.max_length or 0,

@@ -128,8 +128,8 @@ class Bundle:
         return self.config.max_source_tokens
 
 
-# What a model's decoding defaults may set; the rest (beam size, n-best, attention) is
-# each request's own choice.
+# What a model's decoding defaults may set (a request that sets an option overrides
+# them); the rest (attention, sampling, diverse searches) is each request's own choice.
 DECODING_DEFAULTS = {
     # the beam a request that asks for none gets (strategy unset, or STRATEGY_BEAM with
     # beam_size 0), and its n-best list size (OpenNMT-tf's beam_width, num_hypotheses)

@@ -146,11 +146,16 @@ def test_rejects_bad_beam(capsys):
     assert "--beam and --n-best must be >= 1" in capsys.readouterr().err
 
 
-def test_n_best_needs_a_beam(capsys):
-    assert cli.main(["--n-best", "3", "hello"]) == 2
+def test_n_best_needs_a_beam(address, capsys):
+    assert cli.main(["--n-best", "3", "--beam", "2", "hello"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.splitlines() == ["nmt-translate: error: --n-best 3 needs --beam 3 or more"]
+    # without --beam the beam is the model's own (greedy here): the server says so
+    assert cli.main(["--server", address, "--n-best", "3", "hello"]) == 1
+    assert "INVALID_ARGUMENT: n_best must be between 1 and beam_size (1), got 3" in (
+        capsys.readouterr().err
+    )
 
 
 @pytest.mark.parametrize(
@@ -186,7 +191,7 @@ def test_n_best_needs_a_beam(capsys):
         (["--sampling-topp", "0"], "--sampling-topp 0.0 must be in (0, 1]"),
         (["--diversity-rate", "-1", "--beam", "4"], "--diversity-rate -1.0 must be a finite"),
         (["--diversity-rate", "nan", "--beam", "4"], "--diversity-rate nan must be a finite"),
-        (["--diversity-rate", "0.5"], "--diversity-rate ranks a beam's continuations: use it"),
+        (["--diversity-rate", "0.5", "--beam", "1"], "--diversity-rate ranks a beam's"),
         (["--stream", "--replace-unk"], "--replace-unk needs the finished translation's attention"),
         (["--block-ngram-repeat", "33"], "--block-ngram-repeat 33 must be between 0 (off) and 32"),
         (["--block-ngram-repeat", "-2"], "--block-ngram-repeat -2 must be between 0 (off) and 32"),
@@ -222,7 +227,7 @@ def test_help_shows_the_defaults(capsys):
     for shown in (
         "(default: 127.0.0.1:50051)",
         "(default: 30.0)",
-        "beam size, 1: greedy (default: 1)",
+        "beam size, 1: greedy (default: the model's own",
         "sum over its pieces",
         "mean of its pieces' rows",
         "none: read stdin",

@@ -294,11 +294,15 @@ def test_decode_options_round_trip_through_the_proto():
     )
     msg = options.to_proto()
     assert msg.HasField("coverage_penalty") and msg.coverage_penalty == 0.25
-    assert msg.strategy == pb.STRATEGY_BEAM and msg.beam_size == 4 and msg.n_best == 2
+    # no strategy named: beam_size says, or, unset too, the model's own beam
+    assert msg.strategy == pb.STRATEGY_UNSPECIFIED and msg.beam_size == 4 and msg.n_best == 2
     assert msg.HasField("length_penalty") and msg.length_penalty == 0.5
-    assert DecodeOptions.from_proto(msg) == dataclasses.replace(options, strategy="beam")
+    assert DecodeOptions.from_proto(msg) == options
+    named = dataclasses.replace(options, strategy="beam")
+    assert DecodeOptions.from_proto(named.to_proto()) == named
     plain = DecodeOptions().to_proto()
-    assert plain.strategy == pb.STRATEGY_GREEDY and plain.beam_size == 0
+    assert plain.strategy == pb.STRATEGY_UNSPECIFIED and plain.beam_size == 0
+    assert DecodeOptions(strategy="greedy").to_proto().strategy == pb.STRATEGY_GREEDY
     assert not plain.HasField("length_penalty") and not plain.HasField("max_length_ratio")
     assert not plain.HasField("coverage_penalty")
     with pytest.raises(ValueError, match="coverage_penalty must be a finite number >= 0"):
@@ -309,12 +313,14 @@ def test_decode_options_round_trip_through_the_proto():
     with pytest.raises(ValueError, match="diversity_rate must be a finite number >= 0"):
         DecodeOptions(beam_size=4, diversity_rate=float("nan"))
     with pytest.raises(ValueError, match="diversity_rate 0.5 ranks a beam's continuations"):
-        DecodeOptions(diversity_rate=0.5)
+        DecodeOptions(diversity_rate=0.5, beam_size=1)
+    # without a beam the model's own decides: the server checks it
+    assert DecodeOptions(diversity_rate=0.5).to_proto().diversity_rate == 0.5
     # the server's default beam (5) ranks them
     assert DecodeOptions(strategy="beam", diversity_rate=0.5).to_proto().diversity_rate == 0.5
     gnmt = DecodeOptions(length_penalty_form="gnmt")
     assert gnmt.to_proto().length_penalty_form == pb.LENGTH_PENALTY_GNMT
-    assert DecodeOptions.from_proto(gnmt.to_proto()) == dataclasses.replace(gnmt, strategy="greedy")
+    assert DecodeOptions.from_proto(gnmt.to_proto()) == gnmt
     assert DecodeOptions().to_proto().length_penalty_form == pb.LENGTH_PENALTY_FORM_UNSPECIFIED
     with pytest.raises(ValueError, match="must be one of 'average', 'gnmt' or None, got 'wu'"):
         DecodeOptions(length_penalty_form="wu")  # type: ignore[arg-type]
