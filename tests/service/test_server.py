@@ -328,6 +328,25 @@ def test_finish_reason_says_whether_the_length_limit_ended_it(stub, tiny_bundle)
     assert scored.translations[0].hypotheses[0].finish_reason == pb.FINISH_REASON_UNSPECIFIED
 
 
+def test_finish_reason_length_means_a_longer_limit_decodes_further(stub, tiny_bundle):
+    """Told by behaviour, not the rule: greedy under max_length 6 against 60. A
+    hypothesis marked EOS decodes the same under the longer limit (the model ended it);
+    one marked LENGTH goes on past its 5 tokens, which start the longer one's."""
+    texts = list(tiny_bundle.sentences[:12])
+    short = translate(stub, texts, pb.DecodeOptions(max_length=6)).translations
+    long = translate(stub, texts, pb.DecodeOptions(max_length=60)).translations
+    reasons = set()
+    for s, l in zip(short, long, strict=True):
+        cut, whole = s.hypotheses[0], l.hypotheses[0]
+        reasons.add(cut.finish_reason)
+        if cut.finish_reason == pb.FINISH_REASON_EOS:
+            assert list(whole.tokens) == list(cut.tokens)
+        else:
+            assert cut.finish_reason == pb.FINISH_REASON_LENGTH and len(cut.tokens) == 5
+            assert len(whole.tokens) > 5 and list(whole.tokens[:5]) == list(cut.tokens)
+    assert reasons == {pb.FINISH_REASON_EOS, pb.FINISH_REASON_LENGTH}
+
+
 def test_a_streams_final_message_names_the_model(stub, tiny_bundle):
     messages = list(
         stub.TranslateStream(
