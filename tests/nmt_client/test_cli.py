@@ -533,10 +533,9 @@ def test_wait_ready_waits_for_a_server_then_translates(address, capsys):
     assert "--wait-ready -1.0 must be between 0 and 3600" in capsys.readouterr().err
 
 
-def test_a_program_waiting_for_each_answer_gets_it_through_a_pipe(address, tiny_bundle):
-    """Reading a pipe, a partial batch goes once no line has come for a moment: a program
-    that writes a line and waits for its translation before the next (a co-process)
-    gets it, where it used to wait for --batch-size lines or the end of input."""
+def _ask_through_a_pipe(address: str, answers: dict[str, str]) -> None:
+    """nmt-translate as a co-process: each line written, its answer read before the next
+    is written (``answers``: line -> what must come back), then the end of input."""
     import select
     import subprocess
     from pathlib import Path
@@ -547,17 +546,25 @@ def test_a_program_waiting_for_each_answer_gets_it_through_a_pipe(address, tiny_
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        with Translator(address) as translator:
-            for text in tiny_bundle.sentences[1:4]:
-                proc.stdin.write(text + "\n")
-                proc.stdin.flush()
-                ready, _, _ = select.select([proc.stdout], [], [], 30)
-                assert ready, "no answer until more input comes"
-                assert proc.stdout.readline().rstrip("\n") == translator.translate_one(text).text
+        for line, answer in answers.items():
+            proc.stdin.write(line + "\n")
+            proc.stdin.flush()
+            ready, _, _ = select.select([proc.stdout], [], [], 30)
+            assert ready, f"no answer to {line!r} until more input comes"
+            assert proc.stdout.readline() == answer + "\n"
         proc.stdin.close()
         assert proc.wait(30) == 0 and proc.stdout.read() == ""
     finally:
         proc.kill()
+
+
+def test_a_program_waiting_for_each_answer_gets_it_through_a_pipe(address, tiny_bundle):
+    """Reading a pipe, a partial batch goes once no line has come for a moment: a program
+    that writes a line and waits for its translation before the next (a co-process)
+    gets it, where it used to wait for --batch-size lines or the end of input."""
+    with Translator(address) as translator:
+        texts = tiny_bundle.sentences[1:4]
+        _ask_through_a_pipe(address, {t: translator.translate_one(t).text for t in texts})
 
 
 def test_translations_cut_at_the_length_limit_are_named(address, tiny_bundle, capsys):
@@ -576,24 +583,8 @@ def test_translations_cut_at_the_length_limit_are_named(address, tiny_bundle, ca
 def test_a_blank_line_through_a_pipe_is_answered_at_once(address, tiny_bundle):
     """A program that writes a blank line and waits gets its blank answer (it came only
     with the next line's translation, helper-86)."""
-    import select
-    import subprocess
-    from pathlib import Path
-
-    script = Path(sys.executable).parent / "nmt-translate"
-    proc = subprocess.Popen(
-        [str(script), "--server", address],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        for line in (tiny_bundle.sentences[1], "", tiny_bundle.sentences[2]):
-            proc.stdin.write(line + "\n")
-            proc.stdin.flush()
-            ready, _, _ = select.select([proc.stdout], [], [], 30)
-            assert ready, f"no answer to {line!r} until more input comes"
-            answer = proc.stdout.readline()
-            assert (answer == "\n") == (line == "")
-        proc.stdin.close()
-        assert proc.wait(30) == 0
-    finally:
-        proc.kill()
+    with Translator(address) as translator:
+        first, last = tiny_bundle.sentences[1], tiny_bundle.sentences[2]
+        answers = {first: translator.translate_one(first).text, "": ""}
+        answers[last] = translator.translate_one(last).text
+    _ask_through_a_pipe(address, answers)

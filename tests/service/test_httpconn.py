@@ -50,6 +50,26 @@ def _over_capacity(server) -> float:
     return server.registry.get_sample_value("nmt_http_responses_total", labels) or 0.0
 
 
+def _narrow(server, recv_bytes: int, send_bytes: int):
+    """A client socket with a receive buffer of ``recv_bytes`` connected to ``server``'s
+    HTTP port, and the server's side of it with a send buffer of ``send_bytes``: an
+    answer then waits to be read where the test wants it to."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, recv_bytes)
+    sock.connect(("127.0.0.1", server.http_port))
+    assert wait_until(lambda: len(server.http._runner.server.connections) == 1)
+    (connection,) = server.http._runner.server.connections
+    connection.transport.get_extra_info("socket").setsockopt(
+        socket.SOL_SOCKET, socket.SO_SNDBUF, send_bytes
+    )
+    return sock, connection
+
+
+def _post(sock: socket.socket, path: str, body: bytes, *headers: str) -> None:
+    head = "".join(f"{h}\r\n" for h in ("Host: x", *headers, f"Content-Length: {len(body)}"))
+    sock.sendall(f"POST {path} HTTP/1.1\r\n{head}\r\n".encode() + body)
+
+
 def test_connections_past_the_cap_are_answered_503_and_closed(server_factory):
     server = server_factory(server={"http_port": 0, "http_max_connections": CAP})
     address = ("127.0.0.1", server.http_port)
@@ -223,31 +243,17 @@ def test_an_answer_left_unread_closes_its_connection(server_factory, tiny_bundle
     held for as long as the client liked, its answer in memory)."""
     monkeypatch.setattr(httpconn, "SEND_CHECK_SECONDS", 0.1)
     server = server_factory(server={"http_port": 0, "http_send_timeout": 0.5})
-
-    def connections() -> list:
-        return server.http._runner.server.connections
-
     body = json.dumps(
         {"texts": list(tiny_bundle.sentences[:48]), "options": {"return_attention": True}}
     ).encode()
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.connect(("127.0.0.1", server.http_port))
+    # the server's kernel buffer small too, so the answer waits in the process
+    sock, connection = _narrow(server, 4096, 4096)
     try:
-        assert wait_until(lambda: len(connections()) == 1)
-        (connection,) = connections()
-        # the server's kernel buffer small too, so the answer waits in the process
-        connection.transport.get_extra_info("socket").setsockopt(
-            socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
-        )
-        sock.sendall(
-            b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            + f"Content-Length: {len(body)}\r\n\r\n".encode()
-            + body
-        )
+        _post(sock, "/v1/translate", body)
         assert wait_until(lambda: connection.transport is not None and connection.busy)
         start = time.monotonic()
-        assert wait_until(lambda: not connections(), timeout=10)  # aborted, not held
+        connections = server.http._runner.server
+        assert wait_until(lambda: not connections.connections, timeout=10)  # aborted
         assert time.monotonic() - start < 5
     finally:
         sock.close()
@@ -270,28 +276,13 @@ def test_a_streams_answer_read_after_its_deadline_is_not_followed_by_an_error(
     """The final event handed over, then the deadline passed while the client was slow to
     read it: the client reads the answer, and no error event after it (it read both)."""
     server = server_factory(server={"http_port": 0})
-
-    def connections() -> list:
-        return server.http._runner.server.connections
-
     text = tiny_bundle.sentences[0]
     body = json.dumps(
         {"text": text, "options": {"beam_size": 8, "n_best": 8, "return_attention": True}}
     ).encode()
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.connect(("127.0.0.1", server.http_port))
+    sock, _ = _narrow(server, 4096, 4096)
     try:
-        assert wait_until(lambda: len(connections()) == 1)
-        (connection,) = connections()
-        connection.transport.get_extra_info("socket").setsockopt(
-            socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
-        )
-        sock.sendall(
-            b"POST /v1/translate/stream HTTP/1.1\r\nHost: x\r\nGrpc-Timeout: 1S\r\n"
-            + f"Content-Length: {len(body)}\r\n\r\n".encode()
-            + body
-        )
+        _post(sock, "/v1/translate/stream", body, "Grpc-Timeout: 1S")
         time.sleep(2.0)  # the deadline passes while the answer waits to be read
         sock.settimeout(5)
         data = b""
@@ -409,22 +400,11 @@ def test_a_slow_steady_reader_gets_its_whole_answer(server_factory, tiny_bundle,
     texts = [tiny_bundle.sentences[0]] * 4  # the looping one: long, with attention
     options = {"beam_size": 8, "n_best": 8, "return_attention": True}
     body = json.dumps({"texts": texts, "options": options}).encode()
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-    sock.connect(("127.0.0.1", server.http_port))
+    # a send queue of 2 MB: the writer is woken after ~700 KB drained, at this reader's
+    # 640 KB/s about once a second, past the 0.5 s timeout
+    sock, _ = _narrow(server, 65536, 1024 * 1024)
     try:
-        assert wait_until(lambda: len(server.http._runner.server.connections) == 1)
-        (connection,) = server.http._runner.server.connections
-        # a send queue of 2 MB: the writer is woken after ~700 KB drained, at this
-        # reader's 640 KB/s about once a second, past the 0.5 s timeout
-        connection.transport.get_extra_info("socket").setsockopt(
-            socket.SOL_SOCKET, socket.SO_SNDBUF, 1024 * 1024
-        )
-        sock.sendall(
-            b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
-            + f"Content-Length: {len(body)}\r\n\r\n".encode()
-            + body
-        )
+        _post(sock, "/v1/translate", body, "Connection: close")
         sock.settimeout(TIMEOUT)
         data = b""
         while chunk := sock.recv(65536):

@@ -336,8 +336,8 @@ def test_finish_reason_length_means_a_longer_limit_decodes_further(stub, tiny_bu
     short = translate(stub, texts, pb.DecodeOptions(max_length=6)).translations
     long = translate(stub, texts, pb.DecodeOptions(max_length=60)).translations
     reasons = set()
-    for s, l in zip(short, long, strict=True):
-        cut, whole = s.hypotheses[0], l.hypotheses[0]
+    for s, w in zip(short, long, strict=True):
+        cut, whole = s.hypotheses[0], w.hypotheses[0]
         reasons.add(cut.finish_reason)
         if cut.finish_reason == pb.FINISH_REASON_EOS:
             assert list(whole.tokens) == list(cut.tokens)
