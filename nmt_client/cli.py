@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from nmt_client.decoding_args import add_decoding_args, check_decoding_args, options_from_args
-from nmt_client.errors import InvalidRequest, TranslatorError
+from nmt_client.errors import InvalidRequest, TranslatorError, printable, sentence_index
 from nmt_client.glossary import Glossary
 from nmt_client.heatmap import MATPLOTLIB_HINT, have_matplotlib, plot_attention
 from nmt_client.options import DecodeOptions
@@ -98,14 +98,13 @@ class InputError(Exception):
 
 
 _TOO_MANY = re.compile(r"^(\d+) sentences in one request; the limit is (\d+)")
-_TEXT_INDEX = re.compile(r"^texts\[(\d+)\]")
 
 
 def text_index(details: str) -> tuple[int, str] | None:
-    """A refusal that names one sentence of the request (``texts[i]...``, the server's
+    """A refusal that names one source of the request (``texts[i]...``, the server's
     and the local bundle's wording): ``(i, the rest of the message)``; else ``None``."""
-    index = _TEXT_INDEX.match(details)
-    return None if index is None else (int(index.group(1)), details[index.end() :])
+    named = sentence_index(details)
+    return None if named is None or named[0] != "texts" else (named[1], named[2])
 
 
 def bundle_error(exc: BaseException, details: str | None = None) -> str:
@@ -515,8 +514,7 @@ def _list_models(translator: Translator) -> None:
     for m in translator.list_models():
         default = "\tdefault" if m.is_default else ""
         fields = (m.name, m.version, m.precision, m.execution_provider)
-        shown = ["".join(c if c.isprintable() else "?" for c in f) for f in fields]
-        print("\t".join(shown) + default)
+        print("\t".join(map(printable, fields)) + default)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -34,8 +34,7 @@ class TranslatorError(Exception):
         self.code = code
         # one line of printable characters, whatever the server sent: a hostile one's
         # terminal escapes must not reach the user's terminal
-        text = " ".join(details.split())
-        self.details = "".join(c if c.isprintable() else "?" for c in text)
+        self.details = printable(" ".join(details.split()))
         self.request_id = request_id
         self.attempts = attempts
         super().__init__(self.message)
@@ -44,6 +43,12 @@ class TranslatorError(Exception):
     def message(self) -> str:
         """One line: ``CODE: details``."""
         return f"{self.code.name}: {self.details}"
+
+
+def printable(text: str) -> str:
+    """``text`` with every character a terminal would act on (escapes, controls) as
+    ``?``: what a server sent, shown to a user."""
+    return "".join(c if c.isprintable() else "?" for c in text)
 
 
 # How a refusal names one sentence of a request: texts[i] (or a Score's targets[i]).

@@ -17,7 +17,6 @@ import contextlib
 import importlib
 import json
 import math
-import re
 import sys
 import time
 from collections.abc import Iterator
@@ -34,7 +33,7 @@ from nmt_client.cli import (
     translator_from_args,
 )
 from nmt_client.decoding_args import add_length_penalty_form
-from nmt_client.errors import InvalidRequest, TranslatorError
+from nmt_client.errors import InvalidRequest, TranslatorError, sentence_index
 from nmt_client.evaluate import read_lines
 from nmt_client.options import score_request
 from nmt_client.progress import Progress
@@ -220,11 +219,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except Exception as exc:  # noqa: BLE001 - --bundle: a CLI reports one line, not a traceback
         progress.close()
-        named = _PAIR_INDEX.match(str(exc))
+        named = sentence_index(str(exc))
         if named is not None:  # refused as the server would: texts[i] of the kept pairs
-            side = "source" if named.group(1) == "texts" else "target"
-            line = kept[int(named.group(2))] + 1
-            details = f"line {line}: the {side}{str(exc)[named.end() :]}"
+            field, index, rest = named
+            side = "source" if field == "texts" else "target"
+            details = f"line {kept[index] + 1}: the {side}{rest}"
             print(f"{PROG}: error: {bundle_error(exc, details)}", file=sys.stderr)
             return 1
         print(f"{PROG}: error: {bundle_error(exc)}", file=sys.stderr)
@@ -269,18 +268,15 @@ def _counted(results: Iterator[Result], progress: Progress) -> Iterator[Result]:
         yield result
 
 
-_PAIR_INDEX = re.compile(r"^(texts|targets)\[(\d+)\]")
-
-
 def _explained(exc: TranslatorError, kept: list[int]) -> TranslatorError:
     """``exc`` in the CLI's terms: ``texts[i]``/``targets[i]`` (counted over all pairs
     sent, as ``score_many`` counts them) becomes the input line it came from."""
-    named = _PAIR_INDEX.match(exc.details) if isinstance(exc, InvalidRequest) else None
-    at = int(named.group(2)) if named else len(kept)
-    if named is None or at >= len(kept):
+    named = sentence_index(exc.details) if isinstance(exc, InvalidRequest) else None
+    if named is None or named[1] >= len(kept):
         return explain_batch_error(exc)
-    side = "source" if named.group(1) == "texts" else "target"
-    details = f"line {kept[at] + 1}: the {side}{exc.details[named.end() :]}"
+    field, at, rest = named
+    side = "source" if field == "texts" else "target"
+    details = f"line {kept[at] + 1}: the {side}{rest}"
     return type(exc)(exc.code, details, request_id=exc.request_id, attempts=exc.attempts)
 
 
