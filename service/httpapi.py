@@ -291,17 +291,18 @@ class HttpApi:
         origin = request.headers.get("Origin", "").lower()
         if not origin:
             return vary
-        if "*" in self._cors_origins:
-            allowed = "*"
-        elif origin in self._cors_origins:
-            allowed = origin
-        else:
+        if not self._named(origin):
             return vary
+        allowed = "*" if "*" in self._cors_origins else origin
         return {
             "Access-Control-Allow-Origin": allowed,
             "Access-Control-Expose-Headers": f"{REQUEST_ID_HEADER}, Retry-After",
             **vary,
         }
+
+    def _named(self, origin: str) -> bool:
+        """Whether ``--http-cors-origins`` lets pages of ``origin`` (lower-case) call."""
+        return "*" in self._cors_origins or origin in self._cors_origins
 
     def _may_post(self, request: web.BaseRequest) -> bool:
         """Whether a POST may run: sent by no browser page (no ``Origin``), by this
@@ -312,7 +313,7 @@ class HttpApi:
         if origin is None:
             return True
         origin = origin.lower()
-        if "*" in self._cors_origins or origin in self._cors_origins:
+        if self._named(origin):
             return True
         hosts = [request.headers.get("Host", "")]
         hosts += request.headers.get("X-Forwarded-Host", "").split(",")
@@ -326,11 +327,7 @@ class HttpApi:
             return _error_response(grpc.StatusCode.NOT_FOUND, f"no route {request.path[:100]}")
         allowed = self._cors(request)
         if "Access-Control-Allow-Origin" not in allowed:
-            return _error_response(
-                grpc.StatusCode.PERMISSION_DENIED,
-                f"origin {request.headers.get('Origin', '')[:100]!r} may not call this API "
-                "(--http-cors-origins)",
-            )
+            return _foreign_origin(request)
         return web.Response(
             status=204,
             headers={
@@ -361,15 +358,9 @@ class HttpApi:
             # A page elsewhere: browsers send a POST of text/plain or form data without
             # asking first (no preflight), so refusing to share the answer is not enough
             # to keep another site's page from spending this server (helper-87).
-            return _error_response(
-                grpc.StatusCode.PERMISSION_DENIED,
-                f"origin {request.headers.get('Origin', '')[:100]!r} may not call this API "
-                "(--http-cors-origins)",
-                request_id_from([(REQUEST_ID_HEADER, request.headers.get(REQUEST_ID_HEADER))]),
-            )
+            return _foreign_origin(request, _error_id(request))
         if route is None:
-            # the id comes back on every error answer, as on a call's
-            rid = request_id_from([(REQUEST_ID_HEADER, request.headers.get(REQUEST_ID_HEADER))])
+            rid = _error_id(request)
             if verbs := allowed(request.path):
                 return _error_response(
                     grpc.StatusCode.UNIMPLEMENTED,
@@ -525,6 +516,21 @@ class HttpApi:
                 f"framing is broken): {str(exc)[:MAX_ERROR_CHARS]}"
             ) from None
         return b"".join(chunks)
+
+
+def _error_id(request: web.BaseRequest) -> str:
+    """The request id an error answered before any call comes back with, as a call's."""
+    return request_id_from([(REQUEST_ID_HEADER, request.headers.get(REQUEST_ID_HEADER))])
+
+
+def _foreign_origin(request: web.BaseRequest, request_id: str = "") -> web.Response:
+    """403 for a page whose origin ``--http-cors-origins`` does not name."""
+    return _error_response(
+        grpc.StatusCode.PERMISSION_DENIED,
+        f"origin {request.headers.get('Origin', '')[:100]!r} may not call this API "
+        "(--http-cors-origins)",
+        request_id,
+    )
 
 
 def _refusal(max_connections: int) -> bytes:

@@ -183,12 +183,10 @@ def _list_items(value: object) -> int:
     count, stack = 0, [value]
     while stack and count <= MAX_JSON_ITEMS:
         item = stack.pop()
-        inner = item if isinstance(item, list) else item.values() if isinstance(item, dict) else ()
         if isinstance(item, list):
             count += len(item)
-            if count > MAX_JSON_ITEMS:
-                break
-        stack.extend(x for x in inner if isinstance(x, (list, dict)))
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend(x for x in children if isinstance(x, (list, dict)))
     return count
 
 
