@@ -28,9 +28,11 @@ def test_a_smoke_run_measures_every_server(tmp_path):
     # every call of every round answered, the replies as large as real ones
     assert {r["sentences"] for r in result["runs"]} == {30}
     assert len(result["runs"]) == 2 * len(transportcost.SERVERS)
-    # gRPC's poller and C-core threads work for gRPC only
+    # gRPC's poller works for gRPC calls; under HTTP it only wakes for its idle
+    # servers' timers (0.0005 ms a call seen in CI, against 0.04 for a gRPC call)
     http = next(r for r in rows if r["server"] == "http")
-    assert http["cpu_ms_poller"] == 0
+    grpc_poller = min(r["cpu_ms_poller"] for r in rows if r["server"] != "http")
+    assert grpc_poller > 0 and http["cpu_ms_poller"] < grpc_poller / 4
     assert "| 2 | grpc-stream |" in out.with_suffix(".md").read_text()
 
 
