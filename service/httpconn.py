@@ -89,11 +89,14 @@ def _unsent(transport: asyncio.BaseTransport) -> int:
 
 
 class _OncePerPeriod(logging.Filter):
-    """Of the records about malformed requests (:data:`MALFORMED`: aiohttp logs
-    each at ERROR with a stack), lets one through per ``period`` seconds as a warning
-    without its traceback, counting the ones it held back: the next one let through says
-    how many, or, when none comes, one line at the period's end (a flood's 999 held back
-    went unmentioned). Any other record (a real error in a handler) passes as it is."""
+    """Of the records :meth:`matches` picks (a flood's: logged at ERROR with a stack each),
+    lets one through per ``period`` seconds as a one-line warning (:meth:`line`), counting
+    the ones it held back: the next one let through says how many, or, when none comes,
+    one line at the period's end (a flood's 999 held back went unmentioned). Any other
+    record (a real error in a handler) passes as it is."""
+
+    #: what the period's-end line says was held back, e.g. "malformed HTTP requests"
+    HELD = ""
 
     def __init__(self, period: float) -> None:
         super().__init__()
@@ -103,8 +106,15 @@ class _OncePerPeriod(logging.Filter):
         self._lock = threading.Lock()
         self._report: threading.Timer | None = None
 
+    def matches(self, record: logging.LogRecord) -> bool:
+        raise NotImplementedError
+
+    def line(self, record: logging.LogRecord) -> str:
+        """The warning that stands for ``record`` (and the ones held back since)."""
+        raise NotImplementedError
+
     def filter(self, record: logging.LogRecord) -> bool:
-        if not (record.exc_info and isinstance(record.exc_info[1], MALFORMED)):
+        if not self.matches(record):
             return True
         now = time.monotonic()
         with self._lock:
@@ -118,19 +128,12 @@ class _OncePerPeriod(logging.Filter):
             if self._report is not None:
                 self._report.cancel()
                 self._report = None
-        # one line: aiohttp's message quotes the offending bytes and a caret on lines of
-        # their own (and the bytes are the client's: repr keeps them printable)
-        error = record.exc_info[1] if record.exc_info else None
-        words = [line.strip() for line in str(error or "").splitlines()]
-        text = " ".join(w for w in words if w and w != "^")[:300]
-        reason = f": {text}" if text else ""
-        more = f" (and {self._held} more since the last report)" if self._held else ""
-        record.msg = f"refused a malformed HTTP request ({record.getMessage()}{reason}){more}"
+            more = f" (and {self._held} more since the last report)" if self._held else ""
+            self._next, self._held = now + self.period, 0
+        record.msg = self.line(record) + more
         record.args = None
         record.levelno, record.levelname = logging.WARNING, "WARNING"
         record.exc_info = record.exc_text = None
-        with self._lock:
-            self._next, self._held = now + self.period, 0
         return True
 
     def _say_held(self, name: str) -> None:
@@ -139,47 +142,50 @@ class _OncePerPeriod(logging.Filter):
             self._next = time.monotonic() + self.period  # this line counts as the period's
         if held:
             logging.getLogger(name).warning(
-                "refused %d more malformed HTTP requests in the last %g s", held, self.period
+                "%d more %s in the last %g s", held, self.HELD, self.period
             )
+
+
+class _MalformedRequests(_OncePerPeriod):
+    """aiohttp logs each malformed request (:data:`MALFORMED`) at ERROR with a stack."""
+
+    HELD = "malformed HTTP requests refused"
+
+    def matches(self, record: logging.LogRecord) -> bool:
+        return bool(record.exc_info and isinstance(record.exc_info[1], MALFORMED))
+
+    def line(self, record: logging.LogRecord) -> str:
+        # aiohttp's message quotes the offending bytes and a caret on lines of their own
+        # (and the bytes are the client's: repr keeps them printable)
+        error = record.exc_info[1] if record.exc_info else None
+        words = [line.strip() for line in str(error or "").splitlines()]
+        text = " ".join(w for w in words if w and w != "^")[:300]
+        reason = f": {text}" if text else ""
+        return f"refused a malformed HTTP request ({record.getMessage()}{reason})"
+
+
+class _AcceptFailures(_OncePerPeriod):
+    """asyncio logs every failed accept() at ERROR with a traceback: at the open-files
+    limit, thousands a second (a 56 MB log in 10 s was measured)."""
+
+    HELD = "failed accepts on the HTTP port"
+    PREFIX = "socket.accept() out of system resource"
+
+    def matches(self, record: logging.LogRecord) -> bool:
+        return str(record.msg).startswith(self.PREFIX)
+
+    def line(self, record: logging.LogRecord) -> str:
+        error = record.exc_info[1] if record.exc_info else None
+        reason = f" ({error.strerror})" if isinstance(error, OSError) and error.strerror else ""
+        return (
+            f"the HTTP port could not accept a connection{reason}: raise the open-files "
+            "limit (ulimit -n) or lower --http-max-connections"
+        )
 
 
 # aiohttp's request handlers write here (logger=); one filter for the process.
 protocol_log = logging.getLogger(f"{__name__}.protocol")
-protocol_log.addFilter(_OncePerPeriod(BAD_REQUEST_LOG_SECONDS))
-
-
-class _AcceptFailures(logging.Filter):
-    """asyncio logs every failed accept() at ERROR with a traceback: at the open-files
-    limit, thousands a second (a 56 MB log in 10 s was measured). One warning a ``period``
-    saying what to change passes, with the count it held back; other records pass."""
-
-    PREFIX = "socket.accept() out of system resource"
-
-    def __init__(self, period: float) -> None:
-        super().__init__()
-        self.period = period
-        self._next = 0.0
-        self._held = 0
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not str(record.msg).startswith(self.PREFIX):
-            return True
-        now = time.monotonic()
-        if now < self._next:
-            self._held += 1
-            return False
-        error = record.exc_info[1] if record.exc_info else None
-        reason = f" ({error.strerror})" if isinstance(error, OSError) and error.strerror else ""
-        more = f" (and {self._held} more since the last report)" if self._held else ""
-        record.msg = (
-            f"the HTTP port could not accept a connection{reason}: raise the open-files "
-            f"limit (ulimit -n) or lower --http-max-connections{more}"
-        )
-        record.args = None
-        record.levelno, record.levelname = logging.WARNING, "WARNING"
-        record.exc_info = record.exc_text = None
-        self._next, self._held = now + self.period, 0
-        return True
+protocol_log.addFilter(_MalformedRequests(BAD_REQUEST_LOG_SECONDS))
 
 
 logging.getLogger("asyncio").addFilter(_AcceptFailures(BAD_REQUEST_LOG_SECONDS))

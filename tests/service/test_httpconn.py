@@ -305,7 +305,7 @@ def test_malformed_requests_held_back_are_counted_at_the_periods_end(caplog):
     when no later one comes to say it (a flood's 999 others went unmentioned)."""
     from aiohttp.http_exceptions import BadHttpMessage
 
-    period = httpconn._OncePerPeriod(0.2)
+    period = httpconn._MalformedRequests(0.2)
     log = logging.getLogger("service.httpconn.protocol.test")
     log.addFilter(period)
     caplog.set_level(logging.WARNING, logger=log.name)
@@ -319,8 +319,24 @@ def test_malformed_requests_held_back_are_counted_at_the_periods_end(caplog):
         assert len(lines) == 1 and lines[0].startswith("refused a malformed HTTP request (")
         assert wait_until(lambda: len([r for r in caplog.records if r.name == log.name]) == 2)
         last = [r for r in caplog.records if r.name == log.name][-1]
-        assert last.getMessage() == "refused 3 more malformed HTTP requests in the last 0.2 s"
+        assert last.getMessage() == "3 more malformed HTTP requests refused in the last 0.2 s"
         assert last.levelno == logging.WARNING and not last.exc_info
+    finally:
+        log.removeFilter(period)
+
+
+def test_failed_accepts_held_back_are_counted_at_the_periods_end(caplog):
+    period = httpconn._AcceptFailures(0.2)
+    log = logging.getLogger("asyncio.test")
+    log.addFilter(period)
+    caplog.set_level(logging.WARNING, logger=log.name)
+    try:
+        for _ in range(3):
+            log.error("socket.accept() out of system resource")
+        assert wait_until(lambda: len([r for r in caplog.records if r.name == log.name]) == 2)
+        first, last = (r.getMessage() for r in caplog.records if r.name == log.name)
+        assert first.startswith("the HTTP port could not accept a connection: raise")
+        assert last == "2 more failed accepts on the HTTP port in the last 0.2 s"
     finally:
         log.removeFilter(period)
 
