@@ -149,8 +149,8 @@ PEM_FLAGS = (
 
 
 def check_connection_args(args: argparse.Namespace) -> str | None:
-    if not args.timeout > 0:
-        return f"--timeout {args.timeout} must be a positive number of seconds"
+    if not 0 < args.timeout < math.inf:
+        return f"--timeout {args.timeout} must be a finite positive number of seconds"
     if args.retries < 0:
         return f"--retries {args.retries} must be >= 0"
     if not 0 <= args.wait_ready <= MAX_WAIT_SECONDS:

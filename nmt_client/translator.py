@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import queue
 import random
@@ -22,6 +23,7 @@ from nmt_api.nmt.v1 import translator_pb2 as pb
 from nmt_api.nmt.v1 import translator_pb2_grpc as pb_grpc
 from nmt_client.errors import (
     DeadlineExceeded,
+    InvalidOptions,
     InvalidRequest,
     TranslatorError,
     from_rpc_error,
@@ -109,8 +111,7 @@ class Translator:
         channel_options: Sequence[tuple[str, Any]] = (),
         channel: grpc.Channel | None = None,
     ) -> None:
-        if not timeout > 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        _seconds(timeout, "timeout")
         if retries < 0:
             raise ValueError(f"retries must be >= 0, got {retries}")
         if (certificate_chain is None) != (private_key is None):
@@ -478,10 +479,9 @@ class Translator:
         server; ``"nmt.v1.Translator"``: the translator) as a name: ``"SERVING"``,
         ``"NOT_SERVING"``... Not retried: a health check reports what it finds."""
         request = health_pb2.HealthCheckRequest(service=service)
+        seconds = self.timeout if timeout is None else _seconds(timeout, "timeout")
         try:
-            reply = self._health.Check(
-                request, timeout=timeout or self.timeout, metadata=self.metadata or None
-            )
+            reply = self._health.Check(request, timeout=seconds, metadata=self.metadata or None)
         except grpc.RpcError as exc:
             error = from_rpc_error(exc, target=self.target, tls=self.tls)
             if error.code == grpc.StatusCode.NOT_FOUND and not error.details:
@@ -498,6 +498,7 @@ class Translator:
     def wait_ready(self, timeout: float = 60.0, *, service: str = SERVICE_NAME) -> None:
         """Wait until health says SERVING (the model loaded and warmed up); raises the
         last :class:`TranslatorError`, or :class:`DeadlineExceeded`, after ``timeout``."""
+        _seconds(timeout, "timeout", zero=True)
         deadline = time.monotonic() + timeout
         answered: str | None = None  # the last status the server answered
         while True:
@@ -536,7 +537,7 @@ class Translator:
         retries are spent or the deadline is near; gRPC errors become TranslatorErrors."""
         if self._closed.is_set():
             raise ValueError("this Translator is closed")
-        total = timeout or self.timeout
+        total = self.timeout if timeout is None else _seconds(timeout, "timeout")
         deadline = time.monotonic() + total
         metadata = self.metadata + (((REQUEST_ID_HEADER, request_id),) if request_id else ())
         tries = 0
@@ -554,6 +555,17 @@ class Translator:
             if time.monotonic() + delay >= deadline:
                 raise error  # no time for another attempt: the last answer stands
             time.sleep(delay)
+
+
+def _seconds(value: float, name: str, *, zero: bool = False) -> float:
+    """``value`` if it is a finite number of seconds above 0 (or 0 with ``zero``), else
+    :class:`InvalidOptions` (NaN, -1 and inf made gRPC fail the call at once with
+    DEADLINE_EXCEEDED, a wait for readiness with NaN never ended)."""
+    finite = isinstance(value, int | float) and math.isfinite(value)
+    if not finite or value < 0 or (value == 0 and not zero):
+        least = ">= 0" if zero else "> 0"
+        raise InvalidOptions(f"{name} must be a finite number of seconds {least}, got {value!r}")
+    return float(value)
 
 
 _END = object()  # what a reader puts after the last item

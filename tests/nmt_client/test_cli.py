@@ -161,8 +161,11 @@ def test_n_best_needs_a_beam(address, capsys):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--timeout", "0"], "--timeout 0.0 must be a positive number of seconds"),
-        (["--timeout", "-1"], "--timeout -1.0 must be a positive number of seconds"),
+        (["--timeout", "0"], "--timeout 0.0 must be a finite positive number of seconds"),
+        (["--timeout", "-1"], "--timeout -1.0 must be a finite positive number of seconds"),
+        (["--timeout", "inf"], "--timeout inf must be a finite positive number of seconds"),
+        (["--timeout", "nan"], "--timeout nan must be a finite positive number of seconds"),
+        (["--wait-ready", "nan"], "--wait-ready nan must be between 0 and 3600"),
         (["--retries", "-1"], "--retries -1 must be >= 0"),
         (["--attention-png", "/nonexistent/dir/a.png"], "directory /nonexistent/dir does not"),
         (["--words"], "--words goes with --attention-png"),

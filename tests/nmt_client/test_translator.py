@@ -402,3 +402,19 @@ def test_linger_waits_for_the_next_item_not_the_batchs_first(translator, texts, 
 
     assert len(list(translator.translate_many(source(), batch_size=32, linger=0.1))) == 12
     assert sizes == [12]
+
+
+@pytest.mark.parametrize("seconds", [float("nan"), float("inf"), -1.0, 0, "5"])
+def test_a_timeout_that_is_no_number_of_seconds_is_refused_before_any_call(server, seconds):
+    """NaN, -1 and inf made gRPC fail the call at once with DEADLINE_EXCEEDED (telling the
+    user to allow a longer timeout); a wait for readiness with NaN never ended."""
+    with pytest.raises(InvalidOptions, match="timeout must be a finite number of seconds"):
+        Translator(f"127.0.0.1:{server.port}", timeout=seconds)
+    with Translator(f"127.0.0.1:{server.port}") as t:
+        with pytest.raises(InvalidOptions, match=r"timeout must be .* > 0, got"):
+            t.translate(["Hi."], timeout=seconds)
+        with pytest.raises(InvalidOptions, match=r"timeout must be .* > 0, got"):
+            t.health(timeout=seconds)
+        if seconds != 0:
+            with pytest.raises(InvalidOptions, match=r"timeout must be .* >= 0, got"):
+                t.wait_ready(timeout=seconds)
