@@ -115,6 +115,27 @@ def _versions() -> dict:
     }
 
 
+def non_finite_weights(model: Any) -> str | None:
+    """What in ``model``'s weights is NaN or inf, ``None`` when nothing is: a training
+    that diverged saves such checkpoints, and their export failed only in the parity gate
+    ("non-finite values in the logits"), after tracing, with no word of which weights."""
+    import torch
+
+    bad = []
+    for name, tensor in model.state_dict().items():
+        if torch.is_tensor(tensor) and tensor.is_floating_point():
+            count = int((~torch.isfinite(tensor)).sum())
+            if count:
+                bad.append(f"{name} ({count:,} of {tensor.numel():,} values)")
+    if not bad:
+        return None
+    more = f" and {len(bad) - 3} more tensors" if len(bad) > 3 else ""
+    return (
+        f"the model's weights hold NaN or inf: {', '.join(bad[:3])}{more}; the training "
+        "diverged before this checkpoint was saved: convert an earlier one"
+    )
+
+
 def references_for(source_name: str, parity_ref: Path | None) -> list[str]:
     """Reference translations for a variant's BLEU gate: ``--parity-ref`` or the
     parity source file with its ``.en`` suffix replaced by ``.es``."""
@@ -168,7 +189,7 @@ def write_bundle(
     from service.runtime import OnnxModel
     from service.sessions import RuntimeConfig
 
-    if (problem := out_problem(out, force)) is not None:
+    if (problem := out_problem(out, force) or non_finite_weights(model)) is not None:
         raise ExportError(problem)
     config = bundle_config(model)
     config.check_vocabularies(src_tokenizer.vocab_size, tgt_tokenizer.vocab_size)

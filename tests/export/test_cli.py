@@ -171,6 +171,25 @@ def test_checkpoint_whose_weights_do_not_match_its_config_one_line(tmp_path, che
     one_error_line(capsys)
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_checkpoint_of_a_diverged_training_names_its_bad_weights(
+    tmp_path, checkpoint, capsys, value
+):
+    """It failed in the parity gate, after tracing, with "non-finite values in the
+    logits" and no word of which weights."""
+    payload = torch.load(checkpoint, weights_only=True)
+    weights = payload["state_dict"]
+    name = next(k for k, v in weights.items() if k.startswith("decoder") and v.dim() == 2)
+    weights[name][0, :3] = value
+    path = tmp_path / "diverged.pt"
+    torch.save(payload, path)
+    assert main(cli_args(path, tmp_path / "out" / "1")) == 2
+    err = one_error_line(capsys)
+    assert f"the model's weights hold NaN or inf: {name} (3 of " in err
+    assert "convert an earlier one" in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_missing_parity_source(tmp_path, checkpoint, capsys):
     out = tmp_path / "out" / "1"
     args = [str(checkpoint), "--out", str(out), "--parity-src", str(tmp_path / "none.en")]
