@@ -22,6 +22,8 @@ from service.logs import REQUEST_ID_HEADER, bind_request_id, request_id_from
 
 # grpc reports "no deadline" as None or a remaining time of ~9e18 s; beyond a day is none.
 NO_DEADLINE_SECONDS = 86400.0
+# The largest value gRPC's channel arguments take (a C int).
+GRPC_MAX_INT = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -48,8 +50,13 @@ class RpcConfig:
                 raise ValueError(
                     f"{name} must be > 0 and <= {MAX_SECONDS} seconds, got {getattr(self, name)}"
                 )
-        if self.max_message_bytes < 1024:
-            raise ValueError(f"max_message_bytes must be >= 1024, got {self.max_message_bytes}")
+        if not 1024 <= self.max_message_bytes <= GRPC_MAX_INT:
+            # gRPC takes it as a C int: past that its channel arguments raised
+            # OverflowError at start-up, a traceback (helper-89)
+            raise ValueError(
+                f"max_message_bytes must be in 1024..{GRPC_MAX_INT} (gRPC's largest), "
+                f"got {self.max_message_bytes}"
+            )
 
 
 @dataclass

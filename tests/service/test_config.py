@@ -90,6 +90,8 @@ def test_admission_settings_are_the_devices_unless_given():
         (["--admit-batch", "0"], "admit_batch must be >= 1, got 0"),
         (["--encode-max-padding", "-1"], "encode_max_padding must be >= 0, got -1"),
         (["--admit-wait-steps", "-2"], "admit_wait_steps must be >= 0, got -2"),
+        (["--max-message-bytes", str(2**31)], "max_message_bytes must be in 1024..2147483647"),
+        (["--max-message-bytes", "99999999999"], "(gRPC's largest), got 99999999999"),
     ],
 )
 def test_bad_values_are_one_line_errors(argv, message, capsys):

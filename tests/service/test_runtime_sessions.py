@@ -22,6 +22,20 @@ def test_parallel_rows_validation():
         RuntimeConfig(("cpu",), parallel_rows=-1)
 
 
+@pytest.mark.parametrize("name", ["intra_op_threads", "inter_op_threads"])
+def test_more_threads_than_cpus_are_refused(name, monkeypatch):
+    """100,000 intra-op threads started threads until the machine refused new processes
+    (every session of every model starts its own pool)."""
+    import os
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    RuntimeConfig(("cpu",), **{name: 4})
+    with pytest.raises(ValueError, match=f"{name} 5 exceeds this machine's 4 CPUs: use at most"):
+        RuntimeConfig(("cpu",), **{name: 5})
+    with pytest.raises(ValueError, match="thread counts must be >= 0"):
+        RuntimeConfig(("cpu",), **{name: -1})
+
+
 @pytest.mark.parametrize("rows", [1, 2, 3, 7])
 def test_small_and_large_batches_give_identical_numbers(tiny_bundle, rows, monkeypatch):
     one = load_bundle(tiny_bundle.bundle_dir, RuntimeConfig(("cpu",), intra_op_threads=1)).model
