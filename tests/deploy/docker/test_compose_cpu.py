@@ -51,6 +51,10 @@ def test_translator_serves_on_the_published_ports(docker, translator, compose_en
         want,
         "SERVING",
     )
+    host = docker.inspect(translator)["HostConfig"]
+    # the pod's restrictions, as deploy/k8s sets them: the translator serves under them
+    assert host["ReadonlyRootfs"] is True and host["CapDrop"] == ["ALL"]
+    assert "no-new-privileges:true" in host["SecurityOpt"] and "/tmp" in host["Tmpfs"]
     ports = docker.inspect(translator)["NetworkSettings"]["Ports"]
     # Metrics on the loopback only, on the port the variable chose.
     assert {(b["HostIp"], b["HostPort"]) for b in ports["9464/tcp"]} == {
