@@ -77,9 +77,10 @@ class DecodeOptions:
     # Random sampling (service.strategies.Sampling): each step draws the next token from
     # the ``sampling_topk`` most likely ones (0 or 1: no sampling; the vocabulary size or
     # more: the whole distribution), their probabilities tempered by
-    # ``sampling_temperature``; one row per sentence (beam_size 1). ``seed`` and the
-    # sentence's index in its request fix the draws: the same request gives the same
-    # translations, whatever else is being decoded.
+    # ``sampling_temperature``; ``beam_size`` samples per sentence, each a row drawn on
+    # its own (fairseq's ``--sampling --beam N``), the ``n_best`` best scored returned.
+    # ``seed``, the sentence's index in its request and the sample's fix the draws: the
+    # same request gives the same translations, whatever else is being decoded.
     sampling_topk: int = 0
     sampling_temperature: float = 1.0
     # Nucleus sampling (Holtzman et al. 2020): of the ``sampling_topk`` candidates, only
@@ -159,10 +160,10 @@ class DecodeOptions:
             )
         if not 0 <= self.seed < 2**64:
             raise DecodeOptionsError(f"seed must be in [0, 2^64), got {self.seed}")
-        if self.sampling and self.beam_size != 1:
+        if self.sampling and self.diverse:
             raise DecodeOptionsError(
-                f"sampling (sampling_topk {self.sampling_topk}) draws one hypothesis: use "
-                f"beam_size 1, not {self.beam_size}, or sampling_topk 0 for beam search"
+                "sampling draws its beam_size samples independently: leave diversity_rate "
+                "at 0 and diverse_beam_groups unset, or sampling_topk 0 for a diverse beam"
             )
         d = self.diversity_rate
         if not (math.isfinite(d) and 0.0 <= d <= MAX_DIVERSITY_RATE):

@@ -125,7 +125,8 @@ def add_decoding_args(
         type=int,
         default=None,
         help="draw each token at random among the K most likely (a number >= the "
-        "vocabulary: all of them), e.g. for back-translation; with --beam 1",
+        "vocabulary: all of them), e.g. for back-translation; --n-best N: N samples, "
+        "--beam B: the --n-best best of B samples",
     )
     d.add_argument(
         "--sampling-temperature",
@@ -206,8 +207,11 @@ def check_decoding_args(args: argparse.Namespace) -> str | None:
         return "--diverse-beam-strength goes with --diverse-beam-groups N (N > 1)"
     if args.sampling_topk is not None and args.sampling_topk < 0:
         return f"--sampling-topk {args.sampling_topk} must be >= 0 (0 or 1: no sampling)"
-    if (args.sampling_topk or 0) > 1 and (beam or 1) > 1:
-        return "--sampling-topk draws one translation: use it with --beam 1"
+    if (args.sampling_topk or 0) > 1 and (r or (groups or 0) > 1):
+        return (
+            "--sampling-topk draws its samples independently: not with --diversity-rate or "
+            "--diverse-beam-groups"
+        )
     t = args.sampling_temperature
     if t is not None and not (math.isfinite(t) and t > 0):
         return f"--sampling-temperature {t} must be a finite number > 0"

@@ -62,9 +62,10 @@ class DecodeOptions:
     ignore_when_blocking: tuple[str, ...] = ()
     # Unknown target tokens become the source tokens they attended to most (Translate only)
     replace_unk: bool = False
-    # Random sampling among the sampling_topk most likely tokens (0/None: none; beam 1),
-    # tempered by sampling_temperature (server default 1.0); seed fixes the draws
-    # (unset: the server picks one)
+    # Random sampling among the sampling_topk most likely tokens (0/None: none),
+    # tempered by sampling_temperature (server default 1.0); beam_size samples (unset:
+    # n_best of them), the n_best best returned; seed fixes the draws (unset: the server
+    # picks one)
     sampling_topk: int | None = None
     sampling_temperature: float | None = None
     # nucleus: of those, the most likely whose probabilities add up to this (default 1.0)

@@ -377,6 +377,8 @@ class Translator:
         given = {f: kwargs[f] for f in _DECODE_FIELDS if kwargs.get(f) is not None}
         opts = (kwargs.get("options") or DecodeOptions()).with_(**given)
         beam = opts.beam_size or (1 if opts.strategy == "greedy" else 0)  # 0: the model's
+        if not beam and (opts.sampling_topk or 0) > 1:
+            beam = opts.n_best or 1  # as many samples as n_best asks, as the server draws
         if beam and batch_size * beam <= MIN_LIVE_ROWS:  # within any server's limits
             return batch_size
         try:

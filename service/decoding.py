@@ -131,9 +131,14 @@ class SentenceSearch:
         self.rank_k = strategy.top_k(options)
         self.top_k = self.rank_k
         self.unk = special.unk
-        # its own generator: its draws do not depend on what else is being decoded
-        self.rng = np.random.default_rng([options.seed, sentence]) if options.sampling else None
-        self._draw: float | None = None  # this step's uniform number, once drawn
+        # a generator per sample: its draws depend on nothing else being decoded (sample 0
+        # keyed as a one-sample search's, so it draws what beam_size 1 draws)
+        self._sentence = sentence
+        self._rngs: dict[int, np.random.Generator] = {}
+        self._draws: dict[int, float] = {}  # this step's uniform numbers, by sample
+        # the sample each live row draws for (:class:`~service.strategies.Sampling`);
+        # None until the first drawn step spreads the one row over ``beam_size`` samples
+        self.samples: list[int] | None = None
         # each live row's banned tokens for the next step (ScoringRules.banned); None
         # when these options ban nothing
         self.bans: list[list[int]] | None = None
@@ -186,13 +191,18 @@ class SentenceSearch:
         self.bans = [self.rules.banned(h.tokens, self.unk) for h in self._live]
         self.top_k = self.rank_k + max(map(len, self.bans), default=0)
 
-    def draw(self) -> float:
-        """This step's uniform number from :attr:`rng`: the same however often the step
-        is chosen (an isolation probe, a retried step), the next only once :meth:`take`
-        recorded it, so choosing a step and throwing it away changes no draw."""
-        if self._draw is None:
-            self._draw = float(self.rng.random())
-        return self._draw
+    def draw(self, sample: int = 0) -> float:
+        """This step's uniform number for ``sample`` from its own generator (seeded by
+        the seed, the sentence's index and, past the first, the sample's): the same
+        however often the step is chosen (an isolation probe, a retried step), the next
+        only once :meth:`take` recorded it, so choosing a step and throwing it away
+        changes no draw."""
+        if sample not in self._draws:
+            if sample not in self._rngs:
+                key = [self.options.seed, self._sentence] + ([sample] if sample else [])
+                self._rngs[sample] = np.random.default_rng(key)
+            self._draws[sample] = float(self._rngs[sample].random())
+        return self._draws[sample]
 
     @property
     def plain(self) -> bool:
@@ -264,7 +274,9 @@ class SentenceSearch:
         read (else it is the difference of the cumulative scores, rounded as they are)."""
         keep_attn, keep_lps = self._keep_attn, self.keeps_lps
         own = self._own_log_prob(candidates) if keep_lps else None
-        self._draw = None
+        self._draws.clear()
+        if selection.samples is not None:
+            self.samples = list(selection.samples)
         if self._forced is not None and self.step < len(self.prefix):
             self._forced.append(self.forced_log_prob)
         if selection.slots is not None:

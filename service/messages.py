@@ -45,9 +45,12 @@ def to_options(
     defaults = defaults or DecodeOptions()
     beam = msg.beam_size
     # the model's own beam (1 unless its manifest sets one), for a request that asks for
-    # no search of its own: sampling and diverse groups choose theirs
-    own_search = msg.sampling_topk > 1 or msg.diverse_beam_groups > 1
-    model_beam = 1 if own_search else defaults.beam_size
+    # no search of its own: diverse groups choose theirs, and sampling draws as many
+    # samples as it asks n_best of (fairseq's --sampling --beam N --nbest N)
+    if msg.sampling_topk > 1:
+        model_beam = max(1, msg.n_best)
+    else:
+        model_beam = 1 if msg.diverse_beam_groups > 1 else defaults.beam_size
     if msg.strategy == pb.STRATEGY_GREEDY:
         if beam > 1:
             raise InvalidRequest(
@@ -106,8 +109,8 @@ def _refuse_unused(msg: pb.DecodeOptions, options: DecodeOptions) -> None:
         for name in ("sampling_temperature", "sampling_topp"):
             if msg.HasField(name):
                 raise InvalidRequest(
-                    f"{name} applies to random sampling only: set sampling_topk > 1 (with "
-                    f"beam_size 1) to sample, or leave {name} unset"
+                    f"{name} applies to random sampling only: set sampling_topk > 1 to "
+                    f"sample, or leave {name} unset"
                 )
     if options.diverse_beam_groups <= 1 and msg.HasField("diverse_beam_strength"):
         raise InvalidRequest(

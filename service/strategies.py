@@ -37,7 +37,8 @@ class Selection(NamedTuple):
     row's constraint state (:class:`service.constraints.ConstrainedBeam`);
     ``own_scores``, ``ended_own_scores``: each continuing and each finishing row's
     cumulative log-prob as the model gave it (float32 sums, as a plain beam's), where a
-    diverse search's ``scores`` (:mod:`service.diverse`) hold penalties.
+    diverse search's ``scores`` (:mod:`service.diverse`) hold penalties; ``samples``: the
+    sample each continuing row draws for (:class:`Sampling`).
     """
 
     parents: list[int]
@@ -51,6 +52,7 @@ class Selection(NamedTuple):
     states: tuple | None = None
     own_scores: tuple[float, ...] | None = None
     ended_own_scores: tuple[float, ...] = ()
+    samples: tuple[int, ...] | None = None
 
 
 class Strategy(Protocol):
@@ -464,34 +466,49 @@ class OnmtTfBeam(EoleBeam):
 
 
 class Sampling:
-    """Random sampling, one row per sentence (Eole's ``random_sampling_topk`` /
-    ``random_sampling_temp``, CTranslate2's ``sampling_topk`` / ``sampling_temperature``).
+    """Random sampling (Eole's ``random_sampling_topk`` / ``random_sampling_temp``,
+    CTranslate2's ``sampling_topk`` / ``sampling_temperature``): ``beam_size`` samples
+    per sentence, each a row of its own (fairseq's ``--sampling --beam N``).
 
-    Each step ranks the sentence's own candidates (its top-k and EOS, after the EOS rules
-    and bans), keeps the ``sampling_topk`` best, then (``sampling_topp`` < 1) only the
-    first of them whose tempered probabilities add up to ``sampling_topp`` (the nucleus
-    of the k best, renormalised: Hugging Face's order; Eole cuts the nucleus from the
-    whole distribution, then the k best), and draws one with probability
-    ``softmax(log_prob / sampling_temperature)`` by one uniform number of the sentence's
+    Each step ranks a row's own candidates (its top-k and EOS, after the EOS rules and
+    bans), keeps the ``sampling_topk`` best, then (``sampling_topp`` < 1) only the first
+    of them whose tempered probabilities add up to ``sampling_topp`` (the nucleus of the
+    k best, renormalised: Hugging Face's order; Eole cuts the nucleus from the whole
+    distribution, then the k best), and draws one with probability
+    ``softmax(log_prob / sampling_temperature)`` by one uniform number of the sample's
     own generator (:meth:`service.decoding.SentenceSearch.draw`) against the cumulative
-    probabilities, in rank order. The hypothesis's log-prob is the model's own
-    (untempered) log-prob of what was drawn. Ties rank as the candidates come (a token
-    before EOS), so the draws are a function of the seed, the sentence's index and the
-    model alone.
+    probabilities, in rank order. The first drawn step spreads the sentence's one row
+    over its samples, each drawing from it on its own; a sample that draws EOS is
+    finished, the others go on, and the search is done when every one is. The
+    hypothesis's log-prob is the model's own (untempered) log-prob of what was drawn.
+    Ties rank as the candidates come (a token before EOS), so each sample's draws are a
+    function of the seed, the sentence's index, the sample's and the model alone.
     """
 
     def top_k(self, options: DecodeOptions) -> int:
         return options.sampling_topk
 
     def select(self, searches, first_rows, values, ids) -> list[Selection]:
-        chosen = []
-        for s, first in zip(searches, first_rows, strict=True):
-            v, i = own_columns(values[first : first + 1], ids[first : first + 1], s.top_k)
-            v, i = v[0], i[0]
+        return [
+            self._choose(s, first, values, ids)
+            for s, first in zip(searches, first_rows, strict=True)
+        ]
+
+    @staticmethod
+    def _choose(s: SentenceSearch, first: int, values, ids) -> Selection:
+        spread = s.samples is None  # the one row, drawn from by every sample
+        samples = range(s.options.beam_size) if spread else s.samples
+        rows = [0] * len(samples) if spread else range(len(samples))
+        v_rows, i_rows = own_columns(
+            values[first : first + s.rows], ids[first : first + s.rows], s.top_k
+        )
+        parents, tokens, totals, kept, finished = [], [], [], [], []
+        for row, sample in zip(rows, samples, strict=True):
+            v, i = v_rows[row], i_rows[row]
             order = np.argsort(-v, kind="stable")[: s.rank_k]
             logits = v[order].astype(np.float64) / s.options.sampling_temperature
             if not np.isfinite(logits[0]):  # nothing allowed: end here (as greedy would)
-                chosen.append(Selection([], [], [], [(0, s.scores[0] + float(v[order[0]]))], True))
+                finished.append((row, s.scores[row] + float(v[order[0]])))
                 continue
             weights = np.exp(logits - logits[0])  # -inf (banned) -> 0
             cumulative = np.cumsum(weights / weights.sum())
@@ -499,15 +516,17 @@ class Sampling:
                 keep = int(np.searchsorted(cumulative, s.options.sampling_topp)) + 1
                 order, weights = order[:keep], weights[:keep]
                 cumulative = np.cumsum(weights / weights.sum())
-            pick = order[
-                min(int(np.searchsorted(cumulative, s.draw(), side="right")), len(order) - 1)
-            ]
-            tok, total = int(i[pick]), s.scores[0] + float(v[pick])
+            at = int(np.searchsorted(cumulative, s.draw(sample), side="right"))
+            pick = order[min(at, len(order) - 1)]
+            tok, total = int(i[pick]), s.scores[row] + float(v[pick])
             if tok == s.eos:
-                chosen.append(Selection([], [], [], [(0, total)], True))
+                finished.append((row, total))
             else:
-                chosen.append(Selection([0], [tok], [total], [], False))
-        return chosen
+                parents.append(row)
+                tokens.append(tok)
+                totals.append(total)
+                kept.append(sample)
+        return Selection(parents, tokens, totals, finished, not parents, samples=tuple(kept))
 
 
 class OneByOne:
@@ -590,13 +609,15 @@ _PREFIXED: dict[Strategy, Strategy] = {s: Prefix(s) for s in (GREEDY, *BEAMS.val
 
 
 def strategy_for(options: DecodeOptions, *, prefix: bool = False) -> Strategy:
-    """Greedy for ``beam_size == 1`` (cheaper bookkeeping, same results) or sampling when
-    ``options`` ask for it, else the beam search ``options.search`` names (made diverse
+    """Sampling when ``options`` ask for it, greedy for ``beam_size == 1`` (cheaper
+    bookkeeping, same results), else the beam search ``options.search`` names (made diverse
     with ``diverse_beam_groups`` or a ``diversity_rate``: :mod:`service.diverse`); wrapped
     in :class:`Prefix` when ``prefix``."""
     inner = BEAMS[options.search]
-    if options.beam_size == 1:
-        inner = SAMPLING if options.sampling else GREEDY
+    if options.sampling:
+        inner = SAMPLING
+    elif options.beam_size == 1:
+        inner = GREEDY
     elif options.diverse:
         from service.diverse import diverse  # noqa: PLC0415 - it builds on this module
 

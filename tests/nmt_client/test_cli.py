@@ -180,7 +180,7 @@ def test_n_best_needs_a_beam(address, capsys):
         (["--coverage-penalty", "-0.2"], "--coverage-penalty -0.2 must be a finite number >= 0"),
         (["--coverage-penalty", "nan"], "--coverage-penalty nan must be a finite number >= 0"),
         (["--sampling-topk", "-1"], "--sampling-topk -1 must be >= 0 (0 or 1: no sampling)"),
-        (["--sampling-topk", "5", "--beam", "3"], "--sampling-topk draws one translation"),
+        (["--sampling-topk", "5", "--diversity-rate", "1"], "draws its samples independently"),
         (["--sampling-temperature", "0"], "--sampling-temperature 0.0 must be a finite number"),
         (["--sampling-temperature", "0.5"], "--sampling-temperature goes with --sampling-topk"),
         (["--sampling-topp", "0.9", "--beam", "4"], "--sampling-topp goes with --sampling-topk"),

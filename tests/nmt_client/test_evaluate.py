@@ -150,7 +150,7 @@ def test_an_unknown_ignore_token_is_one_line_either_way(
     [
         (["--beam", "0"], "--beam and --n-best must be >= 1"),
         (["--block-ngram-repeat", "99"], "--block-ngram-repeat 99 must be between 0 (off) and 32"),
-        (["--sampling-topk", "5", "--beam", "2"], "--sampling-topk draws one translation"),
+        (["--sampling-topk", "5", "--diverse-beam-groups", "2"], "--sampling-topk draws its"),
         (["--length-penalty", "nan"], "--length-penalty nan must be a finite number >= 0"),
         (["--limit", "-1"], "--limit -1 must be >= 0 (0: all lines)"),
         (["--out", "/nonexistent/x.txt"], "--out /nonexistent/x.txt: directory /nonexistent"),

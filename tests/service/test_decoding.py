@@ -1041,13 +1041,16 @@ def test_ban_unk_takes_the_next_best_token():
 # -- random sampling -----------------------------------------------------------------
 
 
-def written_sample(table: Table, src: tuple[int, ...], options: DecodeOptions, sentence: int):
+def written_sample(
+    table: Table, src: tuple[int, ...], options: DecodeOptions, sentence: int, sample: int = 0
+):
     """The documented sampler, written out over the full vocabulary: candidates ranked as
     the graph gives them (non-EOS tokens by log-prob, lower id first on ties, then EOS;
     a stable sort keeps a token before an equal EOS), the ``sampling_topk`` best kept,
-    one uniform draw of the sentence's generator against the cumulative
-    ``softmax(log_prob / T)``."""
-    rng = np.random.default_rng([options.seed, sentence])
+    one uniform draw of the sample's generator against the cumulative
+    ``softmax(log_prob / T)``; the generator keyed by the seed, the sentence's index and,
+    past the first sample, the sample's."""
+    rng = np.random.default_rng([options.seed, sentence] + ([sample] if sample else []))
     limit = length_limit(options, len(src))
     prefix: Prefix = ()
     total = 0.0
@@ -1105,6 +1108,31 @@ def test_sampling_draws_as_documented(options):
     assert [h[0].tokens for h in got] != [h[0].tokens for h in greedy]  # it did sample
 
 
+@pytest.mark.parametrize("options", SAMPLING_SETS[:5], ids=lambda o: f"top{o.sampling_topk}")
+def test_several_samples_each_draw_as_documented(options):
+    """beam_size 4: four samples a sentence, each with a generator of its own (the first
+    keyed as one sample's, so it draws what beam_size 1 draws); n_best 4 returns all of
+    them best score first, n_best 2 the two best."""
+    table = random_table(options.seed)
+    sources = random_sources(options.seed, 8)
+    several = dataclasses.replace(options, beam_size=4, n_best=4)
+    got = run(table, sources, several)
+    two = run(table, sources, dataclasses.replace(several, n_best=2))
+    for i, (src, hyps) in enumerate(zip(sources, got, strict=True)):
+        want = [written_sample(table, src, options, i, sample) for sample in range(4)]
+        assert sorted((h.tokens, round(h.log_prob, 4)) for h in hyps) == sorted(
+            (tokens, round(log_prob, 4)) for tokens, log_prob in want
+        )
+        scores = [h.score for h in hyps]
+        assert scores == sorted(scores, reverse=True)
+        assert [h.tokens for h in two[i]] == [h.tokens for h in hyps[:2]]
+    # the first sample is the one-sample search's draw; the others differ from it
+    one = run(table, sources, options)
+    firsts = [written_sample(table, src, options, i)[0] for i, src in enumerate(sources)]
+    assert [h[0].tokens for h in one] == firsts
+    assert any(len({h.tokens for h in hyps}) > 1 for hyps in got)
+
+
 def test_sampling_frequencies_follow_the_tempered_distribution():
     probs = {5: 0.5, 6: 0.3, 7: 0.2}
     script = {(): {t: math.log(p) for t, p in probs.items()}}
@@ -1135,10 +1163,13 @@ def test_sampling_is_greedy_at_topk_1_and_reproducible_by_seed():
     assert [h[0].tokens for h in a] != [h[0].tokens for h in b]
 
 
-def test_a_sampled_sentence_does_not_depend_on_its_batch_mates():
+@pytest.mark.parametrize("samples", [1, 3])
+def test_a_sampled_sentence_does_not_depend_on_its_batch_mates(samples):
     table = random_table(8)
     sources = random_sources(8, 6)
-    options = DecodeOptions(max_length=9, sampling_topk=5, seed=21)
+    options = DecodeOptions(
+        max_length=9, sampling_topk=5, seed=21, beam_size=samples, n_best=samples
+    )
     alone = []
     for i, src in enumerate(sources):
         loop = DecodeLoop(FakeStepModel(table), SPECIAL, max_top_k=VOCAB)
@@ -1167,7 +1198,8 @@ def test_a_sampled_sentence_does_not_depend_on_its_batch_mates():
     ("fields", "message"),
     [
         ({"sampling_topk": -1}, "sampling_topk must be >= 0"),
-        ({"sampling_topk": 5, "beam_size": 4}, "use beam_size 1, not 4"),
+        ({"sampling_topk": 5, "beam_size": 4, "diversity_rate": 1.0}, "samples independently"),
+        ({"sampling_topk": 5, "beam_size": 4, "diverse_beam_groups": 2}, "samples independently"),
         ({"sampling_temperature": 0.0}, r"sampling_temperature must be in \(0, 100\]"),
         ({"sampling_temperature": float("nan")}, "sampling_temperature must be in"),
         ({"seed": -3}, r"seed must be in \[0, 2\^64\)"),

@@ -42,6 +42,30 @@ def test_a_seed_fixes_the_draws_and_an_unset_one_does_not(stub, texts):
     assert hypotheses(stub, texts, proto_options(sampling_topk=1, seed=7)) == greedy
 
 
+def test_n_best_samples_are_drawn_each_on_its_own(stub, texts):
+    """n_best 4 with sampling: four samples a sentence (beam_size unset: as many as
+    n_best), best score first, the first of them what one sample draws; beam_size 4 with
+    n_best unset: the best of four."""
+    drawn = {"sampling_topk": 50, "sampling_temperature": 2.0, "seed": 7}
+    request = pb.TranslateRequest(texts=texts, options=pb.DecodeOptions(n_best=4, **drawn))
+    reply = stub.Translate(request, timeout=TIMEOUT)
+    assert stub.Translate(request, timeout=TIMEOUT).translations == reply.translations
+    one = hypotheses(stub, texts, pb.DecodeOptions(**drawn))
+    for translation, (text, log_prob) in zip(reply.translations, one, strict=True):
+        hyps = translation.hypotheses
+        assert len(hyps) == 4
+        assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
+        assert (text, log_prob) in [(h.text, h.log_prob) for h in hyps]
+    assert any(len({h.text for h in t.hypotheses}) > 1 for t in reply.translations)
+    best = stub.Translate(
+        pb.TranslateRequest(texts=texts, options=pb.DecodeOptions(beam_size=4, **drawn)),
+        timeout=TIMEOUT,
+    )
+    assert [[h.text for h in t.hypotheses] for t in best.translations] == [
+        [t.hypotheses[0].text] for t in reply.translations
+    ]
+
+
 def test_a_stream_draws_what_translate_draws(stub, texts):
     options = proto_options(sampling_topk=20, sampling_temperature=1.5, sampling_topp=0.9, seed=3)
     (want,) = hypotheses(stub, texts[:1], options)
@@ -53,7 +77,8 @@ def test_a_stream_draws_what_translate_draws(stub, texts):
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"sampling_topk": 10, "beam_size": 4, "strategy": pb.STRATEGY_BEAM}, "use beam_size 1"),
+        ({"sampling_topk": 10, "beam_size": 4, "diversity_rate": 1.0}, "samples independently"),
+        ({"sampling_topk": 10, "n_best": 3, "beam_size": 2}, "n_best must be between 1 and"),
         ({"sampling_topk": 10, "sampling_temperature": 0.0}, "sampling_temperature must be in"),
         ({"sampling_topk": 10, "sampling_temperature": 1e9}, "sampling_temperature must be in"),
         ({"sampling_topk": 10, "sampling_topp": 2.0}, "sampling_topp must be in (0, 1]"),
