@@ -1133,6 +1133,21 @@ def test_several_samples_each_draw_as_documented(options):
     assert any(len({h.tokens for h in hyps}) > 1 for hyps in got)
 
 
+def test_samples_of_a_prefixed_sentence_each_continue_the_prefix():
+    """The prefix is decoded on one row; the first drawn step spreads it over the
+    samples, which then draw on their own."""
+    table = random_table(6)
+    sources = random_sources(6, 6)
+    options = DecodeOptions(sampling_topk=VOCAB, seed=6, max_length=9, beam_size=3, n_best=3)
+    prefix = (4, 5)
+    got = run(table, sources, options, prefixes=[prefix] * len(sources))
+    for hyps in got:
+        assert len(hyps) == 3 and all(h.tokens[:2] == prefix for h in hyps)
+    assert any(len({h.tokens for h in hyps}) > 1 for hyps in got)
+    again = run(table, sources, options, prefixes=[prefix] * len(sources))
+    assert [toks(h) for h in again] == [toks(h) for h in got]
+
+
 def test_sampling_frequencies_follow_the_tempered_distribution():
     probs = {5: 0.5, 6: 0.3, 7: 0.2}
     script = {(): {t: math.log(p) for t, p in probs.items()}}
