@@ -28,6 +28,10 @@ PROG = "nmt-translate"
 MAX_WAIT_SECONDS = 3600.0
 # Reading a pipe, a batch not yet full is sent once no line has come for this long.
 PIPE_LINGER_SECONDS = 0.05
+# Texts a request from stdin; with --split-sentences fewer, each text's sentences counting
+# against the server's sentences a request (64 by default).
+BATCH_SIZE = 32
+SPLIT_BATCH_SIZE = 4
 
 
 def add_connection_args(p: argparse.ArgumentParser, *, server_default: str | None) -> None:
@@ -279,11 +283,20 @@ def parser() -> argparse.ArgumentParser:
         help="print the translation as the server decodes it (one sentence)",
     )
     o.add_argument(
+        "--split-sentences",
+        action="store_true",
+        help="cut each text (argument or line) into its sentences, translate them one by "
+        "one and join the translations (the models were trained on single sentences: a "
+        "paragraph translates badly as one); one hypothesis each",
+    )
+    o.add_argument(
         "--batch-size",
         metavar="N",
         type=int,
-        default=32,
-        help="sentences per request when reading stdin (default: %(default)s)",
+        default=None,
+        help=f"texts per request when reading stdin (default: {BATCH_SIZE}, "
+        f"{SPLIT_BATCH_SIZE} with --split-sentences, whose sentences count against the "
+        "server's limit a request)",
     )
     o.add_argument(
         "--attention-png",
@@ -304,13 +317,37 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _batch_size(args: argparse.Namespace) -> int:
+    if args.batch_size is not None:
+        return args.batch_size
+    return SPLIT_BATCH_SIZE if args.split_sentences else BATCH_SIZE
+
+
 def check_args(args: argparse.Namespace) -> str | None:
     """What is wrong with the arguments, found before anything is sent (``None``: fine)."""
     problem = check_decoding_args(args)
     if problem:
         return problem
-    if args.batch_size < 1:
+    if args.batch_size is not None and args.batch_size < 1:
         return "--batch-size must be >= 1"
+    if args.split_sentences:
+        joined = [
+            flag
+            for flag, on in (
+                ("--n-best", args.n_best > 1),
+                ("--stream", args.stream),
+                ("--token-scores", args.token_scores),
+                ("--alignment", args.alignment),
+                ("--diagnostics", args.diagnostics),
+                ("--attention-png", args.attention_png is not None),
+                ("--prefix", bool(args.prefix)),
+                ("--constraint", bool(args.constraint)),
+                ("--glossary", args.glossary is not None),
+            )
+            if on
+        ]
+        if joined:
+            return "--split-sentences joins one translation per sentence: drop " + ", ".join(joined)
     if args.stream and len(args.text) != 1:
         return (
             f"--stream translates one sentence given on the command line: give exactly one "
@@ -574,7 +611,7 @@ def run(args: argparse.Namespace) -> int:
                 translator,
                 args.text or _stdin_lines(),
                 what="sentence" if args.text else "stdin line",
-                batch_size=1 if interactive else args.batch_size,
+                batch_size=1 if interactive else _batch_size(args),
                 concurrency=1 if interactive else 4,
                 # a pipe from a program that waits for each answer: a partial batch goes
                 linger=None if args.text or interactive else PIPE_LINGER_SECONDS,
@@ -582,6 +619,7 @@ def run(args: argparse.Namespace) -> int:
                 constraints_for=constraints_for if constrained else None,
                 ordered_constraints=args.ordered_constraints,
                 skip_refused=args.skip_refused,
+                split_sentences=args.split_sentences,
             )
             try:
                 for number, result in enumerate(lines, 1):

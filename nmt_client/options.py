@@ -237,11 +237,13 @@ def translate_request(
     target_prefix: Sequence[str] = (),
     constraints: Sequence[Sequence[str]] = (),
     ordered_constraints: bool = False,
+    split_sentences: bool = False,
 ) -> pb.TranslateRequest:
     """The ``nmt.v1.TranslateRequest`` for ``texts`` (for callers that need the raw
     message); ``target_prefix``: each text's forced translation start ("" for none);
     ``constraints``: each text's target phrases its translation must hold (none: an
-    empty list), in this order when ``ordered_constraints``."""
+    empty list), in this order when ``ordered_constraints``; ``split_sentences``: each
+    text translated sentence by sentence."""
     if isinstance(target_prefix, str):
         raise InvalidOptions("target_prefix is one string per text: pass a list")
     return pb.TranslateRequest(
@@ -250,6 +252,7 @@ def translate_request(
         options=(options or DecodeOptions()).to_proto(),
         target_prefix=list(target_prefix),
         constraints=[_constraints(c, ordered_constraints) for c in constraints],
+        split_sentences=split_sentences,
     )
 
 

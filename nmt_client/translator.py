@@ -205,16 +205,19 @@ class Translator:
         target_prefix: Sequence[str] = (),
         constraints: Sequence[Sequence[str]] = (),
         ordered_constraints: bool = False,
+        split_sentences: bool = False,
     ) -> list[Result]:
-        """Translate ``texts`` (one request, one :class:`Result` per sentence, in order).
+        """Translate ``texts`` (one request, one :class:`Result` per text, in order).
 
         Decode options are :class:`DecodeOptions` fields (every one is a keyword here);
         given ones override ``options``. ``timeout`` overrides the translator's;
         ``request_id`` names the call in the server's logs; ``target_prefix``: per text,
         the start its translation is forced to ("" for none); ``constraints``: per text,
         target phrases its translation must hold (``[]`` for none; lexically constrained
-        beam search), in the order given when ``ordered_constraints``. Raises
-        :class:`TranslatorError` (a subclass by code)."""
+        beam search), in the order given when ``ordered_constraints``;
+        ``split_sentences``: each text cut into its sentences, translated one by one and
+        joined (one hypothesis; every sentence counts against the server's sentences per
+        request). Raises :class:`TranslatorError` (a subclass by code)."""
         sources = check_texts(texts)
         if not sources:
             return []
@@ -223,6 +226,7 @@ class Translator:
         request = translate_request(
             sources, opts, model=self._model(model), target_prefix=target_prefix,
             constraints=constraints, ordered_constraints=ordered_constraints,
+            split_sentences=split_sentences,
         )  # fmt: skip
 
         def attempt(remaining: float, metadata) -> list[Result]:

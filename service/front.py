@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from models.options import DecodeOptions, Hypothesis
 from models.scoring import ScoringRules
+from service import sentences
 from service.alignment import replace_unknowns, source_span
 from service.bundle import Bundle
 from service.constraints import Constraints
@@ -88,12 +89,32 @@ class EngineFront(abc.ABC):
         on_prefix: PrefixCallback | None = None,
         prefixes: Sequence[str] = (),
         constraints: Sequence[tuple[Sequence[str], bool]] = (),
+        split: bool = False,
     ) -> Job:
         """Validate and queue a request; raises if it cannot be queued. ``prefixes``:
         each text's forced target start (target-language text, "" for none);
         ``constraints``: each text's ``(phrases, ordered)``, target-language phrases its
-        translation must hold (none: no phrases)."""
-        sources = self.validate(texts, options)
+        translation must hold (none: no phrases); ``split``: each text cut into its
+        sentences, decoded as sentences of their own (:mod:`service.sentences`; the
+        caller refuses what does not combine with it: n-best lists, attention,
+        prefixes, constraints)."""
+        splits = None
+        if split:
+            splits = [sentences.split(t) for t in texts]
+            texts = sentences.sentences_of(splits)
+            limit = self.config.max_sentences_per_request
+            if len(texts) > limit:
+                fix = "send fewer texts a request" if len(splits) > 1 else "send it in parts"
+                held = "the texts hold" if len(splits) > 1 else "texts[0] holds"
+                raise InvalidRequest(
+                    f"{held} {len(texts)} sentences; the limit is {limit} a request: {fix}"
+                )
+            try:
+                sources = self.validate(texts, options)
+            except InvalidRequest as exc:
+                raise InvalidRequest(sentences.renamed(str(exc), splits)) from None
+        else:
+            sources = self.validate(texts, options)
         if any(prefixes) or any(phrases for phrases, _ in constraints):
             check_forcing(self.bundle)
         special, tgt = self.bundle.special, self.bundle.tgt_tokenizer
@@ -104,6 +125,7 @@ class EngineFront(abc.ABC):
             surface = [self.bundle.src_tokenizer.surface(t) for t in texts]
         job = self.enqueue(sources, options, timeout, on_prefix, forced, phrases)
         job.surface = surface
+        job.splits = splits
         return job
 
     def score(
@@ -160,7 +182,7 @@ class EngineFront(abc.ABC):
                     at_limit=tuple(rules.reached_limit(len(h.tokens), len(ids)) for h in hyps),
                 )
             )
-        return out
+        return out if job.splits is None else sentences.join(out, job.splits)
 
     def translate(
         self, texts: Sequence[str], options: DecodeOptions, *, timeout: float | None = None

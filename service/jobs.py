@@ -64,6 +64,9 @@ class Job:
     # Per sentence, its source tokens as written (``replace_unk``); set by the front,
     # which renders the result, and never sent to an engine process.
     surface: list[list[str]] | None = field(default=None, repr=False)
+    # With ``split_sentences``, how the request's texts were cut into the sentences
+    # decoded (:mod:`service.sentences`); the front joins their results. Front only too.
+    splits: list | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not self.prefixes:

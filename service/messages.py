@@ -3,6 +3,7 @@ Torch-free, no gRPC calls; the servicer uses these at the edge of every RPC."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 from collections.abc import Mapping, Sequence
@@ -122,6 +123,35 @@ def _refuse_unused(msg: pb.DecodeOptions, options: DecodeOptions) -> None:
             "ignore_when_blocking applies to n-gram blocking only: set block_ngram_repeat "
             "(this model's default is 0), or leave ignore_when_blocking empty"
         )
+
+
+def split_options(request: pb.TranslateRequest, options: DecodeOptions) -> DecodeOptions:
+    """``options`` for a ``split_sentences`` request, which joins each text's best
+    sentence translations into one: what is per sentence or per hypothesis list does not
+    join, so a request asking for it is refused (rather than answered for one sentence
+    of the text); a model's own n-best list becomes one hypothesis."""
+    msg = request.options
+    if not msg.n_best and options.n_best > 1:
+        options = dataclasses.replace(options, n_best=1)
+    asked = [
+        name
+        for name, on in (
+            (f"n_best {options.n_best}", options.n_best > 1),
+            ("return_attention", msg.return_attention),
+            ("return_alignment", msg.return_alignment),
+            ("return_diagnostics", msg.return_diagnostics),
+            ("return_token_scores", msg.return_token_scores),
+            ("target_prefix", any(request.target_prefix)),
+            ("constraints", any(c.phrases for c in request.constraints)),
+        )
+        if on
+    ]
+    if asked:
+        raise InvalidRequest(
+            f"split_sentences joins one translation per sentence: {', '.join(asked)} "
+            "cannot be joined; send the sentences as texts of their own instead"
+        )
+    return options
 
 
 def to_score_options(

@@ -44,6 +44,7 @@ from service.jobs import Job
 from service.logs import REQUEST_ID_HEADER, RateLimitedLog
 from service.messages import (
     model_info,
+    split_options,
     strategy_label,
     to_options,
     to_score_options,
@@ -308,12 +309,15 @@ class TranslatorServicer:
                 defaults=engine.bundle.decoding,
                 target_index=engine.bundle.target_index,
             )
+            if request.split_sentences:
+                record.options = split_options(request, record.options)
             return engine.submit(
                 list(request.texts),
                 record.options,
                 timeout=timeout,
                 prefixes=list(request.target_prefix),
                 constraints=[(list(c.phrases), c.ordered) for c in request.constraints],
+                split=request.split_sentences,
             )
 
         return await self._answer(

@@ -186,6 +186,9 @@ def test_n_best_needs_a_beam(address, capsys):
         (["--sampling-topp", "0.9", "--beam", "4"], "--sampling-topp goes with --sampling-topk"),
         (["--beam", "4", "--diverse-beam-strength", "1"], "goes with --diverse-beam-groups N"),
         (["--stream", "two", "three"], "give exactly one (got 3)"),
+        (["--split-sentences", "--n-best", "2", "--beam", "2"], "one translation per sentence"),
+        (["--split-sentences", "--token-scores", "--alignment"], "drop --token-scores, --align"),
+        (["--split-sentences", "--prefix", "La"], "--split-sentences joins one translation"),
         (["--stream", "--n-best", "2", "--beam", "2"], "--stream sends the best hypothesis"),
         (["--attention-png", "/tmp"], "--attention-png /tmp is a directory: give a file name"),
         (["--attention-png", "a.txt"], "the heatmap is a PNG: give a path ending in .png"),
@@ -591,3 +594,15 @@ def test_a_blank_line_through_a_pipe_is_answered_at_once(address, tiny_bundle):
         answers = {first: translator.translate_one(first).text, "": ""}
         answers[last] = translator.translate_one(last).text
     _ask_through_a_pipe(address, answers)
+
+
+def test_split_sentences_translates_each_sentence_and_joins_them(address, capsys):
+    """A paragraph given as one text: each of its sentences translated as it is alone."""
+    assert cli.main(["--server", address, "Good morning.", "Thank you."]) == 0
+    alone = capsys.readouterr().out.splitlines()
+    argv = ["--server", address, "--split-sentences", "Good morning. Thank you.", "Hi."]
+    assert cli.main(argv) == 0
+    joined, single = capsys.readouterr().out.splitlines()
+    assert joined == " ".join(alone)
+    assert cli.main(["--server", address, "Hi."]) == 0
+    assert capsys.readouterr().out.strip() == single

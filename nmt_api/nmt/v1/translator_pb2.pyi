@@ -89,18 +89,20 @@ class DecodeOptions(_message.Message):
     def __init__(self, strategy: _Optional[_Union[Strategy, str]] = ..., beam_size: _Optional[int] = ..., n_best: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_length: _Optional[int] = ..., max_length_ratio: _Optional[float] = ..., return_attention: _Optional[bool] = ..., return_scores: _Optional[bool] = ..., coverage_penalty: _Optional[float] = ..., return_diagnostics: _Optional[bool] = ..., ban_unk: _Optional[bool] = ..., block_ngram_repeat: _Optional[int] = ..., ignore_when_blocking: _Optional[_Iterable[str]] = ..., min_length: _Optional[int] = ..., replace_unk: _Optional[bool] = ..., sampling_topk: _Optional[int] = ..., sampling_temperature: _Optional[float] = ..., seed: _Optional[int] = ..., sampling_topp: _Optional[float] = ..., return_token_scores: _Optional[bool] = ..., diversity_rate: _Optional[float] = ..., length_penalty_form: _Optional[_Union[LengthPenaltyForm, str]] = ..., diverse_beam_groups: _Optional[int] = ..., diverse_beam_strength: _Optional[float] = ..., return_alignment: _Optional[bool] = ...) -> None: ...
 
 class TranslateRequest(_message.Message):
-    __slots__ = ("texts", "model", "options", "target_prefix", "constraints")
+    __slots__ = ("texts", "model", "options", "target_prefix", "constraints", "split_sentences")
     TEXTS_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
     TARGET_PREFIX_FIELD_NUMBER: _ClassVar[int]
     CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
+    SPLIT_SENTENCES_FIELD_NUMBER: _ClassVar[int]
     texts: _containers.RepeatedScalarFieldContainer[str]
     model: str
     options: DecodeOptions
     target_prefix: _containers.RepeatedScalarFieldContainer[str]
     constraints: _containers.RepeatedCompositeFieldContainer[TargetConstraints]
-    def __init__(self, texts: _Optional[_Iterable[str]] = ..., model: _Optional[str] = ..., options: _Optional[_Union[DecodeOptions, _Mapping]] = ..., target_prefix: _Optional[_Iterable[str]] = ..., constraints: _Optional[_Iterable[_Union[TargetConstraints, _Mapping]]] = ...) -> None: ...
+    split_sentences: bool
+    def __init__(self, texts: _Optional[_Iterable[str]] = ..., model: _Optional[str] = ..., options: _Optional[_Union[DecodeOptions, _Mapping]] = ..., target_prefix: _Optional[_Iterable[str]] = ..., constraints: _Optional[_Iterable[_Union[TargetConstraints, _Mapping]]] = ..., split_sentences: _Optional[bool] = ...) -> None: ...
 
 class TargetConstraints(_message.Message):
     __slots__ = ("phrases", "ordered")
