@@ -40,6 +40,7 @@ import collections
 import contextlib
 import json
 import logging
+import math
 import random
 import re
 import time
@@ -234,10 +235,31 @@ def _option(environment: Environment, name: str, default: Any) -> Any:
     return default if options is None else getattr(options, name, default)
 
 
+def option_problem(environment: Environment) -> str | None:
+    """What is wrong with the numeric options, else None. (A NaN or a ratio above 1 meant
+    as a percentage made the SLO gate pass a run whose every request failed.)"""
+    checks = (
+        ("rpc_timeout", "--rpc-timeout / NMT_RPC_TIMEOUT", "seconds > 0", lambda v: v > 0),
+        ("think_time", "--think-time / NMT_THINK_TIME", "seconds >= 0", lambda v: v >= 0),
+        ("slo_max_fail_ratio", "--slo-max-fail-ratio / NMT_SLO_MAX_FAIL_RATIO",
+         "a ratio in [0, 1] (0.01: 1 %)", lambda v: 0 <= v <= 1),
+        ("slo_p95_ms", "--slo-p95-ms / NMT_SLO_P95_MS", "milliseconds > 0", lambda v: v > 0),
+    )  # fmt: skip
+    for name, flag, what, ok in checks:
+        value = _option(environment, name, None)
+        if value is not None and not (math.isfinite(float(value)) and ok(float(value))):
+            return f"{flag} is {value}: give {what}"
+    return None
+
+
 @events.init.add_listener
 def load_corpus(environment: Environment, **_kwargs: Any) -> None:
-    """Check the host (headless runs; the web UI asks for it) and read the sentences."""
+    """Check the options and the host (headless runs; the web UI asks for it) and read
+    the sentences."""
     global _corpus
+    if (problem := option_problem(environment)) is not None:
+        log.error("%s", problem)
+        raise SystemExit(2)
     if _option(environment, "headless", False):
         try:
             parse_target(environment.host)
@@ -438,9 +460,9 @@ def check_slo(environment: Environment, **_kwargs: Any) -> None:
     if total.num_requests == 0:
         problems.append("no request was made")
     else:
-        if total.fail_ratio > max_fail_ratio:
+        if not total.fail_ratio <= max_fail_ratio:  # (NaN: violated)
             problems.append(f"failure ratio {total.fail_ratio:.4f} > {max_fail_ratio}")
-        if p95 > max_p95_ms:
+        if not p95 <= max_p95_ms:
             problems.append(f"p95 {p95:.0f} ms > {max_p95_ms:.0f} ms")
     runner = environment.runner
     if runner is not None and runner.exceptions:

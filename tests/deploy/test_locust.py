@@ -161,6 +161,28 @@ def test_a_bad_host_is_one_clear_error(given, match):
     assert match in result.stderr and "Traceback" not in result.stderr, result.stderr[-2000:]
 
 
+@pytest.mark.parametrize(
+    "env, match",
+    [
+        ({"NMT_SLO_MAX_FAIL_RATIO": "nan"}, "NMT_SLO_MAX_FAIL_RATIO is nan: give a ratio"),
+        ({"NMT_SLO_MAX_FAIL_RATIO": "5"}, "NMT_SLO_MAX_FAIL_RATIO is 5.0: give a ratio in [0, 1]"),
+        ({"NMT_SLO_P95_MS": "nan"}, "NMT_SLO_P95_MS is nan: give milliseconds > 0"),
+        ({"NMT_RPC_TIMEOUT": "-1"}, "NMT_RPC_TIMEOUT is -1.0: give seconds > 0"),
+        ({"NMT_THINK_TIME": "inf"}, "NMT_THINK_TIME is inf: give seconds >= 0"),
+    ],
+)
+def test_options_the_slo_gate_could_not_judge_by_are_one_clear_error(env, match):
+    """A NaN or a ratio meant as a percentage (5 for 5 %) made the gate pass a run whose
+    every request failed (helper-89)."""
+    result = python(
+        "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "-t", "1s",
+        "--host", "127.0.0.1:1", **env,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert match in result.stderr and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert "SLO met" not in result.stderr
+
+
 def test_http_failures_read_as_grpc_statuses():
     """What the HTTP user reports for an answer: the server's error object by its status;
     a proxy's page or no answer by the HTTP status, in words (numbers are masked)."""
