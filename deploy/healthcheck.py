@@ -45,7 +45,9 @@ def check(target: str, timeout: float, service: str = SERVICE) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="nmt-healthcheck", description=__doc__.splitlines()[0])
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=int(os.environ.get("NMT_PORT", "50051")))
+    # (a string default goes through type=int: a bad NMT_PORT is argparse's one-line error;
+    # an empty one is unset, as nmt-serve reads it: compose's ${NMT_PORT:-})
+    p.add_argument("--port", type=int, default=os.environ.get("NMT_PORT") or "50051")
     p.add_argument("--timeout", type=float, default=3.0)
     p.add_argument("--service", default=SERVICE)
     args = p.parse_args(argv)

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from service.calls import RpcConfig
+from service.calls import GRPC_MAX_INT, RpcConfig
 from service.limits import MAX_SECONDS, EngineConfig
 from service.logs import LogConfig
 from service.sessions import RuntimeConfig
@@ -57,8 +57,10 @@ class TransportConfig:
                     f"{f.name} must be at most {MAX_SECONDS} seconds{never}, "
                     f"got {getattr(self, f.name)}"
                 )
-        if self.max_streams_per_connection < 1:
-            raise ValueError("max_streams_per_connection must be >= 1")
+        if not 1 <= self.max_streams_per_connection <= GRPC_MAX_INT:
+            raise ValueError(
+                f"max_streams_per_connection must be in 1..{GRPC_MAX_INT} (gRPC's largest)"
+            )
 
     def options(self) -> list[tuple[str, int]]:
         """As gRPC channel arguments."""

@@ -22,6 +22,8 @@ MAX_CHARS_PER_TOKEN = 64
 # milliseconds in a C int (2**31 - 1 ms, about 24.8 days); time.sleep and the event loop
 # refuse infinity too.
 MAX_SECONDS = 2_147_483
+# The shortest stall_timeout: a decoder step on a loaded machine may take a good part of it.
+MIN_STALL_SECONDS = 1.0
 
 
 # A request's length limit when it sets none (max_length), whatever a model allows.
@@ -93,9 +95,12 @@ class EngineConfig:
         for name in ("encode_max_padding", "admit_wait_steps"):
             if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if not 0 < self.stall_timeout <= MAX_SECONDS:  # NaN fails too
+        # (NaN fails too; below a second, a slow beam step under load killed a healthy
+        # server: --stall-timeout 0.05 did, helper-89)
+        if not MIN_STALL_SECONDS <= self.stall_timeout <= MAX_SECONDS:
             raise ValueError(
-                f"stall_timeout must be > 0 and <= {MAX_SECONDS} seconds, got {self.stall_timeout}"
+                f"stall_timeout must be >= {MIN_STALL_SECONDS:g} and <= {MAX_SECONDS} seconds, "
+                f"got {self.stall_timeout}"
             )
         if self.max_live_rows and self.max_beam_size > self.max_live_rows:
             raise ValueError("max_beam_size cannot exceed max_live_rows")

@@ -92,6 +92,7 @@ def test_admission_settings_are_the_devices_unless_given():
         (["--admit-wait-steps", "-2"], "admit_wait_steps must be >= 0, got -2"),
         (["--max-message-bytes", str(2**31)], "max_message_bytes must be in 1024..2147483647"),
         (["--max-message-bytes", "99999999999"], "(gRPC's largest), got 99999999999"),
+        (["--max-streams-per-connection", str(2**31)], "in 1..2147483647 (gRPC's largest)"),
     ],
 )
 def test_bad_values_are_one_line_errors(argv, message, capsys):
@@ -144,7 +145,8 @@ def test_transport_durations_beyond_a_c_int_of_ms_are_refused():
     ],
 )
 def test_durations_built_in_code_are_capped_too(make, name, value):
-    with pytest.raises(ValueError, match=f"{name} must be > 0 and <= 2147483 seconds"):
+    least = ">= 1" if name == "stall_timeout" else "> 0"
+    with pytest.raises(ValueError, match=f"{name} must be {least} and <= 2147483 seconds"):
         make(value)
 
 
