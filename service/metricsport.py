@@ -3,8 +3,9 @@ a thread per connection as its ``start_http_server`` serves it, but with what th
 lacks for a port that may face a network: a deadline on each connection, its request
 and answer together (a client that opens a connection and sends half a request line,
 or a byte every few seconds, held its thread for ever: 1,000 such connections, 1,000
-threads, helper-84's and helper-86's audits), a cap on the threads (a connection past it
-is closed at once) and a listen backlog of more than 5.
+threads, helper-84's and helper-86's audits), a cap on the threads and on one peer's
+share of them (a connection past either is closed at once) and a listen backlog of more
+than 5.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from prometheus_client.exposition import MetricsHandler
 READ_SECONDS = 5.0
 # Connections served at once (a thread each); more are closed when they arrive.
 MAX_CONNECTIONS = 128
+# Of those, from one peer address: one client holding every slot, re-opening its idle
+# connections as they were closed, shut out every scrape (0 of 24, helper-89), while
+# Prometheus scrapes a target over one connection at a time.
+MAX_PER_PEER = 8
 # How often the connections past their deadline are looked for.
 REAP_SECONDS = 0.5
 BACKLOG = 128
@@ -38,17 +43,24 @@ class MetricsServer(ThreadingHTTPServer):
         self.address_family = family
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._deadlines: dict[socket.socket, float] = {}  # open connections' deadlines
+        self._peers: dict[socket.socket, str] = {}  # and their peers' addresses
+        self._per_peer: dict[str, int] = {}
         self._lock = threading.Lock()
         self._closing = threading.Event()
         super().__init__(address, handler)
         threading.Thread(target=self._reap, name="nmt-metrics-reaper", daemon=True).start()
 
     def process_request(self, request, client_address) -> None:
-        if not self._slots.acquire(blocking=False):
-            self.shutdown_request(request)  # every thread busy: closed, not queued
+        peer = str(client_address[0])
+        with self._lock:
+            crowded = self._per_peer.get(peer, 0) >= MAX_PER_PEER
+        if crowded or not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)  # every thread (or the peer's) busy: closed
             return
         with self._lock:
             self._deadlines[request] = time.monotonic() + READ_SECONDS
+            self._peers[request] = peer
+            self._per_peer[peer] = self._per_peer.get(peer, 0) + 1
         try:
             super().process_request(request, client_address)
         except BaseException:
@@ -65,6 +77,12 @@ class MetricsServer(ThreadingHTTPServer):
         with self._lock:
             if self._deadlines.pop(request, None) is not None:
                 self._slots.release()
+                peer = self._peers.pop(request)
+                left = self._per_peer[peer] - 1
+                if left:
+                    self._per_peer[peer] = left
+                else:
+                    del self._per_peer[peer]
 
     def _reap(self) -> None:
         """Shut the connections past their deadline: their thread's read or write fails

@@ -69,6 +69,35 @@ def test_connections_past_the_thread_cap_are_closed_at_once(metrics):
     assert wait_until(lambda: "nmt_test_scrapes_total" in _scrape(metrics.server_port), timeout=5)
 
 
+def test_one_peer_cannot_hold_every_slot(metrics, monkeypatch):
+    """A client holding every slot (re-opening its idle connections as they were closed)
+    shut out every scrape (helper-89): one peer address holds MAX_PER_PEER at most, and
+    Prometheus, from another, is served meanwhile."""
+    monkeypatch.setattr(metricsport, "MAX_PER_PEER", 2)
+    held = [
+        socket.create_connection(("127.0.0.1", metrics.server_port), timeout=TIMEOUT)
+        for _ in range(10)
+    ]
+    try:
+        closed = 0
+        for sock in held[2:]:
+            sock.settimeout(2)
+            closed += sock.recv(1024) == b""
+        assert closed == 8  # past the peer's two, each closed as it came
+        scraper = socket.create_connection(
+            ("127.0.0.1", metrics.server_port), timeout=TIMEOUT, source_address=("127.0.0.2", 0)
+        )
+        with scraper:
+            scraper.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+            answer = b""
+            while chunk := scraper.recv(65536):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.0 200") and b"nmt_test_scrapes_total 7.0" in answer
+    finally:
+        for sock in held:
+            sock.close()
+
+
 def test_a_request_trickled_a_byte_at_a_time_is_closed_at_the_connections_deadline(metrics):
     """Each read within its timeout, the request never finished: the connection ends at
     its deadline all the same (helper-86, helper-87: 64 tricklers shut out every scrape)."""
