@@ -21,6 +21,9 @@ GROUPED_SEARCHES = ("standard", "fairseq")
 LENGTH_PENALTY_FORMS = ("", "average", "gnmt")
 # Highest sampling temperature: past it every candidate is about equally likely anyway.
 MAX_TEMPERATURE = 100.0
+# Highest coverage_penalty β: GNMT's is 0.2; past 100 the penalty of one uncovered source
+# position outweighs any log-prob difference already.
+MAX_COVERAGE_PENALTY = 100.0
 # Highest diversity_rate: past it a hypothesis's second continuation already trails the
 # first by more than any log-prob gap, so the beam is one continuation per parent.
 MAX_DIVERSITY_RATE = 100.0
@@ -134,8 +137,12 @@ class DecodeOptions:
             )
         if self.min_length < 0:
             raise DecodeOptionsError(f"min_length must be >= 0, got {self.min_length}")
-        if not (math.isfinite(self.coverage_penalty) and self.coverage_penalty >= 0.0):
-            raise DecodeOptionsError(f"coverage_penalty must be >= 0, got {self.coverage_penalty}")
+        c = self.coverage_penalty
+        if not (math.isfinite(c) and 0.0 <= c <= MAX_COVERAGE_PENALTY):
+            # (1e38 made every score -inf and the n-best order meaningless: helper-88)
+            raise DecodeOptionsError(
+                f"coverage_penalty must be >= 0 and <= {MAX_COVERAGE_PENALTY:g}, got {c}"
+            )
         if not 0 <= self.block_ngram_repeat <= MAX_BLOCK_NGRAM:
             raise DecodeOptionsError(
                 f"block_ngram_repeat must be between 0 (off) and {MAX_BLOCK_NGRAM}, "

@@ -168,11 +168,19 @@ def parse(body: bytes, request_type: type[Message]) -> bytes:
 
 
 def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    """An object's members; a name given twice is refused (as json_format.Parse does)."""
+    """An object's members; a name given twice is refused (as json_format.Parse does),
+    and so is a field under both its names, ``n_best`` and ``nBest`` (the mapping takes
+    either, and the later one won unsaid: helper-88)."""
     out: dict[str, object] = {}
+    spelled: dict[str, str] = {}  # the field's name without "_", lower case -> as given
     for key, value in pairs:
         if key in out:
             raise json_format.ParseError(f"Failed to load JSON: duplicate key {key}.")
+        same = spelled.setdefault(key.replace("_", "").lower(), key)
+        if same != key:
+            raise json_format.ParseError(
+                f"Failed to load JSON: {same} and {key} name one field: give it once."
+            )
         out[key] = value
     return out
 

@@ -406,10 +406,10 @@ class TranslationServer:
         self._on_loop(self.grpc_server.start())
         threading.Thread(target=self._watch, name="nmt-watchdog", daemon=True).start()
         log.info(
-            "gRPC on port %d, metrics on port %s, HTTP on port %s",
+            "gRPC on port %d, metrics %s, HTTP %s",
             self.port,
-            self.metrics_port,
-            self.http_port,
+            "off" if self.metrics_port is None else f"on port {self.metrics_port}",
+            "off" if self.http_port is None else f"on port {self.http_port}",
         )
 
     def _watch(self) -> None:

@@ -939,6 +939,10 @@ def test_a_body_of_too_many_list_items_is_refused_before_the_protobuf_mapping(se
     # duplicate names are refused as protobuf's own parser refused them
     status, _, data = post(server, "/v1/translate", b'{"texts": ["a"], "texts": ["b"]}')
     assert status == 400 and "duplicate key texts" in json.loads(data)["message"]
+    # and so is one field under both its names (the later one won unsaid: helper-88)
+    both = b'{"texts": ["a"], "options": {"beam_size": 4, "n_best": 4, "nBest": 1}}'
+    status, _, data = post(server, "/v1/translate", both)
+    assert status == 400 and "n_best and nBest name one field" in json.loads(data)["message"]
     status, _, data = post(server, "/v1/translate", b'{"texts": [')
     assert status == 400 and "Failed to load JSON" in json.loads(data)["message"]
     # objects are counted before json.loads, whose per-object check costs (helper-87)
