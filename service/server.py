@@ -547,9 +547,34 @@ def create_server(
     return server, server.port
 
 
+def _create_off_main_thread(config: ServerConfig) -> tuple[TranslationServer, int]:
+    """:func:`create_server` on a thread of its own, the main thread waiting for it: a
+    load stuck inside ONNX Runtime's C code (100,000 intra-op threads were asked for once)
+    kept the main thread from ever running a signal handler, so not even a second
+    SIGTERM ended the process (helper-89)."""
+    done = threading.Event()
+    outcome: list = []
+
+    def load() -> None:
+        try:
+            outcome.append(create_server(config))
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+            outcome.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=load, name="nmt-load", daemon=True).start()
+    while not done.wait(0.2):  # (each wait returns to the interpreter: handlers run)
+        pass
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM while the models load (seconds) must not kill the process unlogged: it is
-    # noted and acted on once create_server returns.
+    # noted and acted on once the load returns; a second one ends the process at once.
+    # SIGHUP (a closed terminal; no reload here) drains as SIGTERM does.
     stop, loading = threading.Event(), [True]
 
     def on_signal(number: int, _frame) -> None:
@@ -557,7 +582,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             os._exit(128 + number)
         stop.set()
 
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, on_signal)
     try:
         config = parse_args(argv)
@@ -565,7 +590,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in misspelt_variables():
             log.warning("%s", line)
         log.debug("open-files limit: %d", raise_open_files_limit())
-        server, port = create_server(config)
+        server, port = _create_off_main_thread(config)
     except (ValueError, ServerError) as exc:
         print(f"nmt-serve: error: {exc}", file=sys.stderr)
         return 2

@@ -311,7 +311,10 @@ def server_process(tiny_bundle, tmp_path):
         log.close()
 
 
-def test_sigterm_drains_in_flight_requests(server_process, tiny_bundle):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
+def test_sigterm_drains_in_flight_requests(server_process, tiny_bundle, sig):
+    """(SIGHUP, which killed the server undrained and unlogged, drains the same way:
+    helper-89.)"""
     proc, port, log = server_process
     channel, stub = stub_for(port)
     try:
@@ -335,7 +338,7 @@ def test_sigterm_drains_in_flight_requests(server_process, tiny_bundle):
         stream = stub.TranslateStream(request, timeout=TIMEOUT)
         first = next(stream)
         assert not first.final, "the request finished before SIGTERM: make it longer"
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         rest = list(stream)
         assert rest and rest[-1].final
         assert rest[-1].text.startswith(first.text)
