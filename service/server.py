@@ -571,6 +571,16 @@ def _create_off_main_thread(config: ServerConfig) -> tuple[TranslationServer, in
     return outcome[0]
 
 
+def _fatal(error: Exception, config: ServerConfig | None) -> None:
+    """Why nmt-serve cannot start: one plain line on stderr, or, with ``--log-format
+    json``, one JSON log record (a JSON log pipeline missed the most important line of
+    a failed start, a port in use: helper-89)."""
+    if config is not None and config.log.format == "json":
+        log.critical("nmt-serve: error: %s", error)
+    else:
+        print(f"nmt-serve: error: {error}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM while the models load (seconds) must not kill the process unlogged: it is
     # noted and acted on once the load returns; a second one ends the process at once.
@@ -584,6 +594,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, on_signal)
+    config = None
     try:
         config = parse_args(argv)
         logs.configure(config.log)
@@ -592,7 +603,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.debug("open-files limit: %d", raise_open_files_limit())
         server, port = _create_off_main_thread(config)
     except (ValueError, ServerError) as exc:
-        print(f"nmt-serve: error: {exc}", file=sys.stderr)
+        _fatal(exc, config)
         return 2
     loading[0] = False
     if stop.is_set():
@@ -606,7 +617,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         server.start()
     except ServerError as exc:
-        print(f"nmt-serve: error: {exc}", file=sys.stderr)
+        _fatal(exc, config)
         server.stop(0)
         return 2
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import os
 import re
 import signal
@@ -250,6 +251,19 @@ def test_nmt_serve_on_a_busy_port_prints_one_line(tiny_bundle, busy_port):
     assert errors == [
         f"nmt-serve: error: could not bind gRPC to 127.0.0.1:{busy_port} (port in use)"
     ], done.stderr
+
+
+def test_with_json_logs_the_start_failure_is_a_json_record_too(tiny_bundle, busy_port):
+    """A JSON log pipeline missed the most important line of a failed start (helper-89)."""
+    argv = serve_argv(tiny_bundle.repo, busy_port)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NMT_LOG_FORMAT": "json"}
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 2, done.stderr
+    records = [json.loads(line) for line in done.stderr.splitlines() if line.strip()]
+    assert records[-1]["level"] == "CRITICAL"
+    assert records[-1]["message"] == (
+        f"nmt-serve: error: could not bind gRPC to 127.0.0.1:{busy_port} (port in use)"
+    )
 
 
 def test_a_second_server_on_a_port_in_use_fails_unless_both_reuse_it(server_factory):
