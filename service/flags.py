@@ -400,18 +400,35 @@ def _default(flag: Flag, environ: dict[str, str]) -> Any:
     return _from_text(flag, raw, flag.variable)
 
 
+# The project's other NMT_* variables, which nmt-serve ignores and never warns about:
+# docker-compose.yml's and the Locust file's (tests/service/test_config.py checks the
+# list against those files).
+OTHER_VARIABLES = frozenset(
+    {
+        "NMT_CPU_IMAGE", "NMT_GRPC_PORT", "NMT_HTTP_HOST_PORT", "NMT_METRICS_HOST_PORT",
+        "NMT_MODEL_REPOSITORY_DIR", "NMT_REPLICAS",  # docker-compose.yml
+        "NMT_MODEL", "NMT_RPC_TIMEOUT", "NMT_SENTENCES", "NMT_SLO_MAX_FAIL_RATIO",
+        "NMT_SLO_P95_MS", "NMT_THINK_TIME",  # loadtest/locustfile.py
+    }
+)  # fmt: skip
+
+
 def misspelt_variables(environ: dict[str, str] | None = None) -> list[str]:
     """One line for each ``NMT_*`` variable of ``environ`` that is no flag's but nearly
-    one's (``NMT_MAX_QUEU``): nmt-serve would ignore it. Others (compose's, Locust's
-    ``NMT_*``) are not flagged."""
+    one's (``NMT_MAX_QUEU``), or one's with words added or left off
+    (``NMT_SHUTDOWN_GRACE_SECONDS``, ``NMT_MODEL_REPO``): nmt-serve would ignore it.
+    The project's other ``NMT_*`` variables (:data:`OTHER_VARIABLES`) are not flagged."""
     environ = os.environ if environ is None else environ
     known = [flag.variable for flag in FLAGS]
     out = []
     for name in sorted(environ):
-        if name.startswith("NMT_") and name not in known:
-            near = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
-            if near:
-                out.append(f"{name} is not an nmt-serve variable (ignored): {near[0]}?")
+        if not name.startswith("NMT_") or name in known or name in OTHER_VARIABLES:
+            continue
+        near = difflib.get_close_matches(name, known, n=1, cutoff=0.85) or [
+            k for k in known if k.startswith(name) or name.startswith(k + "_")
+        ]
+        if near:
+            out.append(f"{name} is not an nmt-serve variable (ignored): {near[0]}?")
     return out
 
 

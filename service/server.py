@@ -540,6 +540,7 @@ def create_server(
     """Build the server (models loaded, port bound, nothing started): ``(server, port)``.
     Without a ``registry``, a new one that also carries the process's own metrics
     (``process_resident_memory_bytes``, CPU seconds, open files)."""
+    config.runtime.check_threads()
     if registry is None:
         registry = CollectorRegistry()
         ProcessCollector(registry=registry)

@@ -99,16 +99,6 @@ class RuntimeConfig:
             raise ValueError(f"optimization must be one of {sorted(_OPT_LEVELS)}")
         if self.intra_op_threads < 0 or self.inter_op_threads < 0:
             raise ValueError("thread counts must be >= 0 (0 lets ONNX Runtime choose)")
-        # every session of every model (and lane) starts its own pool: 100,000 asked for
-        # started threads until the machine refused new processes, the server stuck in
-        # its start (helper-89); more threads than CPUs only take turns on them
-        cpus = os.cpu_count() or 1
-        for name in ("intra_op_threads", "inter_op_threads"):
-            if getattr(self, name) > cpus:
-                raise ValueError(
-                    f"{name} {getattr(self, name)} exceeds this machine's {cpus} CPUs: "
-                    f"use at most {cpus} (0 lets ONNX Runtime choose)"
-                )
         if self.io_binding not in IO_BINDING_MODES:
             raise ValueError(f"io_binding must be one of {list(IO_BINDING_MODES)}")
         if self.cuda_graphs not in CUDA_GRAPH_MODES:
@@ -121,6 +111,22 @@ class RuntimeConfig:
             raise ValueError(
                 f"greedy_steps must be 0..{MAX_GREEDY_STEPS} (1: one step a decoder call, 0: auto)"
             )
+
+    def check_threads(self) -> None:
+        """Refuse thread counts above this machine's CPU count (``ValueError``). Every
+        session of every model (and lane) starts its own pool: 100,000 asked for started
+        threads until the machine refused new processes, the server stuck in its start
+        (helper-89); more threads than CPUs only take turns on them. Checked when the
+        sessions are made, not with the flags: a manifest meant for a larger machine
+        (deploy/k8s, checked on CI's 2 cores) is no error there."""
+        cpus = os.cpu_count() or 1
+        for name in ("intra_op_threads", "inter_op_threads"):
+            if getattr(self, name) > cpus:
+                flag = "--" + name.replace("_", "-")
+                raise ValueError(
+                    f"{flag} {getattr(self, name)} exceeds this machine's {cpus} CPUs: "
+                    f"use at most {cpus} (0 lets ONNX Runtime choose)"
+                )
 
     def session_options(self, *, threads: int | None = None) -> ort.SessionOptions:
         """Options of one session; ``threads`` overrides ``intra_op_threads``."""

@@ -228,3 +228,26 @@ def test_an_empty_variable_is_unset_and_a_near_miss_is_reported():
         "NMT_SHUTDOWN_GRCE is not an nmt-serve variable (ignored): NMT_SHUTDOWN_GRACE?",
     ]  # Locust's NMT_SLO_P is nobody's near miss
     assert misspelt_variables({}) == []
+    # words added or left off; compose's and Locust's own variables never flagged
+    env = {"NMT_SHUTDOWN_GRACE_SECONDS": "5", "NMT_MODEL_REPO": "/m", "NMT_SENTENCES": "f",
+           "NMT_METRICS_HOST_PORT": "9464", "NMT_MODEL_REPOSITORY_DIR": "/m"}  # fmt: skip
+    assert misspelt_variables(env) == [
+        "NMT_MODEL_REPO is not an nmt-serve variable (ignored): NMT_MODEL_REPOSITORY?",
+        "NMT_SHUTDOWN_GRACE_SECONDS is not an nmt-serve variable (ignored): NMT_SHUTDOWN_GRACE?",
+    ]
+
+
+def test_the_projects_other_variables_are_listed_as_such():
+    """Every NMT_* name docker-compose.yml and the Locust file read is a flag's variable
+    or one of flags.OTHER_VARIABLES (which the near-miss warning leaves alone)."""
+    import re
+
+    from service.flags import OTHER_VARIABLES
+    from tests.committed import ROOT
+
+    text = (ROOT / "docker-compose.yml").read_text() + (
+        ROOT / "loadtest" / "locustfile.py"
+    ).read_text()
+    named = set(re.findall(r"NMT_[A-Z0-9_]+", text))
+    flags = {flag.variable for flag in FLAGS}
+    assert named - flags == OTHER_VARIABLES

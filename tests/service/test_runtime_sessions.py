@@ -29,9 +29,10 @@ def test_more_threads_than_cpus_are_refused(name, monkeypatch):
     import os
 
     monkeypatch.setattr(os, "cpu_count", lambda: 4)
-    RuntimeConfig(("cpu",), **{name: 4})
-    with pytest.raises(ValueError, match=f"{name} 5 exceeds this machine's 4 CPUs: use at most"):
-        RuntimeConfig(("cpu",), **{name: 5})
+    RuntimeConfig(("cpu",), **{name: 4}).check_threads()
+    flag = "--" + name.replace("_", "-")
+    with pytest.raises(ValueError, match=f"{flag} 5 exceeds this machine's 4 CPUs: use at most"):
+        RuntimeConfig(("cpu",), **{name: 5}).check_threads()
     with pytest.raises(ValueError, match="thread counts must be >= 0"):
         RuntimeConfig(("cpu",), **{name: -1})
 
