@@ -93,17 +93,22 @@ def find_bundles(repository: Path, *, gpu: bool = False) -> dict[str, Path]:
     being served in its place without a word.
     """
     if not repository.is_dir():
-        raise ServerError(f"model repository not found: {repository}")
+        what = "is a file, not a directory" if repository.exists() else "not found"
+        raise ServerError(f"model repository {what}: {repository}")
     found: dict[str, Path] = {}
     for model_dir in sorted(p for p in repository.iterdir() if p.is_dir()):
+        versions = [v for v in model_dir.iterdir() if v.is_dir() and v.name.isdigit()]
+        # a manifest there in any form (a directory, a dangling link) counts: loading it
+        # fails loudly, where skipping it served an older version unsaid (helper-89)
         numeric = sorted(
-            (
-                v
-                for v in model_dir.iterdir()
-                if v.is_dir() and v.name.isdigit() and (v / spec.MANIFEST_FILE).is_file()
-            ),
+            (v for v in versions if os.path.lexists(v / spec.MANIFEST_FILE)),
             key=lambda v: int(v.name),
         )
+        for v in sorted(set(versions) - set(numeric), key=lambda v: int(v.name)):
+            log.warning(
+                "model %s: version directory %s has no %s (still being copied?): skipped",
+                model_dir.name, v.name, spec.MANIFEST_FILE,
+            )  # fmt: skip
         suited = [v for v in numeric if _precision(v) in SUITED_PRECISIONS[gpu] + ("unknown",)]
         if suited or numeric:
             found[model_dir.name] = (suited or numeric)[-1]

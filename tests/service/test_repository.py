@@ -39,12 +39,31 @@ def test_newest_version_suited_to_the_device(tmp_path, precisions, gpu, chosen):
     assert find_bundles(tmp_path, gpu=gpu) == {"en-es": tmp_path / "en-es" / chosen}
 
 
-def test_directories_that_are_not_versions_are_ignored(tmp_path):
+def test_directories_that_are_not_versions_are_ignored(tmp_path, caplog):
     add_version(tmp_path, "m", "1", "fp32")
     add_version(tmp_path, "m", "latest", "fp32")
-    (tmp_path / "m" / "7").mkdir()  # no manifest
+    (tmp_path / "m" / "7").mkdir()  # no manifest: half copied, say so
     (tmp_path / "notes.txt").write_text("x")
     assert find_bundles(tmp_path) == {"m": tmp_path / "m" / "1"}
+    assert "model m: version directory 7 has no manifest.json (still being copied?): " in (
+        caplog.text
+    )
+
+
+@pytest.mark.parametrize("broken", ["directory", "dangling link"])
+def test_a_newest_manifest_that_is_no_file_is_chosen_so_loading_fails_loudly(tmp_path, broken):
+    """A manifest.json that is a directory or a dangling link was skipped and the older
+    version served without a word (helper-89)."""
+    add_version(tmp_path, "m", "1", "fp32")
+    newest = tmp_path / "m" / "2"
+    newest.mkdir()
+    if broken == "directory":
+        (newest / "manifest.json").mkdir()
+    else:
+        (newest / "manifest.json").symlink_to(tmp_path / "gone.json")
+    assert find_bundles(tmp_path) == {"m": newest}
+    with pytest.raises(BundleError):
+        read_manifest(newest)
 
 
 @pytest.mark.parametrize("text", ["{not json", "[1, 2]", '"fp32"'])
@@ -82,6 +101,9 @@ def test_a_bundle_in_the_wrong_place_is_named(tmp_path, layout, hint):
 def test_missing_repository(tmp_path):
     with pytest.raises(ServerError, match="model repository not found"):
         find_bundles(tmp_path / "absent")
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ServerError, match="model repository is a file, not a directory"):
+        find_bundles(tmp_path / "file")
 
 
 def test_committed_repository_serves_int8_on_cpu_fp32_on_gpu():
