@@ -193,7 +193,11 @@ def create_metrics(registry: CollectorRegistry, prefix: str = "nmt") -> Metrics:
         ),
     )
     # Every reason exported as 0 from the start: rate() and alerts need the series to
-    # exist before the first rejection.
+    # exist before the first rejection. So do the server-error series of the translation
+    # methods (NmtServerErrors missed the first burst of INTERNAL answers: helper-89).
     for reason in REJECT_REASONS:
         metrics.rejected.labels(reason)
+    for method in ("Translate", "TranslateStream", "Score"):
+        for code in ("OK", "INTERNAL"):
+            metrics.requests.labels(method, code)
     return metrics
