@@ -201,6 +201,12 @@ FLAGS: tuple[Flag, ...] = (
     Flag("engine", "max_n_best", "most hypotheses a request may ask for"),
     Flag(
         "engine",
+        "response_cache",
+        "sentences per model whose n-best lists are kept to answer repeats without "
+        "decoding them (0: off)",
+    ),
+    Flag(
+        "engine",
         "max_target_length",
         "largest max_length a request may ask for, and the longest target a score request "
         "may give (pieces); a request that sets no max_length gets 256 or this, if lower",

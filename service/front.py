@@ -10,6 +10,7 @@ result, again in the caller's thread, never the scheduler's.
 from __future__ import annotations
 
 import abc
+import functools
 from collections.abc import Sequence
 
 from models.options import DecodeOptions, Hypothesis
@@ -17,6 +18,7 @@ from models.scoring import ScoringRules
 from service import sentences
 from service.alignment import replace_unknowns, source_span
 from service.bundle import Bundle
+from service.cache import ResponseCache, cacheable, through_cache
 from service.constraints import Constraints
 from service.errors import DeadlineExpired, InvalidRequest
 from service.jobs import Job, PrefixCallback, TranslationResult
@@ -123,10 +125,32 @@ class EngineFront(abc.ABC):
         surface = None
         if options.replace_unk:  # before queueing: a tokenizer error must not leave a job
             surface = [self.bundle.src_tokenizer.surface(t) for t in texts]
-        job = self.enqueue(sources, options, timeout, on_prefix, forced, phrases)
+        cache = self.response_cache
+        if cache is not None and cacheable(
+            options, streamed=on_prefix is not None, prefixes=forced, constraints=phrases
+        ):
+            job = through_cache(
+                cache, sources, options, lambda s: self.enqueue(s, options, timeout)
+            )
+        else:
+            job = self.enqueue(sources, options, timeout, on_prefix, forced, phrases)
         job.surface = surface
         job.splits = splits
         return job
+
+    @functools.cached_property
+    def response_cache(self) -> ResponseCache | None:
+        """The model's response cache (``--response-cache``), None when off."""
+        if not self.config.response_cache:
+            return None
+        metrics = getattr(self, "metrics", None)
+        counted = None
+        if metrics is not None:
+
+            def counted(hit: bool, n: int) -> None:
+                metrics.response_cache.labels("hit" if hit else "miss").inc(n)
+
+        return ResponseCache(self.config.response_cache, counted)
 
     def score(
         self,

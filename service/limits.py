@@ -22,6 +22,9 @@ MAX_CHARS_PER_TOKEN = 64
 # milliseconds in a C int (2**31 - 1 ms, about 24.8 days); time.sleep and the event loop
 # refuse infinity too.
 MAX_SECONDS = 2_147_483
+# The most sentences a response cache may keep per model (each n-best list a few KB, more
+# with attention kept: a million would be gigabytes).
+MAX_RESPONSE_CACHE = 1_000_000
 # The shortest stall_timeout: a decoder step on a loaded machine may take a good part of it.
 MIN_STALL_SECONDS = 1.0
 
@@ -45,6 +48,9 @@ class EngineConfig:
     # of the sentences sampling from all 8,000 tokens halved greedy throughput).
     max_sampling_topk: int = 100
     max_target_length: int = 512
+    # Sentences whose n-best lists each model's front keeps to answer a repeat without
+    # decoding it (service/cache.py); 0: no cache.
+    response_cache: int = 0
     # Admission (None: the device's default, ADMISSION): sentences encoded per admission,
     # padding tokens an encoder batch may carry before it is split (see length_groups),
     # and, while sentences are decoding, how many queued requests are admitted at once
@@ -92,6 +98,11 @@ class EngineConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.decode_lanes < 0:
             raise ValueError(f"decode_lanes must be >= 0 (0: auto), got {self.decode_lanes}")
+        if not 0 <= self.response_cache <= MAX_RESPONSE_CACHE:
+            raise ValueError(
+                f"response_cache must be 0 (off) to {MAX_RESPONSE_CACHE:,} sentences, "
+                f"got {self.response_cache}"
+            )
         for name in ("encode_max_padding", "admit_wait_steps"):
             if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")

@@ -74,6 +74,7 @@ class Metrics:
     generated_tokens: Counter
     source_tokens: Counter
     rejected: Counter
+    response_cache: Counter
     inflight: Gauge
     live_rows: Gauge
     queue_depth: Gauge
@@ -172,6 +173,13 @@ def create_metrics(registry: CollectorRegistry, prefix: str = "nmt") -> Metrics:
             name("rejected_requests_total"),
             "Requests rejected before decoding, by reason.",
             ["reason"],
+            registry=registry,
+        ),
+        response_cache=Counter(
+            name("response_cache_sentences_total"),
+            "Sentences of Translate requests looked up in the response cache "
+            "(--response-cache), by result: hit (answered from it) or miss (decoded).",
+            ["result"],
             registry=registry,
         ),
         inflight=Gauge(
