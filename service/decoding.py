@@ -94,12 +94,14 @@ class SentenceSearch:
         options: DecodeOptions,
         special: SpecialIds,
         prefix: Sequence[int] = (),
-        sentence: int = 0,
+        sentence: int | tuple[int, ...] = 0,
         constraints: Constraints | None = None,
     ) -> None:
-        """``sentence``: its index in its request, which with ``options.seed`` fixes its
-        random draws (:class:`~service.strategies.Sampling`); ``constraints``: target
-        phrases its translation must hold (:mod:`service.constraints`)."""
+        """``sentence``: its index in its request, or its key among the request's draws
+        (:attr:`service.jobs.Job.draw_keys`: ``(i, j)`` for the j-th sentence of text i
+        cut by ``split_sentences``), which with ``options.seed`` fixes its random draws
+        (:class:`~service.strategies.Sampling`); ``constraints``: target phrases its
+        translation must hold (:mod:`service.constraints`)."""
         self.strategy = strategy
         # Target tokens forced at the first steps (:class:`~service.strategies.Prefix`);
         # EOS only last, where it makes the prefix the whole translation (``Score``).
@@ -133,7 +135,7 @@ class SentenceSearch:
         self.unk = special.unk
         # a generator per sample: its draws depend on nothing else being decoded (sample 0
         # keyed as a one-sample search's, so it draws what beam_size 1 draws)
-        self._sentence = sentence
+        self._draw_key = (sentence,) if isinstance(sentence, int) else tuple(sentence)
         self._rngs: dict[int, np.random.Generator] = {}
         self._draws: dict[int, float] = {}  # this step's uniform numbers, by sample
         # the sample each live row draws for (:class:`~service.strategies.Sampling`);
@@ -192,14 +194,19 @@ class SentenceSearch:
         self.top_k = self.rank_k + max(map(len, self.bans), default=0)
 
     def draw(self, sample: int = 0) -> float:
-        """This step's uniform number for ``sample`` from its own generator (seeded by
-        the seed, the sentence's index and, past the first, the sample's): the same
-        however often the step is chosen (an isolation probe, a retried step), the next
-        only once :meth:`take` recorded it, so choosing a step and throwing it away
-        changes no draw."""
+        """This step's uniform number for ``sample`` from its own generator, seeded by
+        ``[seed, text]``, then the sample's index past the first sample, then (a text cut
+        by ``split_sentences``) the sentence's index in its text past its first sentence:
+        the first sentence of a text draws what the text unsplit draws, the first sample
+        what one sample draws. The same however often the step is chosen (an isolation
+        probe, a retried step), the next only once :meth:`take` recorded it, so choosing
+        a step and throwing it away changes no draw."""
         if sample not in self._draws:
             if sample not in self._rngs:
-                key = [self.options.seed, self._sentence] + ([sample] if sample else [])
+                text, *within = self._draw_key
+                key = [self.options.seed, text]
+                if sample or within:
+                    key += [sample, *within]  # (4 numbers apart from 3: no key collides)
                 self._rngs[sample] = np.random.default_rng(key)
             self._draws[sample] = float(self._rngs[sample].random())
         return self._draws[sample]
@@ -447,14 +454,14 @@ def make_search(
     options: DecodeOptions,
     special: SpecialIds,
     prefix: Sequence[int] = (),
-    sentence: int = 0,
+    sentence: int | tuple[int, ...] = 0,
     constraints: Constraints | None = None,
 ) -> SentenceSearch:
     """A sentence of ``src_len`` source tokens, decoded as ``options`` say, its target
     starting with the token ids ``prefix`` (forced, see
     :class:`~service.strategies.Prefix`) or holding the phrases of ``constraints``
-    (:mod:`service.constraints`); ``sentence``: its index in its request (the draws of
-    :class:`~service.strategies.Sampling`)."""
+    (:mod:`service.constraints`); ``sentence``: its index in its request, or its draw
+    key (the draws of :class:`~service.strategies.Sampling`)."""
     if constraints:
         if prefix:
             raise ValueError("a sentence cannot have both a target prefix and constraints")

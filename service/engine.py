@@ -229,6 +229,7 @@ class Engine(EngineFront):
         on_prefix: PrefixCallback | None = None,
         prefixes: Sequence[tuple[int, ...]] = (),
         constraints: Sequence[Constraints | None] = (),
+        draw_keys: Sequence[tuple[int, ...]] = (),
     ) -> Job:
         deadline = None if timeout is None else time.monotonic() + timeout
         job = Job(
@@ -239,6 +240,7 @@ class Engine(EngineFront):
             on_cancel=self._note_cancel,
             prefixes=list(prefixes),
             constraints=list(constraints),
+            draw_keys=list(draw_keys),
         )
         with self._cond:
             if not self._accepting:
@@ -502,7 +504,12 @@ class Engine(EngineFront):
             handles = [admitted[i] for i in group]
             searches = [
                 make_search(
-                    len(j.sources[i]), j.options, special, j.prefixes[i], i, j.constraints[i]
+                    len(j.sources[i]),
+                    j.options,
+                    special,
+                    j.prefixes[i],
+                    j.draw_keys[i],
+                    j.constraints[i],
                 )
                 for j, i in handles
             ]

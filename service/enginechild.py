@@ -260,13 +260,24 @@ class EngineChild:
             log.error("unknown message from the server process: %r", kind)
 
     def _submit(
-        self, link: int, jid, sources, options, deadline, stream: bool, prefixes, constraints
+        self,
+        link: int,
+        jid,
+        sources,
+        options,
+        deadline,
+        stream: bool,
+        prefixes,
+        constraints,
+        draw_keys,
     ) -> None:
         timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
         on_prefix = self._prefix_sender(link, jid) if stream else None
         try:
             # Validated (tokenised) by the server process: straight to the queue.
-            job = self.engine.enqueue(sources, options, timeout, on_prefix, prefixes, constraints)
+            job = self.engine.enqueue(
+                sources, options, timeout, on_prefix, prefixes, constraints, draw_keys
+            )
         except Exception as exc:  # noqa: BLE001 - queue full, not accepting: the job's error
             self._send(("error", jid, *describe(exc)), link)
             return

@@ -65,12 +65,14 @@ class EngineFront(abc.ABC):
         on_prefix: PrefixCallback | None = None,
         prefixes: Sequence[tuple[int, ...]] = (),
         constraints: Sequence[Constraints | None] = (),
+        draw_keys: Sequence[tuple[int, ...]] = (),
     ) -> Job:
         """Queue validated ``sources`` (token ids per sentence) and return the job whose
         future the engine resolves; raises :class:`service.errors.NotReady` or
         :class:`service.errors.Overloaded` when it cannot take it. ``timeout``: seconds
         from now; ``prefixes``: each sentence's forced target token ids; ``constraints``:
-        each one's target phrases (:mod:`service.constraints`)."""
+        each one's target phrases (:mod:`service.constraints`); ``draw_keys``: each one's
+        key among the request's random draws (:attr:`service.jobs.Job.draw_keys`)."""
 
     def validate(self, texts: Sequence[str], options: DecodeOptions) -> list[list[int]]:
         """Tokenise and check limits; raise :class:`InvalidRequest` saying how to fix it."""
@@ -133,7 +135,8 @@ class EngineFront(abc.ABC):
                 cache, sources, options, lambda s: self.enqueue(s, options, timeout)
             )
         else:
-            job = self.enqueue(sources, options, timeout, on_prefix, forced, phrases)
+            keys = sentences.draw_keys(splits) if splits is not None else ()
+            job = self.enqueue(sources, options, timeout, on_prefix, forced, phrases, keys)
         job.surface = surface
         job.splits = splits
         return job

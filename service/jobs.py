@@ -61,6 +61,10 @@ class Job:
     prefixes: list[tuple[int, ...]] = field(default_factory=list)
     # Per sentence, the target phrases its translation must hold (None: none).
     constraints: list[Constraints | None] = field(default_factory=list)
+    # Per sentence, its key among the request's random draws (sampling): ``(i,)`` for
+    # the request's i-th text, ``(i, j)`` for the j-th sentence (j >= 1) of a text cut
+    # by ``split_sentences`` (service.decoding.SentenceSearch.draw).
+    draw_keys: list[tuple[int, ...]] = field(default_factory=list)
     # Per sentence, its source tokens as written (``replace_unk``); set by the front,
     # which renders the result, and never sent to an engine process.
     surface: list[list[str]] | None = field(default=None, repr=False)
@@ -73,6 +77,8 @@ class Job:
             self.prefixes = [()] * len(self.sources)
         if not self.constraints:
             self.constraints = [None] * len(self.sources)
+        if not self.draw_keys:
+            self.draw_keys = [(i,) for i in range(len(self.sources))]
         self.results = [None] * len(self.sources)
         self.remaining = len(self.sources)
 

@@ -167,7 +167,8 @@ class EngineLanes(EngineFront):
         on_prefix: PrefixCallback | None = None,
         prefixes: Sequence[tuple[int, ...]] = (),
         constraints: Sequence[Constraints | None] = (),
+        draw_keys: Sequence[tuple[int, ...]] = (),
     ) -> Job:
         fill = GREEDY_FILL_ROWS if strategy_for(options) is GREEDY else FILL_ROWS
         lane = self.lanes[pick_lane([lane.load for lane in self.lanes], fill)]
-        return lane.enqueue(sources, options, timeout, on_prefix, prefixes, constraints)
+        return lane.enqueue(sources, options, timeout, on_prefix, prefixes, constraints, draw_keys)

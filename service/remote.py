@@ -228,6 +228,7 @@ class EngineLink(EngineFront):
         on_prefix: PrefixCallback | None = None,
         prefixes: Sequence[tuple[int, ...]] = (),
         constraints: Sequence[Constraints | None] = (),
+        draw_keys: Sequence[tuple[int, ...]] = (),
     ) -> Job:
         """The validated (tokenised) request's token ids go to the child."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -240,6 +241,7 @@ class EngineLink(EngineFront):
             on_cancel=partial(self._cancel, jid),
             prefixes=list(prefixes),
             constraints=list(constraints),
+            draw_keys=list(draw_keys),
         )
         with self._lock:
             if self._dead is not None or self._closed:
@@ -251,7 +253,17 @@ class EngineLink(EngineFront):
         # A send that fails means the child is gone: the reader fails the job.
         stream = on_prefix is not None
         self._wire.send(
-            ("submit", jid, sources, options, deadline, stream, job.prefixes, job.constraints)
+            (
+                "submit",
+                jid,
+                sources,
+                options,
+                deadline,
+                stream,
+                job.prefixes,
+                job.constraints,
+                job.draw_keys,
+            )  # fmt: skip
         )
         return job
 

@@ -104,6 +104,14 @@ def sentences_of(splits: Sequence[Split]) -> list[str]:
     return [s for one in splits for s in one.sentences]
 
 
+def draw_keys(splits: Sequence[Split]) -> list[tuple[int, ...]]:
+    """Each sentence's key among the request's random draws: ``(i,)`` for the first
+    sentence of text i (what the text unsplit draws), ``(i, j)`` for its j-th after it."""
+    return [
+        (i, *([j] if j else [])) for i, one in enumerate(splits) for j in range(len(one.sentences))
+    ]
+
+
 def where(index: int, splits: Sequence[Split]) -> str:
     """The sentence ``index`` of :func:`sentences_of` named for the client: which of its
     texts, which sentence of it."""

@@ -93,6 +93,18 @@ def test_each_sentence_is_translated_as_alone_and_joined(stub, tiny_bundle, beam
     assert single.hypotheses[0] == want[2]
 
 
+def test_seeded_draws_of_a_text_do_not_depend_on_how_the_others_split(stub, tiny_bundle):
+    """A text's first sentence draws what the text unsplit draws: keyed by its text's
+    index, not by how many sentences the texts before it were cut into (helper-90)."""
+    a, b, c = (s.rstrip(".") + "." for s in tiny_bundle.sentences[:3])
+    drawn = pb.DecodeOptions(sampling_topk=50, sampling_temperature=2.0, seed=11)
+    split = translate(stub, [f"{a} {b}", c], options=drawn, split_sentences=True)
+    unsplit = translate(stub, ["x", c], options=drawn)
+    assert split.translations[1].hypotheses[0].text == unsplit.translations[1].hypotheses[0].text
+    alone = translate(stub, [a, "x"], options=drawn).translations[0].hypotheses[0].text
+    assert split.translations[0].hypotheses[0].text.startswith(alone + " ")
+
+
 @pytest.mark.parametrize(
     ("fields", "named"),
     [
