@@ -321,8 +321,10 @@ def child_main(
     """The engine process: load the bundle, then serve its links until the owner's closes."""
     # The server drains this process itself; a signal sent to the whole group (Ctrl-C,
     # systemd's control-group kill) must not end it before the requests in flight.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # the main process drains on these and stops this one (SIGHUP too: a closed
+    # terminal sends it to the whole group, and it killed the children mid-call)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     threading.current_thread().name = "nmt-ipc-reader"
     logs.configure(log_config)
     wires = [Wire(conn) for conn in conns]

@@ -236,8 +236,10 @@ def frontend_main(config: ServerConfig, links: Links, conn, index: int) -> None:
 def _frontend(config: ServerConfig, links: Links, conn, index: int) -> int:
     from service.server import ServerError, TranslationServer  # the server imports us
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # the main process drains on these and stops this one (SIGHUP too: a closed
+    # terminal sends it to the whole group, and it killed the children mid-call)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     logs.configure(config.log)
     wire = Wire(conn)
     try:

@@ -463,9 +463,11 @@ def test_nmt_serve_exits_1_when_its_engine_process_dies(serve):
     )
 
 
-def test_nmt_serve_drains_when_the_whole_group_gets_sigterm(serve, tiny_bundle):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
+def test_nmt_serve_drains_when_the_whole_group_gets_sigterm(serve, tiny_bundle, sig):
     """systemd and Ctrl-C signal the whole process group: the child ignores it and the
-    server drains it, finishing the call in flight."""
+    server drains it, finishing the call in flight. (So does a closed terminal's SIGHUP,
+    which killed the child mid-call: helper-90.)"""
     proc, port, log = serve
     channel, stub = stub_for(port)
     try:
@@ -475,7 +477,7 @@ def test_nmt_serve_drains_when_the_whole_group_gets_sigterm(serve, tiny_bundle):
         stream = stub.TranslateStream(request, timeout=TIMEOUT)
         first = next(stream)
         assert not first.final, "the request finished before SIGTERM: make it longer"
-        os.killpg(proc.pid, signal.SIGTERM)
+        os.killpg(proc.pid, sig)
         rest = list(stream)
         assert rest and rest[-1].final
         # past its stop budget (grace 20 s, one engine process) nmt-serve dumps its
