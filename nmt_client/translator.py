@@ -6,12 +6,14 @@ import math
 import os
 import queue
 import random
+import re
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import fields
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -345,9 +347,13 @@ class Translator:
 
         def translate(batch: list[str]) -> list[Result]:
             if constraints_for is None:
-                return self.translate(batch, **kwargs)
-            phrases = [list(constraints_for(t)) for t in batch]
-            return self.translate(batch, **{**kwargs, "constraints": phrases})
+                call = partial(self.translate, **kwargs)
+            else:
+                phrases = [list(constraints_for(t)) for t in batch]
+                call = partial(self.translate, **{**kwargs, "constraints": phrases})
+            if not kwargs.get("split_sentences"):
+                return call(batch)
+            return _halved(call, batch)
 
         def request(batch: list[str]) -> list[Result]:
             if not (skip_refused or keep_blank):
@@ -561,6 +567,28 @@ class Translator:
             if time.monotonic() + delay >= deadline:
                 raise error  # no time for another attempt: the last answer stands
             time.sleep(delay)
+
+
+# The server's refusal of texts whose sentences together exceed its limit a request.
+_TOO_MANY_SENTENCES = re.compile(r"^the texts hold \d+ sentences; the limit is \d+")
+
+
+def _halved(call: Callable[[list[str]], list[Result]], batch: list[str]) -> list[Result]:
+    """``call(batch)``, the batch halved (and again) while the server finds its texts'
+    sentences too many for one request (``split_sentences``: the client cannot count
+    them, the server does); one text over the limit is refused on its own (named
+    ``texts[0]``, which ``skip_refused`` skips)."""
+    try:
+        return call(batch)
+    except InvalidRequest as exc:
+        if len(batch) < 2 or not _TOO_MANY_SENTENCES.match(exc.details):
+            raise
+    half = len(batch) // 2
+    first = _halved(call, batch[:half])
+    try:
+        return first + _halved(call, batch[half:])
+    except TranslatorError as exc:
+        raise shifted(exc, half) from None
 
 
 def _seconds(value: float, name: str, *, zero: bool = False) -> float:

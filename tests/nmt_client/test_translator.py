@@ -418,3 +418,23 @@ def test_a_timeout_that_is_no_number_of_seconds_is_refused_before_any_call(serve
         if seconds != 0:
             with pytest.raises(InvalidOptions, match=r"timeout must be .* >= 0, got"):
                 t.wait_ready(timeout=seconds)
+
+
+def test_translate_many_halves_a_batch_whose_sentences_are_too_many(server_factory):
+    """With split_sentences the server counts sentences, the client texts: a batch over
+    the limit is halved until it fits, and one text over it alone is refused on its own
+    (skip_refused skips it) (helper-90: 40 three-sentence texts failed at batch 32)."""
+    server = server_factory(max_sentences_per_request=4)
+    texts = ["Go home. Stop now.", "Hi. Bye.", "Yes. No.", "One. Two. Three. Four. Five.",
+             "Come here. Go there."]  # fmt: skip
+    with Translator(f"127.0.0.1:{server.port}") as t:
+        want = [t.translate([text], split_sentences=True)[0].text for text in texts[:3]]
+        got = list(t.translate_many(texts[:3], batch_size=3, split_sentences=True))
+        assert [r.text for r in got] == want
+        with pytest.raises(InvalidRequest, match=r"texts\[3\] holds 5 sentences; the limit"):
+            list(t.translate_many(texts, batch_size=5, split_sentences=True))
+        skipped = list(
+            t.translate_many(texts, batch_size=5, split_sentences=True, skip_refused=True)
+        )
+    assert [r.error is not None for r in skipped] == [False, False, False, True, False]
+    assert [r.text for r in skipped[:3]] == want
