@@ -8,11 +8,13 @@ text, cuts nothing useful. :func:`split` cuts a text into sentences; the request
 them as sentences of its own; :func:`join` puts their translations back together, with
 the whitespace the source had between them.
 
-The rule, for any language written with spaces: a sentence ends at ``.``, ``!``, ``?``,
-``…`` (or the CJK full stops), possibly followed by closing quotes and brackets, where
-whitespace follows and the next word does not start with a lower-case letter; not after
-an abbreviation of :data:`ABBREVIATIONS` or a single letter (an initial, "J. Smith").
-A line break always ends one (a text's own lines stay lines).
+The rule: a sentence ends at ``.``, ``!``, ``?`` or ``…``, possibly followed by closing
+quotes and brackets, where whitespace follows and the next word does not start with a
+lower-case letter; not after an abbreviation of :data:`ABBREVIATIONS` or a single letter
+(an initial, "J. Smith"). The CJK full stops ``。！？`` end one whatever follows. A line
+break always ends one (a text's own lines stay lines). A piece without a letter is no
+sentence of its own: a list's number ("1.") stays with the sentence after it, a citation
+mark, an emoji or a zero-width space with the one before it.
 """
 
 from __future__ import annotations
@@ -32,7 +34,10 @@ _ABBREVIATED = """mr mrs ms dr prof st jr sr vs etc e.g i.e cf approx inc ltd co
     evtl ggf usw z.b d.h u.a s.o mme mlle sra srta dña dra pág núm"""
 ABBREVIATIONS = frozenset(_ABBREVIATED.split())
 
-_END = re.compile(r"[.!?…。！？]+[\"'”’»)\]]*")
+_CLOSERS = "\"'”’»)]」』"
+_CJK_STOPS = "。！？"
+_END = re.compile(r"[.!?…。！？]+[\"'”’»)\]」』]*")
+_LINE_BREAK = re.compile(r"(\r\n|\r|\n|\u2028|\u2029)")
 _WORD_BEFORE = re.compile(r"([\w.]+)$")
 
 
@@ -53,33 +58,60 @@ def split(text: str) -> Split:
     for breaks, line in _lines(text):
         if separators:
             separators[-1] = breaks  # between lines: the line breaks
-        start = 0
-        for match in _END.finditer(line):
-            end = match.end()
-            rest = line[end:].lstrip()
-            if end < len(line) and not line[end].isspace():
-                continue  # "3.5", "U.S.A": no space after it
-            if not rest or rest[0].islower():
-                continue  # the line's end (its last sentence, below), or "e.g. this"
-            if match.group() == "." and _abbreviation(line[start : match.start()]):
-                continue
-            sentences.append(line[start:end].strip())
-            next_start = len(line) - len(rest)
-            separators.append(line[end:next_start])
-            start = next_start
-        sentences.append(line[start:].strip())
-        separators.append("")
+        pieces = _line_pieces(line)
+        sentences += [piece for piece, _ in pieces]
+        separators += [sep for _, sep in pieces]
     if not sentences:
         return Split((text.strip(),), ("",))
     return Split(tuple(sentences), tuple(separators))
+
+
+def _line_pieces(line: str) -> list[tuple[str, str]]:
+    """One line's sentences, each with the whitespace after it ("" for the last). A
+    piece without a letter is no sentence: a list's number ("1.") joins the sentence
+    after it, anything else ("[1]", an emoji, a zero-width space) the one before it."""
+    pieces: list[tuple[str, str]] = []
+    start = 0
+    for match in _END.finditer(line):
+        end = match.end()
+        rest = line[end:].lstrip()
+        cjk = match.group().rstrip(_CLOSERS)[-1:] in _CJK_STOPS
+        if not rest:
+            continue  # the line's end: its last sentence, below
+        if not cjk:  # a CJK full stop ends a sentence whatever follows it
+            if not line[end].isspace():
+                continue  # "3.5", "U.S.A": no space after it
+            if rest[0].islower():
+                continue  # "e.g. this"
+            if match.group() == "." and _abbreviation(line[start : match.start()]):
+                continue
+        next_start = len(line) - len(rest)
+        # no whitespace between (CJK): a space between their translations
+        pieces.append((line[start:end].strip(), line[end:next_start] or " "))
+        start = next_start
+    pieces.append((line[start:].strip(), ""))
+    merged: list[tuple[str, str]] = []
+    number = ""  # a leading piece without a letter, waiting for the sentence after it
+    for piece, sep in pieces:
+        if any(ch.isalpha() for ch in piece):
+            merged.append((number + piece, sep))
+            number = ""
+        elif merged:
+            before, gap = merged[-1]
+            merged[-1] = (before + gap + piece, sep)
+        else:
+            number += piece + sep
+    if number:  # no letter in the whole line: it stays as it is
+        merged.append((number.rstrip(), ""))
+    return merged
 
 
 def _lines(text: str) -> list[tuple[str, str]]:
     """``(line breaks before it, line)`` for each non-blank line of ``text``."""
     out: list[tuple[str, str]] = []
     pending = ""
-    for part in re.split(r"(\r\n|\r|\n)", text.strip()):
-        if part in ("\r\n", "\r", "\n"):
+    for part in _LINE_BREAK.split(text.strip()):
+        if _LINE_BREAK.fullmatch(part):
             pending += part
         elif part.strip():
             out.append((pending, part))

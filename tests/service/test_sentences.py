@@ -35,6 +35,16 @@ from tests.service.test_httpapi import post
         ("¿Qué? ¡No!\n\nSegunda línea\nTercera.",
          ["¿Qué?", "¡No!", "Segunda línea", "Tercera."], [" ", "\n\n", "\n", ""]),
         ("A.  B.\r\nC.", ["A.  B.", "C."], ["\r\n", ""]),  # single letters: initials
+        # a piece without a letter is no sentence: a list's number joins the next one,
+        # a citation, an emoji or a zero-width space the one before (helper-90)
+        ("1. Open it.\n2. Close it.", ["1. Open it.", "2. Close it."], ["\n", ""]),
+        ("This is it. [1]", ["This is it. [1]"], [""]),
+        ("It works. \U0001f642\U0001f642", ["It works. \U0001f642\U0001f642"], [""]),
+        ("Hello there. \u200b", ["Hello there. \u200b"], [""]),
+        ("1. 2. 3.", ["1. 2. 3."], [""]),
+        # CJK full stops end a sentence with no space after them; U+2028 breaks a line
+        ("這是一個句子。這是另一個。", ["這是一個句子。", "這是另一個。"], [" ", ""]),
+        ("Line one\u2028Line two.", ["Line one", "Line two."], ["\u2028", ""]),
     ],
 )  # fmt: skip
 def test_split_finds_the_sentences_and_keeps_the_whitespace_between(text, want, separators):
