@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import queue
 import random
@@ -595,7 +596,9 @@ def _seconds(value: float, name: str, *, zero: bool = False) -> float:
     """``value`` if it is a finite number of seconds above 0 (or 0 with ``zero``), else
     :class:`InvalidOptions` (NaN, -1 and inf made gRPC fail the call at once with
     DEADLINE_EXCEEDED, a wait for readiness with NaN never ended)."""
-    finite = isinstance(value, int | float) and math.isfinite(value)
+    # (a number of any kind, numpy's too; not True, which is an int)
+    finite = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    finite = finite and math.isfinite(value)
     if not finite or value < 0 or (value == 0 and not zero):
         least = ">= 0" if zero else "> 0"
         raise InvalidOptions(f"{name} must be a finite number of seconds {least}, got {value!r}")

@@ -179,8 +179,9 @@ def validate_request(
             f"{cfg.max_sentences_per_request}: split the request"
         )
     if options.beam_size > cfg.max_beam_size:
+        what = "samples a sentence (beam_size, else n_best)" if options.sampling else "beam_size"
         raise InvalidRequest(
-            f"beam_size {options.beam_size} > max {cfg.max_beam_size}: "
+            f"{what} {options.beam_size} > max {cfg.max_beam_size}: "
             f"use beam_size <= {cfg.max_beam_size}"
         )
     if options.n_best > cfg.max_n_best:

@@ -59,7 +59,8 @@ def to_options(
             )
         beam = 1
     elif msg.strategy == pb.STRATEGY_BEAM:
-        beam = beam or (model_beam if model_beam > 1 else DEFAULT_BEAM)
+        # (sampling: its n_best samples, whatever the strategy says; helper-90)
+        beam = beam or (model_beam if model_beam > 1 or msg.sampling_topk > 1 else DEFAULT_BEAM)
     elif msg.strategy == pb.STRATEGY_UNSPECIFIED:
         beam = beam or model_beam
     else:  # a client built against a newer proto: refuse rather than guess

@@ -153,7 +153,7 @@ def where(index: int, splits: Sequence[Split]) -> str:
                 return f"texts[{i}]"
             return f"texts[{i}] (its sentence {index + 1} of {len(one.sentences)})"
         index -= len(one.sentences)
-    return f"sentence {index}"
+    raise IndexError(f"no sentence {index} past the texts' sentences")
 
 
 def renamed(message: str, splits: Sequence[Split]) -> str:

@@ -404,7 +404,7 @@ def test_linger_waits_for_the_next_item_not_the_batchs_first(translator, texts, 
     assert sizes == [12]
 
 
-@pytest.mark.parametrize("seconds", [float("nan"), float("inf"), -1.0, 0, "5"])
+@pytest.mark.parametrize("seconds", [float("nan"), float("inf"), -1.0, 0, "5", True])
 def test_a_timeout_that_is_no_number_of_seconds_is_refused_before_any_call(server, seconds):
     """NaN, -1 and inf made gRPC fail the call at once with DEADLINE_EXCEEDED (telling the
     user to allow a longer timeout); a wait for readiness with NaN never ended."""

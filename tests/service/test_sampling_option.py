@@ -91,6 +91,15 @@ def test_bad_sampling_options_are_invalid_argument(stub, texts, fields, message)
     assert message in err.details()
 
 
+@pytest.mark.parametrize("strategy", [pb.STRATEGY_UNSPECIFIED, pb.STRATEGY_BEAM])
+def test_sampling_draws_n_best_samples_when_the_beam_is_unset(strategy):
+    """Whatever the strategy says (STRATEGY_BEAM gave the default beam of 5, which the
+    client library's batch sizing did not expect: helper-90)."""
+    for n_best, samples in ((0, 1), (3, 3)):
+        msg = pb.DecodeOptions(sampling_topk=5, n_best=n_best, strategy=strategy)
+        assert to_options(msg, default_max_length=256).beam_size == samples
+
+
 def test_an_unset_seed_is_drawn_per_request():
     a = to_options(pb.DecodeOptions(sampling_topk=5), default_max_length=256).seed
     b = to_options(pb.DecodeOptions(sampling_topk=5), default_max_length=256).seed
