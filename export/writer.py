@@ -121,10 +121,14 @@ def non_finite_weights(model: Any) -> str | None:
     ("non-finite values in the logits"), after tracing, with no word of which weights."""
     import torch
 
+    # NaN anywhere; inf in the parameters only: a buffer may hold -inf on purpose (the
+    # Marian converter's mask of blocked tokens)
+    parameters = {name for name, _ in model.named_parameters()}
     bad = []
     for name, tensor in model.state_dict().items():
         if torch.is_tensor(tensor) and tensor.is_floating_point():
-            count = int((~torch.isfinite(tensor)).sum())
+            wrong = torch.isnan(tensor) if name not in parameters else ~torch.isfinite(tensor)
+            count = int(wrong.sum())
             if count:
                 bad.append(f"{name} ({count:,} of {tensor.numel():,} values)")
     if not bad:
