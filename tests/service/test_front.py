@@ -47,7 +47,14 @@ class AnsweringFront(EngineFront):
         self.hyps = hyps
 
     def enqueue(
-        self, sources, options, timeout=None, on_prefix=None, prefixes=(), constraints=()
+        self,
+        sources,
+        options,
+        timeout=None,
+        on_prefix=None,
+        prefixes=(),
+        constraints=(),
+        draw_keys=(),
     ) -> Job:
         job = Job(sources, options, deadline=None)
         job.future.set_result([list(self.hyps) for _ in sources])
