@@ -300,43 +300,45 @@ def test_a_streams_answer_read_after_its_deadline_is_not_followed_by_an_error(
     assert b"event: error" not in data, data[-300:]
 
 
-def test_malformed_requests_held_back_are_counted_at_the_periods_end(caplog):
-    """A flood of malformed requests: one line at once, then one saying how many more,
-    when no later one comes to say it (a flood's 999 others went unmentioned)."""
+def _malformed(log: logging.Logger) -> None:
     from aiohttp.http_exceptions import BadHttpMessage
 
-    period = httpconn._MalformedRequests(0.2)
-    log = logging.getLogger("service.httpconn.protocol.test")
+    try:
+        raise BadHttpMessage("Bad header")
+    except BadHttpMessage:
+        log.error("Error handling request", exc_info=True)
+
+
+def _failed_accept(log: logging.Logger) -> None:
+    log.error("socket.accept() out of system resource")
+
+
+@pytest.mark.parametrize(
+    ("make", "flood", "first", "held"),
+    [
+        (httpconn._MalformedRequests, _malformed, "refused a malformed HTTP request (",
+         "3 more malformed HTTP requests refused in the last 0.2 s"),
+        (httpconn._AcceptFailures, _failed_accept, "the HTTP port could not accept a connection",
+         "3 more failed accepts on the HTTP port in the last 0.2 s"),
+    ],
+    ids=["malformed", "accept"],
+)  # fmt: skip
+def test_a_floods_held_back_lines_are_counted_at_the_periods_end(caplog, make, flood, first, held):
+    """A flood: one line at once, then one saying how many more when no later one comes
+    to say it (a flood's 999 others went unmentioned)."""
+    period = make(0.2)
+    log = logging.getLogger(f"service.httpconn.test.{make.__name__}")
     log.addFilter(period)
     caplog.set_level(logging.WARNING, logger=log.name)
     try:
         for _ in range(4):
-            try:
-                raise BadHttpMessage("Bad header")
-            except BadHttpMessage:
-                log.error("Error handling request", exc_info=True)
+            flood(log)
         lines = [r.getMessage() for r in caplog.records if r.name == log.name]
-        assert len(lines) == 1 and lines[0].startswith("refused a malformed HTTP request (")
+        assert len(lines) == 1 and lines[0].startswith(first)
         assert wait_until(lambda: len([r for r in caplog.records if r.name == log.name]) == 2)
         last = [r for r in caplog.records if r.name == log.name][-1]
-        assert last.getMessage() == "3 more malformed HTTP requests refused in the last 0.2 s"
+        assert last.getMessage() == held
         assert last.levelno == logging.WARNING and not last.exc_info
-    finally:
-        log.removeFilter(period)
-
-
-def test_failed_accepts_held_back_are_counted_at_the_periods_end(caplog):
-    period = httpconn._AcceptFailures(0.2)
-    log = logging.getLogger("asyncio.test")
-    log.addFilter(period)
-    caplog.set_level(logging.WARNING, logger=log.name)
-    try:
-        for _ in range(3):
-            log.error("socket.accept() out of system resource")
-        assert wait_until(lambda: len([r for r in caplog.records if r.name == log.name]) == 2)
-        first, last = (r.getMessage() for r in caplog.records if r.name == log.name)
-        assert first.startswith("the HTTP port could not accept a connection: raise")
-        assert last == "2 more failed accepts on the HTTP port in the last 0.2 s"
     finally:
         log.removeFilter(period)
 
