@@ -539,6 +539,24 @@ def exit_if_stuck(seconds: float) -> None:
     faulthandler.dump_traceback_later(seconds, exit=True)
 
 
+def _check_tls(config: ServerConfig) -> None:
+    """The TLS files read as the ports will read them, before any model loads: a wrong
+    path was reported only after every model had loaded (helper-89)."""
+    if config.tls_cert is None:
+        return
+    try:
+        server_credentials(config.tls_cert, config.tls_key, config.tls_client_ca)
+    except ListenError as exc:
+        raise ServerError(str(exc)) from None
+    if config.http_port >= 0:
+        from service.httpapi import ssl_context
+
+        try:
+            ssl_context(config.tls_cert, config.tls_key, config.tls_client_ca)
+        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+            raise ServerError(f"TLS for the HTTP port: {exc}") from None
+
+
 def create_server(
     config: ServerConfig, *, registry: CollectorRegistry | None = None
 ) -> tuple[TranslationServer, int]:
@@ -546,6 +564,7 @@ def create_server(
     Without a ``registry``, a new one that also carries the process's own metrics
     (``process_resident_memory_bytes``, CPU seconds, open files)."""
     config.runtime.check_threads()
+    _check_tls(config)
     if registry is None:
         registry = CollectorRegistry()
         ProcessCollector(registry=registry)

@@ -443,9 +443,14 @@ def test_cli_metrics_port_in_use_is_one_line(tiny_bundle, busy_port, capsys):
         assert len(err.splitlines()) == 1
 
 
-def test_cli_tls_files_are_checked(tiny_bundle, tmp_path, capsys):
+def test_cli_tls_files_are_checked(tiny_bundle, tmp_path, capsys, monkeypatch):
+    """Before any model loads (they were reported only once every model had: helper-89)."""
     from service import server
 
+    def no_loading(*args, **kwargs):
+        raise AssertionError("models loaded before the TLS files were checked")
+
+    monkeypatch.setattr(server, "TranslationServer", no_loading)
     argv = ["--model-repository", str(tiny_bundle.repo), "--providers", "cpu", "--port", "0"]
     argv += ["--metrics-port", "-1"]
     missing = ["--tls-cert", str(tmp_path / "nope.crt"), "--tls-key", str(tmp_path / "nope.key")]
