@@ -22,6 +22,7 @@ import os
 import resource
 import signal
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -334,10 +335,8 @@ class TranslationServer:
                     health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
                 ),
             )
+        creds = _grpc_credentials(config)
         try:
-            creds = None
-            if config.tls_cert is not None:
-                creds = server_credentials(config.tls_cert, config.tls_key, config.tls_client_ca)
             port = bind(self.grpc_server, config.host, config.port, creds, reuse_port=reuse_port)
         except ListenError as exc:
             raise ServerError(str(exc)) from None
@@ -348,15 +347,10 @@ class TranslationServer:
         return port
 
     async def _start_http(self, reuse_port: bool) -> None:
-        from service.httpapi import HttpApi, HttpApiError, ssl_context
+        from service.httpapi import HttpApi, HttpApiError
 
         config = self.config
-        context = None
-        if config.tls_cert is not None:
-            try:
-                context = ssl_context(config.tls_cert, config.tls_key, config.tls_client_ca)
-            except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
-                raise ServerError(f"TLS for the HTTP port: {exc}") from None
+        context = _http_tls_context(config)
         idle = config.transport.max_connection_idle or MAX_SECONDS
         open_files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         connections = connection_room(config.http_max_connections, open_files)
@@ -539,22 +533,35 @@ def exit_if_stuck(seconds: float) -> None:
     faulthandler.dump_traceback_later(seconds, exit=True)
 
 
+def _grpc_credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
+    """The gRPC port's TLS credentials (None: plain text); :class:`ServerError` naming
+    the flag and file at fault."""
+    if config.tls_cert is None:
+        return None
+    try:
+        return server_credentials(config.tls_cert, config.tls_key, config.tls_client_ca)
+    except ListenError as exc:
+        raise ServerError(str(exc)) from None
+
+
+def _http_tls_context(config: ServerConfig) -> ssl.SSLContext | None:
+    """The HTTP port's TLS context, from the same files (None: plain text)."""
+    if config.tls_cert is None:
+        return None
+    from service.httpapi import ssl_context
+
+    try:
+        return ssl_context(config.tls_cert, config.tls_key, config.tls_client_ca)
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        raise ServerError(f"TLS for the HTTP port: {exc}") from None
+
+
 def _check_tls(config: ServerConfig) -> None:
     """The TLS files read as the ports will read them, before any model loads: a wrong
     path was reported only after every model had loaded (helper-89)."""
-    if config.tls_cert is None:
-        return
-    try:
-        server_credentials(config.tls_cert, config.tls_key, config.tls_client_ca)
-    except ListenError as exc:
-        raise ServerError(str(exc)) from None
+    _grpc_credentials(config)
     if config.http_port >= 0:
-        from service.httpapi import ssl_context
-
-        try:
-            ssl_context(config.tls_cert, config.tls_key, config.tls_client_ca)
-        except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
-            raise ServerError(f"TLS for the HTTP port: {exc}") from None
+        _http_tls_context(config)
 
 
 def create_server(
