@@ -29,6 +29,7 @@ from service.limits import (
     validate_request,
     validate_targets,
 )
+from service.metrics import Metrics
 
 DEADLINE_MESSAGE = (
     "the deadline passed before the translation finished: allow a longer deadline, "
@@ -49,12 +50,13 @@ def check_forcing(bundle: Bundle) -> None:
 
 
 class EngineFront(abc.ABC):
-    """The request side of an engine; subclasses set ``bundle``, ``config`` and
-    ``max_source_tokens`` and implement :meth:`enqueue`."""
+    """The request side of an engine; subclasses set ``bundle``, ``config``,
+    ``max_source_tokens`` and ``metrics`` and implement :meth:`enqueue`."""
 
     bundle: Bundle
     config: EngineConfig
     max_source_tokens: int
+    metrics: Metrics
 
     @abc.abstractmethod
     def enqueue(
@@ -146,12 +148,10 @@ class EngineFront(abc.ABC):
         """The model's response cache (``--response-cache``), None when off."""
         if not self.config.response_cache:
             return None
-        metrics = getattr(self, "metrics", None)
-        counted = None
-        if metrics is not None:
+        counter = self.metrics.response_cache
 
-            def counted(hit: bool, n: int) -> None:
-                metrics.response_cache.labels("hit" if hit else "miss").inc(n)
+        def counted(hit: bool, n: int) -> None:
+            counter.labels("hit" if hit else "miss").inc(n)
 
         return ResponseCache(self.config.response_cache, counted)
 
