@@ -492,9 +492,10 @@ class Translator:
         server; ``"nmt.v1.Translator"``: the translator) as a name: ``"SERVING"``,
         ``"NOT_SERVING"``... Not retried: a health check reports what it finds."""
         request = health_pb2.HealthCheckRequest(service=service)
-        seconds = self.timeout if timeout is None else _seconds(timeout, "timeout")
         try:
-            reply = self._health.Check(request, timeout=seconds, metadata=self.metadata or None)
+            reply = self._health.Check(
+                request, timeout=self._timeout_of(timeout), metadata=self.metadata or None
+            )
         except grpc.RpcError as exc:
             error = from_rpc_error(exc, target=self.target, tls=self.tls)
             if error.code == grpc.StatusCode.NOT_FOUND and not error.details:
@@ -537,6 +538,10 @@ class Translator:
 
     # -- internals -----------------------------------------------------------------------
 
+    def _timeout_of(self, timeout: float | None) -> float:
+        """A call's timeout: the translator's, or the call's own once checked."""
+        return self.timeout if timeout is None else _seconds(timeout, "timeout")
+
     def _model(self, model: str | None) -> str | None:
         return model if model is not None else self.model
 
@@ -550,8 +555,7 @@ class Translator:
         retries are spent or the deadline is near; gRPC errors become TranslatorErrors."""
         if self._closed.is_set():
             raise ValueError("this Translator is closed")
-        total = self.timeout if timeout is None else _seconds(timeout, "timeout")
-        deadline = time.monotonic() + total
+        deadline = time.monotonic() + self._timeout_of(timeout)
         metadata = self.metadata + (((REQUEST_ID_HEADER, request_id),) if request_id else ())
         tries = 0
         while True:
