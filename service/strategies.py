@@ -465,7 +465,19 @@ class OnmtTfBeam(EoleBeam):
                          slots=places)  # fmt: skip
 
 
-class Sampling:
+class OneByOne:
+    """A strategy that chooses for its sentences one at a time: ``select`` calls
+    ``_choose(search, first_row, values, ids)`` for each (constrained and diverse searches,
+    whose bookkeeping is per sentence)."""
+
+    def select(self, searches, first_rows, values, ids) -> list[Selection]:
+        return [
+            self._choose(s, first, values, ids)  # type: ignore[attr-defined]
+            for s, first in zip(searches, first_rows, strict=True)
+        ]
+
+
+class Sampling(OneByOne):
     """Random sampling (Eole's ``random_sampling_topk`` / ``random_sampling_temp``,
     CTranslate2's ``sampling_topk`` / ``sampling_temperature``): ``beam_size`` samples
     per sentence, each a row of its own (fairseq's ``--sampling --beam N``).
@@ -487,12 +499,6 @@ class Sampling:
 
     def top_k(self, options: DecodeOptions) -> int:
         return options.sampling_topk
-
-    def select(self, searches, first_rows, values, ids) -> list[Selection]:
-        return [
-            self._choose(s, first, values, ids)
-            for s, first in zip(searches, first_rows, strict=True)
-        ]
 
     @staticmethod
     def _choose(s: SentenceSearch, first: int, values, ids) -> Selection:
@@ -527,18 +533,6 @@ class Sampling:
                 totals.append(total)
                 kept.append(sample)
         return Selection(parents, tokens, totals, finished, not parents, samples=tuple(kept))
-
-
-class OneByOne:
-    """A strategy that chooses for its sentences one at a time: ``select`` calls
-    ``_choose(search, first_row, values, ids)`` for each (constrained and diverse searches,
-    whose bookkeeping is per sentence)."""
-
-    def select(self, searches, first_rows, values, ids) -> list[Selection]:
-        return [
-            self._choose(s, first, values, ids)  # type: ignore[attr-defined]
-            for s, first in zip(searches, first_rows, strict=True)
-        ]
 
 
 class Prefix:
